@@ -1,0 +1,1 @@
+//! NCCL topology XML in and out, the topology graph, and NCCL's paths.
