@@ -1,1 +1,301 @@
-fn main() {}
+//! `ncclsim`: the command line over the `topo`, `planner` and `cost-model` crates. Thin by design:
+//! argument parsing, reading files, printing.
+
+use clap::{Args, Parser, Subcommand};
+use std::process::ExitCode;
+use std::sync::Arc;
+use topo::lint::Severity;
+use topo::{Cluster, Completion, NodeKind, TopoSettings};
+
+#[derive(Parser)]
+#[command(
+    name = "ncclsim",
+    version,
+    about = "NCCL collective-communication simulator: topologies, plans and predictions without GPUs"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Topology commands: show, paths, check, dot, dump.
+    #[command(subcommand)]
+    Topo(TopoCmd),
+}
+
+#[derive(Subcommand)]
+enum TopoCmd {
+    /// Print the system as NCCL's GRAPH debug output does (`=== System : maxBw ... totalBw ... ===`).
+    Show {
+        #[command(flatten)]
+        input: Input,
+        /// Output format.
+        #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+        format: String,
+    },
+    /// GPU/NIC matrix of NCCL path types and bandwidths (like `nvidia-smi topo -m`).
+    Paths {
+        #[command(flatten)]
+        input: Input,
+    },
+    /// Lint a topology file; exit status 1 when anything at warning level or above is found.
+    Check {
+        /// Topology XML file.
+        file: String,
+    },
+    /// Graphviz DOT of the topology (SVG with --svg when the `dot` program is installed).
+    Dot {
+        #[command(flatten)]
+        input: Input,
+        /// Write SVG to this file (needs Graphviz's `dot`).
+        #[arg(long)]
+        svg: Option<String>,
+    },
+    /// The topology XML NCCL would dump (NCCL_TOPO_DUMP_FILE format), after skeleton completion.
+    Dump {
+        #[command(flatten)]
+        input: Input,
+    },
+}
+
+#[derive(Args)]
+struct Input {
+    /// Topology XML file (one node).
+    file: String,
+    /// Number of identical nodes.
+    #[arg(long, default_value_t = 1)]
+    nodes: usize,
+    /// GPU model to complete skeleton files with (e.g. A100-SXM4, H100-SXM5, V100-SXM2, A10G, RTX4090).
+    #[arg(long)]
+    gpu: Option<String>,
+    /// NIC speed for NIC slots without <net> (e.g. 200G, 400G).
+    #[arg(long)]
+    nic_speed: Option<String>,
+    /// NCCL release to reproduce (2.18 .. 2.30).
+    #[arg(long)]
+    nccl_version: Option<String>,
+    /// NCCL settings, e.g. --env NCCL_P2P_LEVEL=SYS (the process environment is read too).
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    env: Vec<String>,
+}
+
+fn settings(input: &Input) -> Result<TopoSettings, String> {
+    let mut pairs: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| k.starts_with("NCCL"))
+        .collect();
+    for kv in &input.env {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| format!("--env {kv}: expected NAME=VALUE"))?;
+        pairs.push((k.to_string(), v.to_string()));
+    }
+    if let Some(v) = &input.nccl_version {
+        pairs.push(("NCCLSIM_NCCL_VERSION".into(), v.clone()));
+    }
+    TopoSettings::from_lookup(|k| {
+        pairs
+            .iter()
+            .rev()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.clone())
+    })
+    .map_err(|e| e.to_string())
+}
+
+fn load(input: &Input) -> Result<Cluster, String> {
+    let s = settings(input)?;
+    let gpu = input
+        .gpu
+        .as_deref()
+        .map(topo::profiles::gpu_model)
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    let nic = input
+        .nic_speed
+        .as_deref()
+        .map(topo::profiles::parse_nic_speed)
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    if input.nodes == 0 {
+        return Err("--nodes must be at least 1".into());
+    }
+    let xml = Arc::new(topo::read_xml(&input.file).map_err(|e| e.to_string())?);
+    let hosts: Vec<(String, Arc<topo::XmlElement>)> = (0..input.nodes)
+        .map(|_| (input.file.clone(), xml.clone()))
+        .collect();
+    let c = Cluster::from_hosts(
+        &hosts,
+        &s,
+        Completion {
+            gpu,
+            nic_speed_mbps: nic,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    for n in &c.notes {
+        eprintln!("note: {n}");
+    }
+    Ok(c)
+}
+
+fn summary(c: &Cluster) -> String {
+    let t = &c.nodes[0].topo;
+    let s = &t.system;
+    let (ccmin, ccmax) = s.comp_cap().unwrap_or((0, 0));
+    format!(
+        "# {} node(s) x {} GPU(s) = {} GPUs; per node: {} NVSwitch, {} NIC(s), {} NET(s), {} CPU(s), {} PCI switch(es); sm {}{}; NCCL {} model",
+        c.nodes.len(),
+        s.count(NodeKind::Gpu),
+        c.n_gpus(),
+        s.count(NodeKind::Nvs),
+        s.count(NodeKind::Nic),
+        s.count(NodeKind::Net),
+        s.count(NodeKind::Cpu),
+        s.count(NodeKind::Pci),
+        ccmin,
+        if ccmax != ccmin { format!("-{ccmax}") } else { String::new() },
+        s.version
+    )
+}
+
+fn json(c: &Cluster) -> serde_json::Value {
+    let t = &c.nodes[0].topo;
+    let s = &t.system;
+    let gpus: Vec<_> = (0..s.count(NodeKind::Gpu))
+        .map(|g| {
+            let info = s.gpu(g);
+            serde_json::json!({"dev": info.dev, "rank": info.rank, "sm": info.sm, "busid": info.busid, "gdr": info.gdr,
+                "model": info.model, "nvml_p2p": info.nvml_p2p})
+        })
+        .collect();
+    let nets: Vec<_> = s
+        .nodes(NodeKind::Net)
+        .iter()
+        .map(|&n| serde_json::to_value(s.node(n).net()).unwrap_or_default())
+        .collect();
+    let paths: Vec<Vec<String>> = (0..gpus.len())
+        .map(|g| {
+            (0..gpus.len())
+                .map(|p| t.gpu_gpu(g, p).ty.name().to_string())
+                .collect()
+        })
+        .collect();
+    serde_json::json!({
+        "nodes": c.nodes.len(),
+        "gpus_per_node": gpus.len(),
+        "nccl_version": s.version.to_string(),
+        "max_bw": t.max_bw,
+        "total_bw": t.total_bw,
+        "nvswitches": s.count(NodeKind::Nvs),
+        "nics": s.count(NodeKind::Nic),
+        "gpus": gpus,
+        "nets": nets,
+        "gpu_paths": paths,
+        "notes": c.notes,
+    })
+}
+
+fn run(cli: Cli) -> Result<ExitCode, String> {
+    match cli.cmd {
+        Cmd::Topo(TopoCmd::Show { input, format }) => {
+            let c = load(&input)?;
+            if format == "json" {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&json(&c)).map_err(|e| e.to_string())?
+                );
+            } else {
+                println!("{}", summary(&c));
+                for line in topo::print::system(&c.nodes[0].topo) {
+                    println!("{line}");
+                }
+            }
+        }
+        Cmd::Topo(TopoCmd::Paths { input }) => {
+            let c = load(&input)?;
+            println!("{}", summary(&c));
+            print!("{}", topo::print::matrix(&c.nodes[0].topo));
+        }
+        Cmd::Topo(TopoCmd::Check { file }) => {
+            let text = std::fs::read_to_string(&file).map_err(|e| format!("{file}: {e}"))?;
+            let root = match topo::xml::parse(&text, &file) {
+                Ok(r) => r,
+                Err(e) => {
+                    println!("{e}");
+                    return Ok(ExitCode::from(1));
+                }
+            };
+            let findings = topo::lint::check(&text, &root, &file);
+            for f in &findings {
+                println!("{f}");
+            }
+            let bad = findings
+                .iter()
+                .filter(|f| f.severity >= Severity::Warning)
+                .count();
+            println!(
+                "{file}: {} error(s), {} warning(s), {} note(s)",
+                findings
+                    .iter()
+                    .filter(|f| f.severity == Severity::Error)
+                    .count(),
+                findings
+                    .iter()
+                    .filter(|f| f.severity == Severity::Warning)
+                    .count(),
+                findings
+                    .iter()
+                    .filter(|f| f.severity == Severity::Info)
+                    .count()
+            );
+            return Ok(if bad > 0 {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            });
+        }
+        Cmd::Topo(TopoCmd::Dot { input, svg }) => {
+            let c = load(&input)?;
+            let dot = topo::dot::to_dot(&c.nodes[0].topo);
+            match svg {
+                None => print!("{dot}"),
+                Some(out) => {
+                    use std::io::Write;
+                    let mut child = std::process::Command::new("dot")
+                        .args(["-Tsvg", "-o", &out])
+                        .stdin(std::process::Stdio::piped())
+                        .spawn()
+                        .map_err(|e| format!("--svg needs Graphviz's `dot` program ({e}); without --svg the DOT text is printed"))?;
+                    child
+                        .stdin
+                        .take()
+                        .expect("stdin is piped")
+                        .write_all(dot.as_bytes())
+                        .map_err(|e| e.to_string())?;
+                    let st = child.wait().map_err(|e| e.to_string())?;
+                    if !st.success() {
+                        return Err(format!("dot failed with {st}"));
+                    }
+                    eprintln!("wrote {out}");
+                }
+            }
+        }
+        Cmd::Topo(TopoCmd::Dump { input }) => {
+            let c = load(&input)?;
+            print!("{}", topo::xml::write(&c.nodes[0].xml));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("ncclsim: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

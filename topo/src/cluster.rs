@@ -1,0 +1,165 @@
+//! Clusters: N hosts, each described by a node topology file. Identical hosts share one computed
+//! topology, so a 1024-node cluster of one node type costs one node's parse and paths.
+
+use crate::error::{Result, TopoError};
+use crate::paths::Topology;
+use crate::profiles::{self, GpuModel};
+use crate::settings::TopoSettings;
+use crate::system::{BuildOptions, NodeKind, System};
+use crate::xml::XmlElement;
+use std::sync::Arc;
+
+/// How to complete skeleton files.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Completion {
+    /// GPU model for skeletons (and the profile for GPUs the file lacks).
+    pub gpu: Option<&'static GpuModel>,
+    /// NIC speed in Mb/s for NIC slots without `<net>`.
+    pub nic_speed_mbps: Option<u64>,
+}
+
+/// One host of a cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterNode {
+    /// Host index (NCCL's node number when ranks are laid out host by host).
+    pub host: usize,
+    /// Where the host's topology came from.
+    pub source: String,
+    /// The host's topology as one of its ranks sees it, with paths.
+    pub topo: Arc<Topology>,
+    /// The XML the topology was built from (after completion).
+    pub xml: Arc<XmlElement>,
+    /// Global rank of the host's first GPU.
+    pub first_rank: usize,
+}
+
+/// A set of hosts.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    /// Hosts in rank order.
+    pub nodes: Vec<ClusterNode>,
+    /// Notes about guesses made while completing skeletons.
+    pub notes: Vec<String>,
+}
+
+impl Cluster {
+    /// Build from (source name, parsed XML) per host, in host order. Hosts with identical XML share
+    /// one topology.
+    pub fn from_hosts(
+        hosts: &[(String, Arc<XmlElement>)],
+        settings: &TopoSettings,
+        completion: Completion,
+    ) -> Result<Cluster> {
+        if hosts.is_empty() {
+            return Err(TopoError::Model("a cluster needs at least one host".into()));
+        }
+        let inter = hosts.len() > 1;
+        let mut built: Vec<(Arc<XmlElement>, Arc<XmlElement>, Arc<Topology>)> = Vec::new();
+        let mut nodes = Vec::with_capacity(hosts.len());
+        let mut notes = Vec::new();
+        let mut rank = 0;
+        for (host, (source, xml)) in hosts.iter().enumerate() {
+            let found = built
+                .iter()
+                .find(|(orig, _, _)| Arc::ptr_eq(orig, xml) || **orig == **xml)
+                .cloned();
+            let (done_xml, topo) = match found {
+                Some((_, x, t)) => (x, t),
+                None => {
+                    let (x, mut n) = prepare(xml, source, completion)?;
+                    notes.append(&mut n);
+                    let opts = BuildOptions {
+                        version: settings.version,
+                        gpus: None,
+                        rank_base: 0,
+                        inter,
+                    };
+                    let sys = System::from_xml(&x, source, &opts)?;
+                    if sys.count(NodeKind::Gpu) == 0 {
+                        return Err(TopoError::Model(format!(
+                            "{source}: no GPU with a rank in this topology"
+                        )));
+                    }
+                    let t = Arc::new(Topology::new(sys, settings));
+                    let x = Arc::new(x);
+                    built.push((xml.clone(), x.clone(), t.clone()));
+                    (x, t)
+                }
+            };
+            let ngpus = topo.system.count(NodeKind::Gpu);
+            nodes.push(ClusterNode {
+                host,
+                source: source.clone(),
+                topo,
+                xml: done_xml,
+                first_rank: rank,
+            });
+            rank += ngpus;
+        }
+        Ok(Cluster { nodes, notes })
+    }
+
+    /// `n` identical hosts of one file.
+    pub fn load(
+        file: &str,
+        n: usize,
+        settings: &TopoSettings,
+        completion: Option<Completion>,
+    ) -> Result<Cluster> {
+        let xml = Arc::new(crate::read_xml(file)?);
+        let hosts: Vec<(String, Arc<XmlElement>)> = (0..n.max(1))
+            .map(|_| (file.to_string(), xml.clone()))
+            .collect();
+        Self::from_hosts(&hosts, settings, completion.unwrap_or_default())
+    }
+
+    /// Total GPUs.
+    pub fn n_gpus(&self) -> usize {
+        self.nodes
+            .iter()
+            .map(|n| n.topo.system.count(NodeKind::Gpu))
+            .sum()
+    }
+    /// Number of distinct node topologies actually computed.
+    pub fn distinct_topologies(&self) -> usize {
+        let mut seen: Vec<*const Topology> = Vec::new();
+        for n in &self.nodes {
+            let p = Arc::as_ptr(&n.topo);
+            if !seen.contains(&p) {
+                seen.push(p);
+            }
+        }
+        seen.len()
+    }
+}
+
+/// Complete a skeleton when asked to (or fail with a clear message when it is one and no model was
+/// given); return the XML to build from and notes.
+pub fn prepare(
+    xml: &XmlElement,
+    source: &str,
+    completion: Completion,
+) -> Result<(XmlElement, Vec<String>)> {
+    let report = profiles::inspect(xml);
+    let needs = report.is_skeleton
+        || report.gpu_slots > 0
+        || report.cpus_without_arch > 0
+        || report.classless_pci > 0;
+    match (needs, completion.gpu) {
+        (false, _) => Ok((xml.clone(), Vec::new())),
+        (true, Some(model)) => {
+            let (x, notes) = profiles::complete(xml, model, completion.nic_speed_mbps);
+            Ok((
+                x,
+                notes
+                    .into_iter()
+                    .map(|n| format!("{source}: {n}"))
+                    .collect(),
+            ))
+        }
+        (true, None) if report.is_skeleton => {
+            Err(TopoError::Model(format!("{source}: {}", report.summary())))
+        }
+        (true, None) => Ok((xml.clone(), Vec::new())),
+    }
+}

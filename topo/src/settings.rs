@@ -1,0 +1,231 @@
+//! The NCCL settings that shape the topology model (path levels, PXN, GDR, NVB...), as a plain
+//! struct that can also be read from environment variables with NCCL's names and semantics.
+
+use crate::error::{Result, TopoError};
+use crate::path::PathType;
+use crate::version::NcclVersion;
+
+/// `NCCL_NETDEVS_POLICY`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub enum NetDevsPolicy {
+    /// DIVUP(local NICs, local GPUs) NICs per GPU (default).
+    #[default]
+    Auto,
+    /// Every local NIC.
+    All,
+    /// At most n.
+    Max(u32),
+}
+
+/// Settings that change the topology model. Defaults are NCCL's.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TopoSettings {
+    /// Which NCCL release to reproduce.
+    pub version: NcclVersion,
+    /// `NCCL_P2P_LEVEL` / `NCCL_P2P_DISABLE=1` (LOC). `None` = NCCL's default (PXB, SYS on AMD with <=2 GPUs).
+    pub p2p_level: Option<PathType>,
+    /// `NCCL_NET_GDR_LEVEL`. `None` = P2C with `NCCL_NET_GDR_C2C=1`, else PXB.
+    pub net_gdr_level: Option<PathType>,
+    /// `NCCL_NET_GDR_READ` (-2 = auto).
+    pub net_gdr_read: i32,
+    /// `NCCL_NET_GDR_C2C` (default 1).
+    pub net_gdr_c2c: bool,
+    /// `NCCL_NVB_DISABLE`.
+    pub nvb_disable: bool,
+    /// `NCCL_PXN_DISABLE`.
+    pub pxn_disable: bool,
+    /// `NCCL_PXN_C2C` (default 1).
+    pub pxn_c2c: bool,
+    /// `NCCL_IGNORE_DISABLED_P2P` (0, 1 or 2).
+    pub ignore_disabled_p2p: i32,
+    /// `NCCL_NETDEVS_POLICY`.
+    pub netdevs_policy: NetDevsPolicy,
+}
+
+impl Default for TopoSettings {
+    fn default() -> Self {
+        TopoSettings {
+            version: NcclVersion::DEFAULT,
+            p2p_level: None,
+            net_gdr_level: None,
+            net_gdr_read: -2,
+            net_gdr_c2c: true,
+            nvb_disable: false,
+            pxn_disable: false,
+            pxn_c2c: true,
+            ignore_disabled_p2p: 0,
+            netdevs_policy: NetDevsPolicy::Auto,
+        }
+    }
+}
+
+/// NCCL's `ncclGetLevel`: a path type name (LOC..SYS) or an old-style number 0-5.
+pub fn parse_level(name: &str, value: &str) -> Result<PathType> {
+    let v = value.trim();
+    if let Some(t) = PathType::ALL
+        .iter()
+        .copied()
+        .filter(|t| *t <= PathType::Sys)
+        .find(|t| t.name() == v)
+    {
+        return Ok(t);
+    }
+    if v.as_bytes().first().is_some_and(u8::is_ascii_digit) {
+        let old = parse_c_int(v).unwrap_or(0).clamp(0, 5);
+        return Ok([
+            PathType::Loc,
+            PathType::Pix,
+            PathType::Pxb,
+            PathType::Phb,
+            PathType::Sys,
+            PathType::Sys,
+        ][old as usize]);
+    }
+    Err(TopoError::Setting {
+        name: name.into(),
+        value: value.into(),
+        msg: "expected LOC, NVL, NVB, C2C, PIX, PXB, P2C, PXN, PHB, SYS or an old level 0-5".into(),
+    })
+}
+
+/// `strtol(s, NULL, 0)` on the leading number (decimal, 0x hex or 0 octal).
+pub fn parse_c_int(s: &str) -> Option<i64> {
+    let s = s.trim();
+    let (neg, body) = match s.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, s.strip_prefix('+').unwrap_or(s)),
+    };
+    let (radix, digits) =
+        if let Some(h) = body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
+            (16, h)
+        } else if body.len() > 1 && body.starts_with('0') {
+            (8, &body[1..])
+        } else {
+            (10, body)
+        };
+    let end = digits
+        .find(|c: char| !c.is_digit(radix))
+        .unwrap_or(digits.len());
+    if end == 0 {
+        return if radix == 8 { Some(0) } else { None };
+    }
+    let v = i64::from_str_radix(&digits[..end], radix).ok()?;
+    Some(if neg { -v } else { v })
+}
+
+impl TopoSettings {
+    /// Read the settings from a lookup function (the process environment, a config file, a test map).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let mut s = TopoSettings::default();
+        let int = |name: &str| -> Result<Option<i64>> {
+            match get(name) {
+                None => Ok(None),
+                Some(v) => parse_c_int(&v).map(Some).ok_or_else(|| TopoError::Setting {
+                    name: name.into(),
+                    value: v.clone(),
+                    msg: "expected an integer".into(),
+                }),
+            }
+        };
+        if let Some(v) = get("NCCLSIM_NCCL_VERSION") {
+            s.version = v.parse()?;
+        }
+        if int("NCCL_P2P_DISABLE")? == Some(1) {
+            s.p2p_level = Some(PathType::Loc);
+        } else if let Some(v) = get("NCCL_P2P_LEVEL") {
+            s.p2p_level = Some(parse_level("NCCL_P2P_LEVEL", &v)?);
+        }
+        if let Some(v) = get("NCCL_NET_GDR_LEVEL") {
+            s.net_gdr_level = Some(parse_level("NCCL_NET_GDR_LEVEL", &v)?);
+        }
+        if let Some(v) = int("NCCL_NET_GDR_READ")? {
+            s.net_gdr_read = v as i32;
+        }
+        if let Some(v) = int("NCCL_NET_GDR_C2C")? {
+            s.net_gdr_c2c = v != 0;
+        }
+        if let Some(v) = int("NCCL_NVB_DISABLE")? {
+            s.nvb_disable = v != 0;
+        }
+        if let Some(v) = int("NCCL_PXN_DISABLE")? {
+            s.pxn_disable = v != 0;
+        }
+        if let Some(v) = int("NCCL_PXN_C2C")? {
+            s.pxn_c2c = v != 0;
+        }
+        if let Some(v) = int("NCCL_IGNORE_DISABLED_P2P")? {
+            s.ignore_disabled_p2p = v as i32;
+        }
+        if let Some(v) = get("NCCL_NETDEVS_POLICY") {
+            let u = v.to_ascii_uppercase();
+            // NCCL falls back to AUTO (with an INFO line) on anything it does not recognise.
+            s.netdevs_policy = if u == "ALL" {
+                NetDevsPolicy::All
+            } else if let Some(n) = u
+                .strip_prefix("MAX:")
+                .and_then(|n| n.trim().parse::<u32>().ok())
+                .filter(|n| *n > 0)
+            {
+                NetDevsPolicy::Max(n)
+            } else {
+                NetDevsPolicy::Auto
+            };
+        }
+        Ok(s)
+    }
+
+    /// Read the settings from the process environment.
+    pub fn from_env() -> Result<Self> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// Apply `NAME=value` assignments (as given with `--env` on the command line).
+    pub fn with_assignments<'a>(
+        base: &TopoSettings,
+        kv: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Self> {
+        let map: Vec<(String, String)> = kv
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let mut s = Self::from_lookup(|k| {
+            map.iter()
+                .rev()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.clone())
+        })?;
+        if !map.iter().any(|(k, _)| k == "NCCLSIM_NCCL_VERSION") {
+            s.version = base.version;
+        }
+        Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn env_semantics() {
+        let s = TopoSettings::from_lookup(|k| match k {
+            "NCCL_P2P_LEVEL" => Some("2".into()),
+            "NCCL_NET_GDR_LEVEL" => Some("PHB".into()),
+            "NCCL_NETDEVS_POLICY" => Some("max:2".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(s.p2p_level, Some(PathType::Pxb));
+        assert_eq!(s.net_gdr_level, Some(PathType::Phb));
+        assert_eq!(s.netdevs_policy, NetDevsPolicy::Max(2));
+        let s =
+            TopoSettings::from_lookup(|k| (k == "NCCL_P2P_DISABLE").then(|| "1".into())).unwrap();
+        assert_eq!(s.p2p_level, Some(PathType::Loc));
+        assert_eq!(parse_level("X", "9").unwrap(), PathType::Sys);
+        assert!(parse_level("NCCL_P2P_LEVEL", "FAST")
+            .unwrap_err()
+            .to_string()
+            .contains("NCCL_P2P_LEVEL=FAST"));
+        assert_eq!(parse_c_int("0x10"), Some(16));
+        assert_eq!(parse_c_int("-1"), Some(-1));
+        assert_eq!(parse_c_int("12abc"), Some(12));
+    }
+}

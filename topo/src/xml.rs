@@ -1,0 +1,356 @@
+//! A small owned XML tree for NCCL topology and graph files, read with quick-xml and written in
+//! NCCL's dump format (NCCL 2.30 `ncclTopoDumpXmlRec`: two spaces per level, attributes in insertion
+//! order, `/>` for elements without children).
+//!
+//! NCCL's own parser is stricter than XML (no tabs, no `<?xml?>` prolog, attributes on one line). We
+//! accept all well-formed XML, so every file NCCL reads we read too, plus the common superset.
+
+use crate::error::{Location, Result, TopoError};
+use quick_xml::events::{BytesStart, Event};
+use quick_xml::Reader;
+
+/// One element: name, attributes in file order, children, and where it starts in the source.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct XmlElement {
+    /// Tag name.
+    pub name: String,
+    /// Attributes in the order they were read or inserted (the order NCCL dumps them in).
+    pub attrs: Vec<(String, String)>,
+    /// Child elements in document order.
+    pub children: Vec<XmlElement>,
+    /// Start position in the source (line 0 for elements made in memory).
+    pub line: usize,
+    /// Start column in the source.
+    pub col: usize,
+}
+
+impl XmlElement {
+    /// A new element without attributes or children.
+    pub fn new(name: &str) -> Self {
+        XmlElement {
+            name: name.to_string(),
+            ..Default::default()
+        }
+    }
+
+    /// Builder: add an attribute (replacing an existing one of the same key in place).
+    pub fn with(mut self, key: &str, value: impl ToString) -> Self {
+        self.set(key, value);
+        self
+    }
+
+    /// Builder: add a child.
+    pub fn child(mut self, c: XmlElement) -> Self {
+        self.children.push(c);
+        self
+    }
+
+    /// The value of an attribute.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.attrs
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Set an attribute, keeping its position if it exists, appending otherwise.
+    pub fn set(&mut self, key: &str, value: impl ToString) {
+        let value = value.to_string();
+        match self.attrs.iter_mut().find(|(k, _)| k == key) {
+            Some(slot) => slot.1 = value,
+            None => self.attrs.push((key.to_string(), value)),
+        }
+    }
+
+    /// Set an attribute only if it is absent (NCCL's `xmlInitAttr*`).
+    pub fn init(&mut self, key: &str, value: impl ToString) {
+        if self.get(key).is_none() {
+            self.attrs.push((key.to_string(), value.to_string()));
+        }
+    }
+
+    /// Remove an attribute.
+    pub fn remove(&mut self, key: &str) {
+        self.attrs.retain(|(k, _)| k != key);
+    }
+
+    /// Children with a given tag name.
+    pub fn subs<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a XmlElement> + 'a {
+        self.children.iter().filter(move |c| c.name == name)
+    }
+
+    /// Visit this element and all descendants, depth first, parents before children.
+    pub fn walk<'a>(&'a self, f: &mut dyn FnMut(&'a XmlElement, usize)) {
+        fn rec<'a>(e: &'a XmlElement, depth: usize, f: &mut dyn FnMut(&'a XmlElement, usize)) {
+            f(e, depth);
+            for c in &e.children {
+                rec(c, depth + 1, f);
+            }
+        }
+        rec(self, 0, f)
+    }
+
+    /// Number of elements in this subtree (including itself).
+    pub fn count(&self) -> usize {
+        1 + self.children.iter().map(XmlElement::count).sum::<usize>()
+    }
+
+    /// Where this element starts, for error messages.
+    pub fn location(&self, file: &str) -> Location {
+        Location {
+            file: file.to_string(),
+            line: self.line,
+            col: self.col,
+        }
+    }
+}
+
+/// Parse a document and return its root element. `file` only names the input in errors.
+pub fn parse(text: &str, file: &str) -> Result<XmlElement> {
+    let lines = LineIndex::new(text);
+    let mut reader = Reader::from_str(text);
+    reader.config_mut().trim_text(true);
+    let mut stack: Vec<XmlElement> = Vec::new();
+    let mut root: Option<XmlElement> = None;
+    loop {
+        let before = reader.buffer_position() as usize;
+        let ev = reader.read_event().map_err(|e| TopoError::Syntax {
+            at: lines.locate(file, reader.error_position() as usize),
+            msg: e.to_string(),
+        })?;
+        // The event starts at the first non-blank byte after the previous event.
+        let start = before + text[before.min(text.len())..].len()
+            - text[before.min(text.len())..].trim_start().len();
+        match ev {
+            Event::Start(e) | Event::Empty(e) if root.is_some() && stack.is_empty() => {
+                let _ = e;
+                return Err(TopoError::Syntax {
+                    at: lines.locate(file, start),
+                    msg: "a second top-level element; a topology file has exactly one".into(),
+                });
+            }
+            Event::Start(e) => {
+                stack.push(element(&e, &lines, file, start)?);
+            }
+            Event::Empty(e) => {
+                let el = element(&e, &lines, file, start)?;
+                match stack.last_mut() {
+                    Some(parent) => parent.children.push(el),
+                    None => root = Some(el),
+                }
+            }
+            Event::End(_) => {
+                // quick-xml has already checked that the end tag matches.
+                let el = stack
+                    .pop()
+                    .expect("quick-xml reports an End only after a matching Start");
+                match stack.last_mut() {
+                    Some(parent) => parent.children.push(el),
+                    None => root = Some(el),
+                }
+            }
+            Event::Text(t) => {
+                let raw = String::from_utf8_lossy(t.as_ref()).to_string();
+                if !raw.trim().is_empty() {
+                    return Err(TopoError::Syntax {
+                        at: lines.locate(file, start),
+                        msg: format!("unexpected text {:?}: expected '<'", shorten(raw.trim())),
+                    });
+                }
+            }
+            Event::CData(_) => {
+                return Err(TopoError::Syntax {
+                    at: lines.locate(file, start),
+                    msg: "unexpected CDATA section".into(),
+                })
+            }
+            Event::Eof => break,
+            // Comments, the <?xml?> prolog, processing instructions and DOCTYPE are skipped.
+            _ => {}
+        }
+    }
+    if let Some(open) = stack.last() {
+        return Err(TopoError::Syntax {
+            at: open.location(file),
+            msg: format!("<{}> is never closed", open.name),
+        });
+    }
+    root.ok_or_else(|| TopoError::Syntax {
+        at: Location {
+            file: file.to_string(),
+            line: 1,
+            col: 1,
+        },
+        msg: "no element found: the file is empty".into(),
+    })
+}
+
+fn shorten(s: &str) -> String {
+    if s.chars().count() > 40 {
+        format!("{}...", s.chars().take(40).collect::<String>())
+    } else {
+        s.to_string()
+    }
+}
+
+fn element(e: &BytesStart<'_>, lines: &LineIndex, file: &str, start: usize) -> Result<XmlElement> {
+    let at = lines.locate(file, start);
+    let name = String::from_utf8_lossy(e.name().as_ref()).to_string();
+    let mut attrs: Vec<(String, String)> = Vec::new();
+    for a in e.attributes() {
+        let a = a.map_err(|err| TopoError::Syntax {
+            at: at.clone(),
+            msg: format!("<{name}>: {err}"),
+        })?;
+        let key = String::from_utf8_lossy(a.key.as_ref()).to_string();
+        let value = a
+            .unescape_value()
+            .map_err(|err| TopoError::Syntax {
+                at: at.clone(),
+                msg: format!("<{name} {key}>: {err}"),
+            })?
+            .to_string();
+        if attrs.iter().any(|(k, _)| *k == key) {
+            return Err(TopoError::Syntax {
+                at,
+                msg: format!("<{name}>: attribute {key} given twice"),
+            });
+        }
+        attrs.push((key, value));
+    }
+    Ok(XmlElement {
+        name,
+        attrs,
+        children: Vec::new(),
+        line: at.line,
+        col: at.col,
+    })
+}
+
+/// Byte offset -> line/column.
+struct LineIndex<'a> {
+    text: &'a str,
+    starts: Vec<usize>,
+}
+
+impl<'a> LineIndex<'a> {
+    fn new(text: &'a str) -> Self {
+        let mut starts = vec![0];
+        starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        LineIndex { text, starts }
+    }
+    fn locate(&self, file: &str, offset: usize) -> Location {
+        let offset = offset.min(self.text.len());
+        let line = self.starts.partition_point(|&s| s <= offset);
+        let start = self.starts[line - 1];
+        let col = self
+            .text
+            .get(start..offset)
+            .map(|s| s.chars().count())
+            .unwrap_or(offset - start)
+            + 1;
+        Location {
+            file: file.to_string(),
+            line,
+            col,
+        }
+    }
+}
+
+/// Write an element tree the way NCCL's `ncclTopoDumpXmlToFile` does.
+pub fn write(root: &XmlElement) -> String {
+    let mut out = String::new();
+    write_rec(root, 0, &mut out);
+    out
+}
+
+fn write_rec(e: &XmlElement, depth: usize, out: &mut String) {
+    for _ in 0..depth {
+        out.push_str("  ");
+    }
+    out.push('<');
+    out.push_str(&e.name);
+    for (k, v) in &e.attrs {
+        out.push(' ');
+        out.push_str(k);
+        out.push_str("=\"");
+        escape_into(v, out);
+        out.push('"');
+    }
+    if e.children.is_empty() {
+        out.push_str("/>\n");
+        return;
+    }
+    out.push_str(">\n");
+    for c in &e.children {
+        write_rec(c, depth + 1, out);
+    }
+    for _ in 0..depth {
+        out.push_str("  ");
+    }
+    out.push_str("</");
+    out.push_str(&e.name);
+    out.push_str(">\n");
+}
+
+fn escape_into(v: &str, out: &mut String) {
+    for ch in v.chars() {
+        match ch {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '"' => out.push_str("&quot;"),
+            c => out.push(c),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn superset_syntax_is_accepted() {
+        let text = "<?xml version=\"1.0\"?>\n<!-- c -->\n<system version=\"1\">\n\t<cpu numaid=\"0\"\n      arch=\"x86_64\">\n\t\t<pci busid='0000:01:00.0'/>\n\t</cpu>\n</system>\n";
+        let root = parse(text, "t.xml").unwrap();
+        assert_eq!(root.name, "system");
+        let cpu = &root.children[0];
+        assert_eq!(cpu.get("arch"), Some("x86_64"));
+        assert_eq!((cpu.line, cpu.col), (4, 2));
+        assert_eq!(cpu.children[0].get("busid"), Some("0000:01:00.0"));
+    }
+
+    #[test]
+    fn errors_name_line_and_column() {
+        let err = parse("<system version=\"1\">\n  <cpu>\n</system>\n", "bad.xml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("bad.xml:3:"), "{err}");
+        let err = parse("<system>\n  text\n</system>", "t.xml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("t.xml:2:3: unexpected text"), "{err}");
+        let err = parse("<system>\n  <cpu>\n", "t.xml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("t.xml:"), "{err}");
+        assert!(parse("", "e.xml")
+            .unwrap_err()
+            .to_string()
+            .contains("empty"));
+    }
+
+    #[test]
+    fn writer_uses_nccl_layout() {
+        let root = XmlElement::new("system").with("version", 1).child(
+            XmlElement::new("cpu")
+                .with("numaid", 0)
+                .child(XmlElement::new("nic")),
+        );
+        assert_eq!(
+            write(&root),
+            "<system version=\"1\">\n  <cpu numaid=\"0\">\n    <nic/>\n  </cpu>\n</system>\n"
+        );
+        let back = parse(&write(&root), "x").unwrap();
+        assert_eq!(write(&back), write(&root));
+    }
+}
