@@ -145,10 +145,11 @@ fn summary(c: &Cluster) -> String {
     let s = &t.system;
     let (ccmin, ccmax) = s.comp_cap().unwrap_or((0, 0));
     format!(
-        "# {} node(s) x {} GPU(s) = {} GPUs; per node: {} NVSwitch, {} NIC(s), {} NET(s), {} CPU(s), {} PCI switch(es); sm {}{}; NCCL {} model",
+        "# {} node(s) x {} GPU(s) = {} GPUs; per node: {} NVSwitch(es) (NCCL: {} NVS node), {} NIC(s), {} NET(s), {} CPU(s), {} PCI switch(es); sm {}{}; NCCL {} model",
         c.nodes.len(),
         s.count(NodeKind::Gpu),
         c.n_gpus(),
+        topo::profiles::nvswitch_targets(&c.nodes[0].xml),
         s.count(NodeKind::Nvs),
         s.count(NodeKind::Nic),
         s.count(NodeKind::Net),
@@ -291,6 +292,11 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
 }
 
 fn main() -> ExitCode {
+    // Behave like other Unix tools when the reader goes away (`ncclsim ... | head`).
+    // SAFETY: setting a signal disposition to its default at start-up, before any thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     match run(Cli::parse()) {
         Ok(code) => code,
         Err(e) => {

@@ -282,6 +282,24 @@ fn class_of(e: &XmlElement) -> Option<i32> {
         .map(|c| consts::PCI_CLASS.lookup(c).unwrap_or_else(|f| f))
 }
 
+/// Distinct NVSwitch bus ids the GPUs' `<nvlink>` elements point at (NCCL folds them into one NVS node).
+pub fn nvswitch_targets(root: &XmlElement) -> usize {
+    let mut seen: Vec<u64> = Vec::new();
+    root.walk(&mut |e, _| {
+        if e.name == "nvlink"
+            && e.get("tclass")
+                .map(|c| consts::PCI_CLASS.lookup(c) == Ok(consts::class::NVS))
+                .unwrap_or(false)
+        {
+            let t = crate::system::busid_to_int(e.get("target").unwrap_or(""));
+            if !seen.contains(&t) {
+                seen.push(t);
+            }
+        }
+    });
+    seen.len()
+}
+
 /// Look at a file and say whether (and how) it is a skeleton.
 pub fn inspect(root: &XmlElement) -> SkeletonReport {
     let mut r = SkeletonReport::default();
@@ -310,10 +328,8 @@ pub fn complete(
 ) -> (XmlElement, Vec<String>) {
     let mut notes = Vec::new();
     let mut x = root.clone();
-    let gpu_count_target = match model.fabric {
-        NvlinkFabric::HybridCubeMesh => 8,
-        _ => usize::MAX,
-    };
+    // Every platform we know has at most 8 GPUs per node.
+    let gpu_count_target = 8;
     // 1. CPU attributes NCCL needs.
     let (arch, vendor, fam, modl) = model.host_cpu;
     let mut filled_cpu = 0;
