@@ -1,1 +1,36 @@
-fn main() {}
+//! Topology layer: parse + graph + paths for one 8-GPU node, and a 1024-node cluster of that node
+//! (identical hosts share one computed topology, so this should cost about one node, not 1024).
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use std::hint::black_box;
+use std::sync::Arc;
+use topo::{Cluster, Completion, TopoSettings};
+
+fn file(name: &str) -> String {
+    format!("{}/../topologies/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn bench(c: &mut Criterion) {
+    let s = TopoSettings::default();
+    for name in ["dgx-a100.xml", "dgx-h100.xml"] {
+        let text = std::fs::read_to_string(file(name)).unwrap();
+        c.bench_function(&format!("topo/parse+paths 1 node {name}"), |b| {
+            b.iter(|| {
+                let xml = Arc::new(topo::xml::parse(black_box(&text), name).unwrap());
+                let hosts = vec![(name.to_string(), xml)];
+                black_box(Cluster::from_hosts(&hosts, &s, Completion::default()).unwrap())
+            })
+        });
+    }
+    let text = std::fs::read_to_string(file("dgx-a100.xml")).unwrap();
+    c.bench_function("topo/parse+paths 1024 nodes dgx-a100", |b| {
+        b.iter(|| {
+            let xml = Arc::new(topo::xml::parse(black_box(&text), "dgx-a100.xml").unwrap());
+            let hosts: Vec<_> = (0..1024).map(|_| ("dgx-a100.xml".to_string(), xml.clone())).collect();
+            black_box(Cluster::from_hosts(&hosts, &s, Completion::default()).unwrap())
+        })
+    });
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
