@@ -1,4 +1,1176 @@
-//! The process-wide fake CUDA core: devices, memory arenas, streams, events and virtual clocks.
+//! The fake CUDA core: devices, memory arenas, streams, events, kernels and virtual clocks of
+//! one process, as safe Rust.
 //!
-//! Filled by the fake-CUDA issue; the ABI front-ends (`libcudart`, `libcuda`, `libnvidia-ml`) are thin
-//! layers over this crate.
+//! This crate holds no global state. [`Core`] is the whole state of a process; exactly one is
+//! created per process, by `libncclsim_cuda.so` (crate `ncclsim-cuda`), and the ABI front-ends
+//! (`libcudart.so.12`, later `.13`, `libcuda.so.1`, `libnvidia-ml.so.1`, `libnccl.so.2`) reach it
+//! through the C vtable in [`abi`]. Front-ends link this crate only for the vtable's types and
+//! the [`client`] loader, never to make a second `Core`.
+//!
+//! Module map: [`device`] (what a GPU looks like, `CUDA_VISIBLE_DEVICES`), [`arena`] (device
+//! memory in memfds), [`ipc`] (handle codec and cross-process mapping), [`timeline`] (streams,
+//! events, virtual time), [`timing`] (durations of copies), [`kernels`] (registry and launch
+//! counts), [`error`].
+
+pub mod abi;
+pub mod arena;
+pub mod client;
+pub mod device;
+pub mod error;
+pub mod ipc;
+pub mod kernels;
+pub mod timeline;
+pub mod timing;
+
+pub use device::{DeviceDesc, PciBusId};
+pub use error::{CoreError, Result, Status};
+
+use arena::Arena;
+use ipc::{EventHandle, ForeignMapping, MemHandle, HANDLE_BYTES};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard};
+use std::thread::ThreadId;
+use std::time::{Duration, Instant};
+use timeline::Timeline;
+use timing::CopyPath;
+
+/// Behaviour switches read from the environment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Config {
+    /// `NCCLSIM_PACE=1`: queries and synchronisation follow the wall clock to virtual time.
+    pub pace: bool,
+    /// `NCCLSIM_STRICT_KERNELS=1`: kernel launches fail instead of being counted.
+    pub strict_kernels: bool,
+}
+
+impl Config {
+    /// Reads `NCCLSIM_PACE` and `NCCLSIM_STRICT_KERNELS`.
+    pub fn from_env() -> Config {
+        let on = |k: &str| std::env::var(k).is_ok_and(|v| v == "1" || v == "true");
+        Config {
+            pace: on("NCCLSIM_PACE"),
+            strict_kernels: on("NCCLSIM_STRICT_KERNELS"),
+        }
+    }
+}
+
+/// `cudaMemcpyKind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyKind {
+    /// `cudaMemcpyHostToHost`.
+    HostToHost,
+    /// `cudaMemcpyHostToDevice`.
+    HostToDevice,
+    /// `cudaMemcpyDeviceToHost`.
+    DeviceToHost,
+    /// `cudaMemcpyDeviceToDevice`.
+    DeviceToDevice,
+    /// `cudaMemcpyDefault`: inferred from the pointers.
+    Default,
+}
+
+impl CopyKind {
+    /// From the numeric `cudaMemcpyKind`.
+    pub fn from_raw(kind: i32) -> Result<CopyKind> {
+        Ok(match kind {
+            0 => CopyKind::HostToHost,
+            1 => CopyKind::HostToDevice,
+            2 => CopyKind::DeviceToHost,
+            3 => CopyKind::DeviceToDevice,
+            4 => CopyKind::Default,
+            k => return Err(CoreError::InvalidValue(format!("cudaMemcpyKind {k}"))),
+        })
+    }
+}
+
+/// What kind of memory a pointer points into (`cudaMemoryType` numbering).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i32)]
+pub enum MemoryKind {
+    /// Memory the core does not know.
+    Unregistered = 0,
+    /// Pinned host memory (allocated or registered).
+    Host = 1,
+    /// Device memory (own or opened through IPC).
+    Device = 2,
+}
+
+/// Answer of [`Core::pointer_info`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PointerInfo {
+    /// Kind of memory.
+    pub kind: MemoryKind,
+    /// Visible device ordinal, or -1 for host/unknown memory.
+    pub device: i32,
+    /// Start of the allocation containing the pointer (0 if unknown).
+    pub base: usize,
+    /// Size of that allocation (0 if unknown).
+    pub size: usize,
+}
+
+#[derive(Debug)]
+struct HostBlock {
+    len: usize,
+    /// Allocated by us (unmapped on free) rather than registered user memory.
+    owned: bool,
+}
+
+#[derive(Debug)]
+struct Import {
+    mapping: ForeignMapping,
+    device: u32,
+    key: (u32, u32, u64),
+    refs: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct DeviceRange {
+    physical: usize,
+    base: usize,
+    size: usize,
+}
+
+/// Per-device memory statistics for reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Bytes currently allocated.
+    pub current: u64,
+    /// Highest `current` seen.
+    pub peak: u64,
+}
+
+#[derive(Default)]
+struct State {
+    arenas: Vec<Option<Arena>>,
+    next_arena_id: u32,
+    next_serial: u64,
+    peak: Vec<u64>,
+    host: BTreeMap<usize, HostBlock>,
+    imports: BTreeMap<usize, Import>,
+    timeline: Timeline,
+    kernels: kernels::Kernels,
+}
+
+impl State {
+    fn device_range(&self, ptr: usize) -> Option<DeviceRange> {
+        for a in self.arenas.iter().flatten() {
+            if a.contains(ptr) {
+                let alloc = a.allocation_at(ptr)?;
+                return Some(DeviceRange {
+                    physical: a.device() as usize,
+                    base: a.data_base() + alloc.offset as usize,
+                    size: alloc.size as usize,
+                });
+            }
+        }
+        let (&base, imp) = self.imports.range(..=ptr).next_back()?;
+        (ptr < base + imp.mapping.len()).then_some(DeviceRange {
+            physical: imp.device as usize,
+            base,
+            size: imp.mapping.len(),
+        })
+    }
+
+    fn in_any_arena(&self, ptr: usize) -> bool {
+        self.arenas.iter().flatten().any(|a| a.contains(ptr))
+    }
+}
+
+/// The whole fake CUDA state of one process. Thread-safe.
+pub struct Core {
+    devices: Vec<DeviceDesc>,
+    visible: Vec<usize>,
+    config: Config,
+    epoch: Instant,
+    state: Mutex<State>,
+    current: Mutex<HashMap<ThreadId, i32>>,
+}
+
+/// Work enqueued on a stream, run after the core's lock is released.
+type Work<'a> = Box<dyn FnOnce() + 'a>;
+
+impl Core {
+    /// A core over `devices` (physical order) with `visible` the physical indices a program
+    /// sees, in ordinal order.
+    pub fn new(devices: Vec<DeviceDesc>, visible: Vec<usize>, config: Config) -> Core {
+        assert!(
+            visible.iter().all(|&v| v < devices.len()),
+            "invariant: visible devices index the device list"
+        );
+        let state = State {
+            arenas: (0..devices.len()).map(|_| None).collect(),
+            peak: vec![0; devices.len()],
+            ..State::default()
+        };
+        Core {
+            devices,
+            visible,
+            config,
+            epoch: Instant::now(),
+            state: Mutex::new(state),
+            current: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The process core as the environment describes it: the bundled DGX A100 node,
+    /// `CUDA_VISIBLE_DEVICES`, `NCCLSIM_PACE`, `NCCLSIM_STRICT_KERNELS`.
+    pub fn from_env() -> Core {
+        let devices = device::dgx_a100();
+        let cvd = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+        let visible = device::visible_devices(&devices, cvd.as_deref());
+        Core::new(devices, visible, Config::from_env())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock was caught at the C boundary; the state it left is
+        // still structurally valid (every mutation completes before it can panic), so go on.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The environment switches in force.
+    pub fn config(&self) -> Config {
+        self.config
+    }
+
+    fn wall_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    fn pace_now(&self) -> Option<u64> {
+        self.config.pace.then(|| self.wall_ns())
+    }
+
+    fn pace_until(&self, clock_ns: u64) {
+        if self.config.pace {
+            let now = self.wall_ns();
+            if clock_ns > now {
+                std::thread::sleep(Duration::from_nanos(clock_ns - now));
+            }
+        }
+    }
+
+    // ---- devices -------------------------------------------------------------------------
+
+    /// Number of visible devices.
+    pub fn device_count(&self) -> usize {
+        self.visible.len()
+    }
+
+    fn physical(&self, ordinal: i32) -> Result<usize> {
+        usize::try_from(ordinal)
+            .ok()
+            .and_then(|o| self.visible.get(o).copied())
+            .ok_or(CoreError::InvalidDevice {
+                ordinal,
+                visible: self.visible.len(),
+            })
+    }
+
+    fn ordinal_of(&self, physical: usize) -> Option<i32> {
+        self.visible
+            .iter()
+            .position(|&p| p == physical)
+            .map(|o| o as i32)
+    }
+
+    /// Description of visible device `ordinal`.
+    pub fn device(&self, ordinal: i32) -> Result<&DeviceDesc> {
+        Ok(&self.devices[self.physical(ordinal)?])
+    }
+
+    /// The calling thread's current device (0 until set).
+    pub fn current_device(&self) -> i32 {
+        let id = std::thread::current().id();
+        let cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        cur.get(&id).copied().unwrap_or(0)
+    }
+
+    /// Sets the calling thread's current device.
+    pub fn set_device(&self, ordinal: i32) -> Result<()> {
+        self.physical(ordinal)?;
+        let id = std::thread::current().id();
+        let mut cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        cur.insert(id, ordinal);
+        Ok(())
+    }
+
+    fn current_checked(&self) -> Result<(i32, usize)> {
+        if self.visible.is_empty() {
+            return Err(CoreError::NoDevice);
+        }
+        let o = self.current_device();
+        Ok((o, self.physical(o)?))
+    }
+
+    // ---- memory --------------------------------------------------------------------------
+
+    /// Allocates `size` bytes of device memory on visible device `ordinal`.
+    pub fn malloc(&self, ordinal: i32, size: usize) -> Result<usize> {
+        let phys = self.physical(ordinal)?;
+        let cap = self.devices[phys].memory_bytes;
+        let oom = |used: u64, requested: u64| CoreError::OutOfMemory {
+            device: ordinal,
+            requested,
+            free: cap - used,
+            total: cap,
+        };
+        let rounded = arena::round_size(size as u64).ok_or_else(|| oom(0, u64::MAX))?;
+        let mut st = self.lock();
+        if st.arenas[phys].is_none() {
+            st.next_arena_id += 1;
+            let id = st.next_arena_id;
+            st.arenas[phys] = Some(Arena::create(id, phys as u32, cap)?);
+        }
+        st.next_serial += 1;
+        let serial = st.next_serial;
+        let a = st.arenas[phys].as_mut().expect("created above");
+        let alloc = a
+            .alloc(rounded, serial)
+            .ok_or_else(|| oom(a.used(), rounded))?;
+        let (ptr, used) = (a.data_base() + alloc.offset as usize, a.used());
+        st.peak[phys] = st.peak[phys].max(used);
+        Ok(ptr)
+    }
+
+    /// Frees device memory from [`Core::malloc`]. Freeing 0 is a no-op.
+    pub fn free(&self, ptr: usize) -> Result<()> {
+        if ptr == 0 {
+            return Ok(());
+        }
+        let mut st = self.lock();
+        for a in st.arenas.iter_mut().flatten() {
+            if a.contains(ptr) {
+                let off = (ptr - a.data_base()) as u64;
+                return a.free(off).map(|_| ()).ok_or(CoreError::InvalidPointer {
+                    ptr,
+                    len: 0,
+                    why: "not the start of a live allocation",
+                });
+            }
+        }
+        Err(CoreError::InvalidPointer {
+            ptr,
+            len: 0,
+            why: "not device memory of this process",
+        })
+    }
+
+    /// `(free, total)` bytes of visible device `ordinal`.
+    pub fn mem_info(&self, ordinal: i32) -> Result<(u64, u64)> {
+        let phys = self.physical(ordinal)?;
+        let total = self.devices[phys].memory_bytes;
+        let used = self.lock().arenas[phys].as_ref().map_or(0, Arena::used);
+        Ok((total - used, total))
+    }
+
+    /// Current and peak allocated bytes per visible device.
+    pub fn memory_stats(&self) -> Vec<MemoryStats> {
+        let st = self.lock();
+        self.visible
+            .iter()
+            .map(|&p| MemoryStats {
+                current: st.arenas[p].as_ref().map_or(0, Arena::used),
+                peak: st.peak[p],
+            })
+            .collect()
+    }
+
+    /// Allocates pinned host memory (page-aligned, zero-filled).
+    pub fn host_alloc(&self, size: usize) -> Result<usize> {
+        let len = size.max(1);
+        // SAFETY: anonymous private mapping; the kernel picks the address.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(CoreError::OutOfMemory {
+                device: -1,
+                requested: size as u64,
+                free: 0,
+                total: 0,
+            });
+        }
+        self.lock()
+            .host
+            .insert(p as usize, HostBlock { len, owned: true });
+        Ok(p as usize)
+    }
+
+    /// Frees memory from [`Core::host_alloc`]. Freeing 0 is a no-op.
+    pub fn host_free(&self, ptr: usize) -> Result<()> {
+        if ptr == 0 {
+            return Ok(());
+        }
+        let mut st = self.lock();
+        match st.host.get(&ptr) {
+            Some(b) if b.owned => {
+                let b = st.host.remove(&ptr).expect("present");
+                // SAFETY: unmapping exactly what host_alloc mapped.
+                unsafe { libc::munmap(ptr as *mut libc::c_void, b.len) };
+                Ok(())
+            }
+            _ => Err(CoreError::InvalidPointer {
+                ptr,
+                len: 0,
+                why: "not memory from cudaHostAlloc/cudaMallocHost",
+            }),
+        }
+    }
+
+    /// Registers user memory as pinned host memory.
+    pub fn host_register(&self, ptr: usize, size: usize) -> Result<()> {
+        if ptr == 0 || size == 0 {
+            return Err(CoreError::InvalidValue(
+                "cudaHostRegister of a null or empty range".into(),
+            ));
+        }
+        let mut st = self.lock();
+        if st.host.contains_key(&ptr) {
+            return Err(CoreError::InvalidValue(format!(
+                "{ptr:#x} is already registered host memory"
+            )));
+        }
+        st.host.insert(
+            ptr,
+            HostBlock {
+                len: size,
+                owned: false,
+            },
+        );
+        Ok(())
+    }
+
+    /// Undoes [`Core::host_register`].
+    pub fn host_unregister(&self, ptr: usize) -> Result<()> {
+        let mut st = self.lock();
+        match st.host.get(&ptr) {
+            Some(b) if !b.owned => {
+                st.host.remove(&ptr);
+                Ok(())
+            }
+            _ => Err(CoreError::InvalidPointer {
+                ptr,
+                len: 0,
+                why: "not registered host memory",
+            }),
+        }
+    }
+
+    /// What `ptr` points into.
+    pub fn pointer_info(&self, ptr: usize) -> PointerInfo {
+        let st = self.lock();
+        if let Some(r) = st.device_range(ptr) {
+            return PointerInfo {
+                kind: MemoryKind::Device,
+                device: self.ordinal_of(r.physical).unwrap_or(-1),
+                base: r.base,
+                size: r.size,
+            };
+        }
+        if let Some((&base, b)) = st.host.range(..=ptr).next_back() {
+            if ptr < base + b.len {
+                return PointerInfo {
+                    kind: MemoryKind::Host,
+                    device: -1,
+                    base,
+                    size: b.len,
+                };
+            }
+        }
+        PointerInfo {
+            kind: MemoryKind::Unregistered,
+            device: -1,
+            base: 0,
+            size: 0,
+        }
+    }
+
+    fn check_device(st: &State, ptr: usize, len: usize) -> Result<DeviceRange> {
+        let r = st.device_range(ptr).ok_or(CoreError::InvalidPointer {
+            ptr,
+            len,
+            why: "not inside a live device allocation",
+        })?;
+        if ptr.checked_add(len).is_none_or(|end| end > r.base + r.size) {
+            return Err(CoreError::InvalidPointer {
+                ptr,
+                len,
+                why: "range runs past the end of its allocation",
+            });
+        }
+        Ok(r)
+    }
+
+    /// Checks one side of a copy: device sides must lie in one allocation; `Ok(None)` for host.
+    fn check_side(
+        st: &State,
+        ptr: usize,
+        len: usize,
+        must_be_device: bool,
+    ) -> Result<Option<DeviceRange>> {
+        if must_be_device || st.device_range(ptr).is_some() || st.in_any_arena(ptr) {
+            Self::check_device(st, ptr, len).map(Some)
+        } else if ptr == 0 && len > 0 {
+            Err(CoreError::InvalidValue("null host pointer".into()))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Validates, schedules and runs one piece of stream work. `span` are the (pointer, bytes,
+    /// must-be-device) ranges it touches.
+    fn run_on_stream(
+        &self,
+        stream: u64,
+        spans: &[(usize, usize, bool)],
+        path_for: impl FnOnce(&[Option<DeviceRange>]) -> (CopyPath, u64),
+        work: Work<'_>,
+    ) -> Result<()> {
+        {
+            let mut st = self.lock();
+            let mut checked = Vec::with_capacity(spans.len());
+            for &(p, n, dev) in spans {
+                checked.push(Self::check_side(&st, p, n, dev)?);
+            }
+            let (_, phys) = self.current_checked()?;
+            let key = st.timeline.resolve(stream, phys)?;
+            let stream_dev = st.timeline.stream_info(key).device;
+            let (path, bytes) = path_for(&checked);
+            let dev = checked
+                .iter()
+                .flatten()
+                .next()
+                .map_or(stream_dev, |r| r.physical);
+            let ns = timing::copy_ns(&self.devices[dev], path, bytes);
+            let wall = self.pace_now();
+            st.timeline.schedule(key, ns, wall);
+        }
+        work();
+        Ok(())
+    }
+
+    /// `cudaMemcpyAsync`: copies `n` bytes in stream order.
+    pub fn memcpy(
+        &self,
+        dst: usize,
+        src: usize,
+        n: usize,
+        kind: CopyKind,
+        stream: u64,
+    ) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        let (dst_dev, src_dev) = match kind {
+            CopyKind::HostToHost | CopyKind::Default => (false, false),
+            CopyKind::HostToDevice => (true, false),
+            CopyKind::DeviceToHost => (false, true),
+            CopyKind::DeviceToDevice => (true, true),
+        };
+        let spans = [(dst, n, dst_dev), (src, n, src_dev)];
+        self.run_on_stream(
+            stream,
+            &spans,
+            |c| {
+                let path = match (c[0].is_some(), c[1].is_some()) {
+                    (false, false) => CopyPath::HostToHost,
+                    (true, true) => CopyPath::DeviceToDevice,
+                    _ => CopyPath::HostLink,
+                };
+                (path, n as u64)
+            },
+            Box::new(move || {
+                // SAFETY: device sides were checked to lie inside live allocations; host sides
+                // are the caller's promise, as with the real runtime. `copy` allows overlap.
+                unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, n) }
+            }),
+        )
+    }
+
+    /// `cudaMemcpy2DAsync`: `height` rows of `width` bytes between pitched buffers.
+    #[allow(clippy::too_many_arguments)]
+    pub fn memcpy_2d(
+        &self,
+        dst: usize,
+        dpitch: usize,
+        src: usize,
+        spitch: usize,
+        width: usize,
+        height: usize,
+        kind: CopyKind,
+        stream: u64,
+    ) -> Result<()> {
+        if width == 0 || height == 0 {
+            return Ok(());
+        }
+        if width > dpitch || width > spitch {
+            return Err(CoreError::InvalidValue(format!(
+                "2D copy width {width} exceeds a pitch ({dpitch}, {spitch})"
+            )));
+        }
+        let span = |pitch: usize| {
+            pitch
+                .checked_mul(height - 1)
+                .and_then(|x| x.checked_add(width))
+                .ok_or_else(|| CoreError::InvalidValue("2D copy extent overflows".into()))
+        };
+        let (dspan, sspan) = (span(dpitch)?, span(spitch)?);
+        let (dst_dev, src_dev) = match kind {
+            CopyKind::HostToHost | CopyKind::Default => (false, false),
+            CopyKind::HostToDevice => (true, false),
+            CopyKind::DeviceToHost => (false, true),
+            CopyKind::DeviceToDevice => (true, true),
+        };
+        let spans = [(dst, dspan, dst_dev), (src, sspan, src_dev)];
+        self.run_on_stream(
+            stream,
+            &spans,
+            |c| {
+                let path = match (c[0].is_some(), c[1].is_some()) {
+                    (false, false) => CopyPath::HostToHost,
+                    (true, true) => CopyPath::DeviceToDevice,
+                    _ => CopyPath::HostLink,
+                };
+                (path, (width * height) as u64)
+            },
+            Box::new(move || {
+                for row in 0..height {
+                    // SAFETY: both whole extents were checked (device) or promised (host).
+                    unsafe {
+                        std::ptr::copy(
+                            (src + row * spitch) as *const u8,
+                            (dst + row * dpitch) as *mut u8,
+                            width,
+                        )
+                    }
+                }
+            }),
+        )
+    }
+
+    /// `cudaMemsetAsync`: fills `n` bytes of device memory with `value`.
+    pub fn memset(&self, dst: usize, value: u8, n: usize, stream: u64) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        self.run_on_stream(
+            stream,
+            &[(dst, n, true)],
+            |_| (CopyPath::Memset, n as u64),
+            Box::new(move || {
+                // SAFETY: checked to lie inside a live device allocation.
+                unsafe { std::ptr::write_bytes(dst as *mut u8, value, n) }
+            }),
+        )
+    }
+
+    // ---- streams and events ------------------------------------------------------------
+
+    /// Creates a stream on the current device.
+    pub fn stream_create(&self, flags: u32, priority: i32) -> Result<u64> {
+        let (_, phys) = self.current_checked()?;
+        Ok(self.lock().timeline.create_stream(phys, flags, priority))
+    }
+
+    /// Destroys a stream.
+    pub fn stream_destroy(&self, stream: u64) -> Result<()> {
+        self.lock().timeline.destroy_stream(stream)
+    }
+
+    fn resolve(&self, st: &mut State, stream: u64) -> Result<u64> {
+        let (_, phys) = self.current_checked()?;
+        st.timeline.resolve(stream, phys)
+    }
+
+    /// Flags, priority and device ordinal of a stream.
+    pub fn stream_info(&self, stream: u64) -> Result<timeline::StreamInfo> {
+        let mut st = self.lock();
+        let key = self.resolve(&mut st, stream)?;
+        let mut info = st.timeline.stream_info(key);
+        info.device = self.ordinal_of(info.device).unwrap_or(-1) as usize;
+        Ok(info)
+    }
+
+    /// Virtual time at which a stream's enqueued work completes (ns since the core started).
+    pub fn stream_clock(&self, stream: u64) -> Result<u64> {
+        let mut st = self.lock();
+        let key = self.resolve(&mut st, stream)?;
+        Ok(st.timeline.stream_clock(key))
+    }
+
+    /// Enqueues work of a given virtual duration (the NCCL shim's entry point): `work` runs
+    /// now, on the calling thread, after the lock is released. Returns the (start, end)
+    /// virtual times.
+    pub fn enqueue(&self, stream: u64, duration_ns: u64, work: Work<'_>) -> Result<(u64, u64)> {
+        let times = {
+            let mut st = self.lock();
+            let key = self.resolve(&mut st, stream)?;
+            let wall = self.pace_now();
+            st.timeline.schedule(key, duration_ns, wall)
+        };
+        work();
+        Ok(times)
+    }
+
+    /// `cudaStreamQuery`: `Err(NotReady)` while pacing holds the stream's work back.
+    pub fn stream_query(&self, stream: u64) -> Result<()> {
+        let clock = self.stream_clock(stream)?;
+        if self.config.pace && self.wall_ns() < clock {
+            return Err(CoreError::NotReady);
+        }
+        Ok(())
+    }
+
+    /// `cudaStreamSynchronize`.
+    pub fn stream_synchronize(&self, stream: u64) -> Result<()> {
+        let clock = {
+            let mut st = self.lock();
+            let key = self.resolve(&mut st, stream)?;
+            let c = st.timeline.stream_clock(key);
+            st.timeline.host_waited(c);
+            c
+        };
+        self.pace_until(clock);
+        Ok(())
+    }
+
+    /// `cudaDeviceSynchronize` for the current device.
+    pub fn device_synchronize(&self) -> Result<()> {
+        let (_, phys) = self.current_checked()?;
+        let clock = {
+            let mut st = self.lock();
+            let c = st.timeline.device_clock(phys);
+            st.timeline.host_waited(c);
+            c
+        };
+        self.pace_until(clock);
+        Ok(())
+    }
+
+    /// `cudaStreamWaitEvent`.
+    pub fn stream_wait_event(&self, stream: u64, event: u64) -> Result<()> {
+        let mut st = self.lock();
+        let key = self.resolve(&mut st, stream)?;
+        st.timeline.wait_event(key, event)
+    }
+
+    /// `cudaEventCreateWithFlags`.
+    pub fn event_create(&self, flags: u32) -> u64 {
+        self.lock().timeline.create_event(flags)
+    }
+
+    /// `cudaEventDestroy`.
+    pub fn event_destroy(&self, event: u64) -> Result<()> {
+        self.lock().timeline.destroy_event(event)
+    }
+
+    /// `cudaEventRecord`.
+    pub fn event_record(&self, event: u64, stream: u64) -> Result<()> {
+        let mut st = self.lock();
+        let key = self.resolve(&mut st, stream)?;
+        let wall = self.pace_now();
+        st.timeline.record(event, key, wall)
+    }
+
+    /// `cudaEventQuery`.
+    pub fn event_query(&self, event: u64) -> Result<()> {
+        let t = self.lock().timeline.event_time(event)?;
+        match t {
+            Some(t) if self.config.pace && self.wall_ns() < t => Err(CoreError::NotReady),
+            _ => Ok(()),
+        }
+    }
+
+    /// `cudaEventSynchronize`.
+    pub fn event_synchronize(&self, event: u64) -> Result<()> {
+        let t = {
+            let mut st = self.lock();
+            let t = st.timeline.event_time(event)?.unwrap_or(0);
+            st.timeline.host_waited(t);
+            t
+        };
+        self.pace_until(t);
+        Ok(())
+    }
+
+    /// `cudaEventElapsedTime` in virtual milliseconds.
+    pub fn event_elapsed_ms(&self, start: u64, end: u64) -> Result<f32> {
+        self.lock().timeline.elapsed_ms(start, end)
+    }
+
+    // ---- IPC ---------------------------------------------------------------------------
+
+    /// `cudaIpcGetMemHandle`: the handle of the allocation containing `ptr`.
+    pub fn ipc_get_mem_handle(&self, ptr: usize) -> Result<[u8; HANDLE_BYTES]> {
+        let mut st = self.lock();
+        for a in st.arenas.iter_mut().flatten() {
+            if !a.contains(ptr) {
+                continue;
+            }
+            let alloc = a.allocation_at(ptr).ok_or(CoreError::InvalidPointer {
+                ptr,
+                len: 0,
+                why: "not inside a live device allocation",
+            })?;
+            let e = a.export(alloc.offset)?;
+            let h = MemHandle {
+                owner_pid: std::process::id(),
+                arena_fd: a.raw_fd() as u32,
+                arena_id: a.id(),
+                slot: e.slot.expect("export assigns a slot"),
+                offset: e.offset,
+                size: e.size,
+                device_address: (a.data_base() + e.offset as usize) as u64,
+                serial: e.serial,
+                device: a.device(),
+            };
+            return Ok(h.encode());
+        }
+        Err(CoreError::InvalidPointer {
+            ptr,
+            len: 0,
+            why: "not device memory allocated by this process",
+        })
+    }
+
+    /// `cudaIpcOpenMemHandle`: maps another process's allocation (or returns the original
+    /// pointer for a handle of this process).
+    pub fn ipc_open_mem_handle(&self, bytes: &[u8; HANDLE_BYTES]) -> Result<usize> {
+        let h = MemHandle::decode(bytes)?;
+        let mut st = self.lock();
+        if h.owner_pid == std::process::id() {
+            let a = st
+                .arenas
+                .iter()
+                .flatten()
+                .find(|a| a.id() == h.arena_id)
+                .ok_or_else(|| CoreError::InvalidIpcHandle(format!("no arena {}", h.arena_id)))?;
+            let ok = a.allocation_at(h.device_address as usize).is_some_and(|x| {
+                x.serial == h.serial
+                    && x.offset == h.offset
+                    && x.size == h.size
+                    && a.data_base() + x.offset as usize == h.device_address as usize
+            });
+            return if ok {
+                Ok(h.device_address as usize)
+            } else {
+                Err(CoreError::InvalidIpcHandle(format!(
+                    "allocation {} of this process is not live (freed, stale or forged)",
+                    h.serial
+                )))
+            };
+        }
+        let key = (h.owner_pid, h.arena_id, h.serial);
+        if let Some(imp) = st.imports.values_mut().find(|i| i.key == key) {
+            imp.refs += 1;
+            return Ok(imp.mapping.ptr);
+        }
+        let mapping = ForeignMapping::open(&h)?;
+        let ptr = mapping.ptr;
+        st.imports.insert(
+            ptr,
+            Import {
+                mapping,
+                device: h.device,
+                key,
+                refs: 1,
+            },
+        );
+        Ok(ptr)
+    }
+
+    /// `cudaIpcCloseMemHandle`.
+    pub fn ipc_close_mem_handle(&self, ptr: usize) -> Result<()> {
+        let mut st = self.lock();
+        if let Some(imp) = st.imports.get_mut(&ptr) {
+            imp.refs -= 1;
+            if imp.refs == 0 {
+                st.imports.remove(&ptr);
+            }
+            return Ok(());
+        }
+        if st
+            .arenas
+            .iter()
+            .flatten()
+            .any(|a| a.allocation_at(ptr).is_some())
+        {
+            // Opened in its own process: the original pointer was handed out, nothing to undo.
+            return Ok(());
+        }
+        Err(CoreError::InvalidPointer {
+            ptr,
+            len: 0,
+            why: "not a pointer from cudaIpcOpenMemHandle",
+        })
+    }
+
+    /// `cudaIpcGetEventHandle`.
+    pub fn ipc_get_event_handle(&self, event: u64) -> Result<[u8; HANDLE_BYTES]> {
+        let (_, phys) = self.current_checked()?;
+        self.lock().timeline.event_flags(event)?;
+        Ok(EventHandle {
+            owner_pid: std::process::id(),
+            event,
+            device: phys as u32,
+        }
+        .encode())
+    }
+
+    /// `cudaIpcOpenEventHandle`. In the owner process this is the same event; elsewhere the
+    /// owner's virtual clock is not visible, so the event opens as already complete.
+    pub fn ipc_open_event_handle(&self, bytes: &[u8; HANDLE_BYTES]) -> Result<u64> {
+        let h = EventHandle::decode(bytes)?;
+        let mut st = self.lock();
+        if h.owner_pid == std::process::id() {
+            st.timeline.event_flags(h.event)?;
+            return Ok(h.event);
+        }
+        let now = st.timeline.host_clock();
+        Ok(st
+            .timeline
+            .create_completed_event(timeline::EVENT_DISABLE_TIMING, now))
+    }
+
+    // ---- kernels -----------------------------------------------------------------------
+
+    /// `__cudaRegisterFunction`.
+    pub fn register_function(&self, host_fun: usize, name: &str) {
+        self.lock().kernels.register(host_fun, name);
+    }
+
+    /// A kernel launch: counted by name, or refused with `NCCLSIM_STRICT_KERNELS=1`.
+    pub fn launch_kernel(&self, host_fun: usize, stream: u64) -> Result<()> {
+        let mut st = self.lock();
+        let key = self.resolve(&mut st, stream)?;
+        if self.config.strict_kernels {
+            return Err(CoreError::KernelRefused(st.kernels.name_of(host_fun)));
+        }
+        st.kernels.launch(host_fun);
+        let wall = self.pace_now();
+        st.timeline.schedule(key, 0, wall);
+        Ok(())
+    }
+
+    /// Kernel launch counts by name.
+    pub fn kernel_launch_counts(&self) -> BTreeMap<String, u64> {
+        self.lock().kernels.launch_counts().clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn core_with(visible: &[usize], cap: u64) -> Core {
+        let mut devs = device::dgx_a100();
+        for d in &mut devs {
+            d.memory_bytes = cap;
+        }
+        Core::new(devs, visible.to_vec(), Config::default())
+    }
+
+    #[test]
+    fn malloc_copy_memset_round_trip() {
+        let core = core_with(&[0, 1], 1 << 30);
+        let d = core.malloc(0, 1000).unwrap();
+        let src: Vec<u8> = (0..1000).map(|i| i as u8).collect();
+        let mut back = vec![0u8; 1000];
+        core.memcpy(d, src.as_ptr() as usize, 1000, CopyKind::HostToDevice, 0)
+            .unwrap();
+        core.memcpy(back.as_mut_ptr() as usize, d, 1000, CopyKind::Default, 0)
+            .unwrap();
+        assert_eq!(src, back);
+        core.memset(d + 10, 0xee, 20, 0).unwrap();
+        core.memcpy(
+            back.as_mut_ptr() as usize,
+            d,
+            1000,
+            CopyKind::DeviceToHost,
+            0,
+        )
+        .unwrap();
+        assert!(back[10..30].iter().all(|&b| b == 0xee));
+        assert_eq!(back[30], 30);
+        let info = core.pointer_info(d + 5);
+        assert_eq!(
+            (info.kind, info.device, info.base),
+            (MemoryKind::Device, 0, d)
+        );
+        core.free(d).unwrap();
+        assert!(core.free(d).is_err());
+        assert_eq!(core.pointer_info(d).kind, MemoryKind::Unregistered);
+    }
+
+    #[test]
+    fn copies_past_an_allocation_are_rejected() {
+        let core = core_with(&[0], 1 << 30);
+        let d = core.malloc(0, 4096).unwrap();
+        let buf = vec![0u8; 8192];
+        let e = core
+            .memcpy(d, buf.as_ptr() as usize, 8192, CopyKind::HostToDevice, 0)
+            .unwrap_err();
+        assert_eq!(e.status(), Status::InvalidPointer);
+        let e = core.memset(buf.as_ptr() as usize, 0, 10, 0).unwrap_err();
+        assert_eq!(e.status(), Status::InvalidPointer);
+        assert!(core
+            .memcpy(0, buf.as_ptr() as usize, 1, CopyKind::HostToHost, 0)
+            .is_err());
+    }
+
+    #[test]
+    fn accounting_and_out_of_memory() {
+        let core = core_with(&[0, 1], 1 << 20);
+        assert_eq!(core.mem_info(0).unwrap(), (1 << 20, 1 << 20));
+        let a = core.malloc(0, 600 << 10).unwrap();
+        assert_eq!(core.mem_info(0).unwrap().0, (1 << 20) - (600 << 10));
+        let e = core.malloc(0, 600 << 10).unwrap_err();
+        assert!(matches!(e, CoreError::OutOfMemory { device: 0, .. }), "{e}");
+        // Device 1 has its own capacity.
+        core.malloc(1, 600 << 10).unwrap();
+        core.free(a).unwrap();
+        core.malloc(0, 600 << 10).unwrap();
+        assert_eq!(core.memory_stats()[0].peak, 600 << 10);
+        assert!(core.malloc(0, usize::MAX).is_err());
+        assert!(matches!(
+            core.malloc(2, 1),
+            Err(CoreError::InvalidDevice { ordinal: 2, .. })
+        ));
+    }
+
+    #[test]
+    fn visible_devices_renumber_ordinals() {
+        let core = core_with(&[5, 2], 1 << 30);
+        assert_eq!(core.device_count(), 2);
+        assert_eq!(core.device(0).unwrap().pci.bus, 0x90);
+        assert_eq!(core.device(1).unwrap().pci.bus, 0x47);
+        assert!(core.set_device(2).is_err());
+        core.set_device(1).unwrap();
+        assert_eq!(core.current_device(), 1);
+        std::thread::scope(|s| {
+            s.spawn(|| assert_eq!(core.current_device(), 0, "current device is per thread"));
+        });
+        let p = core.malloc(1, 10).unwrap();
+        assert_eq!(core.pointer_info(p).device, 1);
+    }
+
+    #[test]
+    fn host_memory() {
+        let core = core_with(&[0], 1 << 30);
+        let h = core.host_alloc(100).unwrap();
+        assert_eq!(core.pointer_info(h + 99).kind, MemoryKind::Host);
+        core.host_free(h).unwrap();
+        assert!(core.host_free(h).is_err());
+        let v = [0u8; 64];
+        core.host_register(v.as_ptr() as usize, 64).unwrap();
+        assert_eq!(
+            core.pointer_info(v.as_ptr() as usize).kind,
+            MemoryKind::Host
+        );
+        assert!(core.host_free(v.as_ptr() as usize).is_err());
+        core.host_unregister(v.as_ptr() as usize).unwrap();
+        assert_eq!(
+            core.pointer_info(v.as_ptr() as usize).kind,
+            MemoryKind::Unregistered
+        );
+    }
+
+    #[test]
+    fn ipc_in_the_same_process_returns_the_original_pointer() {
+        let core = core_with(&[0], 1 << 30);
+        let d = core.malloc(0, 5000).unwrap();
+        let h = core.ipc_get_mem_handle(d + 100).unwrap();
+        assert_eq!(core.ipc_open_mem_handle(&h).unwrap(), d);
+        core.ipc_close_mem_handle(d).unwrap();
+        core.free(d).unwrap();
+        assert_eq!(
+            core.ipc_open_mem_handle(&h).unwrap_err().status(),
+            Status::InvalidIpcHandle
+        );
+        let mut forged = h;
+        forged[20] ^= 1;
+        assert!(core.ipc_open_mem_handle(&forged).is_err());
+    }
+
+    #[test]
+    fn streams_events_and_elapsed_virtual_time() {
+        let core = core_with(&[0], 1 << 30);
+        let s = core
+            .stream_create(timeline::STREAM_NON_BLOCKING, 0)
+            .unwrap();
+        let (e0, e1) = (core.event_create(0), core.event_create(0));
+        core.event_record(e0, s).unwrap();
+        core.enqueue(s, 3_000_000, Box::new(|| {})).unwrap();
+        core.event_record(e1, s).unwrap();
+        assert_eq!(core.event_elapsed_ms(e0, e1).unwrap(), 3.0);
+        core.stream_query(s).unwrap();
+        core.stream_synchronize(s).unwrap();
+        let d = core.malloc(0, 1 << 20).unwrap();
+        let host = vec![1u8; 1 << 20];
+        core.event_record(e0, s).unwrap();
+        core.memcpy(
+            d,
+            host.as_ptr() as usize,
+            1 << 20,
+            CopyKind::HostToDevice,
+            s,
+        )
+        .unwrap();
+        core.event_record(e1, s).unwrap();
+        let ms = core.event_elapsed_ms(e0, e1).unwrap();
+        let want = timing::copy_ns(core.device(0).unwrap(), CopyPath::HostLink, 1 << 20);
+        assert!((ms - want as f32 / 1e6).abs() < 1e-6, "{ms} ms");
+        core.stream_destroy(s).unwrap();
+        assert!(core.event_record(e0, s).is_err());
+    }
+
+    #[test]
+    fn pacing_holds_queries_back() {
+        let mut devs = device::dgx_a100();
+        devs.truncate(1);
+        let core = Core::new(
+            devs,
+            vec![0],
+            Config {
+                pace: true,
+                strict_kernels: false,
+            },
+        );
+        let s = core.stream_create(0, 0).unwrap();
+        core.enqueue(s, 50_000_000, Box::new(|| {})).unwrap();
+        assert_eq!(core.stream_query(s).unwrap_err(), CoreError::NotReady);
+        let t = Instant::now();
+        core.stream_synchronize(s).unwrap();
+        assert!(t.elapsed() >= Duration::from_millis(30));
+        core.stream_query(s).unwrap();
+    }
+
+    #[test]
+    fn kernels_counted_or_refused() {
+        let core = core_with(&[0], 1 << 30);
+        core.register_function(0x42, "fill");
+        core.launch_kernel(0x42, 0).unwrap();
+        core.launch_kernel(0x42, 0).unwrap();
+        assert_eq!(core.kernel_launch_counts()["fill"], 2);
+        let strict = Core::new(
+            device::dgx_a100(),
+            vec![0],
+            Config {
+                pace: false,
+                strict_kernels: true,
+            },
+        );
+        strict.register_function(0x42, "fill");
+        assert_eq!(
+            strict.launch_kernel(0x42, 0).unwrap_err(),
+            CoreError::KernelRefused("fill".into())
+        );
+    }
+}

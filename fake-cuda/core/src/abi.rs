@@ -1,0 +1,191 @@
+//! The C vtable through which front-ends reach the process's one [`crate::Core`].
+//!
+//! `libncclsim_cuda.so` exports a single function, [`CORE_SYMBOL`], returning a pointer to a
+//! static [`CoreApiV1`]. Every entry returns a [`crate::Status`] code (0 = success) and writes
+//! results through out-pointers; the message of the calling thread's last failure can be read
+//! with `last_error_message`. Only C types cross this boundary, so front-ends built separately
+//! (even by another compiler version) agree on it. Entries are only ever appended; `size` tells
+//! a front-end which entries a core provides.
+
+use std::ffi::{c_char, c_void};
+
+/// Name of the exported function `extern "C" fn() -> *const CoreApiV1`.
+pub const CORE_SYMBOL: &str = "ncclsim_cuda_core_v1";
+/// File name of the core shared object.
+pub const CORE_LIBRARY: &str = "libncclsim_cuda.so";
+/// Version of [`CoreApiV1`] this crate defines.
+pub const CORE_ABI_VERSION: u32 = 1;
+
+/// A device description in C form.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CDeviceInfo {
+    /// NUL-terminated name.
+    pub name: [c_char; 256],
+    /// UUID bytes.
+    pub uuid: [u8; 16],
+    /// PCI domain, bus, device, function.
+    pub pci: [u32; 4],
+    /// Compute capability major.
+    pub sm_major: i32,
+    /// Compute capability minor.
+    pub sm_minor: i32,
+    /// Memory in bytes.
+    pub total_memory: u64,
+    /// Multiprocessors.
+    pub multiprocessor_count: i32,
+    /// Boost clock in kHz.
+    pub clock_khz: i32,
+    /// Memory clock in kHz.
+    pub memory_clock_khz: i32,
+    /// Memory bus width in bits.
+    pub memory_bus_width: i32,
+    /// L2 cache bytes.
+    pub l2_cache_bytes: i32,
+    /// Shared memory per multiprocessor.
+    pub shared_mem_per_multiprocessor: i32,
+    /// Opt-in shared memory per block.
+    pub shared_mem_per_block_optin: i32,
+    /// Physical index of the device (before `CUDA_VISIBLE_DEVICES`).
+    pub physical_index: i32,
+}
+
+impl Default for CDeviceInfo {
+    fn default() -> Self {
+        // SAFETY: all-zero is a valid value of this plain-data struct.
+        unsafe { std::mem::zeroed() }
+    }
+}
+
+/// Pointer attributes in C form (`kind` uses `cudaMemoryType` numbers).
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct CPointerInfo {
+    /// 0 unregistered, 1 host, 2 device.
+    pub kind: i32,
+    /// Visible device ordinal or -1.
+    pub device: i32,
+    /// Start of the containing allocation.
+    pub base: usize,
+    /// Size of the containing allocation.
+    pub size: usize,
+}
+
+/// Stream properties in C form.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct CStreamInfo {
+    /// Visible device ordinal.
+    pub device: i32,
+    /// Creation flags.
+    pub flags: u32,
+    /// Priority.
+    pub priority: i32,
+}
+
+/// A 64-byte IPC handle.
+pub type CHandle = [u8; 64];
+
+/// Host work for `enqueue`.
+pub type CWorkFn = unsafe extern "C" fn(data: *mut c_void);
+
+/// Version 1 of the core vtable. See the module documentation for conventions.
+#[repr(C)]
+pub struct CoreApiV1 {
+    /// `size_of::<CoreApiV1>()` of the core that filled it.
+    pub size: usize,
+    /// [`CORE_ABI_VERSION`] of the core.
+    pub version: u32,
+    /// Copies the calling thread's last error message (NUL-terminated, truncated to `len`);
+    /// returns its full length.
+    pub last_error_message: unsafe extern "C" fn(buf: *mut c_char, len: usize) -> usize,
+    /// Visible device count.
+    pub device_count: unsafe extern "C" fn(out: *mut i32) -> i32,
+    /// Description of a visible device.
+    pub device_info: unsafe extern "C" fn(ordinal: i32, out: *mut CDeviceInfo) -> i32,
+    /// The calling thread's current device.
+    pub get_device: unsafe extern "C" fn(out: *mut i32) -> i32,
+    /// Sets the calling thread's current device.
+    pub set_device: unsafe extern "C" fn(ordinal: i32) -> i32,
+    /// Device allocation.
+    pub malloc: unsafe extern "C" fn(ordinal: i32, size: usize, out: *mut usize) -> i32,
+    /// Device free.
+    pub free: unsafe extern "C" fn(ptr: usize) -> i32,
+    /// Free and total bytes of a device.
+    pub mem_info: unsafe extern "C" fn(ordinal: i32, free: *mut u64, total: *mut u64) -> i32,
+    /// Pinned host allocation.
+    pub host_alloc: unsafe extern "C" fn(size: usize, out: *mut usize) -> i32,
+    /// Pinned host free.
+    pub host_free: unsafe extern "C" fn(ptr: usize) -> i32,
+    /// Register user host memory.
+    pub host_register: unsafe extern "C" fn(ptr: usize, size: usize) -> i32,
+    /// Unregister user host memory.
+    pub host_unregister: unsafe extern "C" fn(ptr: usize) -> i32,
+    /// What a pointer points into.
+    pub pointer_info: unsafe extern "C" fn(ptr: usize, out: *mut CPointerInfo) -> i32,
+    /// Stream-ordered copy (`kind` is `cudaMemcpyKind`).
+    pub memcpy:
+        unsafe extern "C" fn(dst: usize, src: usize, n: usize, kind: i32, stream: u64) -> i32,
+    /// Stream-ordered pitched copy.
+    pub memcpy_2d: unsafe extern "C" fn(
+        dst: usize,
+        dpitch: usize,
+        src: usize,
+        spitch: usize,
+        width: usize,
+        height: usize,
+        kind: i32,
+        stream: u64,
+    ) -> i32,
+    /// Stream-ordered byte fill.
+    pub memset: unsafe extern "C" fn(dst: usize, value: i32, n: usize, stream: u64) -> i32,
+    /// Creates a stream on the current device.
+    pub stream_create: unsafe extern "C" fn(flags: u32, priority: i32, out: *mut u64) -> i32,
+    /// Destroys a stream.
+    pub stream_destroy: unsafe extern "C" fn(stream: u64) -> i32,
+    /// Stream properties.
+    pub stream_info: unsafe extern "C" fn(stream: u64, out: *mut CStreamInfo) -> i32,
+    /// 0 if complete, NotReady otherwise.
+    pub stream_query: unsafe extern "C" fn(stream: u64) -> i32,
+    /// Waits for a stream.
+    pub stream_synchronize: unsafe extern "C" fn(stream: u64) -> i32,
+    /// Makes a stream wait for an event.
+    pub stream_wait_event: unsafe extern "C" fn(stream: u64, event: u64) -> i32,
+    /// Virtual completion time of a stream's work (ns).
+    pub stream_clock: unsafe extern "C" fn(stream: u64, out: *mut u64) -> i32,
+    /// Enqueues host work of a virtual duration; `work` (may be null) runs before returning.
+    pub enqueue: unsafe extern "C" fn(
+        stream: u64,
+        duration_ns: u64,
+        work: Option<CWorkFn>,
+        data: *mut c_void,
+    ) -> i32,
+    /// Waits for the current device.
+    pub device_synchronize: unsafe extern "C" fn() -> i32,
+    /// Creates an event.
+    pub event_create: unsafe extern "C" fn(flags: u32, out: *mut u64) -> i32,
+    /// Destroys an event.
+    pub event_destroy: unsafe extern "C" fn(event: u64) -> i32,
+    /// Records an event on a stream.
+    pub event_record: unsafe extern "C" fn(event: u64, stream: u64) -> i32,
+    /// 0 if complete, NotReady otherwise.
+    pub event_query: unsafe extern "C" fn(event: u64) -> i32,
+    /// Waits for an event.
+    pub event_synchronize: unsafe extern "C" fn(event: u64) -> i32,
+    /// Virtual milliseconds between two events.
+    pub event_elapsed_ms: unsafe extern "C" fn(start: u64, end: u64, out: *mut f32) -> i32,
+    /// IPC handle of the allocation containing `ptr`.
+    pub ipc_get_mem_handle: unsafe extern "C" fn(ptr: usize, out: *mut CHandle) -> i32,
+    /// Maps an IPC memory handle.
+    pub ipc_open_mem_handle: unsafe extern "C" fn(handle: *const CHandle, out: *mut usize) -> i32,
+    /// Unmaps a pointer from `ipc_open_mem_handle`.
+    pub ipc_close_mem_handle: unsafe extern "C" fn(ptr: usize) -> i32,
+    /// IPC handle of an event.
+    pub ipc_get_event_handle: unsafe extern "C" fn(event: u64, out: *mut CHandle) -> i32,
+    /// Opens an IPC event handle.
+    pub ipc_open_event_handle: unsafe extern "C" fn(handle: *const CHandle, out: *mut u64) -> i32,
+    /// Registers a kernel's host stub and device name.
+    pub register_function: unsafe extern "C" fn(host_fun: usize, name: *const c_char) -> i32,
+    /// Counts a kernel launch.
+    pub launch_kernel: unsafe extern "C" fn(host_fun: usize, stream: u64) -> i32,
+}

@@ -1,0 +1,384 @@
+//! Shared-memory arenas: where device memory lives.
+//!
+//! Each device of a process gets one arena on first allocation: a `memfd` as large as the
+//! device's memory, mapped `MAP_SHARED | MAP_NORESERVE`, so an 80 GiB device costs nothing until
+//! its pages are touched. A memfd has no name in `/dev/shm` and disappears with the last file
+//! descriptor or mapping, so no shared-memory object outlives the processes using it, even after
+//! `kill -9`.
+//!
+//! The first [`HEADER_BYTES`] of the memfd are a header other processes read to validate IPC
+//! handles: fixed fields naming the owner, then one [`ExportSlot`] per allocation exported with
+//! `cudaIpcGetMemHandle`. An importer maps only ranges that a live slot describes, so a forged
+//! offset or size can never map memory outside the owner's allocation.
+
+use crate::error::{CoreError, Result};
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Bytes at the start of every arena memfd reserved for the header and the export slots.
+pub const HEADER_BYTES: usize = 1 << 20;
+/// Where the export slots start inside the header.
+const SLOTS_OFFSET: usize = 4096;
+/// Export slots per arena (simultaneously exported allocations).
+pub const SLOT_COUNT: usize = (HEADER_BYTES - SLOTS_OFFSET) / std::mem::size_of::<ExportSlot>();
+/// Allocation granularity and alignment. A page, so that importers can map any allocation.
+pub const GRANULARITY: u64 = 4096;
+/// Frees at least this large give their pages back to the system.
+const PUNCH_HOLE_MIN: u64 = 64 << 10;
+/// "NCSMAREN": identifies an ncclsim arena header.
+pub const ARENA_MAGIC: u64 = 0x4e43_534d_4152_454e;
+/// Layout version of the header.
+pub const ARENA_VERSION: u32 = 1;
+/// Prefix of arena memfd names, as `/proc/<pid>/fd/<n>` shows them (`/memfd:<name> (deleted)`).
+pub const MEMFD_PREFIX: &str = "ncclsim-arena-";
+
+/// Fixed fields at offset 0 of an arena memfd.
+#[repr(C)]
+pub struct ArenaHeader {
+    /// [`ARENA_MAGIC`].
+    pub magic: u64,
+    /// [`ARENA_VERSION`].
+    pub version: u32,
+    /// Process that created the arena.
+    pub owner_pid: u32,
+    /// Arena number, unique within the owner process.
+    pub arena_id: u32,
+    /// Physical device index the arena backs.
+    pub device: u32,
+    /// Data bytes after the header.
+    pub capacity: u64,
+}
+
+/// One exported allocation. `serial == 0` means the slot is free.
+///
+/// Writers store `offset` and `size` before `serial` (release); readers load `serial`
+/// (acquire), the fields, then `serial` again, and trust the fields only if both loads agree.
+#[repr(C)]
+pub struct ExportSlot {
+    /// Allocation serial number, never 0 for a live slot.
+    pub serial: AtomicU64,
+    /// Offset of the allocation from the start of the data area.
+    pub offset: AtomicU64,
+    /// Size of the allocation in bytes.
+    pub size: AtomicU64,
+    reserved: AtomicU64,
+}
+
+/// A live allocation inside an arena.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Allocation {
+    /// Offset from the data start.
+    pub offset: u64,
+    /// Rounded size.
+    pub size: u64,
+    /// Process-unique serial number.
+    pub serial: u64,
+    /// Export slot, once `cudaIpcGetMemHandle` was called on it.
+    pub slot: Option<u32>,
+}
+
+/// A device's memory arena in the owning process.
+pub struct Arena {
+    id: u32,
+    device: u32,
+    fd: OwnedFd,
+    map: *mut u8,
+    capacity: u64,
+    used: u64,
+    free: BTreeMap<u64, u64>,
+    allocs: BTreeMap<u64, Allocation>,
+    free_slots: Vec<u32>,
+    next_slot: u32,
+}
+
+// SAFETY: the raw mapping pointer is owned by the arena and only touched through `&mut self`
+// or by atomic header accesses; the core keeps arenas behind its mutex.
+unsafe impl Send for Arena {}
+
+/// Rounds a request up to the allocation granularity (0 bytes still takes one granule, so every
+/// allocation has a distinct address).
+pub fn round_size(size: u64) -> Option<u64> {
+    size.max(1).checked_next_multiple_of(GRANULARITY)
+}
+
+impl Arena {
+    /// Creates the memfd for `device` with `capacity` data bytes and maps it.
+    pub fn create(id: u32, device: u32, capacity: u64) -> Result<Arena> {
+        let pid = std::process::id();
+        let name = CString::new(format!("{MEMFD_PREFIX}{pid}-{id}"))
+            .expect("invariant: formatted arena name has no NUL");
+        // SAFETY: valid NUL-terminated name; flags are plain bits.
+        let raw = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+        if raw < 0 {
+            return Err(CoreError::last_os("memfd_create"));
+        }
+        // SAFETY: `raw` is a fresh descriptor we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let total = HEADER_BYTES as u64 + capacity;
+        // SAFETY: valid descriptor; the size is a plain integer.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), total as libc::off_t) } != 0 {
+            return Err(CoreError::last_os("ftruncate"));
+        }
+        // SAFETY: mapping a descriptor we own; the kernel picks the address.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                total as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_NORESERVE,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return Err(CoreError::last_os("mmap"));
+        }
+        let map = map.cast::<u8>();
+        // SAFETY: the mapping is at least HEADER_BYTES long, page-aligned and zero-filled.
+        unsafe {
+            map.cast::<ArenaHeader>().write(ArenaHeader {
+                magic: ARENA_MAGIC,
+                version: ARENA_VERSION,
+                owner_pid: pid,
+                arena_id: id,
+                device,
+                capacity,
+            });
+        }
+        let mut free = BTreeMap::new();
+        if capacity > 0 {
+            free.insert(0, capacity);
+        }
+        Ok(Arena {
+            id,
+            device,
+            fd,
+            map,
+            capacity,
+            used: 0,
+            free,
+            allocs: BTreeMap::new(),
+            free_slots: Vec::new(),
+            next_slot: 0,
+        })
+    }
+
+    /// Arena number within this process.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Physical device the arena backs.
+    pub fn device(&self) -> u32 {
+        self.device
+    }
+
+    /// The memfd's descriptor number (importers open `/proc/<pid>/fd/<n>`).
+    pub fn raw_fd(&self) -> i32 {
+        self.fd.as_raw_fd()
+    }
+
+    /// Capacity in bytes.
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    /// Bytes in live allocations.
+    pub fn used(&self) -> u64 {
+        self.used
+    }
+
+    /// Address of data offset 0.
+    pub fn data_base(&self) -> usize {
+        self.map as usize + HEADER_BYTES
+    }
+
+    /// Whether `addr` falls in this arena's data area.
+    pub fn contains(&self, addr: usize) -> bool {
+        addr >= self.data_base() && ((addr - self.data_base()) as u64) < self.capacity
+    }
+
+    /// The live allocation containing `addr`, if any.
+    pub fn allocation_at(&self, addr: usize) -> Option<Allocation> {
+        if !self.contains(addr) {
+            return None;
+        }
+        let off = (addr - self.data_base()) as u64;
+        let (_, a) = self.allocs.range(..=off).next_back()?;
+        (off < a.offset + a.size).then_some(*a)
+    }
+
+    /// Allocates `size` bytes (already rounded) first-fit; `None` when nothing fits.
+    pub fn alloc(&mut self, size: u64, serial: u64) -> Option<Allocation> {
+        let (&start, &len) = self.free.iter().find(|(_, &len)| len >= size)?;
+        self.free.remove(&start);
+        if len > size {
+            self.free.insert(start + size, len - size);
+        }
+        let a = Allocation {
+            offset: start,
+            size,
+            serial,
+            slot: None,
+        };
+        self.allocs.insert(start, a);
+        self.used += size;
+        Some(a)
+    }
+
+    /// Frees the allocation starting exactly at `offset`; returns it, or `None` if there is none.
+    pub fn free(&mut self, offset: u64) -> Option<Allocation> {
+        let a = self.allocs.remove(&offset)?;
+        self.used -= a.size;
+        if let Some(slot) = a.slot {
+            self.slot(slot).serial.store(0, Ordering::Release);
+            self.free_slots.push(slot);
+        }
+        if a.size >= PUNCH_HOLE_MIN {
+            // Give the pages back; a failure only costs memory, so it is ignored.
+            // SAFETY: the range lies inside our mapping and belongs to no live allocation.
+            unsafe {
+                libc::madvise(
+                    (self.data_base() + a.offset as usize) as *mut libc::c_void,
+                    a.size as usize,
+                    libc::MADV_REMOVE,
+                );
+            }
+        }
+        let mut start = a.offset;
+        let mut len = a.size;
+        if let Some((&prev, &plen)) = self.free.range(..start).next_back() {
+            if prev + plen == start {
+                self.free.remove(&prev);
+                start = prev;
+                len += plen;
+            }
+        }
+        if let Some(nlen) = self.free.remove(&(a.offset + a.size)) {
+            len += nlen;
+        }
+        self.free.insert(start, len);
+        Some(a)
+    }
+
+    /// Publishes the allocation at `offset` in an export slot (idempotent) and returns it.
+    pub fn export(&mut self, offset: u64) -> Result<Allocation> {
+        let mut a = *self.allocs.get(&offset).ok_or_else(|| {
+            CoreError::InvalidValue(format!("no allocation starts at arena offset {offset:#x}"))
+        })?;
+        if a.slot.is_some() {
+            return Ok(a);
+        }
+        let slot = match self.free_slots.pop() {
+            Some(s) => s,
+            None if (self.next_slot as usize) < SLOT_COUNT => {
+                self.next_slot += 1;
+                self.next_slot - 1
+            }
+            None => {
+                return Err(CoreError::InvalidValue(format!(
+                    "more than {SLOT_COUNT} allocations exported from one device"
+                )))
+            }
+        };
+        let s = self.slot(slot);
+        s.offset.store(a.offset, Ordering::Relaxed);
+        s.size.store(a.size, Ordering::Relaxed);
+        s.serial.store(a.serial, Ordering::Release);
+        a.slot = Some(slot);
+        self.allocs.insert(offset, a);
+        Ok(a)
+    }
+
+    fn slot(&self, index: u32) -> &ExportSlot {
+        assert!(
+            (index as usize) < SLOT_COUNT,
+            "invariant: slot index in range"
+        );
+        // SAFETY: slots lie inside the header part of our live mapping; they are only accessed
+        // atomically.
+        unsafe { &*slot_ptr(self.map, index) }
+    }
+}
+
+/// Address of export slot `index` in a header mapped at `map`.
+pub fn slot_ptr(map: *const u8, index: u32) -> *const ExportSlot {
+    map.wrapping_add(SLOTS_OFFSET + index as usize * std::mem::size_of::<ExportSlot>())
+        .cast()
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what `create` mapped.
+        unsafe {
+            libc::munmap(self.map.cast(), HEADER_BYTES + self.capacity as usize);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alloc_free_coalesces_and_accounts() {
+        let mut a = Arena::create(0, 0, 64 * GRANULARITY).unwrap();
+        let x = a.alloc(GRANULARITY, 1).unwrap();
+        let y = a.alloc(2 * GRANULARITY, 2).unwrap();
+        let z = a.alloc(GRANULARITY, 3).unwrap();
+        assert_eq!(a.used(), 4 * GRANULARITY);
+        assert_eq!(
+            (x.offset, y.offset, z.offset),
+            (0, GRANULARITY, 3 * GRANULARITY)
+        );
+        assert_eq!(
+            a.allocation_at(a.data_base() + GRANULARITY as usize + 5),
+            Some(y)
+        );
+        a.free(y.offset).unwrap();
+        a.free(x.offset).unwrap();
+        assert_eq!(a.allocation_at(a.data_base()), None);
+        // x and y coalesced into one 3-granule hole.
+        let w = a.alloc(3 * GRANULARITY, 4).unwrap();
+        assert_eq!(w.offset, 0);
+        assert!(a.free(12345).is_none());
+        assert!(a.alloc(61 * GRANULARITY, 5).is_none());
+        assert!(a.alloc(60 * GRANULARITY, 5).is_some());
+    }
+
+    #[test]
+    fn memory_is_shared_and_writable() {
+        let mut a = Arena::create(1, 0, 1 << 30).unwrap();
+        let x = a.alloc(1 << 20, 1).unwrap();
+        let p = (a.data_base() + x.offset as usize) as *mut u8;
+        // SAFETY: inside the allocation just made.
+        unsafe {
+            p.write_bytes(0xab, 1 << 20);
+            assert_eq!(*p.add((1 << 20) - 1), 0xab);
+        }
+    }
+
+    #[test]
+    fn export_publishes_and_free_retracts_slot() {
+        let mut a = Arena::create(2, 3, 16 * GRANULARITY).unwrap();
+        let x = a.alloc(GRANULARITY, 77).unwrap();
+        let e = a.export(x.offset).unwrap();
+        assert_eq!(a.export(x.offset).unwrap().slot, e.slot);
+        let slot = a.slot(e.slot.unwrap());
+        assert_eq!(slot.serial.load(Ordering::Acquire), 77);
+        assert_eq!(slot.size.load(Ordering::Relaxed), GRANULARITY);
+        a.free(x.offset);
+        assert_eq!(a.slot(e.slot.unwrap()).serial.load(Ordering::Acquire), 0);
+        assert!(a.export(x.offset).is_err());
+    }
+
+    #[test]
+    fn rounding() {
+        assert_eq!(round_size(0), Some(GRANULARITY));
+        assert_eq!(round_size(1), Some(GRANULARITY));
+        assert_eq!(round_size(GRANULARITY + 1), Some(2 * GRANULARITY));
+        assert_eq!(round_size(u64::MAX), None);
+    }
+}

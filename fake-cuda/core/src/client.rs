@@ -1,0 +1,362 @@
+//! The front-ends' side of the vtable: finds the process's one core and wraps each entry in a
+//! safe method returning [`crate::Result`].
+//!
+//! The core is `libncclsim_cuda.so` from the directory of the library this code is linked into
+//! (found with `dladdr`), or the file named by `NCCLSIM_CUDA_CORE`. Every front-end `dlopen`s
+//! the same file and the dynamic loader maps a file once per process, so all front-ends share
+//! one core whichever is loaded first.
+
+use crate::abi::{self, CDeviceInfo, CHandle, CPointerInfo, CStreamInfo, CoreApiV1};
+use crate::error::{CoreError, Result, Status};
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::sync::OnceLock;
+
+/// A loaded core.
+pub struct Client {
+    api: &'static CoreApiV1,
+}
+
+static CLIENT: OnceLock<std::result::Result<Client, String>> = OnceLock::new();
+
+/// The process's core, loaded on first use.
+pub fn client() -> Result<&'static Client> {
+    CLIENT
+        .get_or_init(load)
+        .as_ref()
+        .map_err(|e| CoreError::Load(e.clone()))
+}
+
+fn dlerror_text() -> String {
+    // SAFETY: dlerror returns null or a valid C string owned by libc.
+    let e = unsafe { libc::dlerror() };
+    if e.is_null() {
+        "unknown dlopen error".into()
+    } else {
+        // SAFETY: non-null, NUL-terminated.
+        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+    }
+}
+
+/// Directory of the shared object (or executable) containing this function.
+fn own_directory() -> Option<std::path::PathBuf> {
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: `own_directory` is code in this object; `info` is a valid out-parameter.
+    let found = unsafe { libc::dladdr(own_directory as *const c_void, &mut info) };
+    if found == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: dladdr filled a NUL-terminated file name.
+    let file = unsafe { CStr::from_ptr(info.dli_fname) }
+        .to_string_lossy()
+        .into_owned();
+    let path = std::fs::canonicalize(&file).unwrap_or_else(|_| file.into());
+    path.parent().map(|p| p.to_path_buf())
+}
+
+fn load() -> std::result::Result<Client, String> {
+    let candidates: Vec<String> = match std::env::var("NCCLSIM_CUDA_CORE") {
+        Ok(p) => vec![p],
+        Err(_) => own_directory()
+            .map(|d| d.join(abi::CORE_LIBRARY).to_string_lossy().into_owned())
+            .into_iter()
+            .chain([abi::CORE_LIBRARY.to_string()])
+            .collect(),
+    };
+    let mut errors = Vec::new();
+    for path in &candidates {
+        let c = CString::new(path.as_str()).map_err(|_| format!("{path:?} contains NUL"))?;
+        // SAFETY: valid C string; the core has no load-time side effects beyond its own statics.
+        let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_NODELETE) };
+        if h.is_null() {
+            errors.push(dlerror_text());
+            continue;
+        }
+        let sym = CString::new(abi::CORE_SYMBOL).expect("invariant: symbol has no NUL");
+        // SAFETY: valid handle and name.
+        let f = unsafe { libc::dlsym(h, sym.as_ptr()) };
+        if f.is_null() {
+            errors.push(format!("{path}: no symbol {}", abi::CORE_SYMBOL));
+            continue;
+        }
+        // SAFETY: the symbol has this type by the contract in `abi`.
+        let get: extern "C" fn() -> *const CoreApiV1 = unsafe { std::mem::transmute(f) };
+        let api = get();
+        if api.is_null() {
+            errors.push(format!("{path}: {} returned null", abi::CORE_SYMBOL));
+            continue;
+        }
+        // SAFETY: the core returns a pointer to a static table.
+        let api: &'static CoreApiV1 = unsafe { &*api };
+        if api.version != abi::CORE_ABI_VERSION || api.size < std::mem::size_of::<CoreApiV1>() {
+            errors.push(format!(
+                "{path}: core ABI version {} size {}, this front-end needs {} / {}",
+                api.version,
+                api.size,
+                abi::CORE_ABI_VERSION,
+                std::mem::size_of::<CoreApiV1>()
+            ));
+            continue;
+        }
+        return Ok(Client { api });
+    }
+    Err(errors.join("; "))
+}
+
+impl Client {
+    fn check(&self, code: i32) -> Result<()> {
+        if code == 0 {
+            return Ok(());
+        }
+        let mut buf = [0 as c_char; 512];
+        // SAFETY: buffer and length match.
+        unsafe { (self.api.last_error_message)(buf.as_mut_ptr(), buf.len()) };
+        // SAFETY: the core NUL-terminates within `len`.
+        let message = unsafe { CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
+        Err(CoreError::Reported {
+            status: Status::from_code(code),
+            message,
+        })
+    }
+
+    /// Visible device count.
+    pub fn device_count(&self) -> Result<i32> {
+        let mut n = 0;
+        // SAFETY: valid out-pointer (same for every call below).
+        self.check(unsafe { (self.api.device_count)(&mut n) })?;
+        Ok(n)
+    }
+
+    /// Description of visible device `ordinal`.
+    pub fn device_info(&self, ordinal: i32) -> Result<CDeviceInfo> {
+        let mut d = CDeviceInfo::default();
+        self.check(unsafe { (self.api.device_info)(ordinal, &mut d) })?;
+        Ok(d)
+    }
+
+    /// Current device of the calling thread.
+    pub fn get_device(&self) -> Result<i32> {
+        let mut d = 0;
+        self.check(unsafe { (self.api.get_device)(&mut d) })?;
+        Ok(d)
+    }
+
+    /// Sets the calling thread's current device.
+    pub fn set_device(&self, ordinal: i32) -> Result<()> {
+        self.check(unsafe { (self.api.set_device)(ordinal) })
+    }
+
+    /// Device allocation.
+    pub fn malloc(&self, ordinal: i32, size: usize) -> Result<usize> {
+        let mut p = 0;
+        self.check(unsafe { (self.api.malloc)(ordinal, size, &mut p) })?;
+        Ok(p)
+    }
+
+    /// Device free.
+    pub fn free(&self, ptr: usize) -> Result<()> {
+        self.check(unsafe { (self.api.free)(ptr) })
+    }
+
+    /// `(free, total)` of a device.
+    pub fn mem_info(&self, ordinal: i32) -> Result<(u64, u64)> {
+        let (mut f, mut t) = (0, 0);
+        self.check(unsafe { (self.api.mem_info)(ordinal, &mut f, &mut t) })?;
+        Ok((f, t))
+    }
+
+    /// Pinned host allocation.
+    pub fn host_alloc(&self, size: usize) -> Result<usize> {
+        let mut p = 0;
+        self.check(unsafe { (self.api.host_alloc)(size, &mut p) })?;
+        Ok(p)
+    }
+
+    /// Pinned host free.
+    pub fn host_free(&self, ptr: usize) -> Result<()> {
+        self.check(unsafe { (self.api.host_free)(ptr) })
+    }
+
+    /// Registers host memory.
+    pub fn host_register(&self, ptr: usize, size: usize) -> Result<()> {
+        self.check(unsafe { (self.api.host_register)(ptr, size) })
+    }
+
+    /// Unregisters host memory.
+    pub fn host_unregister(&self, ptr: usize) -> Result<()> {
+        self.check(unsafe { (self.api.host_unregister)(ptr) })
+    }
+
+    /// What a pointer points into.
+    pub fn pointer_info(&self, ptr: usize) -> Result<CPointerInfo> {
+        let mut i = CPointerInfo::default();
+        self.check(unsafe { (self.api.pointer_info)(ptr, &mut i) })?;
+        Ok(i)
+    }
+
+    /// Stream-ordered copy.
+    pub fn memcpy(&self, dst: usize, src: usize, n: usize, kind: i32, stream: u64) -> Result<()> {
+        self.check(unsafe { (self.api.memcpy)(dst, src, n, kind, stream) })
+    }
+
+    /// Stream-ordered pitched copy.
+    #[allow(clippy::too_many_arguments)]
+    pub fn memcpy_2d(
+        &self,
+        dst: usize,
+        dpitch: usize,
+        src: usize,
+        spitch: usize,
+        width: usize,
+        height: usize,
+        kind: i32,
+        stream: u64,
+    ) -> Result<()> {
+        self.check(unsafe {
+            (self.api.memcpy_2d)(dst, dpitch, src, spitch, width, height, kind, stream)
+        })
+    }
+
+    /// Stream-ordered fill.
+    pub fn memset(&self, dst: usize, value: i32, n: usize, stream: u64) -> Result<()> {
+        self.check(unsafe { (self.api.memset)(dst, value, n, stream) })
+    }
+
+    /// Creates a stream.
+    pub fn stream_create(&self, flags: u32, priority: i32) -> Result<u64> {
+        let mut s = 0;
+        self.check(unsafe { (self.api.stream_create)(flags, priority, &mut s) })?;
+        Ok(s)
+    }
+
+    /// Destroys a stream.
+    pub fn stream_destroy(&self, stream: u64) -> Result<()> {
+        self.check(unsafe { (self.api.stream_destroy)(stream) })
+    }
+
+    /// Stream properties.
+    pub fn stream_info(&self, stream: u64) -> Result<CStreamInfo> {
+        let mut i = CStreamInfo::default();
+        self.check(unsafe { (self.api.stream_info)(stream, &mut i) })?;
+        Ok(i)
+    }
+
+    /// Queries a stream.
+    pub fn stream_query(&self, stream: u64) -> Result<()> {
+        self.check(unsafe { (self.api.stream_query)(stream) })
+    }
+
+    /// Waits for a stream.
+    pub fn stream_synchronize(&self, stream: u64) -> Result<()> {
+        self.check(unsafe { (self.api.stream_synchronize)(stream) })
+    }
+
+    /// Makes a stream wait for an event.
+    pub fn stream_wait_event(&self, stream: u64, event: u64) -> Result<()> {
+        self.check(unsafe { (self.api.stream_wait_event)(stream, event) })
+    }
+
+    /// Virtual completion time of a stream (ns).
+    pub fn stream_clock(&self, stream: u64) -> Result<u64> {
+        let mut c = 0;
+        self.check(unsafe { (self.api.stream_clock)(stream, &mut c) })?;
+        Ok(c)
+    }
+
+    /// Enqueues host work (C callback) of a virtual duration.
+    ///
+    /// # Safety
+    /// `work(data)` must be safe to call once from this thread.
+    pub unsafe fn enqueue_raw(
+        &self,
+        stream: u64,
+        duration_ns: u64,
+        work: Option<abi::CWorkFn>,
+        data: *mut c_void,
+    ) -> Result<()> {
+        self.check(unsafe { (self.api.enqueue)(stream, duration_ns, work, data) })
+    }
+
+    /// Waits for the current device.
+    pub fn device_synchronize(&self) -> Result<()> {
+        self.check(unsafe { (self.api.device_synchronize)() })
+    }
+
+    /// Creates an event.
+    pub fn event_create(&self, flags: u32) -> Result<u64> {
+        let mut e = 0;
+        self.check(unsafe { (self.api.event_create)(flags, &mut e) })?;
+        Ok(e)
+    }
+
+    /// Destroys an event.
+    pub fn event_destroy(&self, event: u64) -> Result<()> {
+        self.check(unsafe { (self.api.event_destroy)(event) })
+    }
+
+    /// Records an event.
+    pub fn event_record(&self, event: u64, stream: u64) -> Result<()> {
+        self.check(unsafe { (self.api.event_record)(event, stream) })
+    }
+
+    /// Queries an event.
+    pub fn event_query(&self, event: u64) -> Result<()> {
+        self.check(unsafe { (self.api.event_query)(event) })
+    }
+
+    /// Waits for an event.
+    pub fn event_synchronize(&self, event: u64) -> Result<()> {
+        self.check(unsafe { (self.api.event_synchronize)(event) })
+    }
+
+    /// Virtual milliseconds between events.
+    pub fn event_elapsed_ms(&self, start: u64, end: u64) -> Result<f32> {
+        let mut ms = 0.0;
+        self.check(unsafe { (self.api.event_elapsed_ms)(start, end, &mut ms) })?;
+        Ok(ms)
+    }
+
+    /// IPC handle of an allocation.
+    pub fn ipc_get_mem_handle(&self, ptr: usize) -> Result<CHandle> {
+        let mut h = [0; 64];
+        self.check(unsafe { (self.api.ipc_get_mem_handle)(ptr, &mut h) })?;
+        Ok(h)
+    }
+
+    /// Opens an IPC memory handle.
+    pub fn ipc_open_mem_handle(&self, handle: &CHandle) -> Result<usize> {
+        let mut p = 0;
+        self.check(unsafe { (self.api.ipc_open_mem_handle)(handle, &mut p) })?;
+        Ok(p)
+    }
+
+    /// Closes an opened IPC pointer.
+    pub fn ipc_close_mem_handle(&self, ptr: usize) -> Result<()> {
+        self.check(unsafe { (self.api.ipc_close_mem_handle)(ptr) })
+    }
+
+    /// IPC handle of an event.
+    pub fn ipc_get_event_handle(&self, event: u64) -> Result<CHandle> {
+        let mut h = [0; 64];
+        self.check(unsafe { (self.api.ipc_get_event_handle)(event, &mut h) })?;
+        Ok(h)
+    }
+
+    /// Opens an IPC event handle.
+    pub fn ipc_open_event_handle(&self, handle: &CHandle) -> Result<u64> {
+        let mut e = 0;
+        self.check(unsafe { (self.api.ipc_open_event_handle)(handle, &mut e) })?;
+        Ok(e)
+    }
+
+    /// Registers a kernel name.
+    pub fn register_function(&self, host_fun: usize, name: &CStr) -> Result<()> {
+        self.check(unsafe { (self.api.register_function)(host_fun, name.as_ptr()) })
+    }
+
+    /// Counts a kernel launch.
+    pub fn launch_kernel(&self, host_fun: usize, stream: u64) -> Result<()> {
+        self.check(unsafe { (self.api.launch_kernel)(host_fun, stream) })
+    }
+}

@@ -1,0 +1,197 @@
+//! The one error type of the fake CUDA core.
+//!
+//! Every variant has a stable numeric [`Status`] so the error can cross the C vtable of
+//! `libncclsim_cuda.so`; each front-end maps statuses to its own error codes (`cudaError_t`,
+//! `CUresult`, `nvmlReturn_t`).
+
+/// Errors of the fake CUDA core. Messages say what was wrong and with which value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CoreError {
+    /// A device ordinal outside the visible devices.
+    #[error("invalid device ordinal {ordinal}: {visible} device(s) visible")]
+    InvalidDevice {
+        /// The ordinal asked for.
+        ordinal: i32,
+        /// How many devices `CUDA_VISIBLE_DEVICES` leaves visible.
+        visible: usize,
+    },
+    /// No device is visible at all.
+    #[error("no device visible (CUDA_VISIBLE_DEVICES hides all of them)")]
+    NoDevice,
+    /// An allocation would exceed the device's memory.
+    #[error(
+        "out of memory on device {device}: {requested} bytes requested, {free} of {total} free"
+    )]
+    OutOfMemory {
+        /// Visible ordinal of the device.
+        device: i32,
+        /// Bytes asked for (after rounding to the allocation granularity).
+        requested: u64,
+        /// Bytes still free on the device.
+        free: u64,
+        /// Capacity of the device.
+        total: u64,
+    },
+    /// An argument is invalid; the message names it.
+    #[error("invalid value: {0}")]
+    InvalidValue(String),
+    /// A pointer that is not (or not entirely) inside memory the core knows.
+    #[error("invalid device pointer {ptr:#x} (+{len} bytes): {why}")]
+    InvalidPointer {
+        /// The address.
+        ptr: usize,
+        /// Length of the range that was checked.
+        len: usize,
+        /// Why it was rejected.
+        why: &'static str,
+    },
+    /// An unknown or destroyed stream or event handle.
+    #[error("invalid {what} handle {handle:#x}")]
+    InvalidHandle {
+        /// "stream" or "event".
+        what: &'static str,
+        /// The handle value.
+        handle: u64,
+    },
+    /// Work is still pending in virtual time (only with `NCCLSIM_PACE=1`).
+    #[error("not ready")]
+    NotReady,
+    /// An IPC handle failed validation (forged, corrupt, stale or out of range).
+    #[error("invalid IPC handle: {0}")]
+    InvalidIpcHandle(String),
+    /// A valid-looking IPC handle could not be mapped (owner gone, no permission).
+    #[error("cannot map IPC handle: {0}")]
+    IpcMapFailed(String),
+    /// The operating system refused a request (memfd, mmap, ...).
+    #[error("{call} failed: {errno}")]
+    Os {
+        /// The call that failed.
+        call: &'static str,
+        /// `errno` text.
+        errno: String,
+    },
+    /// A kernel launch while `NCCLSIM_STRICT_KERNELS=1`.
+    #[error("kernel {0} cannot run on the fake device (NCCLSIM_STRICT_KERNELS=1)")]
+    KernelRefused(String),
+    /// A recognised request the core does not implement.
+    #[error("not supported: {0}")]
+    NotSupported(&'static str),
+    /// An error reported through the C vtable (front-end side): its status and message.
+    #[error("{message}")]
+    Reported {
+        /// The status code the core returned.
+        status: Status,
+        /// The core's message for it.
+        message: String,
+    },
+    /// `libncclsim_cuda.so` could not be loaded.
+    #[error("cannot load the fake CUDA core: {0}")]
+    Load(String),
+}
+
+/// Numeric code of a [`CoreError`], stable across the C vtable. 0 is success.
+#[repr(i32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// No error.
+    Success = 0,
+    /// [`CoreError::InvalidDevice`].
+    InvalidDevice = 1,
+    /// [`CoreError::NoDevice`].
+    NoDevice = 2,
+    /// [`CoreError::OutOfMemory`].
+    OutOfMemory = 3,
+    /// [`CoreError::InvalidValue`].
+    InvalidValue = 4,
+    /// [`CoreError::InvalidPointer`].
+    InvalidPointer = 5,
+    /// [`CoreError::InvalidHandle`].
+    InvalidHandle = 6,
+    /// [`CoreError::NotReady`].
+    NotReady = 7,
+    /// [`CoreError::InvalidIpcHandle`].
+    InvalidIpcHandle = 8,
+    /// [`CoreError::IpcMapFailed`].
+    IpcMapFailed = 9,
+    /// [`CoreError::Os`].
+    Os = 10,
+    /// [`CoreError::KernelRefused`].
+    KernelRefused = 11,
+    /// [`CoreError::NotSupported`].
+    NotSupported = 12,
+    /// A panic was caught at the C boundary.
+    Internal = 13,
+}
+
+impl Status {
+    /// The status for a raw code; unknown codes read as [`Status::Internal`].
+    pub fn from_code(code: i32) -> Status {
+        use Status::*;
+        [
+            Success,
+            InvalidDevice,
+            NoDevice,
+            OutOfMemory,
+            InvalidValue,
+            InvalidPointer,
+            InvalidHandle,
+            NotReady,
+            InvalidIpcHandle,
+            IpcMapFailed,
+            Os,
+            KernelRefused,
+            NotSupported,
+            Internal,
+        ]
+        .into_iter()
+        .find(|s| *s as i32 == code)
+        .unwrap_or(Internal)
+    }
+}
+
+impl CoreError {
+    /// The stable numeric code of this error.
+    pub fn status(&self) -> Status {
+        match self {
+            CoreError::InvalidDevice { .. } => Status::InvalidDevice,
+            CoreError::NoDevice => Status::NoDevice,
+            CoreError::OutOfMemory { .. } => Status::OutOfMemory,
+            CoreError::InvalidValue(_) => Status::InvalidValue,
+            CoreError::InvalidPointer { .. } => Status::InvalidPointer,
+            CoreError::InvalidHandle { .. } => Status::InvalidHandle,
+            CoreError::NotReady => Status::NotReady,
+            CoreError::InvalidIpcHandle(_) => Status::InvalidIpcHandle,
+            CoreError::IpcMapFailed(_) => Status::IpcMapFailed,
+            CoreError::Os { .. } => Status::Os,
+            CoreError::KernelRefused(_) => Status::KernelRefused,
+            CoreError::NotSupported(_) => Status::NotSupported,
+            CoreError::Reported { status, .. } => *status,
+            CoreError::Load(_) => Status::Internal,
+        }
+    }
+
+    /// An [`CoreError::Os`] from the current `errno`.
+    pub fn last_os(call: &'static str) -> CoreError {
+        CoreError::Os {
+            call,
+            errno: std::io::Error::last_os_error().to_string(),
+        }
+    }
+}
+
+/// Result alias of the core.
+pub type Result<T> = std::result::Result<T, CoreError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_codes_round_trip() {
+        for code in 0..=13 {
+            assert_eq!(Status::from_code(code) as i32, code);
+        }
+        assert_eq!(Status::from_code(99), Status::Internal);
+        assert_eq!(CoreError::NotReady.status(), Status::NotReady);
+    }
+}

@@ -1,0 +1,465 @@
+//! IPC handles: the 64 bytes of `cudaIpcMemHandle_t` / `cudaIpcEventHandle_t`.
+//!
+//! A memory handle names an allocation by where it lives, not by what it contains:
+//! {magic, version, kind, owner pid, arena fd number, arena id, export slot, offset, size,
+//! owner's device address, allocation serial, physical device, checksum}. Another process maps
+//! it by opening `/proc/<owner>/fd/<fd>` (the owner's arena memfd) and checking the arena header
+//! and export slot there (see [`crate::arena`]); the checksum only catches accidental
+//! corruption early, the slot check is what makes forged handles harmless.
+
+use crate::arena::{self, ArenaHeader, ARENA_MAGIC, ARENA_VERSION, HEADER_BYTES, SLOT_COUNT};
+use crate::error::{CoreError, Result};
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::Ordering;
+
+/// Size of a CUDA IPC handle.
+pub const HANDLE_BYTES: usize = 64;
+/// "NSIM" little-endian: first four bytes of every ncclsim handle.
+pub const HANDLE_MAGIC: u32 = 0x4d49_534e;
+/// Layout version of handles.
+pub const HANDLE_VERSION: u16 = 1;
+const KIND_MEM: u16 = 1;
+const KIND_EVENT: u16 = 2;
+
+/// The decoded contents of a memory handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemHandle {
+    /// Owner process id.
+    pub owner_pid: u32,
+    /// Arena memfd descriptor number in the owner.
+    pub arena_fd: u32,
+    /// Arena number in the owner.
+    pub arena_id: u32,
+    /// Export slot in the arena header.
+    pub slot: u32,
+    /// Offset of the allocation in the arena's data area.
+    pub offset: u64,
+    /// Size of the allocation.
+    pub size: u64,
+    /// The allocation's address in the owner.
+    pub device_address: u64,
+    /// Allocation serial number.
+    pub serial: u64,
+    /// Physical device index.
+    pub device: u32,
+}
+
+/// The decoded contents of an event handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventHandle {
+    /// Owner process id.
+    pub owner_pid: u32,
+    /// Event handle value in the owner.
+    pub event: u64,
+    /// Physical device index.
+    pub device: u32,
+}
+
+fn checksum(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(0x811c_9dc5u32, |h, &b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
+}
+
+struct Writer([u8; HANDLE_BYTES], usize);
+
+impl Writer {
+    fn new(kind: u16) -> Writer {
+        let mut w = Writer([0; HANDLE_BYTES], 0);
+        w.put(&HANDLE_MAGIC.to_le_bytes());
+        w.put(&HANDLE_VERSION.to_le_bytes());
+        w.put(&kind.to_le_bytes());
+        w
+    }
+    fn put(&mut self, b: &[u8]) {
+        self.0[self.1..self.1 + b.len()].copy_from_slice(b);
+        self.1 += b.len();
+    }
+    fn finish(mut self) -> [u8; HANDLE_BYTES] {
+        let sum = checksum(&self.0[..60]);
+        self.0[60..].copy_from_slice(&sum.to_le_bytes());
+        self.0
+    }
+}
+
+struct Reader<'a>(&'a [u8; HANDLE_BYTES], usize);
+
+impl Reader<'_> {
+    fn u32(&mut self) -> u32 {
+        let v = u32::from_le_bytes(self.0[self.1..self.1 + 4].try_into().expect("4 bytes"));
+        self.1 += 4;
+        v
+    }
+    fn u64(&mut self) -> u64 {
+        let v = u64::from_le_bytes(self.0[self.1..self.1 + 8].try_into().expect("8 bytes"));
+        self.1 += 8;
+        v
+    }
+}
+
+fn open_header(bytes: &[u8; HANDLE_BYTES], kind: u16) -> Result<Reader<'_>> {
+    let mut r = Reader(bytes, 0);
+    if r.u32() != HANDLE_MAGIC {
+        return Err(CoreError::InvalidIpcHandle(
+            "not an ncclsim handle (bad magic)".into(),
+        ));
+    }
+    let version_kind = r.u32();
+    let (version, got_kind) = (version_kind as u16, (version_kind >> 16) as u16);
+    if version != HANDLE_VERSION {
+        return Err(CoreError::InvalidIpcHandle(format!(
+            "handle version {version}, this library reads {HANDLE_VERSION}"
+        )));
+    }
+    if got_kind != kind {
+        return Err(CoreError::InvalidIpcHandle(format!(
+            "handle kind {got_kind}, expected {kind}"
+        )));
+    }
+    let want = u32::from_le_bytes(bytes[60..].try_into().expect("4 bytes"));
+    if checksum(&bytes[..60]) != want {
+        return Err(CoreError::InvalidIpcHandle(
+            "checksum mismatch (corrupt or forged)".into(),
+        ));
+    }
+    Ok(r)
+}
+
+impl MemHandle {
+    /// The 64 handle bytes.
+    pub fn encode(&self) -> [u8; HANDLE_BYTES] {
+        let mut w = Writer::new(KIND_MEM);
+        w.put(&self.owner_pid.to_le_bytes());
+        w.put(&self.arena_fd.to_le_bytes());
+        w.put(&self.arena_id.to_le_bytes());
+        w.put(&self.slot.to_le_bytes());
+        w.put(&self.offset.to_le_bytes());
+        w.put(&self.size.to_le_bytes());
+        w.put(&self.device_address.to_le_bytes());
+        w.put(&self.serial.to_le_bytes());
+        // 4 bytes of device + checksum at 60.
+        let dev = self.device.to_le_bytes();
+        w.0[56..60].copy_from_slice(&dev);
+        w.finish()
+    }
+
+    /// Decodes and checks the handle's own consistency (not yet whether the owner agrees).
+    pub fn decode(bytes: &[u8; HANDLE_BYTES]) -> Result<MemHandle> {
+        let mut r = open_header(bytes, KIND_MEM)?;
+        let h = MemHandle {
+            owner_pid: r.u32(),
+            arena_fd: r.u32(),
+            arena_id: r.u32(),
+            slot: r.u32(),
+            offset: r.u64(),
+            size: r.u64(),
+            device_address: r.u64(),
+            serial: r.u64(),
+            device: u32::from_le_bytes(bytes[56..60].try_into().expect("4 bytes")),
+        };
+        if h.serial == 0 || h.size == 0 || h.slot as usize >= SLOT_COUNT {
+            return Err(CoreError::InvalidIpcHandle(format!(
+                "impossible fields (serial {}, size {}, slot {})",
+                h.serial, h.size, h.slot
+            )));
+        }
+        if (h.offset | h.size) & (arena::GRANULARITY - 1) != 0 {
+            return Err(CoreError::InvalidIpcHandle(format!(
+                "offset {:#x} / size {:#x} not on the allocation granularity",
+                h.offset, h.size
+            )));
+        }
+        Ok(h)
+    }
+}
+
+impl EventHandle {
+    /// The 64 handle bytes.
+    pub fn encode(&self) -> [u8; HANDLE_BYTES] {
+        let mut w = Writer::new(KIND_EVENT);
+        w.put(&self.owner_pid.to_le_bytes());
+        w.put(&self.device.to_le_bytes());
+        w.put(&self.event.to_le_bytes());
+        w.finish()
+    }
+
+    /// Decodes an event handle.
+    pub fn decode(bytes: &[u8; HANDLE_BYTES]) -> Result<EventHandle> {
+        let mut r = open_header(bytes, KIND_EVENT)?;
+        let owner_pid = r.u32();
+        let device = r.u32();
+        let event = r.u64();
+        Ok(EventHandle {
+            owner_pid,
+            event,
+            device,
+        })
+    }
+}
+
+/// A foreign allocation mapped into this process.
+#[derive(Debug)]
+pub struct ForeignMapping {
+    /// Where the allocation starts in this process.
+    pub ptr: usize,
+    /// Start of the mapping (page-aligned, equal to `ptr` with page-granular allocations).
+    map: usize,
+    /// Length of the mapping.
+    len: usize,
+}
+
+impl ForeignMapping {
+    /// Maps the allocation a handle from another process names, after checking the owner's
+    /// arena header and export slot agree with every field of the handle.
+    pub fn open(h: &MemHandle) -> Result<ForeignMapping> {
+        let path = format!("/proc/{}/fd/{}", h.owner_pid, h.arena_fd);
+        let target = std::fs::read_link(&path).map_err(|e| {
+            CoreError::IpcMapFailed(format!(
+                "owner process {} is gone or not accessible ({path}: {e})",
+                h.owner_pid
+            ))
+        })?;
+        let target = target.to_string_lossy();
+        let expect = format!(
+            "/memfd:{}{}-{}",
+            arena::MEMFD_PREFIX,
+            h.owner_pid,
+            h.arena_id
+        );
+        if !(target == expect || target.starts_with(&format!("{expect} "))) {
+            return Err(CoreError::InvalidIpcHandle(format!(
+                "{path} is {target:?}, not the owner's arena {}",
+                h.arena_id
+            )));
+        }
+        let cpath = CString::new(path.clone()).expect("invariant: /proc path has no NUL");
+        // SAFETY: valid path; read-write so the mapping can be shared writable.
+        let raw = unsafe { libc::open(cpath.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+        if raw < 0 {
+            return Err(CoreError::IpcMapFailed(format!(
+                "open {path}: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        // SAFETY: fresh descriptor we own; closing it later keeps the mappings alive.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let header = Mapping::new(fd.as_raw_fd(), 0, HEADER_BYTES, libc::PROT_READ)?;
+        // SAFETY: the header mapping is HEADER_BYTES long and page-aligned.
+        let head = unsafe { &*(header.addr as *const ArenaHeader) };
+        if head.magic != ARENA_MAGIC
+            || head.version != ARENA_VERSION
+            || head.owner_pid != h.owner_pid
+            || head.arena_id != h.arena_id
+            || head.device != h.device
+        {
+            return Err(CoreError::InvalidIpcHandle(format!(
+                "arena header of process {} does not match the handle",
+                h.owner_pid
+            )));
+        }
+        let end = h.offset.checked_add(h.size);
+        if end.is_none_or(|e| e > head.capacity) {
+            return Err(CoreError::InvalidIpcHandle(format!(
+                "range {:#x}+{:#x} outside the arena's {:#x} bytes",
+                h.offset, h.size, head.capacity
+            )));
+        }
+        // SAFETY: slot index checked in decode; the slot lies in the mapped header.
+        let slot = unsafe { &*arena::slot_ptr(header.addr as *const u8, h.slot) };
+        let serial = slot.serial.load(Ordering::Acquire);
+        let (off, size) = (
+            slot.offset.load(Ordering::Relaxed),
+            slot.size.load(Ordering::Relaxed),
+        );
+        if serial != h.serial
+            || slot.serial.load(Ordering::Acquire) != serial
+            || off != h.offset
+            || size != h.size
+        {
+            return Err(CoreError::InvalidIpcHandle(format!(
+                "allocation {} is not exported by process {} (freed, stale or forged)",
+                h.serial, h.owner_pid
+            )));
+        }
+        let data = Mapping::new(
+            fd.as_raw_fd(),
+            HEADER_BYTES as u64 + h.offset,
+            h.size as usize,
+            libc::PROT_READ | libc::PROT_WRITE,
+        )?;
+        let m = ForeignMapping {
+            ptr: data.addr,
+            map: data.addr,
+            len: data.len,
+        };
+        std::mem::forget(data);
+        Ok(m)
+    }
+
+    /// Bytes mapped.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the mapping is empty (never, handles carry a size > 0).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for ForeignMapping {
+    fn drop(&mut self) {
+        drop(Mapping {
+            addr: self.map,
+            len: self.len,
+        });
+    }
+}
+
+/// An owned `mmap` region, unmapped on drop.
+struct Mapping {
+    addr: usize,
+    len: usize,
+}
+
+impl Mapping {
+    fn new(fd: i32, offset: u64, len: usize, prot: i32) -> Result<Mapping> {
+        // SAFETY: mapping a valid descriptor at a page-aligned offset; the kernel picks the
+        // address.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                prot,
+                libc::MAP_SHARED,
+                fd,
+                offset as libc::off_t,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(CoreError::IpcMapFailed(format!(
+                "mmap: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        Ok(Mapping {
+            addr: p as usize,
+            len,
+        })
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what `new` mapped.
+        unsafe {
+            libc::munmap(self.addr as *mut libc::c_void, self.len);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> MemHandle {
+        MemHandle {
+            owner_pid: 1234,
+            arena_fd: 7,
+            arena_id: 2,
+            slot: 5,
+            offset: 0x10000,
+            size: 0x2000,
+            device_address: 0x7f00_0000_0000,
+            serial: 99,
+            device: 3,
+        }
+    }
+
+    #[test]
+    fn mem_handle_round_trip() {
+        let h = sample();
+        let bytes = h.encode();
+        assert_eq!(&bytes[..4], b"NSIM");
+        assert_eq!(MemHandle::decode(&bytes).unwrap(), h);
+    }
+
+    #[test]
+    fn corrupt_handles_rejected() {
+        let bytes = sample().encode();
+        for i in 0..HANDLE_BYTES {
+            let mut b = bytes;
+            b[i] ^= 0x10;
+            assert!(
+                MemHandle::decode(&b).is_err(),
+                "flipping byte {i} went unnoticed"
+            );
+        }
+        assert!(MemHandle::decode(&[0; HANDLE_BYTES]).is_err());
+        let ev = EventHandle {
+            owner_pid: 1,
+            event: 2,
+            device: 0,
+        }
+        .encode();
+        assert!(MemHandle::decode(&ev).is_err());
+        assert_eq!(EventHandle::decode(&ev).unwrap().event, 2);
+    }
+
+    #[test]
+    fn maps_a_live_export_and_rejects_forgeries() {
+        // The same process can map its own arena through /proc/self-equivalent paths.
+        let mut a = arena::Arena::create(40, 1, 1 << 24).unwrap();
+        let x = a.alloc(8192, 4242).unwrap();
+        let e = a.export(x.offset).unwrap();
+        let base = a.data_base() + x.offset as usize;
+        // SAFETY: inside the allocation.
+        unsafe { (base as *mut u32).write(0xfeed_beef) };
+        let h = MemHandle {
+            owner_pid: std::process::id(),
+            arena_fd: a.raw_fd() as u32,
+            arena_id: a.id(),
+            slot: e.slot.unwrap(),
+            offset: x.offset,
+            size: x.size,
+            device_address: base as u64,
+            serial: x.serial,
+            device: a.device(),
+        };
+        let m = ForeignMapping::open(&h).unwrap();
+        // SAFETY: mapping of 8192 bytes.
+        assert_eq!(unsafe { (m.ptr as *const u32).read() }, 0xfeed_beef);
+        assert_ne!(m.ptr, base);
+        drop(m);
+        let forged = [
+            MemHandle {
+                size: 3 * 8192,
+                ..h
+            },
+            MemHandle { offset: 4096, ..h },
+            MemHandle { serial: 1, ..h },
+            MemHandle { arena_id: 41, ..h },
+            MemHandle { arena_fd: 0, ..h },
+            MemHandle {
+                owner_pid: u32::MAX - 1,
+                ..h
+            },
+            MemHandle {
+                offset: 1 << 40,
+                ..h
+            },
+        ];
+        for f in forged {
+            assert!(ForeignMapping::open(&f).is_err(), "{f:?} was mapped");
+        }
+        a.free(x.offset);
+        assert!(
+            matches!(
+                ForeignMapping::open(&h),
+                Err(CoreError::InvalidIpcHandle(_))
+            ),
+            "a freed allocation must not map"
+        );
+    }
+}

@@ -1,0 +1,362 @@
+//! Streams, events and virtual time.
+//!
+//! Work runs eagerly on the calling thread when it is enqueued, so stream order holds trivially;
+//! what the timeline models is *when* that work would have happened on a GPU. Every stream has
+//! a virtual clock (nanoseconds since the core started): work starts at the latest of the
+//! stream's clock, the host's clock and whatever the legacy default stream's implicit
+//! synchronisation requires, and ends a modelled duration later. Events capture a stream's clock;
+//! `cudaStreamWaitEvent` merges clocks; synchronising moves the host clock forward. With
+//! pacing on, queries report "not ready" and synchronisation sleeps until the wall clock
+//! reaches the virtual completion time.
+
+use crate::error::{CoreError, Result};
+use std::collections::HashMap;
+use std::thread::ThreadId;
+
+/// `cudaStreamNonBlocking`: no implicit synchronisation with the legacy default stream.
+pub const STREAM_NON_BLOCKING: u32 = 0x1;
+/// `cudaEventDisableTiming`.
+pub const EVENT_DISABLE_TIMING: u32 = 0x2;
+/// The legacy default stream handle (`0` means the same).
+pub const STREAM_LEGACY: u64 = 0x1;
+/// The per-thread default stream handle.
+pub const STREAM_PER_THREAD: u64 = 0x2;
+
+/// First handle value given to user streams and events (well above the special values).
+const FIRST_HANDLE: u64 = 0x5eed_0000;
+
+#[derive(Debug, Clone)]
+struct Stream {
+    device: usize,
+    flags: u32,
+    priority: i32,
+    legacy: bool,
+    clock_ns: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Event {
+    flags: u32,
+    recorded_ns: Option<u64>,
+}
+
+/// What a stream handle refers to, as front-ends report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamInfo {
+    /// Visible device ordinal the stream belongs to.
+    pub device: usize,
+    /// Creation flags.
+    pub flags: u32,
+    /// Priority.
+    pub priority: i32,
+}
+
+/// All streams and events of a process and the host's virtual clock.
+#[derive(Debug, Default)]
+pub struct Timeline {
+    streams: HashMap<u64, Stream>,
+    legacy: HashMap<usize, u64>,
+    per_thread: HashMap<(ThreadId, usize), u64>,
+    events: HashMap<u64, Event>,
+    next_handle: u64,
+    host_clock_ns: u64,
+}
+
+impl Timeline {
+    fn fresh_handle(&mut self) -> u64 {
+        if self.next_handle < FIRST_HANDLE {
+            self.next_handle = FIRST_HANDLE;
+        }
+        self.next_handle += 0x10;
+        self.next_handle
+    }
+
+    /// Creates a stream on `device` (a visible ordinal).
+    pub fn create_stream(&mut self, device: usize, flags: u32, priority: i32) -> u64 {
+        let h = self.fresh_handle();
+        self.streams.insert(
+            h,
+            Stream {
+                device,
+                flags,
+                priority,
+                legacy: false,
+                clock_ns: self.host_clock_ns,
+            },
+        );
+        h
+    }
+
+    /// Resolves a user-visible handle (`0`, `1` = legacy, `2` = per-thread, or a created
+    /// stream) to an internal stream key, creating default streams on first use.
+    pub fn resolve(&mut self, handle: u64, current_device: usize) -> Result<u64> {
+        match handle {
+            0 | STREAM_LEGACY => {
+                if let Some(&k) = self.legacy.get(&current_device) {
+                    return Ok(k);
+                }
+                let k = self.create_stream(current_device, 0, 0);
+                self.streams.get_mut(&k).expect("just created").legacy = true;
+                self.legacy.insert(current_device, k);
+                Ok(k)
+            }
+            STREAM_PER_THREAD => {
+                let key = (std::thread::current().id(), current_device);
+                if let Some(&k) = self.per_thread.get(&key) {
+                    return Ok(k);
+                }
+                let k = self.create_stream(current_device, 0, 0);
+                self.per_thread.insert(key, k);
+                Ok(k)
+            }
+            h if self.streams.contains_key(&h) => Ok(h),
+            h => Err(CoreError::InvalidHandle {
+                what: "stream",
+                handle: h,
+            }),
+        }
+    }
+
+    /// Destroys a created stream; default streams cannot be destroyed.
+    pub fn destroy_stream(&mut self, handle: u64) -> Result<()> {
+        let special = self.legacy.values().any(|&k| k == handle)
+            || self.per_thread.values().any(|&k| k == handle);
+        if special || self.streams.remove(&handle).is_none() {
+            return Err(CoreError::InvalidHandle {
+                what: "stream",
+                handle,
+            });
+        }
+        Ok(())
+    }
+
+    /// Device, flags and priority of a resolved stream.
+    pub fn stream_info(&self, key: u64) -> StreamInfo {
+        let s = &self.streams[&key];
+        StreamInfo {
+            device: s.device,
+            flags: s.flags,
+            priority: s.priority,
+        }
+    }
+
+    /// The virtual time at which all work enqueued so far on `key` completes.
+    pub fn stream_clock(&self, key: u64) -> u64 {
+        self.streams[&key].clock_ns
+    }
+
+    /// Places `duration_ns` of work on stream `key`; returns its (start, end) virtual times.
+    /// `wall_ns` is the wall clock when pacing, which work cannot start before.
+    pub fn schedule(&mut self, key: u64, duration_ns: u64, wall_ns: Option<u64>) -> (u64, u64) {
+        let s = &self.streams[&key];
+        let mut start = s.clock_ns.max(self.host_clock_ns).max(wall_ns.unwrap_or(0));
+        let blocking = s.flags & STREAM_NON_BLOCKING == 0;
+        if s.legacy {
+            // The legacy stream waits for all earlier work on the device's blocking streams.
+            let dev = s.device;
+            start = self
+                .streams
+                .values()
+                .filter(|o| o.device == dev && o.flags & STREAM_NON_BLOCKING == 0)
+                .map(|o| o.clock_ns)
+                .fold(start, u64::max);
+        } else if blocking {
+            if let Some(l) = self.legacy.get(&s.device) {
+                start = start.max(self.streams[l].clock_ns);
+            }
+        }
+        let end = start.saturating_add(duration_ns);
+        self.streams.get_mut(&key).expect("resolved key").clock_ns = end;
+        (start, end)
+    }
+
+    /// The host waited for `clock_ns`: later work cannot start earlier.
+    pub fn host_waited(&mut self, clock_ns: u64) {
+        self.host_clock_ns = self.host_clock_ns.max(clock_ns);
+    }
+
+    /// The host's virtual clock.
+    pub fn host_clock(&self) -> u64 {
+        self.host_clock_ns
+    }
+
+    /// Completion time of all work on a device's streams.
+    pub fn device_clock(&self, device: usize) -> u64 {
+        self.streams
+            .values()
+            .filter(|s| s.device == device)
+            .map(|s| s.clock_ns)
+            .fold(0, u64::max)
+    }
+
+    /// Makes stream `key` wait for `event` (no-op if the event was never recorded).
+    pub fn wait_event(&mut self, key: u64, event: u64) -> Result<()> {
+        let t = self.event(event)?.recorded_ns;
+        if let Some(t) = t {
+            let s = self.streams.get_mut(&key).expect("resolved key");
+            s.clock_ns = s.clock_ns.max(t);
+        }
+        Ok(())
+    }
+
+    /// Creates an event.
+    pub fn create_event(&mut self, flags: u32) -> u64 {
+        let h = self.fresh_handle();
+        self.events.insert(
+            h,
+            Event {
+                flags,
+                recorded_ns: None,
+            },
+        );
+        h
+    }
+
+    /// Creates an event that is already complete at virtual time `at_ns` (opened IPC events).
+    pub fn create_completed_event(&mut self, flags: u32, at_ns: u64) -> u64 {
+        let h = self.create_event(flags);
+        self.events.get_mut(&h).expect("just created").recorded_ns = Some(at_ns);
+        h
+    }
+
+    fn event(&self, handle: u64) -> Result<&Event> {
+        self.events.get(&handle).ok_or(CoreError::InvalidHandle {
+            what: "event",
+            handle,
+        })
+    }
+
+    /// Destroys an event.
+    pub fn destroy_event(&mut self, handle: u64) -> Result<()> {
+        self.events
+            .remove(&handle)
+            .map(|_| ())
+            .ok_or(CoreError::InvalidHandle {
+                what: "event",
+                handle,
+            })
+    }
+
+    /// Records `event` on stream `key`: it completes when the work enqueued so far does.
+    pub fn record(&mut self, event: u64, key: u64, wall_ns: Option<u64>) -> Result<()> {
+        self.event(event)?;
+        let (_, t) = self.schedule(key, 0, wall_ns);
+        self.events.get_mut(&event).expect("checked").recorded_ns = Some(t);
+        Ok(())
+    }
+
+    /// Virtual completion time of an event; `None` if never recorded.
+    pub fn event_time(&self, event: u64) -> Result<Option<u64>> {
+        Ok(self.event(event)?.recorded_ns)
+    }
+
+    /// Flags the event was created with.
+    pub fn event_flags(&self, event: u64) -> Result<u32> {
+        Ok(self.event(event)?.flags)
+    }
+
+    /// `cudaEventElapsedTime`: virtual milliseconds from `start` to `end`.
+    pub fn elapsed_ms(&self, start: u64, end: u64) -> Result<f32> {
+        let (a, b) = (self.event(start)?, self.event(end)?);
+        if (a.flags | b.flags) & EVENT_DISABLE_TIMING != 0 {
+            return Err(CoreError::InvalidHandle {
+                what: "event (created with cudaEventDisableTiming)",
+                handle: if a.flags & EVENT_DISABLE_TIMING != 0 {
+                    start
+                } else {
+                    end
+                },
+            });
+        }
+        match (a.recorded_ns, b.recorded_ns) {
+            (Some(x), Some(y)) => Ok(((y as f64 - x as f64) / 1e6) as f32),
+            _ => Err(CoreError::InvalidHandle {
+                what: "event (never recorded)",
+                handle: if a.recorded_ns.is_none() { start } else { end },
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn work_on_one_stream_is_serial() {
+        let mut t = Timeline::default();
+        let s = t.create_stream(0, STREAM_NON_BLOCKING, 0);
+        assert_eq!(t.schedule(s, 100, None), (0, 100));
+        assert_eq!(t.schedule(s, 50, None), (100, 150));
+        let other = t.create_stream(0, STREAM_NON_BLOCKING, 0);
+        assert_eq!(
+            t.schedule(other, 10, None),
+            (0, 10),
+            "independent streams overlap"
+        );
+    }
+
+    #[test]
+    fn legacy_stream_synchronises_with_blocking_streams_only() {
+        let mut t = Timeline::default();
+        let blocking = t.create_stream(0, 0, 0);
+        let nonblocking = t.create_stream(0, STREAM_NON_BLOCKING, 0);
+        t.schedule(blocking, 100, None);
+        t.schedule(nonblocking, 1000, None);
+        let legacy = t.resolve(0, 0).unwrap();
+        assert_eq!(t.resolve(STREAM_LEGACY, 0).unwrap(), legacy);
+        assert_eq!(t.schedule(legacy, 10, None), (100, 110));
+        assert_eq!(t.schedule(blocking, 1, None), (110, 111));
+        assert_eq!(t.schedule(nonblocking, 1, None), (1000, 1001));
+        // Another device's legacy stream is separate.
+        let legacy1 = t.resolve(0, 1).unwrap();
+        assert_eq!(t.schedule(legacy1, 5, None), (0, 5));
+    }
+
+    #[test]
+    fn events_capture_and_merge_clocks() {
+        let mut t = Timeline::default();
+        let a = t.create_stream(0, STREAM_NON_BLOCKING, 0);
+        let b = t.create_stream(0, STREAM_NON_BLOCKING, 0);
+        let (e0, e1) = (t.create_event(0), t.create_event(0));
+        t.record(e0, a, None).unwrap();
+        t.schedule(a, 2_500_000, None);
+        t.record(e1, a, None).unwrap();
+        assert_eq!(t.elapsed_ms(e0, e1).unwrap(), 2.5);
+        assert_eq!(t.elapsed_ms(e1, e0).unwrap(), -2.5);
+        t.wait_event(b, e1).unwrap();
+        assert_eq!(t.schedule(b, 1, None), (2_500_000, 2_500_001));
+        let never = t.create_event(0);
+        assert!(t.elapsed_ms(e0, never).is_err());
+        let untimed = t.create_event(EVENT_DISABLE_TIMING);
+        t.record(untimed, a, None).unwrap();
+        assert!(t.elapsed_ms(e0, untimed).is_err());
+        t.destroy_event(e0).unwrap();
+        assert!(t.destroy_event(e0).is_err());
+    }
+
+    #[test]
+    fn host_synchronisation_orders_later_work() {
+        let mut t = Timeline::default();
+        let a = t.create_stream(0, STREAM_NON_BLOCKING, 0);
+        t.schedule(a, 500, None);
+        t.host_waited(t.stream_clock(a));
+        let b = t.create_stream(0, STREAM_NON_BLOCKING, 0);
+        assert_eq!(t.schedule(b, 1, None), (500, 501));
+        assert_eq!(t.device_clock(0), 501);
+        assert_eq!(t.schedule(b, 0, Some(9000)), (9000, 9000), "pacing");
+    }
+
+    #[test]
+    fn stream_handles_validate() {
+        let mut t = Timeline::default();
+        assert!(t.resolve(0xdead, 0).is_err());
+        let s = t.create_stream(0, 0, -3);
+        assert_eq!(t.stream_info(s).priority, -3);
+        let pt = t.resolve(STREAM_PER_THREAD, 0).unwrap();
+        assert_ne!(pt, t.resolve(0, 0).unwrap());
+        assert!(t.destroy_stream(pt).is_err());
+        t.destroy_stream(s).unwrap();
+        assert!(t.destroy_stream(s).is_err());
+    }
+}
