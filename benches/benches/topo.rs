@@ -26,7 +26,9 @@ fn bench(c: &mut Criterion) {
     c.bench_function("topo/parse+paths 1024 nodes dgx-a100", |b| {
         b.iter(|| {
             let xml = Arc::new(topo::xml::parse(black_box(&text), "dgx-a100.xml").unwrap());
-            let hosts: Vec<_> = (0..1024).map(|_| ("dgx-a100.xml".to_string(), xml.clone())).collect();
+            let hosts: Vec<_> = (0..1024)
+                .map(|_| ("dgx-a100.xml".to_string(), xml.clone()))
+                .collect();
             black_box(Cluster::from_hosts(&hosts, &s, Completion::default()).unwrap())
         })
     });
