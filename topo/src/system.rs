@@ -839,16 +839,10 @@ impl<'f> Builder<'f> {
 
     /// Walk the XML like NCCL's `ncclTopoAddNvLinks` (bus id of the closest enclosing pci).
     fn add_nvlinks(&mut self, x: &XmlElement, parent_busid: Option<&str>, sid: u64) -> Result<()> {
-        self.walk_gpu_subs(x, parent_busid, sid, &mut |b, el, busid, sid| {
+        self.walk_gpu_subs(x, parent_busid, sid, &mut |b, el, attach, sid| {
             if el.name != "nvlink" {
                 return Ok(());
             }
-            let Some(attach) = b.attach_node(sid, busid_to_int(busid)) else {
-                return Err(b.err(
-                    el,
-                    format!("belongs to GPU {busid}, which is not in the system"),
-                ));
-            };
             let count = b.attr_int(el, "count")?;
             let tclass = b.attr(el, "tclass")?;
             let target_ty = consts::PCI_CLASS.lookup(tclass).unwrap_or_else(|f| f);
@@ -879,16 +873,10 @@ impl<'f> Builder<'f> {
     }
 
     fn add_c2c(&mut self, x: &XmlElement, parent_busid: Option<&str>, sid: u64) -> Result<()> {
-        self.walk_gpu_subs(x, parent_busid, sid, &mut |b, el, busid, sid| {
+        self.walk_gpu_subs(x, parent_busid, sid, &mut |b, el, attach, _| {
             if el.name != "c2c" {
                 return Ok(());
             }
-            let Some(attach) = b.attach_node(sid, busid_to_int(busid)) else {
-                return Err(b.err(
-                    el,
-                    format!("belongs to GPU {busid}, which is not in the system"),
-                ));
-            };
             let count = b.attr_int(el, "count")?;
             let bwv = b.attr_int(el, "bw")?;
             let bw = ((bwv * count) as f64 / 1000.0) as f32;
@@ -900,14 +888,14 @@ impl<'f> Builder<'f> {
         })
     }
 
-    /// Visit every child of a claimed `<gpu>` (nvlink, c2c) with the bus id of its pci element.
+    /// Visit every child of a claimed `<gpu>` (nvlink, c2c) with the node its links attach to.
     #[allow(clippy::type_complexity)]
     fn walk_gpu_subs(
         &mut self,
         x: &XmlElement,
         parent_busid: Option<&str>,
         sid: u64,
-        f: &mut dyn FnMut(&mut Self, &XmlElement, &str, u64) -> Result<()>,
+        f: &mut dyn FnMut(&mut Self, &XmlElement, usize, u64) -> Result<()>,
     ) -> Result<()> {
         let sid = if x.name == "cpu" {
             self.system_id(x)
@@ -921,8 +909,11 @@ impl<'f> Builder<'f> {
             let Some(busid) = parent_busid else {
                 return Ok(());
             };
+            let Some(attach) = self.attach_node(sid, busid_to_int(busid)) else {
+                return Err(self.err(x, format!("of {busid} is not in the system")));
+            };
             for sub in &x.children {
-                f(self, sub, busid, sid)?;
+                f(self, sub, attach, sid)?;
             }
             return Ok(());
         }
