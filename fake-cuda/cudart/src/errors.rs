@@ -199,6 +199,20 @@ pub fn description(code: cudaError_t) -> &'static CStr {
         .map_or(c"unrecognized error code", |e| e.2)
 }
 
+/// The error of a function this runtime only stubs; logs the name once per process.
+pub fn not_supported(function: &'static str) -> RuntimeError {
+    static LOGGED: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+    let mut logged = LOGGED.lock().unwrap_or_else(|p| p.into_inner());
+    if !logged.contains(&function) {
+        logged.push(function);
+        eprintln!("ncclsim libcudart: {function} is not implemented (cudaErrorNotSupported)");
+    }
+    RuntimeError::Cuda {
+        code: NOT_SUPPORTED,
+        message: format!("{function} is not implemented"),
+    }
+}
+
 thread_local! {
     static LAST: Cell<cudaError_t> = const { Cell::new(SUCCESS) };
 }

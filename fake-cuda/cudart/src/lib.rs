@@ -15,6 +15,12 @@ mod memory;
 mod modules;
 mod streams;
 
+/// `cudaErrorNotSupported` stubs for the remaining names of the real library (see build.rs).
+mod stubs {
+    use crate::ffi_fn;
+    include!(concat!(env!("OUT_DIR"), "/stubs.rs"));
+}
+
 use errors::{Result, RuntimeError};
 use fake_cuda_core::client::{client, Client};
 use std::sync::OnceLock;
