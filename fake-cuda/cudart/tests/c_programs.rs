@@ -73,6 +73,7 @@ fn command(args: &[&str]) -> Command {
         .env_remove("NCCLSIM_PACE")
         .env_remove("NCCLSIM_STRICT_KERNELS")
         .env_remove("NCCLSIM_CUDA_CORE")
+        .env_remove("NCCLSIM_REPORT")
         .env("NCCLSIM_TEST_CORE", deps_dir().join("libncclsim_cuda.so"));
     c
 }
@@ -192,4 +193,26 @@ fn two_processes_share_memory_through_ipc_handles() {
         shm_before,
         "shared-memory objects leaked"
     );
+}
+
+#[test]
+fn report_file_at_exit() {
+    let dir = std::env::temp_dir().join(format!("ncclsim-report-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("memory.json");
+    run(command(&["memory"]).env("NCCLSIM_REPORT", &path));
+    let report = std::fs::read_to_string(&path).expect("report written at exit");
+    // Two 1 MiB buffers were live at once on device 0, none at exit.
+    assert!(report.contains("\"peak_bytes\": 2097152"), "{report}");
+    assert!(report.contains("\"current_bytes\": 0"), "{report}");
+    assert!(
+        report.contains("\"pci_bus_id\": \"0000:07:00.0\""),
+        "{report}"
+    );
+    assert!(report.contains("\"malloc\": 2"), "{report}");
+    let path = dir.join("kernels.json");
+    run(command(&["kernels"]).env("NCCLSIM_REPORT", &path));
+    let report = std::fs::read_to_string(&path).unwrap();
+    assert!(report.contains("\"_Z4fillPfi\": 1"), "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -15,14 +15,57 @@ use fake_cuda_core::abi::{
 };
 use fake_cuda_core::{CopyKind, Core, CoreError, Status};
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::ffi::{c_char, c_void, CStr};
+use std::sync::Mutex;
 use std::sync::OnceLock;
 
 static CORE: OnceLock<Core> = OnceLock::new();
 
-/// The process's core, created from the environment on first use.
+/// The process's core, created from the environment on first use. With `NCCLSIM_REPORT=file`
+/// a JSON report is written to `file` when the process exits.
 pub fn core() -> &'static Core {
-    CORE.get_or_init(Core::from_env)
+    CORE.get_or_init(|| {
+        if std::env::var_os("NCCLSIM_REPORT").is_some() {
+            // SAFETY: registering a plain extern "C" function; this library is never unloaded
+            // (front-ends open it with RTLD_NODELETE).
+            unsafe { libc::atexit(write_report) };
+        }
+        Core::from_env()
+    })
+}
+
+/// API calls by vtable entry name.
+static CALLS: Mutex<BTreeMap<&'static str, u64>> = Mutex::new(BTreeMap::new());
+
+fn count_call(name: &'static str) {
+    *CALLS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .entry(name)
+        .or_default() += 1;
+}
+
+extern "C" fn write_report() {
+    let Some(path) = std::env::var_os("NCCLSIM_REPORT") else {
+        return;
+    };
+    let _ = std::panic::catch_unwind(|| {
+        let calls = CALLS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect();
+        let report = core().report(calls);
+        let text = serde_json::to_string_pretty(&report).expect("report serialises");
+        if let Err(e) = std::fs::write(&path, text + "\n") {
+            eprintln!(
+                "ncclsim: cannot write NCCLSIM_REPORT {}: {e}",
+                path.to_string_lossy()
+            );
+        }
+    });
 }
 
 thread_local! {
@@ -65,6 +108,7 @@ fn put<T>(out: *mut T, value: T) -> Result<(), CoreError> {
 macro_rules! core_fn {
     ($name:ident ( $($arg:ident : $ty:ty),* ) $body:block) => {
         unsafe extern "C" fn $name($($arg: $ty),*) -> i32 {
+            count_call(stringify!($name));
             guard(|| $body)
         }
     };
