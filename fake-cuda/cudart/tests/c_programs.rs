@@ -1,4 +1,4 @@
-//! C programs linked against the built `libcudart.so.12` by its real name.
+//! C programs linked against the built `libcudart.so.12` and `libcuda.so.1` by their real names.
 //!
 //! The test symlinks the cdylib as `libcudart.so.12` into a scratch directory, compiles
 //! `c/cudart_smoke.c` with the `cc` crate's compiler, links it with `-l:libcudart.so.12` and an
@@ -21,7 +21,7 @@ fn smoke() -> &'static Path {
     static EXE: OnceLock<PathBuf> = OnceLock::new();
     EXE.get_or_init(|| {
         let deps = deps_dir();
-        for lib in ["libcudart12.so", "libncclsim_cuda.so"] {
+        for lib in ["libcudart12.so", "libcuda_driver.so", "libncclsim_cuda.so"] {
             assert!(
                 deps.join(lib).exists(),
                 "{lib} not built in {}",
@@ -33,6 +33,9 @@ fn smoke() -> &'static Path {
         let link = dir.join("libcudart.so.12");
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(deps.join("libcudart12.so"), &link).unwrap();
+        let link = dir.join("libcuda.so.1");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(deps.join("libcuda_driver.so"), &link).unwrap();
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c");
         let exe = dir.join("cudart_smoke");
         let target = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
@@ -53,6 +56,7 @@ fn smoke() -> &'static Path {
             .arg(&exe)
             .arg(format!("-L{}", dir.display()))
             .arg("-l:libcudart.so.12")
+            .arg("-l:libcuda.so.1")
             .arg(format!("-Wl,-rpath,{}", dir.display()))
             .arg("-ldl")
             .output()
@@ -215,4 +219,9 @@ fn report_file_at_exit() {
     let report = std::fs::read_to_string(&path).unwrap();
     assert!(report.contains("\"_Z4fillPfi\": 1"), "{report}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn driver_and_runtime_share_one_core() {
+    assert!(stdout(&run(&mut command(&["driver"]))).contains("PASS driver"));
 }

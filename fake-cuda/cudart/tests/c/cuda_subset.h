@@ -65,5 +65,16 @@ unsigned __cudaPushCallConfiguration(dim3, dim3, size_t, void *);
 cudaError_t __cudaPopCallConfiguration(dim3 *, dim3 *, size_t *, void *);
 cudaError_t cudaLaunchKernel(const void *, dim3, dim3, void **, size_t, cudaStream_t);
 
+/* Driver API (libcuda.so.1). */
+int cuInit(unsigned);
+int cuDeviceGetCount(int *);
+int cuDeviceGetName(char *, int, int);
+int cuDevicePrimaryCtxGetState(int, unsigned *, int *);
+int cuPointerGetAttribute(void *, int, unsigned long long);
+int cuMemFree_v2(unsigned long long);
+int cuGetProcAddress_v2(const char *, void **, int, unsigned long long, int *);
+int cuGetErrorName(int, const char **);
+int cuModuleLoad(void **, const char *);
+
 enum { H2H = 0, H2D = 1, D2H = 2, D2D = 3, DEFAULT_KIND = 4 };
 #endif

@@ -347,6 +347,36 @@ static int kernels(void) {
     return 0;
 }
 
+/* libcuda.so.1 and libcudart.so.12 share one core: memory from one is known to the other. */
+static int driver(void) {
+    int n = 0, active = 0;
+    unsigned flags;
+    char name[64];
+    void *d, *p = NULL;
+    const char *text;
+    OK(cuInit(0));
+    OK(cuDeviceGetCount(&n));
+    CHECK(n == 8);
+    OK(cuDeviceGetName(name, sizeof name, 3));
+    CHECK(strcmp(name, "NVIDIA A100-SXM4-80GB") == 0);
+    OK(cuDevicePrimaryCtxGetState(0, &flags, &active));
+    CHECK(active == 1);
+    OK(cudaMalloc(&d, 4096));
+    unsigned type = 0;
+    OK(cuPointerGetAttribute(&type, 2, (unsigned long long)(uintptr_t)d));
+    CHECK(type == 2);
+    OK(cuMemFree_v2((unsigned long long)(uintptr_t)d));
+    CHECK(cudaFree(d) == 1); /* already freed through the driver */
+    int st = -1;
+    OK(cuGetProcAddress_v2("cuDeviceGetCount", &p, 12000, 0, &st));
+    CHECK(st == 0 && p == (void *)cuDeviceGetCount);
+    CHECK(cuGetProcAddress_v2("cuNoSuchFunction", &p, 12000, 0, &st) == 500 && st == 1 && p == NULL);
+    CHECK(cuModuleLoad(&p, "x.cubin") == 801);
+    OK(cuGetErrorName(801, &text));
+    CHECK(strcmp(text, "CUDA_ERROR_NOT_SUPPORTED") == 0);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     const char *s = argv[1];
@@ -361,6 +391,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(s, "streams")) rc = streams();
     else if (!strcmp(s, "pace")) rc = pace();
     else if (!strcmp(s, "kernels")) rc = kernels();
+    else if (!strcmp(s, "driver")) rc = driver();
     if (rc == 0) printf("PASS %s\n", s);
     return rc;
 }
