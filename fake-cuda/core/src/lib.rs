@@ -131,7 +131,7 @@ struct DeviceRange {
 }
 
 /// Per-device memory statistics for reports.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct MemoryStats {
     /// Bytes currently allocated.
     pub current: u64,
@@ -963,6 +963,59 @@ impl Core {
     pub fn kernel_launch_counts(&self) -> BTreeMap<String, u64> {
         self.lock().kernels.launch_counts().clone()
     }
+
+    /// The end-of-run report (`NCCLSIM_REPORT`); `calls` are the API call counts the caller
+    /// kept.
+    pub fn report(&self, calls: BTreeMap<String, u64>) -> Report {
+        let stats = self.memory_stats();
+        Report {
+            devices: self
+                .visible
+                .iter()
+                .zip(stats)
+                .enumerate()
+                .map(|(ordinal, (&p, m))| DeviceReport {
+                    ordinal,
+                    pci_bus_id: self.devices[p].pci.to_string(),
+                    name: self.devices[p].name.clone(),
+                    current_bytes: m.current,
+                    peak_bytes: m.peak,
+                    capacity_bytes: self.devices[p].memory_bytes,
+                })
+                .collect(),
+            calls,
+            kernel_launches: self.kernel_launch_counts(),
+        }
+    }
+}
+
+/// One device in a [`Report`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct DeviceReport {
+    /// Visible ordinal.
+    pub ordinal: usize,
+    /// PCI address.
+    pub pci_bus_id: String,
+    /// Device name.
+    pub name: String,
+    /// Bytes allocated at the time of the report.
+    pub current_bytes: u64,
+    /// Most bytes allocated at once.
+    pub peak_bytes: u64,
+    /// Device memory.
+    pub capacity_bytes: u64,
+}
+
+/// What a process did with the fake CUDA: written as JSON at exit when `NCCLSIM_REPORT` names
+/// a file.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Report {
+    /// Memory per visible device.
+    pub devices: Vec<DeviceReport>,
+    /// Core API calls by name.
+    pub calls: BTreeMap<String, u64>,
+    /// Kernel launches by kernel name.
+    pub kernel_launches: BTreeMap<String, u64>,
 }
 
 #[cfg(test)]

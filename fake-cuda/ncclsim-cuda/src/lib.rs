@@ -1,1 +1,348 @@
-//! placeholder
+//! `libncclsim_cuda.so`: the one fake CUDA core of a process.
+//!
+//! This shared object owns the process's only [`Core`] and exports a single symbol,
+//! `ncclsim_cuda_core_v1`, returning the static vtable of [`fake_cuda_core::abi`]. Every
+//! front-end (`libcudart.so.12`, later `.13`, `libcuda.so.1`, `libnvidia-ml.so.1`,
+//! `libnccl.so.2`) `dlopen`s this file from its own directory, and the dynamic loader maps a
+//! file once per process, so whichever library a program loads first, they all share this
+//! state.
+//!
+//! Each vtable entry is written with [`core_fn!`]: it catches panics, checks out-pointers,
+//! records the calling thread's last error message and returns a [`Status`] code.
+
+use fake_cuda_core::abi::{
+    CDeviceInfo, CHandle, CPointerInfo, CStreamInfo, CWorkFn, CoreApiV1, CORE_ABI_VERSION,
+};
+use fake_cuda_core::{CopyKind, Core, CoreError, Status};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::Mutex;
+use std::sync::OnceLock;
+
+static CORE: OnceLock<Core> = OnceLock::new();
+
+/// The process's core, created from the environment on first use. With `NCCLSIM_REPORT=file`
+/// a JSON report is written to `file` when the process exits.
+pub fn core() -> &'static Core {
+    CORE.get_or_init(|| {
+        if std::env::var_os("NCCLSIM_REPORT").is_some() {
+            // SAFETY: registering a plain extern "C" function; this library is never unloaded
+            // (front-ends open it with RTLD_NODELETE).
+            unsafe { libc::atexit(write_report) };
+        }
+        Core::from_env()
+    })
+}
+
+/// API calls by vtable entry name.
+static CALLS: Mutex<BTreeMap<&'static str, u64>> = Mutex::new(BTreeMap::new());
+
+fn count_call(name: &'static str) {
+    *CALLS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .entry(name)
+        .or_default() += 1;
+}
+
+extern "C" fn write_report() {
+    let Some(path) = std::env::var_os("NCCLSIM_REPORT") else {
+        return;
+    };
+    let _ = std::panic::catch_unwind(|| {
+        let calls = CALLS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect();
+        let report = core().report(calls);
+        let text = serde_json::to_string_pretty(&report).expect("report serialises");
+        if let Err(e) = std::fs::write(&path, text + "\n") {
+            eprintln!(
+                "ncclsim: cannot write NCCLSIM_REPORT {}: {e}",
+                path.to_string_lossy()
+            );
+        }
+    });
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+fn fail(e: CoreError) -> i32 {
+    LAST_ERROR.with(|m| *m.borrow_mut() = e.to_string());
+    e.status() as i32
+}
+
+/// Runs `body`, mapping its error or a panic to a status code.
+fn guard(body: impl FnOnce() -> Result<(), CoreError>) -> i32 {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+        Ok(Ok(())) => Status::Success as i32,
+        Ok(Err(e)) => fail(e),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            LAST_ERROR.with(|m| *m.borrow_mut() = format!("internal error (panic): {what}"));
+            Status::Internal as i32
+        }
+    }
+}
+
+/// Writes through an out-pointer, failing with `InvalidValue` if it is null.
+fn put<T>(out: *mut T, value: T) -> Result<(), CoreError> {
+    if out.is_null() {
+        return Err(CoreError::InvalidValue("null output pointer".into()));
+    }
+    // SAFETY: non-null; the caller promises it points to a writable `T`.
+    unsafe { out.write(value) };
+    Ok(())
+}
+
+/// Defines a vtable entry: `unsafe extern "C"`, panic-safe, returning a status code.
+macro_rules! core_fn {
+    ($name:ident ( $($arg:ident : $ty:ty),* ) $body:block) => {
+        unsafe extern "C" fn $name($($arg: $ty),*) -> i32 {
+            count_call(stringify!($name));
+            guard(|| $body)
+        }
+    };
+}
+
+unsafe extern "C" fn last_error_message(buf: *mut c_char, len: usize) -> usize {
+    LAST_ERROR.with(|m| {
+        let m = m.borrow();
+        if !buf.is_null() && len > 0 {
+            let n = m.len().min(len - 1);
+            // SAFETY: `buf` has room for `len` bytes by contract; we write n + 1 <= len.
+            unsafe {
+                std::ptr::copy_nonoverlapping(m.as_ptr(), buf.cast::<u8>(), n);
+                *buf.add(n) = 0;
+            }
+        }
+        m.len()
+    })
+}
+
+core_fn!(device_count(out: *mut i32) { put(out, core().device_count() as i32) });
+
+core_fn!(device_info(ordinal: i32, out: *mut CDeviceInfo) {
+    let d = core().device(ordinal)?;
+    let mut c = CDeviceInfo::default();
+    for (dst, src) in c.name.iter_mut().zip(d.name.bytes().take(255)) {
+        *dst = src as c_char;
+    }
+    c.uuid = d.uuid;
+    c.pci = [d.pci.domain, d.pci.bus, d.pci.device, d.pci.function];
+    c.sm_major = d.sm_major() as i32;
+    c.sm_minor = d.sm_minor() as i32;
+    c.total_memory = d.memory_bytes;
+    c.multiprocessor_count = d.multiprocessor_count as i32;
+    c.clock_khz = d.clock_khz as i32;
+    c.memory_clock_khz = d.memory_clock_khz as i32;
+    c.memory_bus_width = d.memory_bus_width_bits as i32;
+    c.l2_cache_bytes = d.l2_cache_bytes as i32;
+    c.shared_mem_per_multiprocessor = d.shared_mem_per_multiprocessor as i32;
+    c.shared_mem_per_block_optin = d.shared_mem_per_block_optin as i32;
+    c.physical_index = ordinal;
+    put(out, c)
+});
+
+core_fn!(get_device(out: *mut i32) { put(out, core().current_device()) });
+core_fn!(set_device(ordinal: i32) { core().set_device(ordinal) });
+
+core_fn!(malloc(ordinal: i32, size: usize, out: *mut usize) {
+    if out.is_null() {
+        return Err(CoreError::InvalidValue("null output pointer".into()));
+    }
+    put(out, core().malloc(ordinal, size)?)
+});
+core_fn!(free(ptr: usize) { core().free(ptr) });
+core_fn!(mem_info(ordinal: i32, free: *mut u64, total: *mut u64) {
+    let (f, t) = core().mem_info(ordinal)?;
+    put(free, f)?;
+    put(total, t)
+});
+core_fn!(host_alloc(size: usize, out: *mut usize) {
+    if out.is_null() {
+        return Err(CoreError::InvalidValue("null output pointer".into()));
+    }
+    put(out, core().host_alloc(size)?)
+});
+core_fn!(host_free(ptr: usize) { core().host_free(ptr) });
+core_fn!(host_register(ptr: usize, size: usize) { core().host_register(ptr, size) });
+core_fn!(host_unregister(ptr: usize) { core().host_unregister(ptr) });
+core_fn!(pointer_info(ptr: usize, out: *mut CPointerInfo) {
+    let i = core().pointer_info(ptr);
+    put(out, CPointerInfo { kind: i.kind as i32, device: i.device, base: i.base, size: i.size })
+});
+
+core_fn!(memcpy(dst: usize, src: usize, n: usize, kind: i32, stream: u64) {
+    core().memcpy(dst, src, n, CopyKind::from_raw(kind)?, stream)
+});
+core_fn!(memcpy_2d(dst: usize, dpitch: usize, src: usize, spitch: usize, width: usize,
+                   height: usize, kind: i32, stream: u64) {
+    core().memcpy_2d(dst, dpitch, src, spitch, width, height, CopyKind::from_raw(kind)?, stream)
+});
+core_fn!(memset(dst: usize, value: i32, n: usize, stream: u64) {
+    core().memset(dst, value as u8, n, stream)
+});
+
+core_fn!(stream_create(flags: u32, priority: i32, out: *mut u64) {
+    if out.is_null() {
+        return Err(CoreError::InvalidValue("null output pointer".into()));
+    }
+    put(out, core().stream_create(flags, priority)?)
+});
+core_fn!(stream_destroy(stream: u64) { core().stream_destroy(stream) });
+core_fn!(stream_info(stream: u64, out: *mut CStreamInfo) {
+    let i = core().stream_info(stream)?;
+    put(out, CStreamInfo { device: i.device as i32, flags: i.flags, priority: i.priority })
+});
+core_fn!(stream_query(stream: u64) { core().stream_query(stream) });
+core_fn!(stream_synchronize(stream: u64) { core().stream_synchronize(stream) });
+core_fn!(stream_wait_event(stream: u64, event: u64) { core().stream_wait_event(stream, event) });
+core_fn!(stream_clock(stream: u64, out: *mut u64) { put(out, core().stream_clock(stream)?) });
+core_fn!(enqueue(stream: u64, duration_ns: u64, work: Option<CWorkFn>, data: *mut c_void) {
+    core().enqueue(stream, duration_ns, Box::new(move || {
+        if let Some(f) = work {
+            // SAFETY: the caller of `enqueue` promised `f(data)` may be called once.
+            unsafe { f(data) }
+        }
+    })).map(|_| ())
+});
+core_fn!(device_synchronize() { core().device_synchronize() });
+
+core_fn!(event_create(flags: u32, out: *mut u64) { put(out, core().event_create(flags)) });
+core_fn!(event_destroy(event: u64) { core().event_destroy(event) });
+core_fn!(event_record(event: u64, stream: u64) { core().event_record(event, stream) });
+core_fn!(event_query(event: u64) { core().event_query(event) });
+core_fn!(event_synchronize(event: u64) { core().event_synchronize(event) });
+core_fn!(event_elapsed_ms(start: u64, end: u64, out: *mut f32) {
+    if out.is_null() {
+        return Err(CoreError::InvalidValue("null output pointer".into()));
+    }
+    put(out, core().event_elapsed_ms(start, end)?)
+});
+
+core_fn!(ipc_get_mem_handle(ptr: usize, out: *mut CHandle) {
+    if out.is_null() {
+        return Err(CoreError::InvalidValue("null output pointer".into()));
+    }
+    put(out, core().ipc_get_mem_handle(ptr)?)
+});
+core_fn!(ipc_open_mem_handle(handle: *const CHandle, out: *mut usize) {
+    if handle.is_null() || out.is_null() {
+        return Err(CoreError::InvalidValue("null handle or output pointer".into()));
+    }
+    // SAFETY: non-null; points to 64 readable bytes by contract.
+    let h = unsafe { *handle };
+    put(out, core().ipc_open_mem_handle(&h)?)
+});
+core_fn!(ipc_close_mem_handle(ptr: usize) { core().ipc_close_mem_handle(ptr) });
+core_fn!(ipc_get_event_handle(event: u64, out: *mut CHandle) {
+    if out.is_null() {
+        return Err(CoreError::InvalidValue("null output pointer".into()));
+    }
+    put(out, core().ipc_get_event_handle(event)?)
+});
+core_fn!(ipc_open_event_handle(handle: *const CHandle, out: *mut u64) {
+    if handle.is_null() || out.is_null() {
+        return Err(CoreError::InvalidValue("null handle or output pointer".into()));
+    }
+    // SAFETY: non-null; points to 64 readable bytes by contract.
+    let h = unsafe { *handle };
+    put(out, core().ipc_open_event_handle(&h)?)
+});
+
+core_fn!(register_function(host_fun: usize, name: *const c_char) {
+    let name = if name.is_null() {
+        format!("<unnamed kernel at {host_fun:#x}>")
+    } else {
+        // SAFETY: non-null C string by contract.
+        unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned()
+    };
+    core().register_function(host_fun, &name);
+    Ok(())
+});
+core_fn!(launch_kernel(host_fun: usize, stream: u64) { core().launch_kernel(host_fun, stream) });
+
+static API: CoreApiV1 = CoreApiV1 {
+    size: std::mem::size_of::<CoreApiV1>(),
+    version: CORE_ABI_VERSION,
+    last_error_message,
+    device_count,
+    device_info,
+    get_device,
+    set_device,
+    malloc,
+    free,
+    mem_info,
+    host_alloc,
+    host_free,
+    host_register,
+    host_unregister,
+    pointer_info,
+    memcpy,
+    memcpy_2d,
+    memset,
+    stream_create,
+    stream_destroy,
+    stream_info,
+    stream_query,
+    stream_synchronize,
+    stream_wait_event,
+    stream_clock,
+    enqueue,
+    device_synchronize,
+    event_create,
+    event_destroy,
+    event_record,
+    event_query,
+    event_synchronize,
+    event_elapsed_ms,
+    ipc_get_mem_handle,
+    ipc_open_mem_handle,
+    ipc_close_mem_handle,
+    ipc_get_event_handle,
+    ipc_open_event_handle,
+    register_function,
+    launch_kernel,
+};
+
+/// The one exported symbol: the core's vtable.
+#[unsafe(no_mangle)]
+pub extern "C" fn ncclsim_cuda_core_v1() -> *const CoreApiV1 {
+    &API
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vtable_reports_errors_with_messages() {
+        let api = unsafe { &*ncclsim_cuda_core_v1() };
+        let mut n = 0;
+        assert_eq!(unsafe { (api.device_count)(&mut n) }, 0);
+        assert!(n >= 0);
+        assert_eq!(
+            unsafe { (api.set_device)(1000) },
+            Status::InvalidDevice as i32
+        );
+        let mut buf = [0 as c_char; 128];
+        let len = unsafe { (api.last_error_message)(buf.as_mut_ptr(), buf.len()) };
+        let msg = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
+        assert!(msg.contains("1000"), "{msg}");
+        assert_eq!(len, msg.len());
+        assert_eq!(
+            unsafe { (api.device_count)(std::ptr::null_mut()) },
+            Status::InvalidValue as i32
+        );
+    }
+}

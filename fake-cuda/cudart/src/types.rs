@@ -1,0 +1,226 @@
+//! CUDA 12 runtime ABI types, laid out as on x86-64 Linux with the sizes and offsets of
+//! reference/fake-cuda.md §3c asserted at compile time. Field names follow the CUDA headers so
+//! the structs can be read next to NVIDIA's documentation.
+
+#![allow(non_snake_case, non_camel_case_types)]
+
+use std::ffi::{c_char, c_void};
+use std::mem::{offset_of, size_of};
+
+/// `cudaError_t`.
+pub type cudaError_t = i32;
+/// `cudaStream_t`: an opaque handle (0 = legacy default stream).
+pub type cudaStream_t = *mut c_void;
+/// `cudaEvent_t`.
+pub type cudaEvent_t = *mut c_void;
+
+/// `dim3` / `uint3`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct dim3 {
+    /// x extent.
+    pub x: u32,
+    /// y extent.
+    pub y: u32,
+    /// z extent.
+    pub z: u32,
+}
+
+/// `cudaUUID_t`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct cudaUUID_t {
+    /// 16 UUID bytes.
+    pub bytes: [c_char; 16],
+}
+
+/// `cudaIpcMemHandle_t` and `cudaIpcEventHandle_t` (both 64 opaque bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct cudaIpcHandle {
+    /// Opaque bytes (our encoding: fake_cuda_core::ipc).
+    pub reserved: [u8; 64],
+}
+
+/// `struct cudaPointerAttributes` (CUDA 12 layout).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct cudaPointerAttributes {
+    /// `cudaMemoryType`.
+    pub r#type: i32,
+    /// Device ordinal.
+    pub device: i32,
+    /// Device address.
+    pub devicePointer: *mut c_void,
+    /// Host address.
+    pub hostPointer: *mut c_void,
+}
+
+/// `struct cudaFuncAttributes`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct cudaFuncAttributes {
+    pub sharedSizeBytes: usize,
+    pub constSizeBytes: usize,
+    pub localSizeBytes: usize,
+    pub maxThreadsPerBlock: i32,
+    pub numRegs: i32,
+    pub ptxVersion: i32,
+    pub binaryVersion: i32,
+    pub cacheModeCA: i32,
+    pub maxDynamicSharedSizeBytes: i32,
+    pub preferredShmemCarveout: i32,
+    pub clusterDimMustBeSet: i32,
+    pub requiredClusterWidth: i32,
+    pub requiredClusterHeight: i32,
+    pub requiredClusterDepth: i32,
+    pub clusterSchedulingPolicyPreference: i32,
+    pub nonPortableClusterSizeAllowed: i32,
+    pub reserved: [i32; 16],
+}
+
+/// `cudaLaunchConfig_t`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct cudaLaunchConfig_t {
+    pub gridDim: dim3,
+    pub blockDim: dim3,
+    pub dynamicSmemBytes: usize,
+    pub stream: cudaStream_t,
+    pub attrs: *mut c_void,
+    pub numAttrs: u32,
+}
+
+/// `struct cudaDeviceProp`, CUDA 12.x layout (1032 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct cudaDeviceProp {
+    pub name: [c_char; 256],
+    pub uuid: cudaUUID_t,
+    pub luid: [c_char; 8],
+    pub luidDeviceNodeMask: u32,
+    pub totalGlobalMem: usize,
+    pub sharedMemPerBlock: usize,
+    pub regsPerBlock: i32,
+    pub warpSize: i32,
+    pub memPitch: usize,
+    pub maxThreadsPerBlock: i32,
+    pub maxThreadsDim: [i32; 3],
+    pub maxGridSize: [i32; 3],
+    pub clockRate: i32,
+    pub totalConstMem: usize,
+    pub major: i32,
+    pub minor: i32,
+    pub textureAlignment: usize,
+    pub texturePitchAlignment: usize,
+    pub deviceOverlap: i32,
+    pub multiProcessorCount: i32,
+    pub kernelExecTimeoutEnabled: i32,
+    pub integrated: i32,
+    pub canMapHostMemory: i32,
+    pub computeMode: i32,
+    pub maxTexture1D: i32,
+    pub maxTexture1DMipmap: i32,
+    pub maxTexture1DLinear: i32,
+    pub maxTexture2D: [i32; 2],
+    pub maxTexture2DMipmap: [i32; 2],
+    pub maxTexture2DLinear: [i32; 3],
+    pub maxTexture2DGather: [i32; 2],
+    pub maxTexture3D: [i32; 3],
+    pub maxTexture3DAlt: [i32; 3],
+    pub maxTextureCubemap: i32,
+    pub maxTexture1DLayered: [i32; 2],
+    pub maxTexture2DLayered: [i32; 3],
+    pub maxTextureCubemapLayered: [i32; 2],
+    pub maxSurface1D: i32,
+    pub maxSurface2D: [i32; 2],
+    pub maxSurface3D: [i32; 3],
+    pub maxSurface1DLayered: [i32; 2],
+    pub maxSurface2DLayered: [i32; 3],
+    pub maxSurfaceCubemap: i32,
+    pub maxSurfaceCubemapLayered: [i32; 2],
+    pub surfaceAlignment: usize,
+    pub concurrentKernels: i32,
+    pub ECCEnabled: i32,
+    pub pciBusID: i32,
+    pub pciDeviceID: i32,
+    pub pciDomainID: i32,
+    pub tccDriver: i32,
+    pub asyncEngineCount: i32,
+    pub unifiedAddressing: i32,
+    pub memoryClockRate: i32,
+    pub memoryBusWidth: i32,
+    pub l2CacheSize: i32,
+    pub persistingL2CacheMaxSize: i32,
+    pub maxThreadsPerMultiProcessor: i32,
+    pub streamPrioritiesSupported: i32,
+    pub globalL1CacheSupported: i32,
+    pub localL1CacheSupported: i32,
+    pub sharedMemPerMultiprocessor: usize,
+    pub regsPerMultiprocessor: i32,
+    pub managedMemory: i32,
+    pub isMultiGpuBoard: i32,
+    pub multiGpuBoardGroupID: i32,
+    pub hostNativeAtomicSupported: i32,
+    pub singleToDoublePrecisionPerfRatio: i32,
+    pub pageableMemoryAccess: i32,
+    pub concurrentManagedAccess: i32,
+    pub computePreemptionSupported: i32,
+    pub canUseHostPointerForRegisteredMem: i32,
+    pub cooperativeLaunch: i32,
+    pub cooperativeMultiDeviceLaunch: i32,
+    pub sharedMemPerBlockOptin: usize,
+    pub pageableMemoryAccessUsesHostPageTables: i32,
+    pub directManagedMemAccessFromHost: i32,
+    pub maxBlocksPerMultiProcessor: i32,
+    pub accessPolicyMaxWindowSize: i32,
+    pub reservedSharedMemPerBlock: usize,
+    pub hostRegisterSupported: i32,
+    pub sparseCudaArraySupported: i32,
+    pub hostRegisterReadOnlySupported: i32,
+    pub timelineSemaphoreInteropSupported: i32,
+    pub memoryPoolsSupported: i32,
+    pub gpuDirectRDMASupported: i32,
+    pub gpuDirectRDMAFlushWritesOptions: u32,
+    pub gpuDirectRDMAWritesOrdering: i32,
+    pub memoryPoolSupportedHandleTypes: u32,
+    pub deferredMappingCudaArraySupported: i32,
+    pub ipcEventSupported: i32,
+    pub clusterLaunch: i32,
+    pub unifiedFunctionPointers: i32,
+    pub reserved: [i32; 63],
+}
+
+// Sizes and offsets from the CUDA 12.9 headers (reference/fake-cuda.md §3c).
+const _: () = {
+    assert!(size_of::<cudaDeviceProp>() == 1032);
+    assert!(offset_of!(cudaDeviceProp, uuid) == 256);
+    assert!(offset_of!(cudaDeviceProp, luid) == 272);
+    assert!(offset_of!(cudaDeviceProp, totalGlobalMem) == 288);
+    assert!(offset_of!(cudaDeviceProp, warpSize) == 308);
+    assert!(offset_of!(cudaDeviceProp, clockRate) == 348);
+    assert!(offset_of!(cudaDeviceProp, major) == 360);
+    assert!(offset_of!(cudaDeviceProp, minor) == 364);
+    assert!(offset_of!(cudaDeviceProp, multiProcessorCount) == 388);
+    assert!(offset_of!(cudaDeviceProp, pciBusID) == 584);
+    assert!(offset_of!(cudaDeviceProp, pciDeviceID) == 588);
+    assert!(offset_of!(cudaDeviceProp, pciDomainID) == 592);
+    assert!(offset_of!(cudaDeviceProp, l2CacheSize) == 616);
+    assert!(offset_of!(cudaDeviceProp, sharedMemPerBlockOptin) == 696);
+    assert!(offset_of!(cudaDeviceProp, reserved) == 780);
+    assert!(size_of::<cudaPointerAttributes>() == 24);
+    assert!(offset_of!(cudaPointerAttributes, devicePointer) == 8);
+    assert!(offset_of!(cudaPointerAttributes, hostPointer) == 16);
+    assert!(size_of::<cudaIpcHandle>() == 64);
+    assert!(size_of::<cudaUUID_t>() == 16);
+    assert!(size_of::<cudaFuncAttributes>() == 144);
+    assert!(size_of::<cudaLaunchConfig_t>() == 56);
+    assert!(size_of::<dim3>() == 12);
+};
+
+impl Default for cudaDeviceProp {
+    fn default() -> Self {
+        // SAFETY: all-zero is a valid value of this plain-data struct.
+        unsafe { std::mem::zeroed() }
+    }
+}

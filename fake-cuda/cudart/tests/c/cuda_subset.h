@@ -1,0 +1,80 @@
+/* The part of the CUDA 12 runtime API the ncclsim C tests call, declared from NVIDIA's
+ * documented signatures. Only sizes and order of struct members that the tests read matter. */
+#ifndef NCCLSIM_CUDA_SUBSET_H
+#define NCCLSIM_CUDA_SUBSET_H
+#include <stddef.h>
+
+typedef int cudaError_t;
+typedef void *cudaStream_t;
+typedef void *cudaEvent_t;
+typedef struct { unsigned x, y, z; } dim3;
+typedef struct { unsigned char bytes[64]; } ipc_handle_t;
+
+/* struct cudaDeviceProp is 1032 bytes in CUDA 12; the tests read fields at fixed offsets. */
+typedef struct { unsigned char raw[1032]; } device_prop_t;
+#define PROP_NAME(p) ((const char *)(p)->raw)
+#define PROP_INT(p, off) (*(const int *)((p)->raw + (off)))
+#define PROP_SIZE(p, off) (*(const size_t *)((p)->raw + (off)))
+
+typedef struct { int type; int device; void *devicePointer; void *hostPointer; } pointer_attributes_t;
+
+cudaError_t cudaGetDeviceCount(int *);
+cudaError_t cudaGetDevice(int *);
+cudaError_t cudaSetDevice(int);
+cudaError_t cudaGetDeviceProperties_v2(device_prop_t *, int);
+cudaError_t cudaDeviceGetAttribute(int *, int, int);
+cudaError_t cudaDeviceGetPCIBusId(char *, int, int);
+cudaError_t cudaDeviceGetByPCIBusId(int *, const char *);
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaPeekAtLastError(void);
+const char *cudaGetErrorName(cudaError_t);
+const char *cudaGetErrorString(cudaError_t);
+cudaError_t cudaDriverGetVersion(int *);
+cudaError_t cudaMalloc(void **, size_t);
+cudaError_t cudaFree(void *);
+cudaError_t cudaMallocHost(void **, size_t);
+cudaError_t cudaFreeHost(void *);
+cudaError_t cudaMemGetInfo(size_t *, size_t *);
+cudaError_t cudaPointerGetAttributes(pointer_attributes_t *, const void *);
+cudaError_t cudaMemcpy(void *, const void *, size_t, int);
+cudaError_t cudaMemcpyAsync(void *, const void *, size_t, int, cudaStream_t);
+cudaError_t cudaMemcpy2D(void *, size_t, const void *, size_t, size_t, size_t, int);
+cudaError_t cudaMemcpyPeer(void *, int, const void *, int, size_t);
+cudaError_t cudaMemset(void *, int, size_t);
+cudaError_t cudaMemsetAsync(void *, int, size_t, cudaStream_t);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *, unsigned);
+cudaError_t cudaStreamDestroy(cudaStream_t);
+cudaError_t cudaStreamQuery(cudaStream_t);
+cudaError_t cudaStreamSynchronize(cudaStream_t);
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned);
+cudaError_t cudaLaunchHostFunc(cudaStream_t, void (*)(void *), void *);
+cudaError_t cudaEventCreate(cudaEvent_t *);
+cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t);
+cudaError_t cudaEventSynchronize(cudaEvent_t);
+cudaError_t cudaEventElapsedTime(float *, cudaEvent_t, cudaEvent_t);
+cudaError_t cudaEventDestroy(cudaEvent_t);
+cudaError_t cudaIpcGetMemHandle(ipc_handle_t *, void *);
+cudaError_t cudaIpcOpenMemHandle(void **, ipc_handle_t, unsigned);
+cudaError_t cudaIpcCloseMemHandle(void *);
+void **__cudaRegisterFatBinary(void *);
+void __cudaRegisterFatBinaryEnd(void **);
+void __cudaUnregisterFatBinary(void **);
+void __cudaRegisterFunction(void **, const char *, char *, const char *, int, void *, void *,
+                            dim3 *, dim3 *, int *);
+unsigned __cudaPushCallConfiguration(dim3, dim3, size_t, void *);
+cudaError_t __cudaPopCallConfiguration(dim3 *, dim3 *, size_t *, void *);
+cudaError_t cudaLaunchKernel(const void *, dim3, dim3, void **, size_t, cudaStream_t);
+
+/* Driver API (libcuda.so.1). */
+int cuInit(unsigned);
+int cuDeviceGetCount(int *);
+int cuDeviceGetName(char *, int, int);
+int cuDevicePrimaryCtxGetState(int, unsigned *, int *);
+int cuPointerGetAttribute(void *, int, unsigned long long);
+int cuMemFree_v2(unsigned long long);
+int cuGetProcAddress_v2(const char *, void **, int, unsigned long long, int *);
+int cuGetErrorName(int, const char **);
+int cuModuleLoad(void **, const char *);
+
+enum { H2H = 0, H2D = 1, D2H = 2, D2D = 3, DEFAULT_KIND = 4 };
+#endif

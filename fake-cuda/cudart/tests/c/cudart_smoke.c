@@ -1,0 +1,397 @@
+/* Scenarios run by tests/c_programs.rs against the fake libcudart.so.12. Each prints
+ * "PASS <scenario>" on success and exits non-zero with a message on the first failed check. */
+#include "cuda_subset.h"
+#include "ncclsim_cuda.h"
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);          \
+            exit(1);                                                                 \
+        }                                                                            \
+    } while (0)
+#define OK(call)                                                                     \
+    do {                                                                             \
+        cudaError_t e_ = (call);                                                     \
+        if (e_ != 0) {                                                               \
+            fprintf(stderr, "FAIL %s:%d: %s -> %d %s\n", __FILE__, __LINE__, #call,  \
+                    e_, cudaGetErrorName(e_));                                       \
+            exit(1);                                                                 \
+        }                                                                            \
+    } while (0)
+
+static int props(void) {
+    int n = -1, v = 0;
+    OK(cudaGetDeviceCount(&n));
+    printf("count %d\n", n);
+    for (int d = 0; d < n; d++) {
+        device_prop_t p;
+        char bus[32];
+        OK(cudaGetDeviceProperties_v2(&p, d));
+        OK(cudaDeviceGetPCIBusId(bus, sizeof bus, d));
+        printf("device %d %s sm %d.%d mem %zu bus %s\n", d, PROP_NAME(&p), PROP_INT(&p, 360),
+               PROP_INT(&p, 364), PROP_SIZE(&p, 288), bus);
+        CHECK(PROP_INT(&p, 584) == (int)strtol(bus + 5, NULL, 16)); /* pciBusID */
+        OK(cudaDeviceGetAttribute(&v, 75, d));
+        CHECK(v == PROP_INT(&p, 360));
+        OK(cudaDeviceGetAttribute(&v, 16, d));
+        CHECK(v == PROP_INT(&p, 388) && v > 0);
+        int back = -1;
+        OK(cudaDeviceGetByPCIBusId(&back, bus));
+        CHECK(back == d);
+    }
+    CHECK(cudaSetDevice(n) == 101);
+    CHECK(cudaPeekAtLastError() == 101);
+    CHECK(cudaGetLastError() == 101);
+    CHECK(cudaGetLastError() == 0);
+    CHECK(strcmp(cudaGetErrorName(2), "cudaErrorMemoryAllocation") == 0);
+    OK(cudaDriverGetVersion(&v));
+    CHECK(v >= 12000);
+    if (n > 1) {
+        OK(cudaSetDevice(n - 1));
+        OK(cudaGetDevice(&v));
+        CHECK(v == n - 1);
+    }
+    return 0;
+}
+
+static int memory(void) {
+    enum { N = 1 << 20 };
+    unsigned char *host, *back = malloc(N);
+    unsigned char *d1, *d2;
+    size_t free0, free1, total;
+    OK(cudaMallocHost((void **)&host, N));
+    for (int i = 0; i < N; i++) host[i] = (unsigned char)(i * 7);
+    OK(cudaMemGetInfo(&free0, &total));
+    OK(cudaMalloc((void **)&d1, N));
+    OK(cudaMalloc((void **)&d2, N));
+    OK(cudaMemGetInfo(&free1, &total));
+    CHECK(free0 - free1 == 2 * (size_t)N);
+    OK(cudaMemcpy(d1, host, N, H2D));
+    OK(cudaMemset(d1 + 100, 0xab, 50));
+    OK(cudaMemcpy(d2, d1, N, D2D));
+    OK(cudaMemcpy(back, d2, N, D2H));
+    for (int i = 0; i < N; i++)
+        CHECK(back[i] == ((i >= 100 && i < 150) ? 0xab : (unsigned char)(i * 7)));
+    /* 2D: 4 rows of 16 bytes from pitch 64 to pitch 32. */
+    OK(cudaMemcpy2D(d2, 32, host, 64, 16, 4, DEFAULT_KIND));
+    OK(cudaMemcpy(back, d2, 128, D2H));
+    for (int r = 0; r < 4; r++) CHECK(memcmp(back + r * 32, host + r * 64, 16) == 0);
+    OK(cudaMemcpyPeer(d1, 0, d2, 0, 64));
+    pointer_attributes_t a;
+    OK(cudaPointerGetAttributes(&a, d1 + 10));
+    CHECK(a.type == 2 && a.device == 0 && a.devicePointer == d1 + 10);
+    OK(cudaPointerGetAttributes(&a, host));
+    CHECK(a.type == 1);
+    /* Out of bounds and unknown pointers are errors, not crashes. */
+    CHECK(cudaMemcpy(d1 + N - 8, host, 16, H2D) == 1);
+    CHECK(cudaMemset(back, 0, 16) == 1);
+    CHECK(cudaMemcpy(d1, host, 16, 9) == 21);
+    OK(cudaFree(d1));
+    OK(cudaFree(d2));
+    CHECK(cudaFree(d1) == 1);
+    OK(cudaFree(NULL));
+    OK(cudaMemGetInfo(&free1, &total));
+    CHECK(free1 == free0);
+    OK(cudaFreeHost(host));
+    free(back);
+    return 0;
+}
+
+static int oom(void) {
+    size_t GiB = (size_t)1 << 30, free_, total;
+    void *a, *b, *c;
+    OK(cudaMemGetInfo(&free_, &total));
+    CHECK(total == 80 * GiB);
+    OK(cudaMalloc(&a, 60 * GiB));
+    CHECK(cudaMalloc(&b, 30 * GiB) == 2);
+    CHECK(cudaGetLastError() == 2);
+    OK(cudaMalloc(&c, 20 * GiB));
+    OK(cudaMemGetInfo(&free_, &total));
+    CHECK(free_ == 0);
+    CHECK(cudaMalloc(&b, 1) == 2);
+    OK(cudaFree(a));
+    OK(cudaMalloc(&b, 30 * GiB));
+    /* Another device has its own 80 GiB. */
+    OK(cudaSetDevice(1));
+    OK(cudaMalloc(&a, 70 * GiB));
+    return 0;
+}
+
+static void hex_out(const ipc_handle_t *h) {
+    for (int i = 0; i < 64; i++) printf("%02x", h->bytes[i]);
+    printf("\n");
+    fflush(stdout);
+}
+
+static int hex_in(const char *s, ipc_handle_t *h) {
+    if (strlen(s) != 128) return -1;
+    for (int i = 0; i < 64; i++) {
+        unsigned v;
+        if (sscanf(s + 2 * i, "%2x", &v) != 1) return -1;
+        h->bytes[i] = (unsigned char)v;
+    }
+    return 0;
+}
+
+static int maps_contain(const char *needle) {
+    char line[512];
+    int found = 0;
+    FILE *f = fopen("/proc/self/maps", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (strstr(line, needle)) found = 1;
+    if (f) fclose(f);
+    return found;
+}
+
+/* Exporter: allocate and fill, print the handle, wait for a line on stdin, then check that
+ * the importer's writes arrived. */
+static int ipc_export(void) {
+    enum { N = 3 * 4096 };
+    int *d;
+    int host[N / 4];
+    OK(cudaSetDevice(2));
+    OK(cudaMalloc((void **)&d, N));
+    for (int i = 0; i < N / 4; i++) host[i] = i * 3 + 1;
+    OK(cudaMemcpy(d, host, N, H2D));
+    ipc_handle_t h;
+    OK(cudaIpcGetMemHandle(&h, d + 5)); /* any address inside the allocation */
+    hex_out(&h);
+    char line[16];
+    CHECK(fgets(line, sizeof line, stdin) != NULL);
+    OK(cudaMemcpy(host, d, N, D2H));
+    CHECK(host[0] == -42 && host[N / 4 - 1] == -43 && host[1] == 4);
+    OK(cudaFree(d));
+    return 0;
+}
+
+static int ipc_import(const char *hex) {
+    ipc_handle_t h;
+    int *p;
+    CHECK(hex_in(hex, &h) == 0);
+    OK(cudaIpcOpenMemHandle((void **)&p, h, 1));
+    char needle[64];
+    unsigned owner = h.bytes[8] | h.bytes[9] << 8 | h.bytes[10] << 16 | (unsigned)h.bytes[11] << 24;
+    snprintf(needle, sizeof needle, "ncclsim-arena-%u-", owner);
+    CHECK(maps_contain(needle));
+    int host[3 * 1024];
+    OK(cudaMemcpy(host, p, sizeof host, DEFAULT_KIND));
+    for (int i = 0; i < 3 * 1024; i++) CHECK(host[i] == i * 3 + 1);
+    pointer_attributes_t a;
+    OK(cudaPointerGetAttributes(&a, p));
+    CHECK(a.type == 2 && a.device == 2);
+    int v = -42, w = -43;
+    OK(cudaMemcpy(p, &v, 4, H2D));
+    OK(cudaMemcpy(p + 3 * 1024 - 1, &w, 4, H2D));
+    /* The mapping covers exactly the allocation. */
+    CHECK(cudaMemcpy(p + 3 * 1024 - 1, &w, 8, H2D) == 1);
+    OK(cudaIpcCloseMemHandle(p));
+    CHECK(!maps_contain(needle));
+    CHECK(cudaIpcCloseMemHandle(p) != 0);
+    return 0;
+}
+
+/* Any change to a handle, or garbage, is rejected without mapping anything. */
+static int ipc_forged(const char *hex) {
+    ipc_handle_t h, bad;
+    void *p = NULL;
+    CHECK(hex_in(hex, &h) == 0);
+    for (int i = 0; i < 64; i++) {
+        bad = h;
+        bad.bytes[i] ^= 0x41;
+        cudaError_t e = cudaIpcOpenMemHandle(&p, bad, 1);
+        if (e == 0) {
+            fprintf(stderr, "FAIL forged handle (byte %d changed) was accepted\n", i);
+            return 1;
+        }
+    }
+    memset(&bad, 0, sizeof bad);
+    CHECK(cudaIpcOpenMemHandle(&p, bad, 1) == 400);
+    memset(&bad, 0xff, sizeof bad);
+    CHECK(cudaIpcOpenMemHandle(&p, bad, 1) == 400);
+    printf("rejected\n");
+    return 0;
+}
+
+/* Prints the error code of opening a handle (used for stale handles of dead owners). */
+static int ipc_try(const char *hex) {
+    ipc_handle_t h;
+    void *p;
+    CHECK(hex_in(hex, &h) == 0);
+    printf("open -> %d\n", cudaIpcOpenMemHandle(&p, h, 1));
+    return 0;
+}
+
+static void host_fn(void *flag) { *(int *)flag += 1; }
+
+static int streams(void) {
+    enum { N = 24000000 }; /* 24 MB over a 24 GB/s host link: 1 ms + 2 us latency */
+    cudaStream_t s1, s2;
+    cudaEvent_t e0, e1, e2;
+    void *d, *h = malloc(N);
+    memset(h, 1, N);
+    OK(cudaMalloc(&d, N));
+    OK(cudaStreamCreateWithFlags(&s1, 1));
+    OK(cudaStreamCreateWithFlags(&s2, 1));
+    OK(cudaEventCreate(&e0));
+    OK(cudaEventCreate(&e1));
+    OK(cudaEventCreate(&e2));
+    OK(cudaEventRecord(e0, s1));
+    OK(cudaMemcpyAsync(d, h, N, H2D, s1));
+    OK(cudaMemcpyAsync(d, h, N, H2D, s1));
+    OK(cudaEventRecord(e1, s1));
+    int flag = 0;
+    OK(cudaLaunchHostFunc(s1, host_fn, &flag));
+    OK(cudaStreamWaitEvent(s2, e1, 0));
+    OK(cudaMemsetAsync(d, 0, 16, s2));
+    OK(cudaEventRecord(e2, s2));
+    OK(cudaStreamSynchronize(s1));
+    OK(cudaStreamSynchronize(s2));
+    CHECK(flag == 1);
+    float ms01, ms02, ms10;
+    OK(cudaEventElapsedTime(&ms01, e0, e1));
+    OK(cudaEventElapsedTime(&ms02, e0, e2));
+    OK(cudaEventElapsedTime(&ms10, e1, e0));
+    printf("elapsed %.6f %.6f %.6f\n", ms01, ms02, ms10);
+    CHECK(ms01 > 2.003 && ms01 < 2.005);
+    CHECK(ms02 > ms01);
+    CHECK(ms10 == -ms01);
+    cudaEvent_t never;
+    OK(cudaEventCreate(&never));
+    CHECK(cudaEventElapsedTime(&ms01, e0, never) == 400);
+    OK(cudaStreamQuery(s1));
+    OK(cudaStreamDestroy(s2));
+    CHECK(cudaStreamQuery(s2) == 400);
+    OK(cudaEventDestroy(e2));
+    OK(cudaFree(d));
+    free(h);
+    return 0;
+}
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* The core the runtime loaded: the same file opened again is the same instance. */
+static const struct ncclsim_core_api_v1 *core_api(void) {
+    const char *path = getenv("NCCLSIM_TEST_CORE");
+    void *lib = path ? dlopen(path, RTLD_NOW) : NULL;
+    CHECK(lib != NULL);
+    const struct ncclsim_core_api_v1 *(*get)(void) =
+        (const struct ncclsim_core_api_v1 *(*)(void))dlsym(lib, "ncclsim_cuda_core_v1");
+    CHECK(get != NULL);
+    const struct ncclsim_core_api_v1 *api = get();
+    CHECK(api->version == 1 && api->size == sizeof *api);
+    return api;
+}
+
+static void count_fn(void *n) { *(int *)n += 1; }
+
+/* With NCCLSIM_PACE=1, completion waits for the wall clock to reach virtual time. Work with a
+ * predicted duration comes through the core's enqueue entry, as the NCCL shim will use it. */
+static int pace(void) {
+    cudaStream_t s;
+    cudaEvent_t e0, e1;
+    OK(cudaStreamCreateWithFlags(&s, 1));
+    OK(cudaEventCreate(&e0));
+    OK(cudaEventCreate(&e1));
+    const struct ncclsim_core_api_v1 *api = core_api();
+    int ran = 0;
+    double t0 = now_ms();
+    OK(cudaEventRecord(e0, s));
+    CHECK(api->enqueue((uint64_t)(uintptr_t)s, 20000000, count_fn, &ran) == 0); /* 20 ms */
+    OK(cudaEventRecord(e1, s));
+    CHECK(ran == 1);
+    CHECK(cudaStreamQuery(s) == 600);
+    CHECK(cudaGetLastError() == 0); /* not-ready is not an error */
+    OK(cudaStreamSynchronize(s));
+    double waited = now_ms() - t0;
+    float ms;
+    OK(cudaEventElapsedTime(&ms, e0, e1));
+    printf("waited %.3f ms, elapsed %.3f ms\n", waited, ms);
+    CHECK(waited >= 19.0);
+    CHECK(ms > 19.99 && ms < 20.01);
+    OK(cudaStreamQuery(s));
+    return 0;
+}
+
+/* What nvcc-generated code does around a <<<...>>> launch. */
+static void fake_kernel_stub(void) {}
+
+static int kernels(void) {
+    static char fatbin[16];
+    void **h = __cudaRegisterFatBinary(fatbin);
+    CHECK(h != NULL);
+    __cudaRegisterFunction(h, (const char *)fake_kernel_stub, (char *)"_Z4fillPfi", "_Z4fillPfi", -1,
+                           NULL, NULL, NULL, NULL, NULL);
+    __cudaRegisterFatBinaryEnd(h);
+    dim3 grid = {4, 1, 1}, block = {256, 1, 1}, g2, b2;
+    size_t shmem;
+    cudaStream_t stream;
+    CHECK(__cudaPushCallConfiguration(grid, block, 0, NULL) == 0);
+    OK(__cudaPopCallConfiguration(&g2, &b2, &shmem, &stream));
+    CHECK(g2.x == 4 && b2.x == 256 && stream == NULL);
+    cudaError_t e = cudaLaunchKernel((const void *)fake_kernel_stub, g2, b2, NULL, shmem, stream);
+    printf("launch -> %d\n", e);
+    dim3 too_big = {2048, 1, 1};
+    CHECK(cudaLaunchKernel((const void *)fake_kernel_stub, g2, too_big, NULL, 0, NULL) == 9);
+    __cudaUnregisterFatBinary(h);
+    return 0;
+}
+
+/* libcuda.so.1 and libcudart.so.12 share one core: memory from one is known to the other. */
+static int driver(void) {
+    int n = 0, active = 0;
+    unsigned flags;
+    char name[64];
+    void *d, *p = NULL;
+    const char *text;
+    OK(cuInit(0));
+    OK(cuDeviceGetCount(&n));
+    CHECK(n == 8);
+    OK(cuDeviceGetName(name, sizeof name, 3));
+    CHECK(strcmp(name, "NVIDIA A100-SXM4-80GB") == 0);
+    OK(cuDevicePrimaryCtxGetState(0, &flags, &active));
+    CHECK(active == 1);
+    OK(cudaMalloc(&d, 4096));
+    unsigned type = 0;
+    OK(cuPointerGetAttribute(&type, 2, (unsigned long long)(uintptr_t)d));
+    CHECK(type == 2);
+    OK(cuMemFree_v2((unsigned long long)(uintptr_t)d));
+    CHECK(cudaFree(d) == 1); /* already freed through the driver */
+    int st = -1;
+    OK(cuGetProcAddress_v2("cuDeviceGetCount", &p, 12000, 0, &st));
+    CHECK(st == 0 && p == (void *)cuDeviceGetCount);
+    CHECK(cuGetProcAddress_v2("cuNoSuchFunction", &p, 12000, 0, &st) == 500 && st == 1 && p == NULL);
+    CHECK(cuModuleLoad(&p, "x.cubin") == 801);
+    OK(cuGetErrorName(801, &text));
+    CHECK(strcmp(text, "CUDA_ERROR_NOT_SUPPORTED") == 0);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) return 2;
+    const char *s = argv[1];
+    int rc = 2;
+    if (!strcmp(s, "props")) rc = props();
+    else if (!strcmp(s, "memory")) rc = memory();
+    else if (!strcmp(s, "oom")) rc = oom();
+    else if (!strcmp(s, "ipc-export")) rc = ipc_export();
+    else if (!strcmp(s, "ipc-import") && argc > 2) rc = ipc_import(argv[2]);
+    else if (!strcmp(s, "ipc-forged") && argc > 2) rc = ipc_forged(argv[2]);
+    else if (!strcmp(s, "ipc-try") && argc > 2) rc = ipc_try(argv[2]);
+    else if (!strcmp(s, "streams")) rc = streams();
+    else if (!strcmp(s, "pace")) rc = pace();
+    else if (!strcmp(s, "kernels")) rc = kernels();
+    else if (!strcmp(s, "driver")) rc = driver();
+    if (rc == 0) printf("PASS %s\n", s);
+    return rc;
+}

@@ -1,0 +1,227 @@
+//! C programs linked against the built `libcudart.so.12` and `libcuda.so.1` by their real names.
+//!
+//! The test symlinks the cdylib as `libcudart.so.12` into a scratch directory, compiles
+//! `c/cudart_smoke.c` with the `cc` crate's compiler, links it with `-l:libcudart.so.12` and an
+//! rpath, and runs one scenario per test. The front-end finds `libncclsim_cuda.so` next to the
+//! real file the symlink points to (cargo's `deps/` directory).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+/// cargo's `target/<profile>/deps`, where this test and both shared objects live.
+fn deps_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    exe.parent().expect("deps directory").to_path_buf()
+}
+
+/// Builds the smoke program once per test binary; returns its path.
+fn smoke() -> &'static Path {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| {
+        let deps = deps_dir();
+        for lib in ["libcudart12.so", "libcuda_driver.so", "libncclsim_cuda.so"] {
+            assert!(
+                deps.join(lib).exists(),
+                "{lib} not built in {}",
+                deps.display()
+            );
+        }
+        let dir = std::env::temp_dir().join(format!("ncclsim-cudart-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let link = dir.join("libcudart.so.12");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(deps.join("libcudart12.so"), &link).unwrap();
+        let link = dir.join("libcuda.so.1");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(deps.join("libcuda_driver.so"), &link).unwrap();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c");
+        let exe = dir.join("cudart_smoke");
+        let target = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
+        let compiler = cc::Build::new()
+            .cargo_metadata(false)
+            .opt_level(0)
+            .target(&target)
+            .host(&target)
+            .get_compiler();
+        let out = compiler
+            .to_command()
+            .arg(src.join("cudart_smoke.c"))
+            .arg("-I")
+            .arg(&src)
+            .arg("-I")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../ncclsim-cuda/include"))
+            .arg("-o")
+            .arg(&exe)
+            .arg(format!("-L{}", dir.display()))
+            .arg("-l:libcudart.so.12")
+            .arg("-l:libcuda.so.1")
+            .arg(format!("-Wl,-rpath,{}", dir.display()))
+            .arg("-ldl")
+            .output()
+            .expect("run the C compiler");
+        assert!(
+            out.status.success(),
+            "compiling cudart_smoke.c failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        exe
+    })
+}
+
+fn command(args: &[&str]) -> Command {
+    let mut c = Command::new(smoke());
+    c.args(args)
+        .env_remove("CUDA_VISIBLE_DEVICES")
+        .env_remove("NCCLSIM_PACE")
+        .env_remove("NCCLSIM_STRICT_KERNELS")
+        .env_remove("NCCLSIM_CUDA_CORE")
+        .env_remove("NCCLSIM_REPORT")
+        .env("NCCLSIM_TEST_CORE", deps_dir().join("libncclsim_cuda.so"));
+    c
+}
+
+fn run(c: &mut Command) -> Output {
+    let out = c.output().expect("run cudart_smoke");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "scenario failed ({}):\nstdout:\n{text}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn device_properties_and_attributes() {
+    let text = stdout(&run(&mut command(&["props"])));
+    assert!(text.contains("count 8\n"), "{text}");
+    assert!(
+        text.contains("device 0 NVIDIA A100-SXM4-80GB sm 8.0 mem 85899345920 bus 0000:07:00.0"),
+        "{text}"
+    );
+    assert!(text.contains("device 7 NVIDIA A100-SXM4-80GB sm 8.0 mem 85899345920 bus 0000:bd:00.0"));
+    assert!(text.contains("PASS props"));
+}
+
+#[test]
+fn cuda_visible_devices_is_honoured() {
+    let text = stdout(&run(command(&["props"]).env("CUDA_VISIBLE_DEVICES", "4,2")));
+    assert!(text.contains("count 2\n"), "{text}");
+    assert!(text.contains("device 0 NVIDIA A100-SXM4-80GB sm 8.0 mem 85899345920 bus 0000:87:00.0"));
+    assert!(text.contains("device 1 NVIDIA A100-SXM4-80GB sm 8.0 mem 85899345920 bus 0000:47:00.0"));
+}
+
+#[test]
+fn malloc_copy_memset_round_trip() {
+    assert!(stdout(&run(&mut command(&["memory"]))).contains("PASS memory"));
+}
+
+#[test]
+fn out_of_memory_past_capacity() {
+    assert!(stdout(&run(&mut command(&["oom"]))).contains("PASS oom"));
+}
+
+#[test]
+fn stream_and_event_ordering_in_virtual_time() {
+    let text = stdout(&run(&mut command(&["streams"])));
+    assert!(text.contains("PASS streams"), "{text}");
+}
+
+#[test]
+fn pacing_holds_completion_until_virtual_time() {
+    let text = stdout(&run(command(&["pace"]).env("NCCLSIM_PACE", "1")));
+    assert!(text.contains("PASS pace"), "{text}");
+}
+
+#[test]
+fn kernel_launches_are_counted_or_refused() {
+    let text = stdout(&run(&mut command(&["kernels"])));
+    assert!(text.contains("launch -> 0\n"), "{text}");
+    let text = stdout(&run(
+        command(&["kernels"]).env("NCCLSIM_STRICT_KERNELS", "1")
+    ));
+    assert!(text.contains("launch -> 98\n"), "{text}");
+}
+
+fn ncclsim_shm_entries() -> Vec<String> {
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.contains("ncclsim"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn two_processes_share_memory_through_ipc_handles() {
+    let shm_before = ncclsim_shm_entries();
+    let mut exporter = command(&["ipc-export"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(exporter.stdout.take().unwrap()).lines();
+    let handle = lines.next().expect("exporter prints a handle").unwrap();
+    assert_eq!(handle.len(), 128, "{handle:?}");
+
+    // Another process maps it, checks the contents and writes back.
+    let text = stdout(&run(&mut command(&["ipc-import", &handle])));
+    assert!(text.contains("PASS ipc-import"), "{text}");
+    // Altered or garbage handles are refused.
+    let text = stdout(&run(&mut command(&["ipc-forged", &handle])));
+    assert!(text.contains("rejected"), "{text}");
+
+    // The exporter sees the importer's writes.
+    exporter.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    assert!(
+        exporter.wait().unwrap().success(),
+        "exporter failed: {rest:?}"
+    );
+    assert!(rest.iter().any(|l| l == "PASS ipc-export"), "{rest:?}");
+
+    // The owner is gone: its handle is stale and opening it fails cleanly.
+    let text = stdout(&run(&mut command(&["ipc-try", &handle])));
+    assert!(text.contains("open -> 205\n"), "{text}");
+    assert_eq!(
+        ncclsim_shm_entries(),
+        shm_before,
+        "shared-memory objects leaked"
+    );
+}
+
+#[test]
+fn report_file_at_exit() {
+    let dir = std::env::temp_dir().join(format!("ncclsim-report-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("memory.json");
+    run(command(&["memory"]).env("NCCLSIM_REPORT", &path));
+    let report = std::fs::read_to_string(&path).expect("report written at exit");
+    // Two 1 MiB buffers were live at once on device 0, none at exit.
+    assert!(report.contains("\"peak_bytes\": 2097152"), "{report}");
+    assert!(report.contains("\"current_bytes\": 0"), "{report}");
+    assert!(
+        report.contains("\"pci_bus_id\": \"0000:07:00.0\""),
+        "{report}"
+    );
+    assert!(report.contains("\"malloc\": 2"), "{report}");
+    let path = dir.join("kernels.json");
+    run(command(&["kernels"]).env("NCCLSIM_REPORT", &path));
+    let report = std::fs::read_to_string(&path).unwrap();
+    assert!(report.contains("\"_Z4fillPfi\": 1"), "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn driver_and_runtime_share_one_core() {
+    assert!(stdout(&run(&mut command(&["driver"]))).contains("PASS driver"));
+}

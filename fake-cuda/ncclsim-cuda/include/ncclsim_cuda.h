@@ -1,0 +1,35 @@
+/* C view of the fake CUDA core's vtable (Rust: fake_cuda_core::abi::CoreApiV1).
+ *
+ * libncclsim_cuda.so exports `const struct ncclsim_core_api_v1 *ncclsim_cuda_core_v1(void)`.
+ * Entries return 0 on success or a core status code; `size` lets a caller check that this
+ * header matches the library (api->size == sizeof(struct ncclsim_core_api_v1)). Entries are
+ * only ever appended. */
+#ifndef NCCLSIM_CUDA_H
+#define NCCLSIM_CUDA_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef void (*ncclsim_work_fn)(void *data);
+typedef int (*ncclsim_fn)(); /* entries this header does not spell out */
+
+struct ncclsim_core_api_v1 {
+    size_t size;
+    uint32_t version;
+    size_t (*last_error_message)(char *buf, size_t len);
+    ncclsim_fn device_count, device_info, get_device, set_device;
+    ncclsim_fn malloc, free, mem_info, host_alloc, host_free, host_register, host_unregister;
+    ncclsim_fn pointer_info, memcpy, memcpy_2d, memset;
+    ncclsim_fn stream_create, stream_destroy, stream_info, stream_query, stream_synchronize;
+    ncclsim_fn stream_wait_event;
+    int (*stream_clock)(uint64_t stream, uint64_t *out);
+    int (*enqueue)(uint64_t stream, uint64_t duration_ns, ncclsim_work_fn work, void *data);
+    ncclsim_fn device_synchronize;
+    ncclsim_fn event_create, event_destroy, event_record, event_query, event_synchronize;
+    ncclsim_fn event_elapsed_ms;
+    ncclsim_fn ipc_get_mem_handle, ipc_open_mem_handle, ipc_close_mem_handle;
+    ncclsim_fn ipc_get_event_handle, ipc_open_event_handle;
+    ncclsim_fn register_function, launch_kernel;
+};
+
+const struct ncclsim_core_api_v1 *ncclsim_cuda_core_v1(void);
+#endif
