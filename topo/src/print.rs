@@ -80,15 +80,7 @@ pub fn path_lines(t: &Topology) -> Vec<String> {
     for kind in [NodeKind::Gpu, NodeKind::Net] {
         for &n in sys.nodes(kind) {
             let mut line = format!("{} :", sys.node(n).label());
-            for base in [
-                NodeKind::Gpu,
-                NodeKind::Pci,
-                NodeKind::Nvs,
-                NodeKind::Cpu,
-                NodeKind::Nic,
-                NodeKind::Net,
-                NodeKind::Dev,
-            ] {
+            for base in NodeKind::ALL {
                 if !t.has_paths_to(base) {
                     continue;
                 }
