@@ -1,6 +1,15 @@
 //! NCCL's channel search, ring and tree construction, split communicators and plan formats.
 //!
-//! Filled by the planner issue. The crate exists now so that the dependency direction
-//! (`topo` <- `planner` <- `cost-model` <- `cli`, `nccl-shim`) is fixed from the start.
+//! Reproduces NCCL 2.30.7 (`src/graph/search.cc`, `connect.cc`, `trees.cc`, `rings.cc`, the graph
+//! and channel parts of `src/init.cc`, `ncclCommSplit`), with older releases' deltas behind the
+//! version profile in [`topo::NcclVersion`]. Knows nothing about cost: that is `cost-model`.
 
+pub mod graph;
+pub mod plan;
+pub mod search;
+pub mod settings;
+
+pub use graph::{Pattern, TopoGraph};
+pub use plan::{ChannelRank, CommGraphs, CommPlan, NodeSearch, RankInfo};
+pub use settings::PlannerSettings;
 pub use topo;

@@ -1,0 +1,1306 @@
+//! NCCL's graph search (NCCL 2.30.7 `src/graph/search.cc`, `ncclTopoCompute` and the recursion
+//! under it), written from the semantics of that file.
+//!
+//! The search works on a copy of the link bandwidths and NET bandwidths of one node's topology:
+//! following a path subtracts the graph's per-channel bandwidth from every link on it, and the
+//! recursion undoes it when it backs out. NCCL bounds the search with step counters (not wall
+//! clock), so the result is deterministic; this module counts the same steps.
+//!
+//! Behaviour kept on purpose because it changes results: bandwidths truncated to integers where
+//! NCCL stores them in `int` (GPU sort scores, the NET bandwidth charge), `SUB_ROUND` to 1e-3, the
+//! NET loop's early `continue` that skips restoring a NET's bandwidth when no GPU reaches it, and
+//! `nHops` accumulated through a float-to-int conversion.
+
+use crate::graph::{Pattern, TopoGraph};
+use crate::settings::PlannerSettings;
+use petgraph::graph::NodeIndex;
+use topo::consts::{cpu_arch, cpu_vendor};
+use topo::path::{LinkType, PathType};
+use topo::settings::NetDevsPolicy;
+use topo::{NodeKind, Path, Topology};
+
+const MAXCHANNELS: usize = 64;
+const NCCL_TOPO_MAX_NODES: usize = 576;
+const NCCL_MAX_NVLS_ARITY: i32 = 32;
+const NCCL_MAX_DIRECT_ARITY: i32 = 7;
+
+const GLOBAL_TIMEOUT: i64 = 1 << 19;
+const GLOBAL_TIMEOUT_2_18: i64 = 5 << 16;
+const TIMEOUT: i32 = 1 << 14;
+const TIMEOUT_TREE: i32 = 1 << 14;
+const TIMEOUT_SAMECHANNELS: i32 = 1 << 8;
+
+const FORCED_ORDER_PCI: i32 = 1;
+const FORCED_ORDER_REPLAY: i32 = 2;
+
+/// Per-SM speed arrays (GB/s per channel) for a version: (intra, inter).
+pub fn speed_arrays(cc_min: i32, version: topo::NcclVersion) -> (Vec<f32>, Vec<f32>) {
+    let v = |a: &[f32]| a.to_vec();
+    if cc_min >= 100 {
+        let intra: Vec<f32> = if version.at_least(2, 29) {
+            v(&[
+                90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0,
+            ])
+        } else if version.at_least(2, 27) {
+            v(&[
+                90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0,
+            ])
+        } else {
+            v(&[90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0])
+        };
+        let tail = [
+            48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2,
+            0.24, 0.12,
+        ];
+        let inter: Vec<f32> = if version.at_least(2, 30) {
+            [96.0, 86.0, 80.0]
+                .iter()
+                .chain(tail.iter())
+                .copied()
+                .collect()
+        } else if version.at_least(2, 29) {
+            [96.0, 80.0].iter().chain(tail.iter()).copied().collect()
+        } else if version.at_least(2, 28) {
+            [96.0].iter().chain(tail.iter()).copied().collect()
+        } else {
+            let mut sm90 = speed_arrays(90, version).1;
+            if version.at_least(2, 27) {
+                sm90[0] = 47.9;
+            }
+            sm90
+        };
+        return (intra, inter);
+    }
+    if cc_min >= 90 {
+        let intra = if version.at_least(2, 21) {
+            v(&[
+                60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0,
+            ])
+        } else if version.at_least(2, 19) {
+            v(&[60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 6.0, 3.0])
+        } else {
+            v(&[60.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 6.0, 3.0])
+        };
+        let inter = v(&[
+            48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2,
+            0.24, 0.12,
+        ]);
+        return (intra, inter);
+    }
+    (
+        v(&[
+            40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0,
+        ]),
+        v(&[
+            48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0,
+            2.4, 1.2, 0.24, 0.12,
+        ]),
+    )
+}
+
+/// `SUB_ROUND`: subtract and round to 1e-3 in single precision.
+fn sub_round(a: f32, b: f32) -> f32 {
+    ((a - b) * 1000.0).round() / 1000.0
+}
+
+/// The working graph (`tmpGraph`) with full-size arrays, as NCCL's fixed arrays.
+#[derive(Clone)]
+struct Work {
+    g: TopoGraph,
+}
+
+/// Node kinds an end of a path can be.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum End {
+    None,
+    Gpu(usize),
+    Net(usize),
+    Nvs(usize),
+}
+
+/// The search over one node's topology.
+pub struct Searcher<'a> {
+    topo: &'a Topology,
+    ngpus: usize,
+    gpus: Vec<NodeIndex>,
+    nets: Vec<NodeIndex>,
+    nvs: Vec<NodeIndex>,
+    gpu_rank: Vec<i32>,
+    /// Current bandwidth of every link (indexed by edge index).
+    link_bw: Vec<f32>,
+    /// `net.bw` of every NET (mutated by the NET charge).
+    net_bw: Vec<f32>,
+    net_asic: Vec<u64>,
+    net_port: Vec<i32>,
+    net_id: Vec<i64>,
+    net_rail: Vec<i32>,
+    net_plane: Vec<i32>,
+    net_coll: Vec<bool>,
+    net_latency: Vec<f32>,
+    used: Vec<u64>,
+    cross_nic_param: i32,
+    inter: bool,
+    cpu: (i32, i32, i32),
+    version: topo::NcclVersion,
+    /// Total recursion steps taken (for reports and benchmarks).
+    pub steps: u64,
+    /// INFO lines the search printed (fallback notices).
+    pub notes: Vec<String>,
+}
+
+impl<'a> Searcher<'a> {
+    /// Prepare a search over `topo` (bandwidths start at the topology's values).
+    pub fn new(topo: &'a Topology, settings: &PlannerSettings) -> Searcher<'a> {
+        let sys = &topo.system;
+        let gpus = sys.nodes(NodeKind::Gpu).to_vec();
+        let nets = sys.nodes(NodeKind::Net).to_vec();
+        let nvs = sys.nodes(NodeKind::Nvs).to_vec();
+        let link_bw = sys.graph.edge_weights().map(|l| l.bw).collect();
+        let netinfo: Vec<&topo::system::NetInfo> = nets
+            .iter()
+            .map(|&n| sys.node(n).net().expect("NET nodes carry NET data"))
+            .collect();
+        Searcher {
+            topo,
+            ngpus: gpus.len(),
+            gpu_rank: (0..gpus.len()).map(|g| sys.gpu(g).rank).collect(),
+            gpus,
+            net_bw: netinfo.iter().map(|n| n.bw).collect(),
+            net_asic: netinfo.iter().map(|n| n.asic).collect(),
+            net_port: netinfo.iter().map(|n| n.port).collect(),
+            net_id: nets.iter().map(|&n| sys.node(n).id as i64).collect(),
+            net_rail: netinfo.iter().map(|n| n.rail).collect(),
+            net_plane: netinfo.iter().map(|n| n.plane).collect(),
+            net_coll: netinfo.iter().map(|n| n.coll).collect(),
+            net_latency: netinfo.iter().map(|n| n.latency).collect(),
+            nets,
+            nvs,
+            link_bw,
+            used: vec![0; 0],
+            cross_nic_param: settings.cross_nic,
+            inter: sys.inter,
+            cpu: sys.cpu_type(),
+            version: sys.version,
+            steps: 0,
+            notes: Vec::new(),
+        }
+    }
+
+    fn node_of(&self, e: End) -> NodeIndex {
+        match e {
+            End::Gpu(i) => self.gpus[i],
+            End::Net(i) => self.nets[i],
+            End::Nvs(i) => self.nvs[i],
+            End::None => unreachable!("no node for End::None"),
+        }
+    }
+    fn path(&self, from: End, to: End) -> &'a Path {
+        let (kind, i) = match to {
+            End::Gpu(i) => (NodeKind::Gpu, i),
+            End::Net(i) => (NodeKind::Net, i),
+            End::Nvs(i) => (NodeKind::Nvs, i),
+            End::None => unreachable!("paths go to a node"),
+        };
+        self.topo.path(self.node_of(from), kind, i)
+    }
+
+    fn dev_kind(&self) -> NodeKind {
+        if self.version.has_dev_nodes() {
+            NodeKind::Dev
+        } else {
+            NodeKind::Gpu
+        }
+    }
+
+    /// `findRevLink`: the link back from `to` to `from` of the same type.
+    fn rev_link(&self, from: NodeIndex, to: NodeIndex, ty: LinkType) -> Option<usize> {
+        let sys = &self.topo.system;
+        sys.links(to)
+            .find(|(_, t, l)| *t == from && l.ty == ty)
+            .map(|(e, _, _)| e.index())
+    }
+
+    /// `followPath`: charge `bw` on the first `max_steps` links; returns how many links it could
+    /// charge.
+    fn follow_links(&mut self, path: &Path, start: NodeIndex, max_steps: usize, bw: f32) -> usize {
+        let topo = self.topo;
+        let sys = &topo.system;
+        let start_is_gpu = sys.node(start).kind == NodeKind::Gpu;
+        let mut pci_bw = bw;
+        for &e in &path.links {
+            let (_, rem) = sys.graph.edge_endpoints(e).expect("path edges exist");
+            if let Some(c) = sys.node(rem).cpu() {
+                if path.ty == PathType::Phb
+                    && start_is_gpu
+                    && c.arch == cpu_arch::X86
+                    && c.vendor == cpu_vendor::INTEL
+                {
+                    pci_bw = bw * 6.0 / 5.0;
+                }
+            }
+        }
+        let dev_kind = self.dev_kind();
+        let mut node = start;
+        for (step, &e) in path.links.iter().enumerate().take(max_steps) {
+            let link = sys.graph[e];
+            let (_, rem) = sys.graph.edge_endpoints(e).expect("path edges exist");
+            let remn = sys.node(rem);
+            let fw = if link.ty == LinkType::Pci { pci_bw } else { bw };
+            let mut rev_bw = 0.0f32;
+            let mut rev = None;
+            if remn.kind == dev_kind && remn.sm().unwrap_or(0) < 80 && !start_is_gpu {
+                rev = self.rev_link(node, rem, link.ty);
+                rev_bw += fw / 8.0;
+            }
+            if let Some(c) = remn.cpu() {
+                if c.arch == cpu_arch::POWER && link.ty == LinkType::Nvl {
+                    if rev.is_none() {
+                        rev = self.rev_link(node, rem, link.ty);
+                    }
+                    rev_bw += fw;
+                }
+            }
+            let e = e.index();
+            let rev_short = rev_bw != 0.0 && rev.map(|r| self.link_bw[r] < rev_bw).unwrap_or(true);
+            if self.link_bw[e] < fw || rev_short {
+                return step;
+            }
+            self.link_bw[e] = sub_round(self.link_bw[e], fw);
+            if rev_bw != 0.0 {
+                if let Some(r) = rev {
+                    self.link_bw[r] = sub_round(self.link_bw[r], rev_bw);
+                }
+            }
+            node = rem;
+        }
+        max_steps
+    }
+
+    /// `ncclTopoFollowPath`: returns whether the destination was reached (bandwidth charged).
+    fn follow_path(&mut self, gr: &mut TopoGraph, from: End, to: End, mult: f32) -> bool {
+        if from == End::None {
+            return true;
+        }
+        let path = self.path(from, to);
+        let rev = self.path(to, from);
+        let is_intra = |e: End| matches!(e, End::Gpu(_) | End::Nvs(_));
+        let intra = is_intra(from) && is_intra(to);
+        let bw = if intra { gr.bw_intra } else { gr.bw_inter };
+        let ty = if intra { gr.type_intra } else { gr.type_inter };
+        if path.ty >= PathType::Dis {
+            return false;
+        }
+        if mult == 1.0 && path.ty > ty {
+            return false;
+        }
+        if mult == 1.0 && gr.pattern.is_tree() && rev.ty > ty {
+            return false;
+        }
+        let bw = bw * mult;
+        let start = self.node_of(from);
+        let count = path.count();
+        let step = self.follow_links(path, start, count, bw);
+        if step < count {
+            self.follow_links(path, start, step, -bw);
+            return false;
+        }
+        gr.n_hops = (gr.n_hops as f32 + mult * count as f32) as i32;
+        true
+    }
+
+    /// `gpuPciBw`: the GPU's PCIe link bandwidth (current), as an int.
+    fn gpu_pci_bw(&self, g: usize) -> i32 {
+        let sys = &self.topo.system;
+        let dev = sys.gpu_attach(self.gpus[g]);
+        for (e, pci, l) in sys.links(dev) {
+            if l.ty != LinkType::Pci {
+                continue;
+            }
+            for (e2, back, _) in sys.links(pci) {
+                if back != dev {
+                    continue;
+                }
+                return self.link_bw[e.index()].min(self.link_bw[e2.index()]) as i32;
+            }
+        }
+        -1
+    }
+
+    fn net_index(&self, id: i64) -> usize {
+        self.net_id
+            .iter()
+            .position(|&x| x == id)
+            .expect("graph NET ids come from this system")
+    }
+    fn gpu_index(&self, rank: i32) -> usize {
+        self.gpu_rank
+            .iter()
+            .position(|&r| r == rank)
+            .expect("graph ranks come from this system")
+    }
+
+    /// `ncclTopoSearchNextGpuSort`.
+    fn next_gpu_sort(&self, gr: &TopoGraph, g: usize, sort_net: i32) -> Vec<usize> {
+        #[derive(Clone, Copy)]
+        struct Score {
+            g: usize,
+            start_index: i32,
+            intra_nhops: i32,
+            intra_bw: i32,
+            inter_nhops: i32,
+            inter_pci_bw: i32,
+            inter_bw: i32,
+        }
+        let flag = 1u64 << gr.n_channels;
+        let ngpus = self.ngpus;
+        let net = if sort_net != 0 {
+            Some(self.net_index(gr.inter[gr.n_channels as usize * 2]))
+        } else {
+            None
+        };
+        let mut scores = Vec::with_capacity(ngpus);
+        for i in 1..ngpus {
+            let p = (g + i) % ngpus;
+            let path = self.path(End::Gpu(g), End::Gpu(p));
+            if path.count() == 0 || self.used[p] & flag != 0 {
+                continue;
+            }
+            let mut s = Score {
+                g: p,
+                start_index: i as i32,
+                intra_nhops: path.count() as i32,
+                intra_bw: path.bw as i32,
+                inter_nhops: 0,
+                inter_pci_bw: 0,
+                inter_bw: 0,
+            };
+            if let Some(n) = net {
+                let np = self.path(End::Net(n), End::Gpu(p));
+                s.inter_nhops = np.count() as i32;
+                s.inter_pci_bw = self.gpu_pci_bw(p);
+                s.inter_bw = np.bw as i32;
+            }
+            scores.push(s);
+        }
+        scores.sort_by(|a, b| {
+            b.inter_bw
+                .cmp(&a.inter_bw)
+                .then(b.inter_pci_bw.cmp(&a.inter_pci_bw))
+                .then(a.inter_nhops.cmp(&b.inter_nhops))
+                .then(b.intra_bw.cmp(&a.intra_bw))
+                .then(a.intra_nhops.cmp(&b.intra_nhops))
+                .then(a.start_index.cmp(&b.start_index))
+        });
+        let same_intra = scores
+            .iter()
+            .all(|s| s.intra_bw == scores[0].intra_bw && s.intra_nhops == scores[0].intra_nhops);
+        let mut next: Vec<usize> = if sort_net == -1 && same_intra {
+            scores.iter().rev().map(|s| s.g).collect()
+        } else {
+            scores.iter().map(|s| s.g).collect()
+        };
+        if !self.nvs.is_empty() {
+            let prev_gpu = (g + ngpus - 1) % ngpus;
+            let next_gpu = (g + 1) % ngpus;
+            let mut first: Vec<usize> = match gr.pattern {
+                Pattern::Ring => vec![next_gpu, prev_gpu],
+                Pattern::SplitTree | Pattern::BalancedTree => vec![prev_gpu, next_gpu],
+                _ => vec![next_gpu],
+            };
+            if next_gpu == prev_gpu && first.len() == 2 {
+                first.truncate(1);
+            }
+            let mut real = 0;
+            for f in first {
+                if let Some(i) = next.iter().position(|&x| x == f) {
+                    next.remove(i);
+                    next.insert(0, f);
+                    real += 1;
+                }
+            }
+            next.truncate(real);
+        }
+        next
+    }
+
+    /// `ncclTopoReplayGetGpu`.
+    fn replay_get_gpu(&self, gr: &TopoGraph, step: i32) -> usize {
+        let ngpus = self.ngpus;
+        let idx = (gr.n_channels as usize - 1) * ngpus + (step + 1) as usize;
+        self.gpu_index(gr.intra[idx])
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn try_gpu(
+        &mut self,
+        gr: &mut TopoGraph,
+        save: &mut TopoGraph,
+        step: i32,
+        back_to_net: i32,
+        back_to_first_rank: i32,
+        forced: i32,
+        time: &mut i32,
+        from: End,
+        g: usize,
+    ) {
+        let flag = 1u64 << gr.n_channels;
+        if self.follow_path(gr, from, End::Gpu(g), 1.0) {
+            self.used[g] ^= flag;
+            self.rec_gpu(
+                gr,
+                save,
+                Some(g),
+                step,
+                back_to_net,
+                back_to_first_rank,
+                forced,
+                time,
+            );
+            self.used[g] ^= flag;
+            self.follow_path(gr, from, End::Gpu(g), -1.0);
+        }
+    }
+
+    fn try_collnet_direct(
+        &mut self,
+        gr: &mut TopoGraph,
+        save: &mut TopoGraph,
+        g: usize,
+        time: &mut i32,
+    ) {
+        let ngpus = self.ngpus;
+        let mul = 1.0 / (ngpus as f32 - 1.0);
+        let mut fwd = 0;
+        let mut ok;
+        loop {
+            ok = self.follow_path(gr, End::Gpu(g), End::Gpu(fwd), mul);
+            if !ok {
+                break;
+            }
+            fwd += 1;
+            if fwd >= ngpus {
+                break;
+            }
+        }
+        if ok {
+            let mut bwd = 0;
+            loop {
+                ok = self.follow_path(gr, End::Gpu(bwd), End::Gpu(g), mul);
+                if !ok {
+                    break;
+                }
+                bwd += 1;
+                if bwd >= ngpus {
+                    break;
+                }
+            }
+            if ok {
+                let mut step = 1;
+                for index in 0..ngpus {
+                    if index != g {
+                        gr.intra[gr.n_channels as usize * ngpus + step] = self.gpu_rank[index];
+                        step += 1;
+                    }
+                }
+                self.rec_gpu(gr, save, None, ngpus as i32, -1, -1, 0, time);
+            }
+            while bwd > 0 {
+                bwd -= 1;
+                self.follow_path(gr, End::Gpu(bwd), End::Gpu(g), -mul);
+            }
+        }
+        while fwd > 0 {
+            fwd -= 1;
+            self.follow_path(gr, End::Gpu(g), End::Gpu(fwd), -mul);
+        }
+    }
+
+    fn try_nvls(&mut self, gr: &mut TopoGraph, save: &mut TopoGraph, g: usize, time: &mut i32) {
+        let ngpus = self.ngpus;
+        let mult = |d: usize| if d == g { 2.0 } else { 1.0 };
+        let mut d0 = 0;
+        let mut ok;
+        loop {
+            ok = self.follow_path(gr, End::Nvs(0), End::Gpu(d0), mult(d0));
+            d0 += 1;
+            if !ok || d0 >= ngpus {
+                break;
+            }
+        }
+        if !ok {
+            d0 -= 1;
+        } else {
+            let mut d1 = 0;
+            loop {
+                ok = self.follow_path(gr, End::Gpu(d1), End::Nvs(0), mult(d1));
+                d1 += 1;
+                if !ok || d1 >= ngpus {
+                    break;
+                }
+            }
+            if !ok {
+                d1 -= 1;
+            } else {
+                self.rec_gpu(gr, save, None, ngpus as i32, -1, -1, 0, time);
+            }
+            while d1 > 0 {
+                d1 -= 1;
+                self.follow_path(gr, End::Gpu(d1), End::Nvs(0), -mult(d1));
+            }
+        }
+        while d0 > 0 {
+            d0 -= 1;
+            self.follow_path(gr, End::Nvs(0), End::Gpu(d0), -mult(d0));
+        }
+    }
+
+    /// `ncclTopoCompareGraphs`: whether `gr` should replace `refg`.
+    fn better(&self, gr: &TopoGraph, refg: &TopoGraph) -> bool {
+        if gr.n_channels < gr.min_channels {
+            return false;
+        }
+        if gr.pattern == Pattern::Nvls {
+            let more = gr.n_channels > refg.n_channels && gr.n_channels as usize <= self.ngpus;
+            let faster =
+                gr.n_channels as f32 * gr.bw_inter > refg.n_channels as f32 * refg.bw_inter;
+            return more || faster;
+        }
+        let a = gr.n_channels as f32 * gr.bw_intra;
+        let b = refg.n_channels as f32 * refg.bw_intra;
+        if a > b {
+            return true;
+        }
+        if a < b {
+            return false;
+        }
+        gr.pattern == refg.pattern && gr.cross_nic == refg.cross_nic && gr.n_hops < refg.n_hops
+    }
+
+    /// `ncclTopoPrefNetsChannelFirst` + `ncclTopoSelectNets`.
+    fn select_nets(&self, type_inter: i32, gpu: Option<usize>) -> Vec<usize> {
+        let mut nets: Vec<usize> = Vec::new();
+        let push = |nets: &mut Vec<usize>, n: usize| {
+            if !nets.contains(&n) {
+                nets.push(n);
+            }
+        };
+        for g in 0..self.ngpus {
+            if gpu.is_some_and(|x| x != g) {
+                continue;
+            }
+            let mut locals: Vec<usize> = Vec::new();
+            for c in 0..MAXCHANNELS {
+                let Some(n) = self.topo.local_net(g, c as i32) else {
+                    break;
+                };
+                if !locals.is_empty() && n == locals[0] {
+                    break;
+                }
+                locals.push(n);
+            }
+            for n in locals {
+                push(&mut nets, n);
+            }
+        }
+        let mut max_dev = match self.topo.settings.netdevs_policy {
+            NetDevsPolicy::Max(m) => m as usize,
+            _ => NCCL_TOPO_MAX_NODES,
+        };
+        if gpu.is_none() {
+            if let NetDevsPolicy::Max(_) = self.topo.settings.netdevs_policy {
+                max_dev *= self.ngpus;
+            }
+        }
+        if nets.len() >= max_dev {
+            return nets;
+        }
+        for t in 0..=type_inter {
+            for g in 0..self.ngpus {
+                if gpu.is_some_and(|x| x != g) {
+                    continue;
+                }
+                for n in 0..self.nets.len().min(MAXCHANNELS) {
+                    if self.path(End::Gpu(g), End::Net(n)).ty as i32 == t {
+                        push(&mut nets, n);
+                        if nets.len() >= max_dev {
+                            return nets;
+                        }
+                    }
+                }
+            }
+        }
+        nets
+    }
+
+    /// `ncclTopoSearchCheckNet`.
+    fn check_net(&self, gr: &TopoGraph, start: usize, n: usize, step: i32) -> bool {
+        const UNDEF: i32 = -1;
+        let (p, ps) = (self.net_plane[n], self.net_plane[start]);
+        if p != UNDEF && ps != UNDEF && p != ps {
+            return false;
+        }
+        if gr.pattern == Pattern::Tree && self.net_id[n] != self.net_id[start] {
+            return false;
+        }
+        if gr.pattern == Pattern::Ring && gr.cross_nic == 2 {
+            if gr.n_channels & 1 == 1
+                && self.net_id[n] != gr.inter[(gr.n_channels as usize - 1) * 2]
+            {
+                return false;
+            }
+        } else if gr.cross_nic == 0 {
+            let (r, rs) = (self.net_rail[n], self.net_rail[start]);
+            if r != UNDEF && rs != UNDEF {
+                if r != rs {
+                    return false;
+                }
+            } else if self.net_asic[n] != self.net_asic[start]
+                || self.net_port[n] != self.net_port[start]
+            {
+                return false;
+            }
+        }
+        if gr.pattern == Pattern::BalancedTree
+            && step != 0
+            && self.net_id[n] != gr.inter[gr.n_channels as usize * 2 + 1]
+        {
+            return false;
+        }
+        true
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn rec_gpu(
+        &mut self,
+        gr: &mut TopoGraph,
+        save: &mut TopoGraph,
+        gpu: Option<usize>,
+        step: i32,
+        back_to_net: i32,
+        back_to_first_rank: i32,
+        forced: i32,
+        time: &mut i32,
+    ) {
+        if *time <= 0 {
+            return;
+        }
+        *time -= 1;
+        self.steps += 1;
+        let ngpus = self.ngpus;
+        if step as usize == ngpus {
+            gr.n_channels += 1;
+            if self.better(gr, save) {
+                *save = gr.clone();
+                if gr.n_channels == gr.max_channels {
+                    *time = -1;
+                }
+            }
+            if gr.n_channels < gr.max_channels {
+                self.rec(gr, save, time);
+            }
+            gr.n_channels -= 1;
+            return;
+        }
+        let g = gpu.expect("a GPU is given below the last step");
+        gr.intra[gr.n_channels as usize * ngpus + step as usize] = self.gpu_rank[g];
+        if step == back_to_net {
+            if self.inter {
+                let start = self.net_index(gr.inter[gr.n_channels as usize * 2]);
+                let nets = self.select_nets(gr.type_inter as i32, Some(g));
+                for n in nets {
+                    if !self.check_net(gr, start, n, step) {
+                        continue;
+                    }
+                    let mut next_back_to_net = -1;
+                    let save_bw = gr.bw_inter;
+                    if gr.pattern == Pattern::BalancedTree {
+                        if step == 0 {
+                            next_back_to_net = 1;
+                        }
+                        gr.bw_inter /= 2.0;
+                    }
+                    let ok = self.follow_path(gr, End::Gpu(g), End::Net(n), 1.0);
+                    gr.bw_inter = save_bw;
+                    if ok {
+                        gr.inter[gr.n_channels as usize * 2 + 1] = self.net_id[n];
+                        self.rec_gpu(
+                            gr,
+                            save,
+                            Some(g),
+                            step,
+                            next_back_to_net,
+                            back_to_first_rank,
+                            forced,
+                            time,
+                        );
+                        if gr.pattern == Pattern::BalancedTree {
+                            gr.bw_inter /= 2.0;
+                        }
+                        self.follow_path(gr, End::Gpu(g), End::Net(n), -1.0);
+                        gr.bw_inter = save_bw;
+                    }
+                }
+            }
+        } else if gr.pattern == Pattern::Nvls {
+            self.try_nvls(gr, save, g, time);
+        } else if gr.pattern == Pattern::CollnetDirect {
+            self.try_collnet_direct(gr, save, g, time);
+        } else if (step as usize) < ngpus - 1 {
+            let next: Vec<usize> = if forced == FORCED_ORDER_PCI {
+                vec![step as usize + 1]
+            } else if forced == FORCED_ORDER_REPLAY {
+                vec![self.replay_get_gpu(gr, step)]
+            } else {
+                let sort_net = if back_to_net == -1 {
+                    0
+                } else if back_to_net == step + 1 {
+                    1
+                } else {
+                    -1
+                };
+                self.next_gpu_sort(gr, g, sort_net)
+            };
+            for p in next {
+                self.try_gpu(
+                    gr,
+                    save,
+                    step + 1,
+                    back_to_net,
+                    back_to_first_rank,
+                    forced,
+                    time,
+                    End::Gpu(g),
+                    p,
+                );
+            }
+        } else if step == back_to_first_rank {
+            let p = self.gpu_index(gr.intra[gr.n_channels as usize * ngpus]);
+            if self.follow_path(gr, End::Gpu(g), End::Gpu(p), 1.0) {
+                self.rec_gpu(gr, save, Some(p), step + 1, back_to_net, -1, forced, time);
+                self.follow_path(gr, End::Gpu(g), End::Gpu(p), -1.0);
+            }
+        } else {
+            self.rec_gpu(gr, save, Some(g), ngpus as i32, -1, -1, forced, time);
+        }
+    }
+
+    fn rec_net(
+        &mut self,
+        gr: &mut TopoGraph,
+        save: &mut TopoGraph,
+        back_to_net: i32,
+        back_to_first_rank: i32,
+        time: &mut i32,
+    ) {
+        let bw = gr.bw_inter as i32;
+        let bwf = bw as f32;
+        let nets = self.select_nets(gr.type_inter as i32, None);
+        let count = nets.len();
+        let mut found = false;
+        for i in 0..count {
+            if matches!(gr.pattern, Pattern::Nvls | Pattern::CollnetDirect) && found {
+                break;
+            }
+            let n = nets[(gr.n_channels as usize + i) % count];
+            if gr.coll_net && !self.net_coll[n] {
+                continue;
+            }
+            if self.net_bw[n] < bwf {
+                continue;
+            }
+            if gr.pattern == Pattern::Ring
+                && gr.cross_nic == 2
+                && gr.n_channels & 1 == 1
+                && self.net_id[n] != gr.inter[(gr.n_channels as usize - 1) * 2 + 1]
+            {
+                continue;
+            }
+            gr.inter[gr.n_channels as usize * 2] = self.net_id[n];
+            gr.latency_inter = self.net_latency[n];
+            self.charge_port(n, -bwf);
+
+            if matches!(gr.pattern, Pattern::Nvls | Pattern::CollnetDirect) {
+                if (gr.n_channels as usize) < count {
+                    let local = self.topo.net_local_gpu.get(n).copied().unwrap_or(-1);
+                    if local != -1 {
+                        let head = self.gpu_rank[local as usize];
+                        let dup =
+                            (0..gr.n_channels as usize).any(|c| gr.intra[c * self.ngpus] == head);
+                        if !dup {
+                            self.try_gpu(
+                                gr,
+                                save,
+                                0,
+                                back_to_net,
+                                back_to_first_rank,
+                                0,
+                                time,
+                                End::Net(n),
+                                local as usize,
+                            );
+                            found = true;
+                        }
+                    }
+                }
+            } else if gr.n_channels > 0 && gr.same_channels == 1 {
+                let g = self.replay_get_gpu(gr, -1);
+                self.try_gpu(
+                    gr,
+                    save,
+                    0,
+                    back_to_net,
+                    back_to_first_rank,
+                    FORCED_ORDER_REPLAY,
+                    time,
+                    End::Net(n),
+                    g,
+                );
+            } else {
+                if gr.n_channels == 0 && self.nvs.is_empty() {
+                    let mut t = 1 << 10;
+                    self.try_gpu(
+                        gr,
+                        save,
+                        0,
+                        back_to_net,
+                        back_to_first_rank,
+                        FORCED_ORDER_PCI,
+                        &mut t,
+                        End::Net(n),
+                        0,
+                    );
+                    if t == -1 {
+                        *time = -1;
+                    }
+                }
+                let local = self.topo.net_local_gpu.get(n).copied().unwrap_or(-1);
+                if local != -1 {
+                    self.try_gpu(
+                        gr,
+                        save,
+                        0,
+                        back_to_net,
+                        back_to_first_rank,
+                        0,
+                        time,
+                        End::Net(n),
+                        local as usize,
+                    );
+                }
+                let locals = self.topo.get_local(NodeKind::Net, n, NodeKind::Gpu);
+                let path_ty = locals
+                    .first()
+                    .map(|&g| self.path(End::Net(n), End::Gpu(g)).ty)
+                    .unwrap_or(PathType::Dis);
+                if path_ty == PathType::Dis {
+                    // NCCL `continue`s here without giving the port its bandwidth back.
+                    continue;
+                }
+                for g in locals {
+                    if g as i32 == local {
+                        continue;
+                    }
+                    self.try_gpu(
+                        gr,
+                        save,
+                        0,
+                        back_to_net,
+                        back_to_first_rank,
+                        0,
+                        time,
+                        End::Net(n),
+                        g,
+                    );
+                }
+            }
+            self.charge_port(n, bwf);
+        }
+    }
+
+    /// Add `delta` to every NET on the same ASIC and port as NET `n`.
+    fn charge_port(&mut self, n: usize, delta: f32) {
+        let (asic, port) = (self.net_asic[n], self.net_port[n]);
+        for i in 0..self.nets.len() {
+            if self.net_asic[i] == asic && self.net_port[i] == port {
+                self.net_bw[i] += delta;
+            }
+        }
+    }
+
+    /// `ncclTopoSearchParams`.
+    fn params(&self, pattern: Pattern) -> (i32, i32) {
+        let n = self.ngpus as i32;
+        if self.inter {
+            let btn = match pattern {
+                Pattern::Ring => n - 1,
+                Pattern::SplitTree => 1,
+                _ => 0,
+            };
+            (btn, -1)
+        } else {
+            (-1, if pattern == Pattern::Ring { n - 1 } else { -1 })
+        }
+    }
+
+    /// `ncclTopoSearchRec`.
+    fn rec(&mut self, gr: &mut TopoGraph, save: &mut TopoGraph, time: &mut i32) {
+        let (btn, btfr) = self.params(gr.pattern);
+        if self.inter {
+            self.rec_net(gr, save, btn, btfr, time);
+            return;
+        }
+        if gr.pattern == Pattern::Nvls {
+            let g = gr.n_channels as usize;
+            self.try_gpu(gr, save, 0, btn, btfr, 0, time, End::None, g);
+            return;
+        }
+        if gr.n_channels == 0 {
+            self.try_gpu(gr, save, 0, btn, btfr, FORCED_ORDER_PCI, time, End::None, 0);
+        } else {
+            let g = self.replay_get_gpu(gr, -1);
+            self.try_gpu(
+                gr,
+                save,
+                0,
+                btn,
+                btfr,
+                FORCED_ORDER_REPLAY,
+                time,
+                End::None,
+                g,
+            );
+        }
+        if gr.same_channels == 0 || gr.n_channels == 0 {
+            for g in 0..self.ngpus {
+                self.try_gpu(gr, save, 0, btn, btfr, 0, time, End::None, g);
+            }
+        }
+    }
+
+    /// `ncclTopoSplitNvLink`: two NVLink domains.
+    fn split_nvlink(&self) -> bool {
+        let n = self.ngpus;
+        let mut dom: Vec<usize> = (0..n).collect();
+        for g in 0..n {
+            let d = dom[g];
+            for p in g + 1..n {
+                if self.path(End::Gpu(g), End::Gpu(p)).ty == PathType::Nvl {
+                    dom[p] = d;
+                }
+            }
+        }
+        let mut cnt = vec![0; n];
+        for &d in &dom {
+            cnt[d] += 1;
+        }
+        cnt.iter().filter(|&&c| c > 1).count() == 2
+    }
+
+    /// `ncclTopoDupChannels`.
+    fn dup_channels(gr: &mut TopoGraph, cc_min: i32, ngpus: usize) {
+        if gr.n_channels == 0 || gr.pattern == Pattern::Nvls || gr.bw_intra < 25.0 {
+            return;
+        }
+        if cc_min > 80 && gr.bw_intra < 50.0 && gr.n_channels > 4 {
+            return;
+        }
+        let n = gr.n_channels as usize;
+        let dup = (2 * gr.n_channels).min(gr.max_channels) as usize;
+        for i in 0..(dup - n) * ngpus {
+            gr.intra[n * ngpus + i] = gr.intra[i];
+        }
+        for i in 0..(dup - n) * 2 {
+            gr.inter[n * 2 + i] = gr.inter[i];
+        }
+        let div = dup.div_ceil(n) as f32;
+        gr.bw_intra /= div;
+        gr.bw_inter /= div;
+        gr.n_channels = dup as i32;
+    }
+
+    /// `ncclTopoCompute`: search `graph` (its id, pattern, min/max channels and collNet set by
+    /// the caller). `loaded` is the graph from `NCCL_GRAPH_FILE` for this id, if any.
+    pub fn compute(&mut self, graph: &mut TopoGraph, loaded: Option<&TopoGraph>) {
+        let ngpus = self.ngpus;
+        let topo = self.topo;
+        let sys = &topo.system;
+        let cc_min = sys.comp_cap().map(|c| c.0).unwrap_or(0);
+        let ndevs = if self.version.has_dev_nodes() {
+            sys.count(NodeKind::Dev)
+        } else {
+            ngpus
+        };
+        let nnets = self.nets.len();
+        let cross_nic = if nnets > 1
+            && matches!(
+                graph.pattern,
+                Pattern::Ring | Pattern::BalancedTree | Pattern::SplitTree
+            ) {
+            self.cross_nic_param
+        } else {
+            0
+        };
+        graph.cross_nic = if cross_nic == 1 { 1 } else { 0 };
+        graph.bw_intra = 0.0;
+        graph.bw_inter = 0.0;
+        graph.latency_inter = 0.0;
+        let (mut min_intra, mut max_intra) = (PathType::Loc, PathType::Sys);
+        let (mut min_inter, mut max_inter) = (PathType::Pix, PathType::Sys);
+        if ngpus > 1 {
+            (min_intra, max_intra) = self.topo.gpu_path_range(NodeKind::Gpu);
+        }
+        if self.inter {
+            (min_inter, max_inter) = self.topo.gpu_path_range(NodeKind::Net);
+            max_intra = max_inter;
+        }
+        if cc_min < 90 {
+            max_inter = PathType::Sys;
+        }
+        graph.type_intra = min_intra;
+        graph.type_inter = min_inter;
+        graph.n_channels = 0;
+        let try_same = if graph.pattern == Pattern::Nvls { 0 } else { 1 };
+        graph.same_channels = try_same;
+        let (cpu_arch_v, cpu_vendor_v, _) = self.cpu;
+
+        if let Some(l) = loaded {
+            if !(self.cross_nic_param == 0 && l.cross_nic == 1) {
+                *graph = TopoGraph {
+                    id: graph.id,
+                    min_channels: graph.min_channels,
+                    max_channels: graph.max_channels,
+                    coll_net: graph.coll_net,
+                    ..l.clone()
+                };
+            }
+            self.notes.push(format!(
+                "Search {} : {} channels loaded from XML graph",
+                graph.id, l.n_channels
+            ));
+            if graph.n_channels > 0 {
+                return;
+            }
+        }
+
+        if graph.pattern == Pattern::Nvls && (self.nvs.is_empty() || cc_min < 90) {
+            return;
+        }
+        if graph.pattern == Pattern::Nvls {
+            graph.max_channels = NCCL_MAX_NVLS_ARITY.min(ngpus as i32);
+        }
+        if graph.pattern == Pattern::CollnetDirect {
+            graph.max_channels = (NCCL_MAX_DIRECT_ARITY + 1).min(ngpus as i32);
+        }
+        if ngpus == 1 && graph.pattern != Pattern::Ring {
+            graph.pattern = Pattern::Tree;
+        }
+        if !self.inter && graph.pattern == Pattern::Nvls {
+            graph.min_channels = graph.max_channels;
+        }
+        if graph.pattern == Pattern::Ring
+            && self.split_nvlink()
+            && graph.max_channels >= 2
+            && graph.min_channels == 1
+        {
+            graph.min_channels = 2;
+        }
+
+        // Full-size working arrays, as NCCL's fixed arrays.
+        graph.intra = vec![0; MAXCHANNELS * ngpus.max(1)];
+        graph.inter = vec![0; MAXCHANNELS * 2];
+        self.used = vec![0; ngpus];
+        let mut tmp = graph.clone();
+
+        let (intra_arr, inter_arr) = speed_arrays(cc_min, self.version);
+        let speeds = if self.inter { inter_arr } else { intra_arr };
+        let nspeeds = speeds.len();
+        let mut pass = 1;
+        let mut speed_index = 0;
+        let max_bw = self.topo.max_bw;
+        let mut total_bw = self.topo.total_bw;
+        if ndevs > 1 && graph.pattern != Pattern::Ring {
+            total_bw *= ndevs as f32 / (ndevs as f32 - 1.0);
+        }
+        while (speeds[speed_index] > max_bw
+            || speeds[speed_index] * graph.min_channels as f32 > total_bw)
+            && speed_index < nspeeds - 1
+        {
+            speed_index += 1;
+        }
+        tmp.bw_intra = speeds[speed_index];
+        tmp.bw_inter = speeds[speed_index];
+        let mut global_timeout = if self.version.at_least(2, 19) {
+            GLOBAL_TIMEOUT
+        } else {
+            GLOBAL_TIMEOUT_2_18
+        };
+
+        loop {
+            // search:
+            let mut time = if tmp.same_channels != 0 {
+                TIMEOUT_SAMECHANNELS
+            } else if tmp.pattern == Pattern::Tree {
+                TIMEOUT_TREE
+            } else {
+                TIMEOUT
+            };
+            tmp.n_channels = 0;
+            global_timeout -= time as i64;
+            self.rec(&mut tmp, graph, &mut time);
+
+            let mut done =
+                time == -1 || graph.n_channels as f32 * graph.bw_inter >= self.topo.total_bw;
+            if !done && pass == 1 {
+                if tmp.same_channels == 1
+                    && !(cpu_arch_v == cpu_arch::X86
+                        && cpu_vendor_v == cpu_vendor::AMD
+                        && tmp.type_intra == PathType::Sys)
+                {
+                    tmp.same_channels = 0;
+                    continue;
+                }
+                tmp.same_channels = try_same;
+                if time != -1 {
+                    global_timeout += time as i64;
+                } else {
+                    global_timeout = GLOBAL_TIMEOUT;
+                }
+                if global_timeout < 0 && graph.n_channels > 0 {
+                    done = true;
+                } else {
+                    if cc_min >= 90 && tmp.pattern == Pattern::BalancedTree {
+                        tmp.pattern = Pattern::Tree;
+                        continue;
+                    }
+                    tmp.pattern = graph.pattern;
+                    let max_i = if self.inter {
+                        tmp.type_inter
+                    } else {
+                        max_intra
+                    };
+                    if tmp.type_intra < max_i
+                        && (graph.n_channels == 0 || tmp.type_intra < graph.type_intra)
+                    {
+                        tmp.type_intra = next_type(tmp.type_intra);
+                        if tmp.type_intra < PathType::Dis {
+                            continue;
+                        }
+                    }
+                    tmp.type_intra = min_intra;
+                    if self.inter
+                        && tmp.type_inter < max_inter
+                        && (graph.n_channels == 0
+                            || tmp.type_inter < graph.type_inter
+                            || tmp.type_inter < PathType::Pxn)
+                    {
+                        tmp.type_inter = next_type(tmp.type_inter);
+                        if tmp.type_inter < PathType::Dis {
+                            continue;
+                        }
+                    }
+                    tmp.type_inter = min_inter;
+                    if cross_nic == 2
+                        && tmp.cross_nic == 0
+                        && matches!(graph.pattern, Pattern::Ring | Pattern::BalancedTree)
+                    {
+                        tmp.cross_nic = 2;
+                        continue;
+                    }
+                    tmp.cross_nic = if cross_nic == 1 { 1 } else { 0 };
+                    if speed_index < nspeeds - 1
+                        && (graph.n_channels == 0
+                            || speeds[speed_index + 1] / graph.bw_inter > 0.49)
+                    {
+                        speed_index += 1;
+                        tmp.bw_inter = speeds[speed_index];
+                        tmp.bw_intra = speeds[speed_index];
+                        continue;
+                    }
+                    speed_index = 0;
+                    while speeds[speed_index] > max_bw && speed_index < nspeeds - 1 {
+                        speed_index += 1;
+                    }
+                    tmp.bw_intra = speeds[speed_index];
+                    tmp.bw_inter = speeds[speed_index];
+                    done = true;
+                }
+            }
+            let _ = done;
+            // done:
+            if pass == 1 {
+                time = -1;
+                Self::dup_channels(graph, cc_min, ngpus);
+                tmp = graph.clone();
+                speed_index = 0;
+                while speeds[speed_index] > graph.bw_inter && speed_index < nspeeds - 1 {
+                    speed_index += 1;
+                }
+                tmp.bw_intra = speeds[speed_index];
+                tmp.bw_inter = speeds[speed_index];
+                tmp.min_channels = graph.n_channels;
+                pass = 2;
+            }
+            if pass == 2 {
+                if time != 0 && speed_index > 0 {
+                    if graph.pattern == Pattern::Ring {
+                        speed_index -= 1;
+                        tmp.bw_intra = speeds[speed_index];
+                        tmp.bw_inter = speeds[speed_index];
+                        continue;
+                    } else if graph.pattern == Pattern::Nvls
+                        && tmp.bw_inter == graph.bw_inter
+                        && tmp.bw_inter < tmp.bw_intra * 2.0
+                    {
+                        tmp.min_channels = graph.n_channels;
+                        tmp.max_channels = graph.n_channels;
+                        speed_index -= 1;
+                        tmp.bw_inter = speeds[speed_index];
+                        continue;
+                    } else if tmp.bw_intra == graph.bw_intra && tmp.bw_intra < tmp.bw_inter * 2.0 {
+                        speed_index -= 1;
+                        tmp.bw_intra = speeds[speed_index];
+                        continue;
+                    }
+                }
+            }
+            break;
+        }
+
+        if graph.n_channels == 0 && !graph.coll_net && graph.pattern != Pattern::Nvls {
+            self.notes.push(format!(
+                "Could not find a path for pattern {}, falling back to simple order",
+                graph.pattern.number()
+            ));
+            for i in 0..ngpus {
+                graph.intra[i] = self.gpu_rank[i];
+            }
+            graph.bw_intra = 0.1;
+            graph.type_intra = PathType::Sys;
+            let first = self.select_nets(-1, Some(0));
+            let last = self.select_nets(-1, Some(ngpus - 1));
+            let a = first.first().map(|&n| self.net_id[n]).unwrap_or(-1);
+            let b = last.first().map(|&n| self.net_id[n]).unwrap_or(-1);
+            if a != -1 && b != -1 {
+                graph.inter[0] = a;
+                graph.inter[1] = b;
+                graph.bw_inter = 0.1;
+                graph.type_inter = PathType::Sys;
+            } else {
+                graph.inter[0] = -1;
+                graph.inter[1] = -1;
+                graph.bw_inter = 0.0;
+                graph.type_inter = PathType::Dis;
+            }
+            graph.n_channels = 1;
+        }
+        graph.intra.truncate(graph.n_channels as usize * ngpus);
+        graph.inter.truncate(graph.n_channels as usize * 2);
+    }
+}
+
+/// `type += 1` over NCCL's path numbering.
+fn next_type(t: PathType) -> PathType {
+    let all = PathType::ALL;
+    let i = all.iter().position(|&x| x == t).expect("listed");
+    all[(i + 1).min(all.len() - 1)]
+}
