@@ -1,0 +1,636 @@
+//! The calibration set: published nccl-tests measurements (shared/reference/measurements.md) as
+//! data, each with the system it ran on described the way the model sees it.
+//!
+//! System shapes use the planner's outputs for the bundled DGX A100 / DGX H100 files (numbers
+//! from the planner issue); systems without a bundled file are derived by the same NCCL rules from
+//! public hardware facts and say so in `derivation`. When the planner can plan them from topology
+//! files, `tests/planner_shapes.rs` should replace these hand shapes.
+
+use crate::consts::Algo;
+use crate::shape::{CommShape, GraphShape};
+use crate::types::Collective;
+use planner::Pattern;
+use topo::PathType;
+
+/// A system the measurements ran on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum System {
+    /// DGX A100 / ND A100 v4 / p4d: 8x A100-SXM4, 6 NVSwitches, 12 NVLinks per GPU.
+    DgxA100,
+    /// DGX H100 / ND H100 v5 / p5: 8x H100-SXM5, 4 NVSwitches, 18 NVLinks per GPU, NVLS;
+    /// 8x 400G NICs per node (p5: 32x 100G EFA, the same 400 GB/s per node).
+    DgxH100,
+    /// 8x H100 SXM nodes with 4x 400G NICs (two GPUs per NIC).
+    H100FourNic,
+    /// 2x H100 PCIe joined by an NVLink bridge (12 NVLink4 links, no NVSwitch).
+    H100PcieBridge,
+    /// 8x RTX 5090, PCIe Gen5 x16, dual Xeon 8480+ (no GPU peer-to-peer: paths through the CPUs).
+    Rtx5090Box,
+}
+
+impl System {
+    /// How the shape was obtained.
+    pub fn derivation(self) -> &'static str {
+        match self {
+            System::DgxA100 => "planner output for topologies/dgx-a100.xml (ring 12x20, tree 12x20 one node; ring 8x24, tree 8x30/24 two nodes)",
+            System::DgxH100 => "planner output for topologies/dgx-h100.xml (ring 12x30, NVLS 8x40/60 one node; ring 8x48, tree 8x48 chain, NVLS 8x40/48 multi-node)",
+            System::H100FourNic => "DGX H100 with 4 of 8 NICs: NCCL's inter-node search gives 4x48 duplicated to 8x24",
+            System::H100PcieBridge => "12 NVLink4 links (20.6 GB/s each in NCCL) between 2 GPUs: ring 4x60 duplicated to 8x30",
+            System::Rtx5090Box => "PCIe Gen5 x16 (48 GB/s) through the host bridge; 8 GPUs cross the CPU link (SRP 22 GB/s): ring 2x11; 4 GPUs on one socket: ring 2x24",
+        }
+    }
+
+    /// The communicator of `n_nodes` x `ppn` ranks on this system.
+    pub fn shape(self, n_nodes: usize, ppn: usize, nvls: bool) -> CommShape {
+        use PathType::*;
+        match self {
+            System::DgxA100 => {
+                if n_nodes == 1 {
+                    CommShape::uniform(
+                        1,
+                        ppn,
+                        80,
+                        GraphShape::new(Pattern::Ring, 12, 20.0, 20.0, Nvl, Pix),
+                        GraphShape::new(Pattern::BalancedTree, 12, 20.0, 20.0, Nvl, Pix),
+                    )
+                    .with_p2p(32, 32)
+                } else {
+                    let mut ring = GraphShape::new(Pattern::Ring, 8, 24.0, 24.0, Nvl, Pxb);
+                    ring.latency_inter = 0.0;
+                    CommShape::uniform(
+                        n_nodes,
+                        ppn,
+                        80,
+                        ring,
+                        GraphShape::new(Pattern::BalancedTree, 8, 30.0, 24.0, Nvl, Pxb),
+                    )
+                    .with_p2p(16, 2)
+                }
+            }
+            System::DgxH100 | System::H100FourNic => {
+                let s = if n_nodes == 1 {
+                    CommShape::uniform(
+                        1,
+                        ppn,
+                        90,
+                        GraphShape::new(Pattern::Ring, 12, 30.0, 30.0, Nvl, Pix),
+                        GraphShape::new(Pattern::BalancedTree, 12, 30.0, 30.0, Nvl, Pix),
+                    )
+                    .with_p2p(32, 32)
+                } else if self == System::DgxH100 {
+                    let mut s = CommShape::uniform(
+                        n_nodes,
+                        ppn,
+                        90,
+                        GraphShape::new(Pattern::Ring, 8, 48.0, 48.0, Nvl, Pix),
+                        GraphShape::new(Pattern::Tree, 8, 48.0, 48.0, Nvl, Pix),
+                    )
+                    .with_p2p(32, 4);
+                    // Postset doubles to 16, and sm90 multi-node with ring bwIntra > 45 doubles again.
+                    s.n_channels = 32;
+                    s
+                } else {
+                    CommShape::uniform(
+                        n_nodes,
+                        ppn,
+                        90,
+                        GraphShape::new(Pattern::Ring, 8, 24.0, 24.0, Nvl, Pix),
+                        GraphShape::new(Pattern::Tree, 8, 24.0, 24.0, Nvl, Pix),
+                    )
+                    .with_p2p(16, 2)
+                };
+                if nvls {
+                    let bw_inter = if n_nodes == 1 {
+                        60.0
+                    } else if self == System::DgxH100 {
+                        48.0
+                    } else {
+                        24.0
+                    };
+                    s.with_nvls(
+                        GraphShape::new(Pattern::Nvls, 8, 40.0, bw_inter, Nvl, Pix),
+                        16,
+                    )
+                } else {
+                    s
+                }
+            }
+            System::H100PcieBridge => CommShape::uniform(
+                1,
+                ppn,
+                90,
+                GraphShape::new(Pattern::Ring, 8, 30.0, 30.0, Nvl, Pix),
+                GraphShape::new(Pattern::BalancedTree, 8, 30.0, 30.0, Nvl, Pix),
+            )
+            .with_p2p(16, 16),
+            System::Rtx5090Box => {
+                let (bw, ty) = if ppn > 4 { (11.0, Sys) } else { (24.0, Phb) };
+                CommShape::uniform(
+                    1,
+                    ppn,
+                    120,
+                    GraphShape::new(Pattern::Ring, 2, bw, bw, ty, Pix),
+                    GraphShape::new(Pattern::BalancedTree, 2, bw, bw, ty, Pix),
+                )
+                .with_p2p(4, 2)
+            }
+        }
+    }
+}
+
+/// What was measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Measured {
+    /// nccl-tests busbw (GB/s).
+    BusBw(f64),
+    /// Time per operation (µs).
+    TimeUs(f64),
+}
+
+/// One calibration row.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Row {
+    /// Label (system as published).
+    pub label: &'static str,
+    /// System.
+    pub system: System,
+    /// Nodes.
+    pub nodes: usize,
+    /// GPUs per node.
+    pub ppn: usize,
+    /// Collective.
+    pub coll: Collective,
+    /// nccl-tests size (bytes).
+    pub bytes: u64,
+    /// Measurement.
+    pub measured: Measured,
+    /// Algorithm the publication states (forced as NCCL_ALGO would), or `None` for NCCL's choice.
+    pub algo: Option<Algo>,
+    /// NVLS enabled (NCCL_NVLS_ENABLE).
+    pub nvls: bool,
+    /// NCCL release used, when stated (2.18+ profiles; older or unknown runs use 2.30).
+    pub nccl: Option<&'static str>,
+    /// Where it was published.
+    pub source: &'static str,
+}
+
+const KB: u64 = 1 << 10;
+const MB: u64 = 1 << 20;
+const GB: u64 = 1 << 30;
+
+macro_rules! row {
+    ($label:expr, $sys:ident, $nodes:expr, $ppn:expr, $bytes:expr, $m:expr, $algo:expr, $nvls:expr, $nccl:expr, $src:expr) => {
+        Row {
+            label: $label,
+            system: System::$sys,
+            nodes: $nodes,
+            ppn: $ppn,
+            coll: Collective::AllReduce,
+            bytes: $bytes,
+            measured: $m,
+            algo: $algo,
+            nvls: $nvls,
+            nccl: $nccl,
+            source: $src,
+        }
+    };
+}
+
+use Measured::{BusBw as B, TimeUs as T};
+
+/// Every row of shared/reference/measurements.md that names a size (ranges use their ends).
+pub const ROWS: &[Row] = &[
+    row!(
+        "Azure ND A100 v4",
+        DgxA100,
+        1,
+        8,
+        MB,
+        B(36.22),
+        None,
+        false,
+        Some("2.18.5"),
+        "Azure/AI-benchmarking-guide ND_A100_v4_results.md"
+    ),
+    row!(
+        "Azure ND A100 v4",
+        DgxA100,
+        1,
+        8,
+        16 * MB,
+        B(109.22),
+        None,
+        false,
+        Some("2.18.5"),
+        "Azure/AI-benchmarking-guide ND_A100_v4_results.md"
+    ),
+    row!(
+        "Azure ND A100 v4",
+        DgxA100,
+        1,
+        8,
+        128 * MB,
+        B(174.18),
+        None,
+        false,
+        Some("2.18.5"),
+        "Azure/AI-benchmarking-guide ND_A100_v4_results.md"
+    ),
+    row!(
+        "Azure ND A100 v4",
+        DgxA100,
+        1,
+        8,
+        GB,
+        B(228.10),
+        None,
+        false,
+        Some("2.18.5"),
+        "Azure/AI-benchmarking-guide ND_A100_v4_results.md"
+    ),
+    row!(
+        "Azure ND A100 v4",
+        DgxA100,
+        1,
+        8,
+        8 * GB,
+        B(231.58),
+        None,
+        false,
+        Some("2.18.5"),
+        "Azure/AI-benchmarking-guide ND_A100_v4_results.md"
+    ),
+    row!(
+        "AWS p4dn.24xlarge",
+        DgxA100,
+        1,
+        8,
+        GB,
+        B(230.77),
+        None,
+        false,
+        None,
+        "NVIDIA/nccl issue 527 (NCCL 2.9.9)"
+    ),
+    row!(
+        "Azure ND H100 v5",
+        DgxH100,
+        1,
+        8,
+        MB,
+        B(43.70),
+        None,
+        true,
+        Some("2.18.5"),
+        "Azure/AI-benchmarking-guide ND_H100_v5_results.md"
+    ),
+    row!(
+        "Azure ND H100 v5",
+        DgxH100,
+        1,
+        8,
+        16 * MB,
+        B(234.45),
+        None,
+        true,
+        Some("2.18.5"),
+        "Azure/AI-benchmarking-guide ND_H100_v5_results.md"
+    ),
+    row!(
+        "Azure ND H100 v5",
+        DgxH100,
+        1,
+        8,
+        128 * MB,
+        B(400.61),
+        None,
+        true,
+        Some("2.18.5"),
+        "Azure/AI-benchmarking-guide ND_H100_v5_results.md"
+    ),
+    row!(
+        "Azure ND H100 v5",
+        DgxH100,
+        1,
+        8,
+        GB,
+        B(466.35),
+        None,
+        true,
+        Some("2.18.5"),
+        "Azure/AI-benchmarking-guide ND_H100_v5_results.md"
+    ),
+    row!(
+        "Azure ND H100 v5",
+        DgxH100,
+        1,
+        8,
+        8 * GB,
+        B(478.87),
+        None,
+        true,
+        Some("2.18.5"),
+        "Azure/AI-benchmarking-guide ND_H100_v5_results.md"
+    ),
+    row!(
+        "8x H100 SXM, NVLS off",
+        DgxH100,
+        1,
+        8,
+        4 * GB,
+        B(370.0),
+        Some(Algo::Ring),
+        false,
+        Some("2.30.4"),
+        "NVIDIA/nccl issue 2140"
+    ),
+    row!(
+        "8x H100 SXM, NVLS on",
+        DgxH100,
+        1,
+        8,
+        4 * GB,
+        B(480.0),
+        Some(Algo::Nvls),
+        true,
+        Some("2.30.4"),
+        "NVIDIA/nccl issue 2140"
+    ),
+    row!(
+        "H100 SXM sweep, 4 GPUs Ring",
+        DgxH100,
+        1,
+        4,
+        4 * GB,
+        B(365.0),
+        Some(Algo::Ring),
+        false,
+        None,
+        "NVIDIA/nccl issue 1455"
+    ),
+    row!(
+        "H100 SXM sweep, 5 GPUs NVLS",
+        DgxH100,
+        1,
+        5,
+        4 * GB,
+        B(420.0),
+        Some(Algo::Nvls),
+        true,
+        None,
+        "NVIDIA/nccl issue 1455"
+    ),
+    row!(
+        "H100 SXM sweep, 6 GPUs NVLS",
+        DgxH100,
+        1,
+        6,
+        4 * GB,
+        B(440.0),
+        Some(Algo::Nvls),
+        true,
+        None,
+        "NVIDIA/nccl issue 1455"
+    ),
+    row!(
+        "H100 SXM sweep, 7 GPUs NVLS",
+        DgxH100,
+        1,
+        7,
+        4 * GB,
+        B(460.0),
+        Some(Algo::Nvls),
+        true,
+        None,
+        "NVIDIA/nccl issue 1455"
+    ),
+    row!(
+        "H100 SXM sweep, 8 GPUs NVLS",
+        DgxH100,
+        1,
+        8,
+        4 * GB,
+        B(480.0),
+        Some(Algo::Nvls),
+        true,
+        None,
+        "NVIDIA/nccl issue 1455"
+    ),
+    row!(
+        "2x H100 PCIe + NVLink bridge",
+        H100PcieBridge,
+        1,
+        2,
+        GB,
+        B(115.37),
+        None,
+        false,
+        None,
+        "NVIDIA/nccl issue 1161"
+    ),
+    row!(
+        "2x H100 PCIe + NVLink bridge",
+        H100PcieBridge,
+        1,
+        2,
+        4 * GB,
+        B(116.26),
+        None,
+        false,
+        None,
+        "NVIDIA/nccl issue 1161"
+    ),
+    row!(
+        "8x RTX 5090 PCIe 5",
+        Rtx5090Box,
+        1,
+        8,
+        4 * GB,
+        B(28.0),
+        None,
+        false,
+        None,
+        "NVIDIA/nccl issue 1639"
+    ),
+    row!(
+        "4x RTX 5090 PCIe 5",
+        Rtx5090Box,
+        1,
+        4,
+        4 * GB,
+        B(35.0),
+        None,
+        false,
+        None,
+        "NVIDIA/nccl issue 1639"
+    ),
+    row!(
+        "AWS p5.48xlarge x2",
+        DgxH100,
+        2,
+        8,
+        32 * MB,
+        B(147.32),
+        None,
+        true,
+        None,
+        "crazyguitar/aws-gpu-communication-benchmark"
+    ),
+    row!(
+        "AWS p5.48xlarge x2",
+        DgxH100,
+        2,
+        8,
+        GB,
+        B(435.14),
+        None,
+        true,
+        None,
+        "crazyguitar/aws-gpu-communication-benchmark"
+    ),
+    row!(
+        "AWS p5.48xlarge x2",
+        DgxH100,
+        2,
+        8,
+        8 * GB,
+        B(477.71),
+        None,
+        true,
+        None,
+        "crazyguitar/aws-gpu-communication-benchmark"
+    ),
+    row!(
+        "AWS p5.48xlarge x4",
+        DgxH100,
+        4,
+        8,
+        GB,
+        B(280.30),
+        None,
+        true,
+        None,
+        "crazyguitar/aws-gpu-communication-benchmark"
+    ),
+    row!(
+        "AWS p5.48xlarge x4",
+        DgxH100,
+        4,
+        8,
+        8 * GB,
+        B(356.99),
+        None,
+        true,
+        None,
+        "crazyguitar/aws-gpu-communication-benchmark"
+    ),
+    row!(
+        "H100 8x400G RoCE x2, NVLS off",
+        DgxH100,
+        2,
+        8,
+        4 * GB,
+        B(330.0),
+        None,
+        false,
+        Some("2.19.3"),
+        "NVIDIA/nccl issue 1221"
+    ),
+    row!(
+        "H100 8x400G RoCE x2, NVLS on",
+        DgxH100,
+        2,
+        8,
+        4 * GB,
+        B(430.0),
+        None,
+        true,
+        Some("2.19.3"),
+        "NVIDIA/nccl issue 1221"
+    ),
+    row!(
+        "H100 8x400G RoCE x4",
+        DgxH100,
+        4,
+        8,
+        4 * GB,
+        B(320.0),
+        None,
+        true,
+        Some("2.19.3"),
+        "NVIDIA/nccl issue 1221"
+    ),
+    row!(
+        "H100 4x400G RoCE x5, Ring",
+        H100FourNic,
+        5,
+        8,
+        GB,
+        B(190.0),
+        Some(Algo::Ring),
+        false,
+        None,
+        "NVIDIA/nccl issue 1368"
+    ),
+    row!(
+        "H100 4x400G RoCE x5, Tree",
+        H100FourNic,
+        5,
+        8,
+        GB,
+        B(150.0),
+        Some(Algo::Tree),
+        false,
+        None,
+        "NVIDIA/nccl issue 1368"
+    ),
+    row!(
+        "2x H100 SXM NVLS, CUDA graphs",
+        DgxH100,
+        1,
+        2,
+        128,
+        T(5.56),
+        None,
+        true,
+        None,
+        "NVIDIA/nccl issue 1259"
+    ),
+    row!(
+        "AWS p5 EFA x2, small",
+        DgxH100,
+        2,
+        8,
+        16,
+        T(68.0),
+        None,
+        true,
+        None,
+        "aws/aws-k8s-tester PR 585"
+    ),
+    row!(
+        "AWS p5 EFA x2, small",
+        DgxH100,
+        2,
+        8,
+        256,
+        T(69.0),
+        None,
+        true,
+        None,
+        "aws/aws-k8s-tester PR 585"
+    ),
+];
+
+/// Size label as nccl-tests users write it.
+pub fn size_label(b: u64) -> String {
+    if b >= GB && b % GB == 0 {
+        format!("{} GB", b / GB)
+    } else if b >= MB && b % MB == 0 {
+        format!("{} MB", b / MB)
+    } else if b >= KB && b % KB == 0 {
+        format!("{} KB", b / KB)
+    } else {
+        format!("{b} B")
+    }
+}

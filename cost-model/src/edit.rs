@@ -1,0 +1,1 @@
+//! Topology edits for what-if studies.

@@ -1,0 +1,1 @@
+//! nccl-tests output format.

@@ -1,0 +1,234 @@
+//! The query API: a communicator's cost model built once, then (collective, bytes, type, op) ->
+//! algorithm, protocol, channels, threads, time, algbw, busbw in about a microsecond.
+
+use crate::calibrated::Calibration;
+use crate::consts::{Algo, Func, Proto, N_ALGOS, N_PROTOS};
+use crate::error::{CostError, Result};
+use crate::model::{AlgoInfo, NcclModel};
+use crate::p2p::P2pPaths;
+use crate::settings::TunerSettings;
+use crate::shape::CommShape;
+use crate::types::{Collective, DataType, RedOp};
+use planner::CommPlan;
+use serde::Serialize;
+use std::str::FromStr;
+use topo::NcclVersion;
+
+/// Which timing model answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Mode {
+    /// NCCL's own tuning model, exactly.
+    Nccl,
+    /// NCCL's selection with times from the calibrated model (see `calibrated`).
+    Calibrated,
+}
+
+impl FromStr for Mode {
+    type Err = CostError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "nccl" => Ok(Mode::Nccl),
+            "calibrated" | "cal" => Ok(Mode::Calibrated),
+            _ => Err(CostError::Query(format!(
+                "unknown mode \"{s}\" (expected nccl or calibrated)"
+            ))),
+        }
+    }
+}
+
+/// One predicted operation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Prediction {
+    /// What was priced.
+    pub collective: Collective,
+    /// Bytes (nccl-tests' size column; NCCL's nBytes for the tuned functions).
+    pub bytes: u64,
+    /// Algorithm (`P2P` for point-to-point patterns).
+    pub algo: &'static str,
+    /// Protocol.
+    pub proto: &'static str,
+    /// Channels launched.
+    pub channels: i32,
+    /// Threads per channel.
+    pub threads: i32,
+    /// Time in µs.
+    pub time_us: f64,
+    /// GB/s of user data (`bytes / time`).
+    pub algbw: f64,
+    /// nccl-tests bus bandwidth.
+    pub busbw: f64,
+}
+
+/// A communicator's cost model.
+#[derive(Debug, Clone)]
+pub struct CostModel {
+    /// NCCL's tables.
+    pub nccl: NcclModel,
+    /// Settings it was built with.
+    pub settings: TunerSettings,
+    /// Timing mode.
+    pub mode: Mode,
+    /// Calibrated parameters for this communicator's hardware class.
+    pub calibration: Calibration,
+    /// Point-to-point paths.
+    pub p2p: P2pPaths,
+}
+
+impl CostModel {
+    /// Build from a shape.
+    pub fn new(
+        shape: &CommShape,
+        settings: &TunerSettings,
+        version: NcclVersion,
+        mode: Mode,
+    ) -> Result<Self> {
+        let nccl = NcclModel::new(shape, settings, version)?;
+        let p2p = P2pPaths::new(shape, &nccl.profile);
+        Ok(CostModel {
+            // NCCL mode never reads the calibration (and the fit itself builds NCCL-mode models).
+            calibration: match mode {
+                Mode::Calibrated => Calibration::for_shape(shape),
+                Mode::Nccl => Calibration::identity(shape),
+            },
+            nccl,
+            settings: settings.clone(),
+            mode,
+            p2p,
+        })
+    }
+
+    /// Build from a planned communicator (its NCCL version unless the settings name one).
+    pub fn from_plan(plan: &CommPlan, settings: &TunerSettings, mode: Mode) -> Result<Self> {
+        let v = plan
+            .nccl_version
+            .parse::<NcclVersion>()
+            .unwrap_or(NcclVersion::DEFAULT);
+        Self::new(&CommShape::from_plan(plan), settings, v, mode)
+    }
+
+    /// The communicator.
+    pub fn shape(&self) -> &CommShape {
+        &self.nccl.shape
+    }
+
+    fn finish(&self, coll: Collective, bytes: u64, info: AlgoInfo, time_us: f64) -> Prediction {
+        let algbw = if time_us > 0.0 {
+            bytes as f64 / time_us / 1000.0
+        } else {
+            0.0
+        };
+        Prediction {
+            collective: coll,
+            bytes,
+            algo: info.algo.name(),
+            proto: info.proto.name(),
+            channels: info.channels,
+            threads: info.threads,
+            time_us,
+            algbw,
+            busbw: algbw * coll.busbw_factor(self.shape().n_ranks),
+        }
+    }
+
+    fn time_for(&self, f: Func, info: &AlgoInfo, bytes: u64) -> f64 {
+        match self.mode {
+            Mode::Nccl => info.time_us as f64,
+            Mode::Calibrated => self
+                .calibration
+                .time_us(&self.nccl, f, info.algo, info.proto, bytes),
+        }
+    }
+
+    /// Predict one operation with NCCL's selection.
+    pub fn predict(
+        &self,
+        coll: Collective,
+        bytes: u64,
+        dtype: DataType,
+        op: RedOp,
+    ) -> Result<Prediction> {
+        let Some(f) = coll.func() else {
+            return Ok(self.predict_p2p(coll, bytes));
+        };
+        if bytes == 0 {
+            return Ok(self.finish(
+                coll,
+                0,
+                AlgoInfo {
+                    algo: Algo::Ring,
+                    proto: Proto::Simple,
+                    time_us: 0.0,
+                    channels: 0,
+                    threads: 0,
+                },
+                0.0,
+            ));
+        }
+        let table = self.nccl.cost_table(f, bytes, dtype, op, 1);
+        let info = self.nccl.algo_info(&table, bytes).ok_or_else(|| {
+            let mut msg = format!(
+                "No algorithm/protocol available for function {} with datatype {}.",
+                f.name(),
+                dtype.name()
+            );
+            if let Some(a) = &self.settings.algo {
+                msg += &format!(" NCCL_ALGO was set to {a}.");
+            }
+            if let Some(p) = &self.settings.proto {
+                msg += &format!(" NCCL_PROTO was set to {p}.");
+            }
+            CostError::Query(msg)
+        })?;
+        let t = self.time_for(f, &info, bytes);
+        Ok(self.finish(coll, bytes, info, t))
+    }
+
+    /// Every (algorithm, protocol) NCCL would consider for this operation, each priced as if it
+    /// had been chosen (the lines of `--plot`). Empty for point-to-point patterns.
+    pub fn candidates(
+        &self,
+        coll: Collective,
+        bytes: u64,
+        dtype: DataType,
+        op: RedOp,
+    ) -> Vec<Prediction> {
+        let Some(f) = coll.func() else {
+            return Vec::new();
+        };
+        let table = self.nccl.cost_table(f, bytes.max(1), dtype, op, 1);
+        let mut out = Vec::new();
+        for a in 0..N_ALGOS {
+            for p in 0..N_PROTOS {
+                let t = table[a][p];
+                if t < 0.0 {
+                    continue;
+                }
+                let info =
+                    self.nccl
+                        .launch_shape(Algo::from_index(a), Proto::from_index(p), t, bytes);
+                let time = self.time_for(f, &info, bytes);
+                out.push(self.finish(coll, bytes, info, time));
+            }
+        }
+        out
+    }
+
+    /// Point-to-point patterns.
+    pub fn predict_p2p(&self, coll: Collective, bytes: u64) -> Prediction {
+        let s = self.shape();
+        let mut t = self.p2p.time_us(s, coll, bytes);
+        if self.mode == Mode::Calibrated {
+            t = self.calibration.p2p_time_us(t, bytes);
+        }
+        let info = AlgoInfo {
+            algo: Algo::Ring,
+            proto: Proto::Simple,
+            time_us: t as f32,
+            channels: s.p2p_channels_per_peer.max(1) as i32,
+            threads: crate::consts::SIMPLE_MAX_NTHREADS,
+        };
+        let mut p = self.finish(coll, bytes, info, if bytes == 0 { 0.0 } else { t });
+        p.algo = "P2P";
+        p
+    }
+}
