@@ -42,6 +42,15 @@ impl System {
 
     /// The communicator of `n_nodes` x `ppn` ranks on this system.
     pub fn shape(self, n_nodes: usize, ppn: usize, nvls: bool) -> CommShape {
+        let mut s = self.shape_inner(n_nodes, ppn, nvls);
+        s.has_nvswitch = matches!(
+            self,
+            System::DgxA100 | System::DgxH100 | System::H100FourNic
+        );
+        s
+    }
+
+    fn shape_inner(self, n_nodes: usize, ppn: usize, nvls: bool) -> CommShape {
         use PathType::*;
         match self {
             System::DgxA100 => {
