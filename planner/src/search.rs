@@ -103,12 +103,6 @@ fn sub_round(a: f32, b: f32) -> f32 {
     ((a - b) * 1000.0).round() / 1000.0
 }
 
-/// The working graph (`tmpGraph`) with full-size arrays, as NCCL's fixed arrays.
-#[derive(Clone)]
-struct Work {
-    g: TopoGraph,
-}
-
 /// Node kinds an end of a path can be.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum End {
