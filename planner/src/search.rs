@@ -132,6 +132,7 @@ pub struct Searcher<'a> {
     net_coll: Vec<bool>,
     net_latency: Vec<f32>,
     used: Vec<u64>,
+    nets_cache: Vec<Option<std::rc::Rc<[usize]>>>,
     cross_nic_param: i32,
     inter: bool,
     cpu: (i32, i32, i32),
@@ -171,6 +172,7 @@ impl<'a> Searcher<'a> {
             nvs,
             link_bw,
             used: vec![0; 0],
+            nets_cache: Vec::new(),
             cross_nic_param: settings.cross_nic,
             inter: sys.inter,
             cpu: sys.cpu_type(),
@@ -570,8 +572,22 @@ impl<'a> Searcher<'a> {
         gr.pattern == refg.pattern && gr.cross_nic == refg.cross_nic && gr.n_hops < refg.n_hops
     }
 
+    /// [`Self::select_nets_uncached`], memoized: the answer only depends on the static topology.
+    fn select_nets(&mut self, type_inter: i32, gpu: Option<usize>) -> std::rc::Rc<[usize]> {
+        let key = ((type_inter + 1) as usize) * (self.ngpus + 1) + gpu.map_or(0, |g| g + 1);
+        if key >= self.nets_cache.len() {
+            self.nets_cache.resize(key + 1, None);
+        }
+        if let Some(v) = &self.nets_cache[key] {
+            return v.clone();
+        }
+        let v: std::rc::Rc<[usize]> = self.select_nets_uncached(type_inter, gpu).into();
+        self.nets_cache[key] = Some(v.clone());
+        v
+    }
+
     /// `ncclTopoPrefNetsChannelFirst` + `ncclTopoSelectNets`.
-    fn select_nets(&self, type_inter: i32, gpu: Option<usize>) -> Vec<usize> {
+    fn select_nets_uncached(&self, type_inter: i32, gpu: Option<usize>) -> Vec<usize> {
         let mut nets: Vec<usize> = Vec::new();
         let push = |nets: &mut Vec<usize>, n: usize| {
             if !nets.contains(&n) {
@@ -701,7 +717,7 @@ impl<'a> Searcher<'a> {
             if self.inter {
                 let start = self.net_index(gr.inter[gr.n_channels as usize * 2]);
                 let nets = self.select_nets(gr.type_inter as i32, Some(g));
-                for n in nets {
+                for &n in nets.iter() {
                     if !self.check_net(gr, start, n, step) {
                         continue;
                     }
