@@ -130,6 +130,9 @@ pub fn info_lines(plan: &CommPlan, rank: usize) -> Vec<String> {
             out.push(line);
         }
     }
+    if let Some(l) = nvls_trees_line(plan, rank) {
+        out.push(l);
+    }
     if rank == 0 {
         for (c, ring) in plan.rings.iter().enumerate() {
             out.push(ring_line(c, plan.n_channels, ring, v));
@@ -165,4 +168,52 @@ pub fn info_lines(plan: &CommPlan, rank: usize) -> Vec<String> {
         plan.n_channels, plan.collnet_channels, plan.nvls_channels, plan.p2p_channels, plan.p2p_channels_per_peer
     ));
     out
+}
+
+/// `connectNvls`'s `NVLS Trees : ...` line (multi-node NVLS only): the NVLS down link and the
+/// double binary tree over the nodes' heads, for channels 0 and 1.
+pub fn nvls_trees_line(plan: &CommPlan, rank: usize) -> Option<String> {
+    if !plan.nvls_support || plan.n_nodes < 2 || plan.nvls_heads.is_empty() {
+        return None;
+    }
+    let node = plan.ranks[rank].node;
+    let n = plan.n_nodes as i32;
+    let head_rank = plan
+        .nvls_heads
+        .iter()
+        .position(|h| h[node] == rank)
+        .map_or(-1, |h| h as i32);
+    let down = plan.n_ranks as i32 + 1 + head_rank;
+    let (t0, t1) = crate::comm::dtree(n, node as i32);
+    let mut up = [-1i32; 2];
+    let mut d0 = [-1i32; 2];
+    let mut d1 = [-1i32; 2];
+    if head_rank >= 0 {
+        let heads = &plan.nvls_heads[head_rank as usize];
+        let at = |x: i32| {
+            if x == -1 {
+                -1
+            } else {
+                heads[x as usize] as i32
+            }
+        };
+        for (k, t) in [t0, t1].into_iter().enumerate() {
+            up[k] = at(t.0);
+            d0[k] = at(t.1);
+            d1[k] = at(t.2);
+        }
+    }
+    let chan = |k: usize| {
+        let mut td = [down, -1, -1];
+        let mut ix = 1;
+        if d0[k] != -1 {
+            td[ix] = d0[k];
+            ix += 1;
+        }
+        if d1[k] != -1 {
+            td[ix] = d1[k];
+        }
+        format!("{}/{}/{}->{rank}->{}", td[0], td[1], td[2], up[k])
+    };
+    Some(format!("NVLS Trees : {} {}", chan(0), chan(1)))
 }
