@@ -41,7 +41,7 @@ pub fn graph_lines(
         }
         for k in 0..ngpus {
             let rank = g.intra[c * ngpus + k];
-            if v.at_least(2, 28) {
+            if v.code() >= topo::NcclVersion::new(2, 27, 5).code() {
                 let label = search
                     .ranks
                     .iter()
@@ -52,7 +52,7 @@ pub fn graph_lines(
             } else {
                 line.push_str(&format!(" GPU/{rank}"));
             }
-            if g.id == 3 {
+            if g.id == 3 && v.at_least(2, 21) {
                 break;
             }
         }
@@ -64,8 +64,16 @@ pub fn graph_lines(
     out
 }
 
-/// `dumpLine`: the `Channel xx/yy :` line with NCCL's 128-byte buffer.
+/// `dumpLine`: the `Channel xx/yy :` line with NCCL's 128-byte buffer (2.23+), or the older
+/// fixed `" %3d"` columns for at most 20 ranks.
 pub fn ring_line(c: usize, nrings: usize, ring: &[usize], v: topo::NcclVersion) -> String {
+    if !v.at_least(2, 23) {
+        let mut line = format!("Channel {c:02}/{nrings:02} : ");
+        for r in ring.iter().take(20) {
+            line.push_str(&format!(" {r:>3}"));
+        }
+        return line;
+    }
     let mut line = format!("Channel {c:02}/{nrings:02} :");
     let nranks = ring.len();
     let width = if v.at_least(2, 23) {
@@ -157,16 +165,23 @@ pub fn info_lines(plan: &CommPlan, rank: usize) -> Vec<String> {
         }
     }
     out.push(format!("Trees{trees}"));
-    if plan.n_nodes > 1 {
+    if plan.n_nodes > 1 && v.at_least(2, 30) {
         out.push(format!(
             "Tuning P2P operations with maxP2pPeers = {}",
             plan.p2p_max_peers
         ));
     }
-    out.push(format!(
-        "{} coll channels, {} collnet channels, {} nvls channels, {} p2p channels, {} p2p channels per peer",
-        plan.n_channels, plan.collnet_channels, plan.nvls_channels, plan.p2p_channels, plan.p2p_channels_per_peer
-    ));
+    if v.at_least(2, 20) {
+        out.push(format!(
+            "{} coll channels, {} collnet channels, {} nvls channels, {} p2p channels, {} p2p channels per peer",
+            plan.n_channels, plan.collnet_channels, plan.nvls_channels, plan.p2p_channels, plan.p2p_channels_per_peer
+        ));
+    } else {
+        out.push(format!(
+            "{} coll channels, {} nvls channels, {} p2p channels, {} p2p channels per peer",
+            plan.n_channels, plan.nvls_channels, plan.p2p_channels, plan.p2p_channels_per_peer
+        ));
+    }
     out
 }
 
