@@ -22,12 +22,14 @@ fn properties(d: &CDeviceInfo) -> cudaDeviceProp {
         maxThreadsPerBlock: 1024,
         maxThreadsDim: [1024, 1024, 64],
         maxGridSize: [i32::MAX, 65535, 65535],
+        #[cfg(not(cuda13))]
         clockRate: d.clock_khz,
         totalConstMem: 64 << 10,
         major: d.sm_major,
         minor: d.sm_minor,
         textureAlignment: 512,
         texturePitchAlignment: 32,
+        #[cfg(not(cuda13))]
         deviceOverlap: 1,
         multiProcessorCount: d.multiprocessor_count,
         canMapHostMemory: 1,
@@ -39,6 +41,7 @@ fn properties(d: &CDeviceInfo) -> cudaDeviceProp {
         pciDomainID: d.pci[0] as i32,
         asyncEngineCount: 2,
         unifiedAddressing: 1,
+        #[cfg(not(cuda13))]
         memoryClockRate: d.memory_clock_khz,
         memoryBusWidth: d.memory_bus_width,
         l2CacheSize: d.l2_cache_bytes,
@@ -49,10 +52,12 @@ fn properties(d: &CDeviceInfo) -> cudaDeviceProp {
         sharedMemPerMultiprocessor: d.shared_mem_per_multiprocessor as usize,
         regsPerMultiprocessor: 65536,
         managedMemory: 1,
+        #[cfg(not(cuda13))]
         singleToDoublePrecisionPerfRatio: 2,
         concurrentManagedAccess: 1,
         computePreemptionSupported: 1,
         cooperativeLaunch: 1,
+        #[cfg(not(cuda13))]
         cooperativeMultiDeviceLaunch: 1,
         sharedMemPerBlockOptin: d.shared_mem_per_block_optin as usize,
         maxBlocksPerMultiProcessor: 32,
@@ -60,6 +65,10 @@ fn properties(d: &CDeviceInfo) -> cudaDeviceProp {
         hostRegisterSupported: 1,
         memoryPoolsSupported: 1,
         ipcEventSupported: 1,
+        #[cfg(cuda13)]
+        deviceNumaId: -1,
+        #[cfg(cuda13)]
+        hostNumaId: -1,
         ..cudaDeviceProp::default()
     };
     p.maxTexture1D = 131072;
@@ -80,9 +89,9 @@ fn attribute(d: &CDeviceInfo, attr: c_int) -> c_int {
         10 => p.warpSize,
         11 => p.memPitch as c_int,
         12 => p.regsPerBlock,
-        13 => p.clockRate,
+        13 => d.clock_khz,
         14 => p.textureAlignment as c_int,
-        15 => p.deviceOverlap,
+        15 => 1,
         16 => p.multiProcessorCount,
         19 => p.canMapHostMemory,
         30 => p.surfaceAlignment as c_int,
@@ -90,7 +99,7 @@ fn attribute(d: &CDeviceInfo, attr: c_int) -> c_int {
         32 => p.ECCEnabled,
         33 => p.pciBusID,
         34 => p.pciDeviceID,
-        36 => p.memoryClockRate,
+        36 => d.memory_clock_khz,
         37 => p.memoryBusWidth,
         38 => p.l2CacheSize,
         39 => p.maxThreadsPerMultiProcessor,
@@ -106,11 +115,11 @@ fn attribute(d: &CDeviceInfo, attr: c_int) -> c_int {
         81 => p.sharedMemPerMultiprocessor as c_int,
         82 => p.regsPerMultiprocessor,
         83 => p.managedMemory,
-        87 => p.singleToDoublePrecisionPerfRatio,
+        87 => 2,
         89 => p.concurrentManagedAccess,
         90 => p.computePreemptionSupported,
         95 => p.cooperativeLaunch,
-        96 => p.cooperativeMultiDeviceLaunch,
+        96 => 1,
         97 => p.sharedMemPerBlockOptin as c_int,
         99 => p.hostRegisterSupported,
         _ => 0,
@@ -164,6 +173,7 @@ ffi_fn!(
 );
 
 ffi_fn!(
+    #[cfg(not(cuda13))]
     fn cudaGetDeviceProperties_v2(prop: *mut cudaDeviceProp, device: c_int) {
         let d = core()?.device_info(device)?;
         write_out(prop, properties(&d))
@@ -283,6 +293,7 @@ ffi_fn!(
 );
 
 ffi_fn!(
+    #[cfg(not(cuda13))]
     fn cudaThreadSynchronize() {
         Ok(core()?.device_synchronize()?)
     }

@@ -168,6 +168,7 @@ ffi_fn!(
                 device: i.device.max(0),
                 devicePointer: dev,
                 hostPointer: host,
+                ..cudaPointerAttributes::default()
             },
         )
     }

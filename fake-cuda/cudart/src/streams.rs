@@ -201,6 +201,7 @@ ffi_fn!(
 );
 
 ffi_fn!(
+    #[cfg(not(cuda13))]
     fn cudaEventElapsedTime_v2(ms: *mut f32, start: cudaEvent_t, end: cudaEvent_t) {
         if ms.is_null() {
             return Err(RuntimeError::invalid("null ms"));
@@ -224,17 +225,22 @@ ffi_fn!(
 );
 
 ffi_fn!(
+    #[cfg(not(cuda13))]
     fn cudaStreamGetCaptureInfo(stream: cudaStream_t, status: *mut c_int, id: *mut c_ulonglong) {
-        core()?.stream_info(stream_id(stream))?;
-        write_out(status, 0)?;
-        if !id.is_null() {
-            write_out(id, 0)?;
-        }
-        Ok(())
+        capture_info(
+            stream,
+            status,
+            id,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
     }
 );
 
 ffi_fn!(
+    #[cfg(not(cuda13))]
     fn cudaStreamGetCaptureInfo_v2(
         stream: cudaStream_t,
         status: *mut c_int,
@@ -243,23 +249,62 @@ ffi_fn!(
         deps: *mut *const c_void,
         num_deps: *mut usize,
     ) {
-        core()?.stream_info(stream_id(stream))?;
-        write_out(status, 0)?;
-        if !id.is_null() {
-            write_out(id, 0)?;
-        }
-        if !graph.is_null() {
-            write_out(graph, std::ptr::null_mut())?;
-        }
-        if !deps.is_null() {
-            write_out(deps, std::ptr::null())?;
-        }
-        if !num_deps.is_null() {
-            write_out(num_deps, 0)?;
-        }
-        Ok(())
+        capture_info(
+            stream,
+            status,
+            id,
+            graph,
+            deps,
+            std::ptr::null_mut(),
+            num_deps,
+        )
     }
 );
+
+ffi_fn!(
+    /// CUDA 13 signature: adds the edge data of the dependencies.
+    #[cfg(cuda13)]
+    fn cudaStreamGetCaptureInfo(
+        stream: cudaStream_t,
+        status: *mut c_int,
+        id: *mut c_ulonglong,
+        graph: *mut *mut c_void,
+        deps: *mut *const c_void,
+        edge_data: *mut *const c_void,
+        num_deps: *mut usize,
+    ) {
+        capture_info(stream, status, id, graph, deps, edge_data, num_deps)
+    }
+);
+
+/// The capture state of a stream; optional out-pointers may be null.
+fn capture_info(
+    stream: cudaStream_t,
+    status: *mut c_int,
+    id: *mut c_ulonglong,
+    graph: *mut *mut c_void,
+    deps: *mut *const c_void,
+    edge_data: *mut *const c_void,
+    num_deps: *mut usize,
+) -> crate::errors::Result<()> {
+    core()?.stream_info(stream_id(stream))?;
+    write_out(status, 0)?;
+    if !id.is_null() {
+        write_out(id, 0)?;
+    }
+    if !graph.is_null() {
+        write_out(graph, std::ptr::null_mut())?;
+    }
+    for out in [deps, edge_data] {
+        if !out.is_null() {
+            write_out(out, std::ptr::null())?;
+        }
+    }
+    if !num_deps.is_null() {
+        write_out(num_deps, 0)?;
+    }
+    Ok(())
+}
 
 ffi_fn!(
     fn cudaThreadExchangeStreamCaptureMode(mode: *mut c_int) {

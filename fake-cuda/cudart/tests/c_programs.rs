@@ -1,72 +1,41 @@
 //! C programs linked against the built `libcudart.so.12` and `libcuda.so.1` by their real names.
 //!
-//! The test symlinks the cdylib as `libcudart.so.12` into a scratch directory, compiles
-//! `c/cudart_smoke.c` with the `cc` crate's compiler, links it with `-l:libcudart.so.12` and an
-//! rpath, and runs one scenario per test. The front-end finds `libncclsim_cuda.so` next to the
+//! The test symlinks the cdylibs under their real names into a scratch directory under the
+//! target directory, compiles `c/cudart_smoke.c` with the `cc` crate's compiler, links it with
+//! `-l:libcudart.so.12` and an rpath, and runs one scenario per test. The front-end finds `libncclsim_cuda.so` next to the
 //! real file the symlink points to (cargo's `deps/` directory).
 
+use fake_cuda_test_support as support;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
-/// cargo's `target/<profile>/deps`, where this test and both shared objects live.
 fn deps_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    exe.parent().expect("deps directory").to_path_buf()
+    support::deps_dir()
 }
 
 /// Builds the smoke program once per test binary; returns its path.
 fn smoke() -> &'static Path {
     static EXE: OnceLock<PathBuf> = OnceLock::new();
     EXE.get_or_init(|| {
-        let deps = deps_dir();
-        for lib in ["libcudart12.so", "libcuda_driver.so", "libncclsim_cuda.so"] {
-            assert!(
-                deps.join(lib).exists(),
-                "{lib} not built in {}",
-                deps.display()
-            );
-        }
-        let dir = std::env::temp_dir().join(format!("ncclsim-cudart-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let link = dir.join("libcudart.so.12");
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(deps.join("libcudart12.so"), &link).unwrap();
-        let link = dir.join("libcuda.so.1");
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(deps.join("libcuda_driver.so"), &link).unwrap();
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c");
-        let exe = dir.join("cudart_smoke");
-        let target = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
-        let compiler = cc::Build::new()
-            .cargo_metadata(false)
-            .opt_level(0)
-            .target(&target)
-            .host(&target)
-            .get_compiler();
-        let out = compiler
-            .to_command()
-            .arg(src.join("cudart_smoke.c"))
-            .arg("-I")
-            .arg(&src)
-            .arg("-I")
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../ncclsim-cuda/include"))
-            .arg("-o")
-            .arg(&exe)
-            .arg(format!("-L{}", dir.display()))
-            .arg("-l:libcudart.so.12")
-            .arg("-l:libcuda.so.1")
-            .arg(format!("-Wl,-rpath,{}", dir.display()))
-            .arg("-ldl")
-            .output()
-            .expect("run the C compiler");
-        assert!(
-            out.status.success(),
-            "compiling cudart_smoke.c failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
+        let dir = support::scratch_dir("cudart12-c");
+        support::link_real_names(
+            &dir,
+            &[
+                ("libcudart12.so", "libcudart.so.12"),
+                ("libcuda_driver.so", "libcuda.so.1"),
+            ],
         );
-        exe
+        support::built("libncclsim_cuda.so");
+        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+        support::compile_c(
+            &dir,
+            &here.join("tests/c/cudart_smoke.c"),
+            &[here.join("../ncclsim-cuda/include")],
+            &["libcudart.so.12", "libcuda.so.1"],
+            "cudart_smoke",
+        )
     })
 }
 
@@ -201,8 +170,7 @@ fn two_processes_share_memory_through_ipc_handles() {
 
 #[test]
 fn report_file_at_exit() {
-    let dir = std::env::temp_dir().join(format!("ncclsim-report-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::scratch_dir("cudart12-report");
     let path = dir.join("memory.json");
     run(command(&["memory"]).env("NCCLSIM_REPORT", &path));
     let report = std::fs::read_to_string(&path).expect("report written at exit");
@@ -218,7 +186,6 @@ fn report_file_at_exit() {
     run(command(&["kernels"]).env("NCCLSIM_REPORT", &path));
     let report = std::fs::read_to_string(&path).unwrap();
     assert!(report.contains("\"_Z4fillPfi\": 1"), "{report}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -9,22 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);          \
-            exit(1);                                                                 \
-        }                                                                            \
-    } while (0)
-#define OK(call)                                                                     \
-    do {                                                                             \
-        cudaError_t e_ = (call);                                                     \
-        if (e_ != 0) {                                                               \
-            fprintf(stderr, "FAIL %s:%d: %s -> %d %s\n", __FILE__, __LINE__, #call,  \
-                    e_, cudaGetErrorName(e_));                                       \
-            exit(1);                                                                 \
-        }                                                                            \
-    } while (0)
+static const char *error_name(int code) { return cudaGetErrorName(code); }
+#include "ncclsim_check.h"
 
 static int props(void) {
     int n = -1, v = 0;
