@@ -6,7 +6,9 @@
 //! the same file and the dynamic loader maps a file once per process, so all front-ends share
 //! one core whichever is loaded first.
 
-use crate::abi::{self, CDeviceInfo, CHandle, CPointerInfo, CStreamInfo, CoreApiV1};
+use crate::abi::{
+    self, CDeviceInfo, CDeviceTopology, CHandle, CPointerInfo, CStreamInfo, CoreApiV1,
+};
 use crate::error::{CoreError, Result, Status};
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::sync::OnceLock;
@@ -358,5 +360,33 @@ impl Client {
     /// Counts a kernel launch.
     pub fn launch_kernel(&self, host_fun: usize, stream: u64) -> Result<()> {
         self.check(unsafe { (self.api.launch_kernel)(host_fun, stream) })
+    }
+
+    /// Number of devices of the node (NVML's view, ignoring `CUDA_VISIBLE_DEVICES`).
+    pub fn physical_device_count(&self) -> Result<i32> {
+        let mut n = 0;
+        self.check(unsafe { (self.api.physical_device_count)(&mut n) })?;
+        Ok(n)
+    }
+
+    /// Description of physical device `index`.
+    pub fn physical_device_info(&self, index: i32) -> Result<CDeviceInfo> {
+        let mut d = CDeviceInfo::default();
+        self.check(unsafe { (self.api.physical_device_info)(index, &mut d) })?;
+        Ok(d)
+    }
+
+    /// PCI ids, NUMA node, NVLinks and PCI ancestors of physical device `index`.
+    pub fn physical_device_topology(&self, index: i32) -> Result<CDeviceTopology> {
+        let mut t = CDeviceTopology::default();
+        self.check(unsafe { (self.api.physical_device_topology)(index, &mut t) })?;
+        Ok(t)
+    }
+
+    /// NVML topology level between two physical devices.
+    pub fn topology_common_ancestor(&self, a: i32, b: i32) -> Result<u32> {
+        let mut level = 0;
+        self.check(unsafe { (self.api.topology_common_ancestor)(a, b, &mut level) })?;
+        Ok(level)
     }
 }

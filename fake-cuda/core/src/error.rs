@@ -84,6 +84,9 @@ pub enum CoreError {
         /// The core's message for it.
         message: String,
     },
+    /// The topology XML could not be read or describes no usable GPU.
+    #[error("topology: {0}")]
+    Topology(String),
     /// `libncclsim_cuda.so` could not be loaded.
     #[error("cannot load the fake CUDA core: {0}")]
     Load(String),
@@ -167,6 +170,7 @@ impl CoreError {
             CoreError::NotSupported(_) => Status::NotSupported,
             CoreError::Reported { status, .. } => *status,
             CoreError::Load(_) => Status::Internal,
+            CoreError::Topology(_) => Status::NoDevice,
         }
     }
 

@@ -21,6 +21,7 @@ pub mod ipc;
 pub mod kernels;
 pub mod timeline;
 pub mod timing;
+pub mod topology;
 
 pub use device::{DeviceDesc, PciBusId};
 pub use error::{CoreError, Result, Status};
@@ -212,13 +213,15 @@ impl Core {
         }
     }
 
-    /// The process core as the environment describes it: the bundled DGX A100 node,
-    /// `CUDA_VISIBLE_DEVICES`, `NCCLSIM_PACE`, `NCCLSIM_STRICT_KERNELS`.
-    pub fn from_env() -> Core {
-        let devices = device::dgx_a100();
+    /// The process core as the environment describes it: the devices of the topology node
+    /// ([`topology::TopologyChoice`]: `NCCLSIM_TOPO`/`NCCL_TOPO_FILE`, `NCCLSIM_NODE`, else the
+    /// bundled DGX A100), `CUDA_VISIBLE_DEVICES`, `NCCLSIM_PACE`, `NCCLSIM_STRICT_KERNELS`.
+    pub fn from_env() -> Result<Core> {
+        let choice = topology::TopologyChoice::from_lookup(|k| std::env::var(k).ok())?;
+        let devices = choice.devices()?;
         let cvd = std::env::var("CUDA_VISIBLE_DEVICES").ok();
         let visible = device::visible_devices(&devices, cvd.as_deref());
-        Core::new(devices, visible, Config::from_env())
+        Ok(Core::new(devices, visible, Config::from_env()))
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -276,6 +279,24 @@ impl Core {
     /// Description of visible device `ordinal`.
     pub fn device(&self, ordinal: i32) -> Result<&DeviceDesc> {
         Ok(&self.devices[self.physical(ordinal)?])
+    }
+
+    /// Number of devices of the node, whatever `CUDA_VISIBLE_DEVICES` hides (NVML's view).
+    pub fn physical_device_count(&self) -> usize {
+        self.devices.len()
+    }
+
+    /// Description of physical device `index` (NVML's numbering: the node's order).
+    pub fn physical_device(&self, index: usize) -> Result<&DeviceDesc> {
+        self.devices.get(index).ok_or(CoreError::InvalidDevice {
+            ordinal: index as i32,
+            visible: self.devices.len(),
+        })
+    }
+
+    /// Physical index of visible device `ordinal`.
+    pub fn physical_index(&self, ordinal: i32) -> Result<usize> {
+        self.physical(ordinal)
     }
 
     /// The calling thread's current device (0 until set).

@@ -182,8 +182,19 @@ ffi_fn!(
 
 ffi_fn!(
     fn cudaGetDeviceProperties(prop: *mut cudaDeviceProp, device: c_int) {
-        let d = core()?.device_info(device)?;
-        write_out(prop, properties(&d))
+        let c = core()?;
+        let d = c.device_info(device)?;
+        #[allow(unused_mut)]
+        let mut p = properties(&d);
+        #[cfg(cuda13)]
+        {
+            // CUDA 13 also reports the board's PCI ids and the host NUMA node.
+            let t = c.physical_device_topology(d.physical_index)?;
+            p.gpuPciDeviceID = (t.pci_device_id << 16) | 0x10de;
+            p.gpuPciSubsystemID = t.pci_subsystem_id;
+            p.hostNumaId = t.numa_node;
+        }
+        write_out(prop, p)
     }
 );
 

@@ -47,6 +47,9 @@ fn command(args: &[&str]) -> Command {
         .env_remove("NCCLSIM_STRICT_KERNELS")
         .env_remove("NCCLSIM_CUDA_CORE")
         .env_remove("NCCLSIM_REPORT")
+        .env_remove("NCCLSIM_TOPO")
+        .env_remove("NCCL_TOPO_FILE")
+        .env_remove("NCCLSIM_NODE")
         .env("NCCLSIM_TEST_CORE", deps_dir().join("libncclsim_cuda.so"));
     c
 }
@@ -85,6 +88,38 @@ fn cuda_visible_devices_is_honoured() {
     assert!(text.contains("count 2\n"), "{text}");
     assert!(text.contains("device 0 NVIDIA A100-SXM4-80GB sm 8.0 mem 85899345920 bus 0000:87:00.0"));
     assert!(text.contains("device 1 NVIDIA A100-SXM4-80GB sm 8.0 mem 85899345920 bus 0000:47:00.0"));
+}
+
+#[test]
+fn devices_come_from_the_topology_file() {
+    let topo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/dgx-h100.xml");
+    let text = stdout(&run(command(&["props"]).env("NCCLSIM_TOPO", &topo)));
+    assert!(text.contains("count 8\n"), "{text}");
+    assert!(
+        text.contains("device 0 NVIDIA H100 80GB HBM3 sm 9.0 mem 85899345920 bus 0000:1b:00.0"),
+        "{text}"
+    );
+    // NCCL's own variable works too, and CUDA_VISIBLE_DEVICES applies on top.
+    let text = stdout(&run(command(&["props"])
+        .env("NCCL_TOPO_FILE", &topo)
+        .env("CUDA_VISIBLE_DEVICES", "1")));
+    assert!(text.contains("count 1\n"), "{text}");
+    assert!(text.contains("device 0 NVIDIA H100 80GB HBM3 sm 9.0 mem 85899345920 bus 0000:43:00.0"));
+}
+
+#[test]
+fn an_unusable_topology_is_a_clear_error() {
+    let out = command(&["props"])
+        .env("NCCLSIM_TOPO", "/nonexistent/node.xml")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("ncclsim: no fake CUDA devices: topology: /nonexistent/node.xml"),
+        "{err}"
+    );
+    assert!(err.contains("cudaGetDeviceCount"), "{err}");
 }
 
 #[test]

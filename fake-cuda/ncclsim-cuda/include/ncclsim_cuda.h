@@ -29,6 +29,8 @@ struct ncclsim_core_api_v1 {
     ncclsim_fn ipc_get_mem_handle, ipc_open_mem_handle, ipc_close_mem_handle;
     ncclsim_fn ipc_get_event_handle, ipc_open_event_handle;
     ncclsim_fn register_function, launch_kernel;
+    ncclsim_fn physical_device_count, physical_device_info, physical_device_topology;
+    ncclsim_fn topology_common_ancestor;
 };
 
 const struct ncclsim_core_api_v1 *ncclsim_cuda_core_v1(void);

@@ -66,6 +66,8 @@ static int props(void) {
         CHECK(v == AT(buf, int, 568));
         OK(cudaDeviceGetAttribute(&v, 38, d)); /* l2CacheSize */
         CHECK(v == AT(buf, int, 596));
+        CHECK(AT(buf, unsigned, 772) == (0x20b0u << 16 | 0x10de)); /* gpuPciDeviceID */
+        CHECK(AT(buf, int, 768) >= 0);                             /* hostNumaId */
     }
     printf("PASS props\n");
     return 0;
