@@ -17,6 +17,7 @@ pub mod arena;
 pub mod client;
 pub mod device;
 pub mod error;
+pub mod frontend;
 pub mod ipc;
 pub mod kernels;
 pub mod timeline;
