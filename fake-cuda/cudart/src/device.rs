@@ -386,38 +386,109 @@ ffi_fn!(
 /// `cudaDriverEntryPointSymbolNotFound`.
 const ENTRY_POINT_SYMBOL_NOT_FOUND: c_int = 1;
 
-fn entry_point_not_found(func: *mut *mut c_void, status: *mut c_int) -> crate::errors::Result<()> {
-    write_out(func, std::ptr::null_mut())?;
-    if status.is_null() {
+/// `cuGetProcAddress_v2` of the fake `libcuda.so.1`.
+type GetProcAddress =
+    unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, c_ulonglong, *mut c_int) -> c_int;
+
+/// Finds `libcuda.so.1`'s `cuGetProcAddress_v2`: the copy already loaded, else the one the
+/// loader finds, else the one next to this library (under the name the loader used for it).
+fn driver_get_proc_address() -> Option<GetProcAddress> {
+    static FOUND: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let addr = *FOUND.get_or_init(|| {
+        let mut candidates = vec![c"libcuda.so.1".to_owned()];
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: `driver_get_proc_address` is code in this library; `info` is an out-param.
+        if unsafe { libc::dladdr(driver_get_proc_address as *const c_void, &mut info) } != 0
+            && !info.dli_fname.is_null()
+        {
+            // SAFETY: dladdr filled a NUL-terminated path.
+            let me = unsafe { CStr::from_ptr(info.dli_fname) }
+                .to_string_lossy()
+                .into_owned();
+            if let Some(dir) = std::path::Path::new(&me).parent() {
+                let path = dir.join("libcuda.so.1").to_string_lossy().into_owned();
+                candidates.extend(std::ffi::CString::new(path));
+            }
+        }
+        let flags = [libc::RTLD_NOW | libc::RTLD_NOLOAD, libc::RTLD_NOW];
+        for flag in flags {
+            for name in &candidates {
+                // SAFETY: valid C string; loading the fake driver has no side effects.
+                let h = unsafe { libc::dlopen(name.as_ptr(), flag) };
+                if h.is_null() {
+                    continue;
+                }
+                // SAFETY: valid handle and symbol name.
+                let f = unsafe { libc::dlsym(h, c"cuGetProcAddress_v2".as_ptr()) };
+                if !f.is_null() {
+                    return Some(f as usize);
+                }
+            }
+        }
+        None
+    });
+    // SAFETY: the address is `cuGetProcAddress_v2`, whose C signature GetProcAddress spells.
+    addr.map(|a| unsafe { std::mem::transmute::<usize, GetProcAddress>(a) })
+}
+
+/// `cudaGetDriverEntryPoint[ByVersion]`: the fake driver's implementation of `symbol` as a
+/// program built for CUDA `version` means it, or "not found".
+fn entry_point(
+    symbol: *const c_char,
+    func: *mut *mut c_void,
+    version: c_uint,
+    status: *mut c_int,
+) -> crate::errors::Result<()> {
+    if symbol.is_null() {
+        return Err(RuntimeError::invalid("null symbol"));
+    }
+    let mut p = std::ptr::null_mut();
+    if let Some(get) = driver_get_proc_address() {
+        let mut found = 0;
+        // SAFETY: valid C string and out-pointers; "not found" leaves `p` null.
+        unsafe { get(symbol, &mut p, version as c_int, 0, &mut found) };
+    }
+    write_out(func, p)?;
+    if !status.is_null() {
+        write_out(
+            status,
+            if p.is_null() {
+                ENTRY_POINT_SYMBOL_NOT_FOUND
+            } else {
+                0
+            },
+        )?;
+    } else if p.is_null() {
+        // SAFETY: non-null C string (checked above).
+        let name = unsafe { CStr::from_ptr(symbol) }.to_string_lossy();
         return Err(RuntimeError::Cuda {
             code: errors::SYMBOL_NOT_FOUND,
-            message: "driver entry points are not provided yet".into(),
+            message: format!("no driver entry point {name}"),
         });
     }
-    write_out(status, ENTRY_POINT_SYMBOL_NOT_FOUND)
+    Ok(())
 }
 
 ffi_fn!(
     fn cudaGetDriverEntryPoint(
-        _symbol: *const c_char,
+        symbol: *const c_char,
         func: *mut *mut c_void,
         _flags: c_ulonglong,
         status: *mut c_int,
     ) {
-        // No driver front-end exists yet, so every symbol is "not found" (callers fall back).
-        entry_point_not_found(func, status)
+        entry_point(symbol, func, CUDA_VERSION as c_uint, status)
     }
 );
 
 ffi_fn!(
     fn cudaGetDriverEntryPointByVersion(
-        _symbol: *const c_char,
+        symbol: *const c_char,
         func: *mut *mut c_void,
-        _version: c_uint,
+        version: c_uint,
         _flags: c_ulonglong,
         status: *mut c_int,
     ) {
-        entry_point_not_found(func, status)
+        entry_point(symbol, func, version, status)
     }
 );
 

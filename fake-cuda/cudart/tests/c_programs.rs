@@ -180,6 +180,9 @@ fn two_processes_share_memory_through_ipc_handles() {
     // Another process maps it, checks the contents and writes back.
     let text = stdout(&run(&mut command(&["ipc-import", &handle])));
     assert!(text.contains("PASS ipc-import"), "{text}");
+    // The driver API opens the same handle.
+    let text = stdout(&run(&mut command(&["ipc-import-driver", &handle])));
+    assert!(text.contains("PASS ipc-import-driver"), "{text}");
     // Altered or garbage handles are refused.
     let text = stdout(&run(&mut command(&["ipc-forged", &handle])));
     assert!(text.contains("rejected"), "{text}");

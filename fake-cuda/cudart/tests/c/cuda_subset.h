@@ -75,6 +75,23 @@ int cuMemFree_v2(unsigned long long);
 int cuGetProcAddress_v2(const char *, void **, int, unsigned long long, int *);
 int cuGetErrorName(int, const char **);
 int cuModuleLoad(void **, const char *);
+int cuStreamCreate(void **, unsigned);
+int cuStreamSynchronize(void *);
+int cuStreamQuery(void *);
+int cuStreamDestroy_v2(void *);
+int cuEventCreate(void **, unsigned);
+int cuEventRecord(void *, void *);
+int cuEventElapsedTime(float *, void *, void *);
+int cuEventDestroy_v2(void *);
+int cuMemsetD8_v2(unsigned long long, unsigned char, size_t);
+int cuMemcpyHtoD_v2(unsigned long long, const void *, size_t);
+int cuMemcpyDtoH_v2(void *, unsigned long long, size_t);
+int cuIpcGetMemHandle(ipc_handle_t *, unsigned long long);
+int cuIpcOpenMemHandle_v2(unsigned long long *, ipc_handle_t, unsigned);
+int cuIpcCloseMemHandle(unsigned long long);
+cudaError_t cudaGetDriverEntryPoint(const char *, void **, unsigned long long, int *);
+cudaError_t cudaGetDriverEntryPointByVersion(const char *, void **, unsigned, unsigned long long,
+                                             int *);
 
 enum { H2H = 0, H2D = 1, D2H = 2, D2D = 3, DEFAULT_KIND = 4 };
 #endif

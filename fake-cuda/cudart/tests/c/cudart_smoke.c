@@ -184,6 +184,25 @@ static int ipc_import(const char *hex) {
 }
 
 /* Any change to a handle, or garbage, is rejected without mapping anything. */
+/* The same through the driver API: cuIpcOpenMemHandle_v2 and driver copies. */
+static int ipc_import_driver(const char *hex) {
+    ipc_handle_t h;
+    unsigned long long p = 0;
+    int host[3 * 1024];
+    CHECK(hex_in(hex, &h) == 0);
+    OK(cuIpcOpenMemHandle_v2(&p, h, 1));
+    OK(cuMemcpyDtoH_v2(host, p, sizeof host));
+    for (int i = 1; i < 3 * 1024 - 1; i++) CHECK(host[i] == i * 3 + 1);
+    int v = -42, w = -43;
+    OK(cuMemcpyHtoD_v2(p, &v, 4));
+    OK(cuMemcpyHtoD_v2(p + sizeof host - 4, &w, 4));
+    OK(cuIpcCloseMemHandle(p));
+    CHECK(cuIpcCloseMemHandle(p) != 0);
+    h.bytes[40] ^= 0x55;
+    CHECK(cuIpcOpenMemHandle_v2(&p, h, 1) == 400); /* CUDA_ERROR_INVALID_HANDLE */
+    return 0;
+}
+
 static int ipc_forged(const char *hex) {
     ipc_handle_t h, bad;
     void *p = NULL;
@@ -358,6 +377,45 @@ static int driver(void) {
     CHECK(st == 0 && p == (void *)cuDeviceGetCount);
     CHECK(cuGetProcAddress_v2("cuNoSuchFunction", &p, 12000, 0, &st) == 500 && st == 1 && p == NULL);
     CHECK(cuModuleLoad(&p, "x.cubin") == 801);
+
+    /* cudaGetDriverEntryPoint* hand out libcuda.so.1's functions, by the caller's ABI version. */
+    OK(cudaGetDriverEntryPoint("cuDeviceGetCount", &p, 0, &st));
+    CHECK(st == 0 && p == (void *)cuDeviceGetCount);
+    OK(cudaGetDriverEntryPointByVersion("cuMemFree", &p, 12000, 0, &st));
+    CHECK(st == 0 && p == (void *)cuMemFree_v2);
+    OK(cudaGetDriverEntryPointByVersion("cuNoSuchFunction", &p, 12000, 0, &st));
+    CHECK(st == 1 && p == NULL);
+    CHECK(cudaGetDriverEntryPoint("cuNoSuchFunction", &p, 0, NULL) == 500);
+
+    /* Driver streams and events are the runtime's: use them interchangeably. */
+    void *s = NULL, *e0 = NULL, *e1 = NULL;
+    float ms = -1;
+    OK(cuStreamCreate(&s, 1));
+    OK(cuEventCreate(&e0, 0));
+    OK(cuEventCreate(&e1, 0));
+    OK(cudaMalloc(&d, 1 << 20));
+    static char buf[1 << 20];
+    OK(cuEventRecord(e0, s));
+    OK(cudaMemcpyAsync(d, buf, sizeof buf, H2D, s));
+    OK(cuEventRecord(e1, s));
+    OK(cuStreamSynchronize(s));
+    OK(cuEventElapsedTime(&ms, e0, e1));
+    CHECK(ms > 0);
+    OK(cuStreamQuery(s));
+    OK(cuMemsetD8_v2((unsigned long long)(uintptr_t)d, 0x5a, 16));
+    OK(cudaMemcpy(buf, d, 16, D2H));
+    CHECK(buf[0] == 0x5a && buf[15] == 0x5a);
+    unsigned long long opened = 0;
+    ipc_handle_t h;
+    OK(cuIpcGetMemHandle(&h, (unsigned long long)(uintptr_t)d));
+    OK(cuIpcOpenMemHandle_v2(&opened, h, 1));
+    CHECK(opened == (unsigned long long)(uintptr_t)d); /* own process: the original pointer */
+    OK(cuIpcCloseMemHandle(opened));
+    OK(cudaFree(d));
+    OK(cuEventDestroy_v2(e0));
+    OK(cuEventDestroy_v2(e1));
+    OK(cuStreamDestroy_v2(s));
+    CHECK(cuStreamQuery(s) == 400);
     OK(cuGetErrorName(801, &text));
     CHECK(strcmp(text, "CUDA_ERROR_NOT_SUPPORTED") == 0);
     return 0;
@@ -378,6 +436,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(s, "pace")) rc = pace();
     else if (!strcmp(s, "kernels")) rc = kernels();
     else if (!strcmp(s, "driver")) rc = driver();
+    else if (!strcmp(s, "ipc-import-driver")) rc = ipc_import_driver(argv[2]);
     if (rc == 0) printf("PASS %s\n", s);
     return rc;
 }
