@@ -234,4 +234,27 @@ pub struct CoreApiV1 {
         unsafe extern "C" fn(index: i32, out: *mut CDeviceTopology) -> i32,
     /// NVML topology level (`nvmlGpuTopologyLevel_t`) between two physical devices.
     pub topology_common_ancestor: unsafe extern "C" fn(a: i32, b: i32, out: *mut u32) -> i32,
+    /// Starts capturing a stream into a new graph.
+    pub begin_capture: unsafe extern "C" fn(stream: u64) -> i32,
+    /// Ends a capture; writes its graph.
+    pub end_capture: unsafe extern "C" fn(stream: u64, graph: *mut u64) -> i32,
+    /// Capture status (0 none, 1 active), capture id and graph of a stream.
+    pub capture_info:
+        unsafe extern "C" fn(stream: u64, status: *mut u32, id: *mut u64, graph: *mut u64) -> i32,
+    /// Creates an empty graph.
+    pub graph_create: unsafe extern "C" fn(out: *mut u64) -> i32,
+    /// Destroys a graph.
+    pub graph_destroy: unsafe extern "C" fn(graph: u64) -> i32,
+    /// Number of operations (nodes) in a graph.
+    pub graph_node_count: unsafe extern "C" fn(graph: u64, out: *mut usize) -> i32,
+    /// Writes a Graphviz description of a graph to the file `path`.
+    pub graph_write_dot: unsafe extern "C" fn(graph: u64, path: *const c_char) -> i32,
+    /// Instantiates a graph.
+    pub graph_instantiate: unsafe extern "C" fn(graph: u64, out: *mut u64) -> i32,
+    /// Destroys an executable graph.
+    pub graph_exec_destroy: unsafe extern "C" fn(exec: u64) -> i32,
+    /// Replays an executable graph on a stream.
+    pub graph_launch: unsafe extern "C" fn(exec: u64, stream: u64) -> i32,
+    /// Frees every allocation of a visible device (`cudaDeviceReset`).
+    pub device_reset: unsafe extern "C" fn(ordinal: i32) -> i32,
 }

@@ -389,4 +389,69 @@ impl Client {
         self.check(unsafe { (self.api.topology_common_ancestor)(a, b, &mut level) })?;
         Ok(level)
     }
+
+    /// Starts capturing a stream.
+    pub fn begin_capture(&self, stream: u64) -> Result<()> {
+        self.check(unsafe { (self.api.begin_capture)(stream) })
+    }
+
+    /// Ends a capture; returns its graph.
+    pub fn end_capture(&self, stream: u64) -> Result<u64> {
+        let mut g = 0;
+        self.check(unsafe { (self.api.end_capture)(stream, &mut g) })?;
+        Ok(g)
+    }
+
+    /// (status 0/1, capture id, graph) of a stream.
+    pub fn capture_info(&self, stream: u64) -> Result<(u32, u64, u64)> {
+        let (mut s, mut i, mut g) = (0, 0, 0);
+        self.check(unsafe { (self.api.capture_info)(stream, &mut s, &mut i, &mut g) })?;
+        Ok((s, i, g))
+    }
+
+    /// Creates an empty graph.
+    pub fn graph_create(&self) -> Result<u64> {
+        let mut g = 0;
+        self.check(unsafe { (self.api.graph_create)(&mut g) })?;
+        Ok(g)
+    }
+
+    /// Destroys a graph.
+    pub fn graph_destroy(&self, graph: u64) -> Result<()> {
+        self.check(unsafe { (self.api.graph_destroy)(graph) })
+    }
+
+    /// Number of nodes of a graph.
+    pub fn graph_node_count(&self, graph: u64) -> Result<usize> {
+        let mut n = 0;
+        self.check(unsafe { (self.api.graph_node_count)(graph, &mut n) })?;
+        Ok(n)
+    }
+
+    /// Writes a graph as Graphviz DOT to `path`.
+    pub fn graph_write_dot(&self, graph: u64, path: &CStr) -> Result<()> {
+        self.check(unsafe { (self.api.graph_write_dot)(graph, path.as_ptr()) })
+    }
+
+    /// Instantiates a graph.
+    pub fn graph_instantiate(&self, graph: u64) -> Result<u64> {
+        let mut e = 0;
+        self.check(unsafe { (self.api.graph_instantiate)(graph, &mut e) })?;
+        Ok(e)
+    }
+
+    /// Destroys an executable graph.
+    pub fn graph_exec_destroy(&self, exec: u64) -> Result<()> {
+        self.check(unsafe { (self.api.graph_exec_destroy)(exec) })
+    }
+
+    /// Replays an executable graph on a stream.
+    pub fn graph_launch(&self, exec: u64, stream: u64) -> Result<()> {
+        self.check(unsafe { (self.api.graph_launch)(exec, stream) })
+    }
+
+    /// Frees every allocation of a visible device.
+    pub fn device_reset(&self, ordinal: i32) -> Result<()> {
+        self.check(unsafe { (self.api.device_reset)(ordinal) })
+    }
 }

@@ -298,8 +298,9 @@ ffi_fn!(
 
 ffi_fn!(
     fn cudaDeviceReset() {
-        // Real reset also destroys the device's allocations; ours only waits for its work.
-        Ok(core()?.device_synchronize()?)
+        // Waits for the current device and frees every allocation on it.
+        let c = core()?;
+        Ok(c.device_reset(c.get_device()?)?)
     }
 );
 

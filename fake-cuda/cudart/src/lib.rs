@@ -16,6 +16,7 @@ pub mod errors;
 pub mod types;
 
 mod device;
+mod graphs;
 mod memory;
 mod modules;
 mod streams;

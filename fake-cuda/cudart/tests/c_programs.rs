@@ -227,6 +227,24 @@ fn report_file_at_exit() {
 }
 
 #[test]
+fn graph_capture_records_and_launch_replays() {
+    let dir = support::scratch_dir("cudart12-graphs");
+    let dot = dir.join("graph.dot");
+    let text = stdout(&run(&mut command(&["graphs", dot.to_str().unwrap()])));
+    assert!(text.contains("nodes 4\nhost calls 2\n"), "{text}");
+    assert!(text.contains("PASS graphs"), "{text}");
+    let dot = std::fs::read_to_string(&dot).expect("cudaGraphDebugDotPrint wrote the file");
+    assert!(dot.starts_with("digraph"), "{dot}");
+    assert!(dot.contains("memcpy HostToDevice 1x4096 bytes"), "{dot}");
+    assert!(dot.contains("n2 -> n3"), "{dot}");
+}
+
+#[test]
+fn device_reset_frees_the_device_memory() {
+    assert!(stdout(&run(&mut command(&["reset"]))).contains("PASS reset"));
+}
+
+#[test]
 fn driver_and_runtime_share_one_core() {
     assert!(stdout(&run(&mut command(&["driver"]))).contains("PASS driver"));
 }

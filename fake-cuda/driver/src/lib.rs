@@ -26,6 +26,7 @@ const INVALID_HANDLE: CUresult = 400;
 const NOT_FOUND: CUresult = 500;
 const NOT_READY: CUresult = 600;
 const NOT_SUPPORTED: CUresult = 801;
+const STREAM_CAPTURE_UNSUPPORTED: CUresult = 900;
 const UNKNOWN: CUresult = 999;
 
 /// The driver version reported (CUDA 12.9).
@@ -57,6 +58,7 @@ impl DriverError {
                 Status::NotReady => NOT_READY,
                 Status::IpcMapFailed => MAP_FAILED,
                 Status::KernelRefused | Status::NotSupported => NOT_SUPPORTED,
+                Status::CaptureViolation => STREAM_CAPTURE_UNSUPPORTED,
                 Status::Internal => UNKNOWN,
             },
         }
@@ -478,6 +480,11 @@ const ERRORS: &[(CUresult, &CStr, &CStr)] = &[
         NOT_SUPPORTED,
         c"CUDA_ERROR_NOT_SUPPORTED",
         c"operation not supported",
+    ),
+    (
+        STREAM_CAPTURE_UNSUPPORTED,
+        c"CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+        c"operation not permitted when stream is capturing",
     ),
     (UNKNOWN, c"CUDA_ERROR_UNKNOWN", c"unknown error"),
 ];

@@ -31,6 +31,9 @@ struct ncclsim_core_api_v1 {
     ncclsim_fn register_function, launch_kernel;
     ncclsim_fn physical_device_count, physical_device_info, physical_device_topology;
     ncclsim_fn topology_common_ancestor;
+    ncclsim_fn begin_capture, end_capture, capture_info, graph_create, graph_destroy;
+    ncclsim_fn graph_node_count, graph_write_dot, graph_instantiate, graph_exec_destroy;
+    ncclsim_fn graph_launch, device_reset;
 };
 
 const struct ncclsim_core_api_v1 *ncclsim_cuda_core_v1(void);

@@ -276,12 +276,7 @@ core_fn!(stream_synchronize(stream: u64) { core()?.stream_synchronize(stream) })
 core_fn!(stream_wait_event(stream: u64, event: u64) { core()?.stream_wait_event(stream, event) });
 core_fn!(stream_clock(stream: u64, out: *mut u64) { put(out, core()?.stream_clock(stream)?) });
 core_fn!(enqueue(stream: u64, duration_ns: u64, work: Option<CWorkFn>, data: *mut c_void) {
-    core()?.enqueue(stream, duration_ns, Box::new(move || {
-        if let Some(f) = work {
-            // SAFETY: the caller of `enqueue` promised `f(data)` may be called once.
-            unsafe { f(data) }
-        }
-    })).map(|_| ())
+    core()?.enqueue_host(stream, duration_ns, work, data as usize)
 });
 core_fn!(device_synchronize() { core()?.device_synchronize() });
 
@@ -339,6 +334,43 @@ core_fn!(register_function(host_fun: usize, name: *const c_char) {
 });
 core_fn!(launch_kernel(host_fun: usize, stream: u64) { core()?.launch_kernel(host_fun, stream) });
 
+core_fn!(begin_capture(stream: u64) { core()?.begin_capture(stream) });
+core_fn!(end_capture(stream: u64, graph: *mut u64) { put(graph, core()?.end_capture(stream)?) });
+core_fn!(capture_info(stream: u64, status: *mut u32, id: *mut u64, graph: *mut u64) {
+    let (s, i, g) = core()?.capture_info(stream)?;
+    put(status, s as u32)?;
+    put(id, i)?;
+    put(graph, g)
+});
+core_fn!(graph_create(out: *mut u64) { put(out, core()?.graph_create()) });
+core_fn!(graph_destroy(graph: u64) { core()?.graph_destroy(graph) });
+core_fn!(graph_node_count(graph: u64, out: *mut usize) {
+    put(out, core()?.graph_ops(graph)?.len())
+});
+core_fn!(graph_write_dot(graph: u64, path: *const c_char) {
+    if path.is_null() {
+        return Err(CoreError::InvalidValue("null path".into()));
+    }
+    // SAFETY: non-null C string by contract.
+    let path = unsafe { CStr::from_ptr(path) }.to_string_lossy().into_owned();
+    let ops = core()?.graph_ops(graph)?;
+    let mut dot = format!("digraph graph_{graph:x} {{\n");
+    for (i, op) in ops.iter().enumerate() {
+        dot += &format!("  n{i} [label=\"{}\"];\n", op.label());
+        if i > 0 {
+            dot += &format!("  n{} -> n{i};\n", i - 1);
+        }
+    }
+    dot += "}\n";
+    std::fs::write(&path, dot).map_err(|e| CoreError::InvalidValue(format!("{path}: {e}")))
+});
+core_fn!(graph_instantiate(graph: u64, out: *mut u64) {
+    put(out, core()?.graph_instantiate(graph)?)
+});
+core_fn!(graph_exec_destroy(exec: u64) { core()?.graph_exec_destroy(exec) });
+core_fn!(graph_launch(exec: u64, stream: u64) { core()?.graph_launch(exec, stream) });
+core_fn!(device_reset(ordinal: i32) { core()?.device_reset(ordinal) });
+
 static API: CoreApiV1 = CoreApiV1 {
     size: std::mem::size_of::<CoreApiV1>(),
     version: CORE_ABI_VERSION,
@@ -384,6 +416,17 @@ static API: CoreApiV1 = CoreApiV1 {
     physical_device_info,
     physical_device_topology,
     topology_common_ancestor,
+    begin_capture,
+    end_capture,
+    capture_info,
+    graph_create,
+    graph_destroy,
+    graph_node_count,
+    graph_write_dot,
+    graph_instantiate,
+    graph_exec_destroy,
+    graph_launch,
+    device_reset,
 };
 
 /// The one exported symbol: the core's vtable.

@@ -65,6 +65,19 @@ unsigned __cudaPushCallConfiguration(dim3, dim3, size_t, void *);
 cudaError_t __cudaPopCallConfiguration(dim3 *, dim3 *, size_t *, void *);
 cudaError_t cudaLaunchKernel(const void *, dim3, dim3, void **, size_t, cudaStream_t);
 
+cudaError_t cudaStreamBeginCapture(cudaStream_t, int);
+cudaError_t cudaStreamEndCapture(cudaStream_t, void **);
+cudaError_t cudaStreamIsCapturing(cudaStream_t, int *);
+cudaError_t cudaStreamGetCaptureInfo_v2(cudaStream_t, int *, unsigned long long *, void **,
+                                        const void **, size_t *);
+cudaError_t cudaGraphGetNodes(void *, void **, size_t *);
+cudaError_t cudaGraphDebugDotPrint(void *, const char *, unsigned);
+cudaError_t cudaGraphInstantiate(void **, void *, unsigned long long);
+cudaError_t cudaGraphLaunch(void *, cudaStream_t);
+cudaError_t cudaGraphExecDestroy(void *);
+cudaError_t cudaGraphDestroy(void *);
+cudaError_t cudaDeviceReset(void);
+
 /* Driver API (libcuda.so.1). */
 int cuInit(unsigned);
 int cuDeviceGetCount(int *);

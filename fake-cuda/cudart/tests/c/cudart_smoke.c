@@ -352,6 +352,111 @@ static int kernels(void) {
     return 0;
 }
 
+/* Stream capture records work instead of running it; launching the graph replays it. */
+static int graphs(const char *dot_path) {
+    enum { N = 4096 };
+    static unsigned char host[N], back[N];
+    static char fatbin[16];
+    void **h = __cudaRegisterFatBinary(fatbin);
+    __cudaRegisterFunction(h, (const char *)fake_kernel_stub, (char *)"_Z4stepv", "_Z4stepv", -1,
+                           NULL, NULL, NULL, NULL, NULL);
+    for (int i = 0; i < N; i++) host[i] = (unsigned char)(i * 13);
+    unsigned char *d;
+    cudaStream_t s, s2;
+    void *graph = NULL, *graph2 = NULL, *exec = NULL;
+    int status = -1, calls = 0;
+    unsigned long long id = 0;
+    size_t nodes = 0;
+    OK(cudaMalloc((void **)&d, N));
+    OK(cudaMemset(d, 0, N));
+    OK(cudaStreamCreateWithFlags(&s, 1));
+    OK(cudaStreamCreateWithFlags(&s2, 1));
+    CHECK(cudaStreamBeginCapture(NULL, 0) == 900); /* the legacy stream cannot capture */
+    OK(cudaStreamBeginCapture(s, 0));
+    OK(cudaStreamIsCapturing(s, &status));
+    CHECK(status == 1);
+    OK(cudaStreamGetCaptureInfo_v2(s, &status, &id, &graph, NULL, &nodes));
+    CHECK(status == 1 && id != 0 && graph != NULL);
+    OK(cudaMemcpyAsync(d, host, N, H2D, s));
+    OK(cudaMemsetAsync(d + 100, 0xee, 10, s));
+    dim3 one = {1, 1, 1};
+    OK(cudaLaunchKernel((const void *)fake_kernel_stub, one, one, NULL, 0, s));
+    OK(cudaLaunchHostFunc(s, count_fn, &calls));
+    CHECK(cudaStreamSynchronize(s) == 900);
+    CHECK(cudaMemcpyAsync(d, host, 2 * N, H2D, s) == 1); /* bad ranges are still refused */
+    OK(cudaStreamEndCapture(s, &graph2));
+    CHECK(graph2 == graph);
+    OK(cudaStreamIsCapturing(s, &status));
+    CHECK(status == 0);
+    /* Nothing ran during the capture. */
+    OK(cudaMemcpy(back, d, N, D2H));
+    CHECK(back[0] == 0 && back[N - 1] == 0 && calls == 0);
+    OK(cudaGraphGetNodes(graph, NULL, &nodes));
+    printf("nodes %zu\n", nodes);
+    CHECK(nodes == 4);
+    OK(cudaGraphDebugDotPrint(graph, dot_path, 0));
+    OK(cudaGraphInstantiate(&exec, graph, 0));
+    OK(cudaGraphLaunch(exec, s));
+    OK(cudaGraphLaunch(exec, s));
+    OK(cudaStreamSynchronize(s));
+    OK(cudaMemcpy(back, d, N, D2H));
+    for (int i = 0; i < N; i++) CHECK(back[i] == (i >= 100 && i < 110 ? 0xee : host[i]));
+    printf("host calls %d\n", calls);
+    CHECK(calls == 2);
+    OK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphLaunch(exec, s) == 400);
+    OK(cudaGraphDestroy(graph));
+
+    /* Fork/join: a second stream joins the capture by waiting on an event recorded in it. */
+    cudaEvent_t fork, join;
+    OK(cudaEventCreate(&fork));
+    OK(cudaEventCreate(&join));
+    OK(cudaStreamBeginCapture(s, 2));
+    OK(cudaEventRecord(fork, s));
+    OK(cudaStreamWaitEvent(s2, fork, 0));
+    OK(cudaStreamIsCapturing(s2, &status));
+    CHECK(status == 1);
+    OK(cudaMemsetAsync(d, 0x11, 1, s2));
+    OK(cudaEventRecord(join, s2));
+    OK(cudaStreamWaitEvent(s, join, 0));
+    OK(cudaMemsetAsync(d + 1, 0x22, 1, s));
+    OK(cudaStreamEndCapture(s, &graph));
+    OK(cudaStreamIsCapturing(s2, &status));
+    CHECK(status == 0);
+    OK(cudaGraphGetNodes(graph, NULL, &nodes));
+    CHECK(nodes == 2);
+    OK(cudaGraphInstantiate(&exec, graph, 0));
+    OK(cudaGraphLaunch(exec, s2));
+    OK(cudaStreamSynchronize(s2));
+    OK(cudaMemcpy(back, d, 2, D2H));
+    CHECK(back[0] == 0x11 && back[1] == 0x22);
+    OK(cudaGraphExecDestroy(exec));
+    OK(cudaGraphDestroy(graph));
+    OK(cudaFree(d));
+    __cudaUnregisterFatBinary(h);
+    return 0;
+}
+
+/* cudaDeviceReset frees every allocation of the current device. */
+static int reset(void) {
+    size_t free0, free1, total;
+    void *a, *b;
+    OK(cudaSetDevice(1));
+    OK(cudaMemGetInfo(&free0, &total));
+    OK(cudaMalloc(&a, 1 << 30));
+    OK(cudaMalloc(&b, 1 << 20));
+    OK(cudaMemGetInfo(&free1, &total));
+    CHECK(free0 - free1 == (1 << 30) + (1 << 20));
+    OK(cudaDeviceReset());
+    OK(cudaMemGetInfo(&free1, &total));
+    CHECK(free1 == free0);
+    CHECK(cudaFree(a) == 1); /* gone */
+    OK(cudaMalloc(&a, 4096)); /* the device is usable again */
+    OK(cudaMemset(a, 1, 4096));
+    OK(cudaFree(a));
+    return 0;
+}
+
 /* libcuda.so.1 and libcudart.so.12 share one core: memory from one is known to the other. */
 static int driver(void) {
     int n = 0, active = 0;
@@ -436,6 +541,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(s, "pace")) rc = pace();
     else if (!strcmp(s, "kernels")) rc = kernels();
     else if (!strcmp(s, "driver")) rc = driver();
+    else if (!strcmp(s, "graphs")) rc = graphs(argv[2]);
+    else if (!strcmp(s, "reset")) rc = reset();
     else if (!strcmp(s, "ipc-import-driver")) rc = ipc_import_driver(argv[2]);
     if (rc == 0) printf("PASS %s\n", s);
     return rc;
