@@ -797,14 +797,22 @@ impl Core {
         Ok(())
     }
 
+    /// The virtual completion time of a stream that is not capturing; with `host_waits` the
+    /// host clock moves to it (the host synchronised with the stream).
+    fn settled_clock(&self, stream: u64, what: &str, host_waits: bool) -> Result<u64> {
+        let mut st = self.lock();
+        let key = self.resolve(&mut st, stream)?;
+        self.not_capturing(&st, key, what)?;
+        let clock = st.timeline.stream_clock(key);
+        if host_waits {
+            st.timeline.host_waited(clock);
+        }
+        Ok(clock)
+    }
+
     /// `cudaStreamQuery`: `Err(NotReady)` while pacing holds the stream's work back.
     pub fn stream_query(&self, stream: u64) -> Result<()> {
-        let clock = {
-            let mut st = self.lock();
-            let key = self.resolve(&mut st, stream)?;
-            self.not_capturing(&st, key, "query")?;
-            st.timeline.stream_clock(key)
-        };
+        let clock = self.settled_clock(stream, "query", false)?;
         if self.config.pace && self.wall_ns() < clock {
             return Err(CoreError::NotReady);
         }
@@ -813,14 +821,7 @@ impl Core {
 
     /// `cudaStreamSynchronize`.
     pub fn stream_synchronize(&self, stream: u64) -> Result<()> {
-        let clock = {
-            let mut st = self.lock();
-            let key = self.resolve(&mut st, stream)?;
-            self.not_capturing(&st, key, "synchronize")?;
-            let c = st.timeline.stream_clock(key);
-            st.timeline.host_waited(c);
-            c
-        };
+        let clock = self.settled_clock(stream, "synchronize", true)?;
         self.pace_until(clock);
         Ok(())
     }

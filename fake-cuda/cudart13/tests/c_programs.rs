@@ -20,22 +20,14 @@ fn smoke() -> &'static Path {
 }
 
 fn run(args: &[&str], env: &[(&str, &str)]) -> String {
-    let out = Command::new(smoke())
-        .args(args)
-        .env_remove("CUDA_VISIBLE_DEVICES")
-        .env_remove("NCCLSIM_STRICT_KERNELS")
-        .env_remove("NCCLSIM_REPORT")
-        .envs(env.iter().copied())
-        .output()
-        .expect("run cudart13_smoke");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{args:?} failed ({}):\n{text}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text
+    support::run_ok(
+        Command::new(smoke())
+            .args(args)
+            .env_remove("CUDA_VISIBLE_DEVICES")
+            .env_remove("NCCLSIM_STRICT_KERNELS")
+            .env_remove("NCCLSIM_REPORT")
+            .envs(env.iter().copied()),
+    )
 }
 
 #[test]

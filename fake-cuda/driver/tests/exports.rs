@@ -7,14 +7,7 @@ use std::path::Path;
 #[test]
 fn every_listed_name_is_exported() {
     let list = Path::new(env!("CARGO_MANIFEST_DIR")).join("symbols/libcuda-required.txt");
-    let names = support::name_list(&list);
-    let missing = support::unresolved(&support::built("libcuda_driver.so"), &names);
-    assert!(missing.is_empty(), "not exported: {missing:?}");
-    let extra: Vec<String> = support::exported(&support::built("libcuda_driver.so"))
-        .into_iter()
-        .filter(|n| !n.starts_with("cu"))
-        .collect();
-    assert!(extra.is_empty(), "non-driver exports: {extra:?}");
+    support::assert_exports_listed("libcuda_driver.so", &list, "cu");
 }
 
 #[test]

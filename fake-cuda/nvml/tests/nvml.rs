@@ -31,22 +31,14 @@ fn smoke() -> &'static (PathBuf, PathBuf) {
 }
 
 fn run(scenario: &str, env: &[(&str, &str)]) -> String {
-    let out = Command::new(&smoke().1)
-        .arg(scenario)
-        .env_remove("CUDA_VISIBLE_DEVICES")
-        .env_remove("NCCLSIM_TOPO")
-        .env_remove("NCCL_TOPO_FILE")
-        .envs(env.iter().copied())
-        .output()
-        .expect("run nvml_smoke");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{scenario} failed ({}):\n{text}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text
+    support::run_ok(
+        Command::new(&smoke().1)
+            .arg(scenario)
+            .env_remove("CUDA_VISIBLE_DEVICES")
+            .env_remove("NCCLSIM_TOPO")
+            .env_remove("NCCL_TOPO_FILE")
+            .envs(env.iter().copied()),
+    )
 }
 
 #[test]
@@ -103,15 +95,7 @@ fn nvlinks_lead_to_the_nvswitches() {
 #[test]
 fn every_listed_name_is_exported() {
     let list = Path::new(env!("CARGO_MANIFEST_DIR")).join("symbols/nvml-required.txt");
-    let names = support::name_list(&list);
-    let missing = support::unresolved(&support::built("libnvidia_ml.so"), &names);
-    assert!(missing.is_empty(), "not exported: {missing:?}");
-    // Nothing but NVML functions leaves the library.
-    let extra: Vec<String> = support::exported(&support::built("libnvidia_ml.so"))
-        .into_iter()
-        .filter(|n| !n.starts_with("nvml"))
-        .collect();
-    assert!(extra.is_empty(), "{extra:?}");
+    support::assert_exports_listed("libnvidia_ml.so", &list, "nvml");
 }
 
 #[test]

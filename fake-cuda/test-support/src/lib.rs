@@ -136,6 +136,35 @@ pub fn exported(lib: &Path) -> Vec<String> {
         .collect()
 }
 
+/// Asserts the built library `file` exports every name of the list at `list` and no function
+/// whose name does not start with `prefix` (the library's API prefix).
+pub fn assert_exports_listed(file: &str, list: &Path, prefix: &str) {
+    let lib = built(file);
+    let missing = unresolved(&lib, &name_list(list));
+    assert!(missing.is_empty(), "{file} does not export: {missing:?}");
+    let foreign: Vec<String> = exported(&lib)
+        .into_iter()
+        .filter(|n| !n.starts_with(prefix))
+        .collect();
+    assert!(
+        foreign.is_empty(),
+        "{file} exports non-{prefix} names: {foreign:?}"
+    );
+}
+
+/// Runs a test program, asserts it succeeded, and returns its stdout.
+pub fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("run the test program");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\n{text}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
 /// Runs `python3 -c script` with `LD_LIBRARY_PATH=dir` and returns its trimmed stdout.
 pub fn python(dir: &Path, script: &str) -> String {
     let out = Command::new("python3")
