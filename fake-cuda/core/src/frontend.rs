@@ -51,24 +51,28 @@ pub fn boundary<E: ApiError>(
 
 /// Writes `value` through a C out-pointer; `Err(null())` if the pointer is null.
 ///
-/// The C caller guarantees a non-null `out` points to writable memory for a `T`; that is the
-/// contract of every CUDA, driver and NVML out-parameter.
-pub fn write_out<T, E>(out: *mut T, value: T, null: impl FnOnce() -> E) -> Result<(), E> {
+/// # Safety
+/// A non-null `out` must point to writable memory for a `T`: the contract of every CUDA,
+/// driver and NVML out-parameter, which front-ends pass on from their C callers.
+pub unsafe fn write_out<T, E>(out: *mut T, value: T, null: impl FnOnce() -> E) -> Result<(), E> {
     if out.is_null() {
         return Err(null());
     }
-    // SAFETY: non-null, and valid by the API contract described above.
+    // SAFETY: non-null, and valid by the contract above.
     unsafe { out.write(value) };
     Ok(())
 }
 
 /// Copies `text` and a NUL into the C buffer `buf` of `len` bytes. Returns false (writing
 /// nothing) if `buf` is null or too small.
-pub fn write_c_string(buf: *mut std::ffi::c_char, len: usize, text: &[u8]) -> bool {
+///
+/// # Safety
+/// A non-null `buf` must point to `len` writable bytes.
+pub unsafe fn write_c_string(buf: *mut std::ffi::c_char, len: usize, text: &[u8]) -> bool {
     if buf.is_null() || len <= text.len() {
         return false;
     }
-    // SAFETY: the caller provides `len` writable bytes; we write text.len() + 1 <= len.
+    // SAFETY: `len` writable bytes by the contract above; we write text.len() + 1 <= len.
     unsafe {
         std::ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), text.len());
         *buf.add(text.len()) = 0;
@@ -110,12 +114,12 @@ mod tests {
     #[test]
     fn strings_fit_or_are_refused() {
         let mut buf = [1 as std::ffi::c_char; 6];
-        assert!(!write_c_string(buf.as_mut_ptr(), 6, b"abcdef"));
-        assert!(write_c_string(buf.as_mut_ptr(), 6, b"abcde"));
+        assert!(!unsafe { write_c_string(buf.as_mut_ptr(), 6, b"abcdef") });
+        assert!(unsafe { write_c_string(buf.as_mut_ptr(), 6, b"abcde") });
         assert_eq!(c_array_text(&buf), b"abcde");
         let mut x = 0;
-        assert!(write_out(&mut x, 5, || E(1)).is_ok());
+        assert!(unsafe { write_out(&mut x, 5, || E(1)) }.is_ok());
         assert_eq!(x, 5);
-        assert!(write_out(std::ptr::null_mut::<i32>(), 5, || E(1)).is_err());
+        assert!(unsafe { write_out(std::ptr::null_mut::<i32>(), 5, || E(1)) }.is_err());
     }
 }

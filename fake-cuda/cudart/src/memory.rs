@@ -165,16 +165,13 @@ ffi_fn!(
             1 => (p, p),
             _ => (std::ptr::null_mut(), p),
         };
-        write_out(
-            attributes,
-            cudaPointerAttributes {
-                r#type: i.kind,
-                device: i.device.max(0),
-                devicePointer: dev,
-                hostPointer: host,
-                ..cudaPointerAttributes::default()
-            },
-        )
+        // CUDA 13's struct has more (reserved) fields: start from zeros.
+        let mut a = cudaPointerAttributes::default();
+        a.r#type = i.kind;
+        a.device = i.device.max(0);
+        a.devicePointer = dev;
+        a.hostPointer = host;
+        write_out(attributes, a)
     }
 );
 

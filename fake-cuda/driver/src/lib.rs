@@ -91,7 +91,8 @@ fn core() -> Result<&'static Client> {
 }
 
 fn write_out<T>(out: *mut T, value: T) -> Result<()> {
-    frontend::write_out(out, value, || DriverError::Code(INVALID_VALUE))
+    // SAFETY: driver out-parameters point to a writable `T` when non-null (API contract).
+    unsafe { frontend::write_out(out, value, || DriverError::Code(INVALID_VALUE)) }
 }
 
 drv_fn!(
@@ -121,7 +122,8 @@ drv_fn!(
         let d = core()?.device_info(device)?;
         let mut text = frontend::c_array_text(&d.name);
         text.truncate((len.max(1) - 1) as usize);
-        if !frontend::write_c_string(name, len.max(0) as usize, &text) {
+        // SAFETY: the caller provides `len` bytes at `name`.
+        if !unsafe { frontend::write_c_string(name, len.max(0) as usize, &text) } {
             return Err(DriverError::Code(INVALID_VALUE));
         }
         Ok(())
@@ -422,7 +424,8 @@ drv_fn!(
             "{:04x}:{:02x}:{:02x}.{:x}",
             d.pci[0], d.pci[1], d.pci[2], d.pci[3]
         );
-        if !frontend::write_c_string(bus_id, len.max(0) as usize, text.as_bytes()) {
+        // SAFETY: the caller provides `len` bytes at `bus_id`.
+        if !unsafe { frontend::write_c_string(bus_id, len.max(0) as usize, text.as_bytes()) } {
             return Err(DriverError::Code(INVALID_VALUE));
         }
         Ok(())

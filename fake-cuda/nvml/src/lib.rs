@@ -108,14 +108,16 @@ fn core() -> Result<&'static Client> {
 }
 
 fn write_out<T>(out: *mut T, value: T) -> Result<()> {
-    frontend::write_out(out, value, || err(INVALID_ARGUMENT, "null output pointer"))
+    // SAFETY: NVML out-parameters point to a writable `T` when non-null (API contract).
+    unsafe { frontend::write_out(out, value, || err(INVALID_ARGUMENT, "null output pointer")) }
 }
 
 fn write_string(buf: *mut c_char, len: c_uint, text: &[u8]) -> Result<()> {
     if buf.is_null() {
         return Err(err(INVALID_ARGUMENT, "null buffer"));
     }
-    if !frontend::write_c_string(buf, len as usize, text) {
+    // SAFETY: the caller provides `len` bytes at `buf` (NVML's buffer contract).
+    if !unsafe { frontend::write_c_string(buf, len as usize, text) } {
         return Err(err(
             INSUFFICIENT_SIZE,
             format!("{len}-byte buffer for {} bytes", text.len() + 1),
@@ -230,8 +232,11 @@ fn pci_info(pci: [u32; 4], device_id: u32, subsystem: u32) -> nvmlPciInfo_t {
         busId: [0; 32],
     };
     let legacy = format!("{:04X}:{:02X}:{:02X}.{:X}", pci[0], pci[1], pci[2], pci[3]);
-    frontend::write_c_string(p.busIdLegacy.as_mut_ptr(), 16, legacy.as_bytes());
-    frontend::write_c_string(p.busId.as_mut_ptr(), 32, bus_id_text(pci).as_bytes());
+    // SAFETY: our own arrays of 16 and 32 bytes.
+    unsafe {
+        frontend::write_c_string(p.busIdLegacy.as_mut_ptr(), 16, legacy.as_bytes());
+        frontend::write_c_string(p.busId.as_mut_ptr(), 32, bus_id_text(pci).as_bytes());
+    }
     p
 }
 
