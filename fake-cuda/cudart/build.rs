@@ -14,31 +14,42 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-/// Names defined with `ffi_fn!(fn NAME(...)` in the shared sources.
+fn leading_name(text: &str) -> String {
+    text.trim_start()
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect()
+}
+
+/// Names defined in the shared sources: `ffi_fn!(fn NAME(...)` anywhere, and the
+/// `fn NAME(...) => BASE;` lines of the `per_thread!` table (src/per_thread.rs).
 fn implemented(src: &Path) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     for entry in std::fs::read_dir(src).expect("read src/") {
         let path = entry.expect("dir entry").path();
-        if path.extension().is_some_and(|e| e == "rs") {
-            println!("cargo:rerun-if-changed={}", path.display());
-            let text = std::fs::read_to_string(&path).expect("read source");
-            // rustfmt may break `ffi_fn!(fn name(` across lines.
-            for piece in text.split("ffi_fn!(").skip(1) {
-                // Skip attributes such as `#[cfg(not(cuda13))]` before `fn`.
-                let mut rest = piece.trim_start();
-                while rest.starts_with("#[") {
-                    let Some(end) = rest.find("]\n") else { break };
-                    rest = rest[end + 1..].trim_start();
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        println!("cargo:rerun-if-changed={}", path.display());
+        let text = std::fs::read_to_string(&path).expect("read source");
+        // rustfmt may break `ffi_fn!(fn name(` across lines.
+        for piece in text.split("ffi_fn!(").skip(1) {
+            // Skip attributes such as `#[cfg(not(cuda13))]` before `fn`.
+            let mut rest = piece.trim_start();
+            while rest.starts_with("#[") || rest.starts_with("///") {
+                let Some(end) = rest.find('\n') else { break };
+                rest = rest[end + 1..].trim_start();
+            }
+            if let Some(rest) = rest.strip_prefix("fn") {
+                names.insert(leading_name(rest));
+            }
+        }
+        if let Some((_, table)) = text.split_once("per_thread! {") {
+            let table = table.split_once("\n}").map_or(table, |(t, _)| t);
+            for line in table.lines() {
+                if let Some(rest) = line.trim_start().strip_prefix("fn ") {
+                    names.insert(leading_name(rest));
                 }
-                let Some(rest) = rest.strip_prefix("fn") else {
-                    continue;
-                };
-                let name: String = rest
-                    .trim_start()
-                    .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                    .collect();
-                names.insert(name);
             }
         }
     }

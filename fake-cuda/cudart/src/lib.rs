@@ -19,6 +19,7 @@ mod device;
 mod graphs;
 mod memory;
 mod modules;
+mod per_thread;
 mod streams;
 
 /// `cudaErrorNotSupported` stubs for the remaining names of the real library (see build.rs).

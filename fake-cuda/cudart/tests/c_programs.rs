@@ -240,6 +240,11 @@ fn graph_capture_records_and_launch_replays() {
 }
 
 #[test]
+fn per_thread_default_stream_entry_points() {
+    assert!(stdout(&run(&mut command(&["per-thread"]))).contains("PASS per-thread"));
+}
+
+#[test]
 fn device_reset_frees_the_device_memory() {
     assert!(stdout(&run(&mut command(&["reset"]))).contains("PASS reset"));
 }

@@ -77,6 +77,12 @@ cudaError_t cudaGraphLaunch(void *, cudaStream_t);
 cudaError_t cudaGraphExecDestroy(void *);
 cudaError_t cudaGraphDestroy(void *);
 cudaError_t cudaDeviceReset(void);
+cudaError_t cudaMemcpy_ptds(void *, const void *, size_t, int);
+cudaError_t cudaMemsetAsync_ptsz(void *, int, size_t, cudaStream_t);
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t);
+cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t, int);
+cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t, void **);
+cudaError_t cudaGraphLaunch_ptsz(void *, cudaStream_t);
 
 /* Driver API (libcuda.so.1). */
 int cuInit(unsigned);

@@ -437,6 +437,33 @@ static int graphs(const char *dot_path) {
     return 0;
 }
 
+/* The per-thread default stream entry points (--default-stream per-thread builds). */
+static int per_thread_stream(void) {
+    unsigned char host[256], back[256];
+    unsigned char *d;
+    void *graph, *exec;
+    size_t nodes = 0;
+    for (int i = 0; i < 256; i++) host[i] = (unsigned char)i;
+    OK(cudaMalloc((void **)&d, 256));
+    OK(cudaMemcpy_ptds(d, host, 256, H2D));
+    OK(cudaMemsetAsync_ptsz(d, 0x7f, 8, NULL));
+    OK(cudaStreamSynchronize_ptsz(NULL));
+    OK(cudaMemcpy_ptds(back, d, 256, D2H));
+    CHECK(back[0] == 0x7f && back[7] == 0x7f && back[8] == 8 && back[255] == 255);
+    /* Unlike the legacy stream, the per-thread default stream can capture. */
+    OK(cudaStreamBeginCapture_ptsz(NULL, 2));
+    OK(cudaMemsetAsync_ptsz(d, 0x01, 256, NULL));
+    OK(cudaStreamEndCapture_ptsz(NULL, &graph));
+    OK(cudaGraphGetNodes(graph, NULL, &nodes));
+    CHECK(nodes == 1);
+    OK(cudaGraphInstantiate(&exec, graph, 0));
+    OK(cudaGraphLaunch_ptsz(exec, NULL));
+    OK(cudaMemcpy_ptds(back, d, 256, D2H));
+    CHECK(back[0] == 1 && back[255] == 1);
+    OK(cudaFree(d));
+    return 0;
+}
+
 /* cudaDeviceReset frees every allocation of the current device. */
 static int reset(void) {
     size_t free0, free1, total;
@@ -543,6 +570,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(s, "driver")) rc = driver();
     else if (!strcmp(s, "graphs")) rc = graphs(argv[2]);
     else if (!strcmp(s, "reset")) rc = reset();
+    else if (!strcmp(s, "per-thread")) rc = per_thread_stream();
     else if (!strcmp(s, "ipc-import-driver")) rc = ipc_import_driver(argv[2]);
     if (rc == 0) printf("PASS %s\n", s);
     return rc;
