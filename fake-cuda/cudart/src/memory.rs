@@ -165,12 +165,15 @@ ffi_fn!(
             1 => (p, p),
             _ => (std::ptr::null_mut(), p),
         };
-        // CUDA 13's struct has more (reserved) fields: start from zeros.
-        let mut a = cudaPointerAttributes::default();
-        a.r#type = i.kind;
-        a.device = i.device.max(0);
-        a.devicePointer = dev;
-        a.hostPointer = host;
+        // CUDA 13's struct has more (reserved) fields, zeroed by the update.
+        #[allow(clippy::needless_update)]
+        let a = cudaPointerAttributes {
+            r#type: i.kind,
+            device: i.device.max(0),
+            devicePointer: dev,
+            hostPointer: host,
+            ..cudaPointerAttributes::default()
+        };
         write_out(attributes, a)
     }
 );
