@@ -1,6 +1,8 @@
 //! `ncclsim`: the command line over the `topo`, `planner` and `cost-model` crates. Thin by design:
 //! argument parsing, reading files, printing.
 
+mod plan;
+
 use clap::{Args, Parser, Subcommand};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -23,6 +25,9 @@ enum Cmd {
     /// Topology commands: show, paths, check, dot, dump.
     #[command(subcommand)]
     Topo(TopoCmd),
+    /// Plan the world communicator and its splits as NCCL builds them (graphs, rings, trees,
+    /// channel counts) and print NCCL's INFO lines, graph dump, JSON or DOT.
+    Plan(plan::PlanArgs),
 }
 
 #[derive(Subcommand)]
@@ -106,28 +111,41 @@ fn settings(input: &Input) -> Result<TopoSettings, String> {
 
 fn load(input: &Input) -> Result<Cluster, String> {
     let s = settings(input)?;
-    let gpu = input
-        .gpu
-        .as_deref()
+    load_cluster(
+        &input.file,
+        input.nodes,
+        &s,
+        input.gpu.as_deref(),
+        input.nic_speed.as_deref(),
+    )
+}
+
+/// `nodes` copies of one node file, skeletons completed with `gpu` / `nic_speed`.
+pub(crate) fn load_cluster(
+    file: &str,
+    nodes: usize,
+    s: &TopoSettings,
+    gpu: Option<&str>,
+    nic_speed: Option<&str>,
+) -> Result<Cluster, String> {
+    let gpu = gpu
         .map(topo::profiles::gpu_model)
         .transpose()
         .map_err(|e| e.to_string())?;
-    let nic = input
-        .nic_speed
-        .as_deref()
+    let nic = nic_speed
         .map(topo::profiles::parse_nic_speed)
         .transpose()
         .map_err(|e| e.to_string())?;
-    if input.nodes == 0 {
+    if nodes == 0 {
         return Err("--nodes must be at least 1".into());
     }
-    let xml = Arc::new(topo::read_xml(&input.file).map_err(|e| e.to_string())?);
-    let hosts: Vec<(String, Arc<topo::XmlElement>)> = (0..input.nodes)
-        .map(|_| (input.file.clone(), xml.clone()))
+    let xml = Arc::new(topo::read_xml(file).map_err(|e| e.to_string())?);
+    let hosts: Vec<(String, Arc<topo::XmlElement>)> = (0..nodes)
+        .map(|_| (file.to_string(), xml.clone()))
         .collect();
     let c = Cluster::from_hosts(
         &hosts,
-        &s,
+        s,
         Completion {
             gpu,
             nic_speed_mbps: nic,
@@ -138,6 +156,32 @@ fn load(input: &Input) -> Result<Cluster, String> {
         eprintln!("note: {n}");
     }
     Ok(c)
+}
+
+/// Render DOT text to an SVG file with Graphviz's `dot`.
+pub(crate) fn write_svg(dot: &str, out: &str) -> Result<(), String> {
+    use std::io::Write;
+    let mut child = std::process::Command::new("dot")
+        .args(["-Tsvg", "-o", out])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            format!(
+                "--svg needs Graphviz's `dot` program ({e}); without --svg the DOT text is printed"
+            )
+        })?;
+    child
+        .stdin
+        .take()
+        .expect("stdin is piped")
+        .write_all(dot.as_bytes())
+        .map_err(|e| e.to_string())?;
+    let st = child.wait().map_err(|e| e.to_string())?;
+    if !st.success() {
+        return Err(format!("dot failed with {st}"));
+    }
+    eprintln!("wrote {out}");
+    Ok(())
 }
 
 fn summary(c: &Cluster) -> String {
@@ -262,31 +306,14 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             let dot = topo::dot::to_dot(&c.nodes[0].topo);
             match svg {
                 None => print!("{dot}"),
-                Some(out) => {
-                    use std::io::Write;
-                    let mut child = std::process::Command::new("dot")
-                        .args(["-Tsvg", "-o", &out])
-                        .stdin(std::process::Stdio::piped())
-                        .spawn()
-                        .map_err(|e| format!("--svg needs Graphviz's `dot` program ({e}); without --svg the DOT text is printed"))?;
-                    child
-                        .stdin
-                        .take()
-                        .expect("stdin is piped")
-                        .write_all(dot.as_bytes())
-                        .map_err(|e| e.to_string())?;
-                    let st = child.wait().map_err(|e| e.to_string())?;
-                    if !st.success() {
-                        return Err(format!("dot failed with {st}"));
-                    }
-                    eprintln!("wrote {out}");
-                }
+                Some(out) => write_svg(&dot, &out)?,
             }
         }
         Cmd::Topo(TopoCmd::Dump { input }) => {
             let c = load(&input)?;
             print!("{}", topo::xml::write(&c.nodes[0].xml));
         }
+        Cmd::Plan(args) => plan::run(&args)?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,53 +1,114 @@
-//! Gives the cdylib the SONAME and symbol version node of NVIDIA's CUDA 12 runtime, and
-//! generates a `cudaErrorNotSupported` stub for every name of `symbols/cudart-12.9.txt` that
-//! `src/` does not implement, so the library exports every function the real one does.
+//! Builds one CUDA runtime front-end from the shared sources in `fake-cuda/cudart/src`.
+//!
+//! The package being built says which runtime it is through two data files in its directory:
+//! `cudart.map` (the version script; its node, `libcudart.so.N`, is also the SONAME) and the
+//! single name list `symbols/cudart-*.txt` (every function NVIDIA's library exports). For
+//! `libcudart.so.13` the sources are compiled with `--cfg cuda13`, which selects the CUDA 13
+//! struct layouts and signatures. A `cudaErrorNotSupported` stub is generated for every listed
+//! name the sources do not implement, so the library exports every function the real one does.
 //!
 //! Under rust-lld the symbols land in the base version, which glibc accepts because the base
 //! version name equals the SONAME (reference/fake-cuda.md §4).
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 
-/// Names defined with `ffi_fn!(fn NAME(...)` in the crate's sources.
-fn implemented(src: &std::path::Path) -> BTreeSet<String> {
+fn leading_name(text: &str) -> String {
+    text.trim_start()
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect()
+}
+
+/// Names defined in the shared sources: `ffi_fn!(fn NAME(...)` anywhere, and the
+/// `fn NAME(...) => BASE;` lines of the `per_thread!` table (src/per_thread.rs).
+fn implemented(src: &Path) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     for entry in std::fs::read_dir(src).expect("read src/") {
         let path = entry.expect("dir entry").path();
-        if path.extension().is_some_and(|e| e == "rs") {
-            println!("cargo:rerun-if-changed={}", path.display());
-            let text = std::fs::read_to_string(&path).expect("read source");
-            // rustfmt may break `ffi_fn!(fn name(` across lines.
-            for piece in text.split("ffi_fn!(").skip(1) {
-                let Some(rest) = piece.trim_start().strip_prefix("fn") else {
-                    continue;
-                };
-                let name: String = rest
-                    .trim_start()
-                    .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                    .collect();
-                names.insert(name);
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        println!("cargo:rerun-if-changed={}", path.display());
+        let text = std::fs::read_to_string(&path).expect("read source");
+        // rustfmt may break `ffi_fn!(fn name(` across lines.
+        for piece in text.split("ffi_fn!(").skip(1) {
+            // Skip attributes such as `#[cfg(not(cuda13))]` before `fn`.
+            let mut rest = piece.trim_start();
+            while rest.starts_with("#[") || rest.starts_with("///") {
+                let Some(end) = rest.find('\n') else { break };
+                rest = rest[end + 1..].trim_start();
+            }
+            if let Some(rest) = rest.strip_prefix("fn") {
+                names.insert(leading_name(rest));
+            }
+        }
+        if let Some((_, table)) = text.split_once("per_thread! {") {
+            let table = table.split_once("\n}").map_or(table, |(t, _)| t);
+            for line in table.lines() {
+                if let Some(rest) = line.trim_start().strip_prefix("fn ") {
+                    names.insert(leading_name(rest));
+                }
             }
         }
     }
     names
 }
 
+/// The version node (= SONAME) declared by the package's `cudart.map`.
+fn version_node(map: &Path) -> String {
+    let text = std::fs::read_to_string(map).expect("read cudart.map");
+    let node = text
+        .split_whitespace()
+        .next()
+        .expect("cudart.map starts with its version node");
+    assert!(
+        node.starts_with("libcudart.so."),
+        "cudart.map must declare a libcudart.so.N node, found {node:?}"
+    );
+    node.to_string()
+}
+
+/// The package's one `symbols/cudart-*.txt`.
+fn symbol_list(dir: &Path) -> PathBuf {
+    let lists: Vec<PathBuf> = std::fs::read_dir(dir.join("symbols"))
+        .expect("read symbols/")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
+        .collect();
+    assert_eq!(
+        lists.len(),
+        1,
+        "exactly one name list in symbols/: {lists:?}"
+    );
+    lists.into_iter().next().expect("one list")
+}
+
 fn main() {
     let dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
-    let dir = std::path::Path::new(&dir);
-    let list = dir.join("symbols/cudart-12.9.txt");
-    println!("cargo:rerun-if-changed=cudart.map");
+    let dir = Path::new(&dir);
+    let map = dir.join("cudart.map");
+    let list = symbol_list(dir);
+    println!("cargo:rerun-if-changed={}", map.display());
     println!("cargo:rerun-if-changed={}", list.display());
-    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libcudart.so.12");
+
+    let node = version_node(&map);
+    println!("cargo:rustc-check-cfg=cfg(cuda13)");
+    if node == "libcudart.so.13" {
+        println!("cargo:rustc-cfg=cuda13");
+    }
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,{node}");
     println!(
         "cargo:rustc-cdylib-link-arg=-Wl,--version-script={}",
-        dir.join("cudart.map").display()
+        map.display()
     );
 
-    let done = implemented(&dir.join("src"));
+    // The sources are shared: both packages compile fake-cuda/cudart/src.
+    let src = dir.join("../cudart/src");
+    let done = implemented(&src);
     let names = std::fs::read_to_string(&list).expect("read the cudart symbol list");
-    let mut stubs = String::from("// Generated by build.rs from symbols/cudart-12.9.txt.\n");
+    let mut stubs = format!("// Generated by build.rs from {}.\n", list.display());
     for name in names.lines().map(str::trim) {
         if name.is_empty() || name.starts_with('#') || done.contains(name) {
             continue;
@@ -58,7 +119,6 @@ fn main() {
         )
         .expect("write to String");
     }
-    let out = std::path::Path::new(&std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"))
-        .join("stubs.rs");
+    let out = Path::new(&std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("stubs.rs");
     std::fs::write(out, stubs).expect("write stubs.rs");
 }

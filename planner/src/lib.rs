@@ -4,12 +4,18 @@
 //! and channel parts of `src/init.cc`, `ncclCommSplit`), with older releases' deltas behind the
 //! version profile in [`topo::NcclVersion`]. Knows nothing about cost: that is `cost-model`.
 
+pub mod comm;
+pub mod format;
 pub mod graph;
+pub mod graph_xml;
 pub mod plan;
 pub mod search;
 pub mod settings;
+pub mod split;
 
+pub use comm::{plan_comm, plan_comm_cached, plan_world, world_members, Member, SearchCache};
 pub use graph::{Pattern, TopoGraph};
 pub use plan::{ChannelRank, CommGraphs, CommPlan, NodeSearch, RankInfo};
 pub use settings::PlannerSettings;
+pub use split::{plan_job, JobPlan, SplitSpec};
 pub use topo;

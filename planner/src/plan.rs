@@ -29,7 +29,7 @@ pub struct RankInfo {
 
 /// The graphs one node found (what that node's ranks print as `Pattern ...` lines), before the
 /// ranks align them.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct NodeSearch {
     /// Communicator node index.
     pub node: usize,
@@ -44,6 +44,10 @@ pub struct NodeSearch {
     pub graphs: Vec<TopoGraph>,
     /// INFO lines the search printed besides the graph lines (fallbacks, graph-file loads).
     pub notes: Vec<String>,
+    /// The topology the node searched on (this communicator's GPUs of the host, local rank
+    /// labels).
+    #[serde(skip)]
+    pub topo: Option<std::sync::Arc<topo::Topology>>,
 }
 
 /// The aligned graphs of a communicator (`comm->graphs`).
@@ -75,7 +79,7 @@ pub struct ChannelRank {
 }
 
 /// A planned communicator.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct CommPlan {
     /// Name ("world", "tp0", "dp3", ...).
     pub name: String,
@@ -133,6 +137,10 @@ pub struct CommPlan {
     pub channels: Vec<Vec<ChannelRank>>,
     /// Ring order per channel starting at rank 0 (what `Channel xx/yy :` prints).
     pub rings: Vec<Vec<usize>>,
+    /// `Tree %d : up -> rank -> down` INFO lines each rank prints in `connectTrees` (only the
+    /// ranks that connect their node to other nodes print them).
+    #[serde(skip)]
+    pub tree_lines: Vec<Vec<String>>,
     /// Whether every GPU pair on every node is connected by NVLink (`ncclTopoPathAllNVLink`).
     pub all_nvlink: bool,
     /// Slowest NET bandwidth any rank sees (`comm->minNetBw`, GB/s; 0 without NETs).

@@ -103,12 +103,6 @@ fn sub_round(a: f32, b: f32) -> f32 {
     ((a - b) * 1000.0).round() / 1000.0
 }
 
-/// The working graph (`tmpGraph`) with full-size arrays, as NCCL's fixed arrays.
-#[derive(Clone)]
-struct Work {
-    g: TopoGraph,
-}
-
 /// Node kinds an end of a path can be.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum End {
@@ -138,6 +132,11 @@ pub struct Searcher<'a> {
     net_coll: Vec<bool>,
     net_latency: Vec<f32>,
     used: Vec<u64>,
+    nets_cache: Vec<Option<std::rc::Rc<[usize]>>>,
+    table: Vec<PInfo>,
+    table_links: Vec<PLink>,
+    nends: usize,
+    gpu_pci: Vec<Option<(usize, usize)>>,
     cross_nic_param: i32,
     inter: bool,
     cpu: (i32, i32, i32),
@@ -148,9 +147,39 @@ pub struct Searcher<'a> {
     pub notes: Vec<String>,
 }
 
+/// A precomputed path between two search ends.
+#[derive(Clone, Copy)]
+struct PInfo {
+    ty: PathType,
+    bw: f32,
+    first: u32,
+    count: u32,
+    /// PHB path through an Intel x86 CPU starting at a GPU: PCI links are charged 1.2x.
+    intel_phb: bool,
+}
+
+/// One link of a precomputed path.
+#[derive(Clone, Copy)]
+struct PLink {
+    e: u32,
+    pci: bool,
+    /// The link ends at a pre-sm80 GPU/DEV and the path does not start at a GPU: charge 1/8 back.
+    eighth: bool,
+    /// An NVLink into a POWER CPU: charge the full bandwidth back.
+    power: bool,
+    rev: u32,
+}
+
 impl<'a> Searcher<'a> {
     /// Prepare a search over `topo` (bandwidths start at the topology's values).
     pub fn new(topo: &'a Topology, settings: &PlannerSettings) -> Searcher<'a> {
+        let mut s = Self::new_unprepared(topo, settings);
+        s.build_table();
+        s.gpu_pci = (0..s.ngpus).map(|g| s.pci_edges(g)).collect();
+        s
+    }
+
+    fn new_unprepared(topo: &'a Topology, settings: &PlannerSettings) -> Searcher<'a> {
         let sys = &topo.system;
         let gpus = sys.nodes(NodeKind::Gpu).to_vec();
         let nets = sys.nodes(NodeKind::Net).to_vec();
@@ -177,6 +206,11 @@ impl<'a> Searcher<'a> {
             nvs,
             link_bw,
             used: vec![0; 0],
+            nets_cache: Vec::new(),
+            table: Vec::new(),
+            table_links: Vec::new(),
+            nends: 0,
+            gpu_pci: Vec::new(),
             cross_nic_param: settings.cross_nic,
             inter: sys.inter,
             cpu: sys.cpu_type(),
@@ -220,58 +254,115 @@ impl<'a> Searcher<'a> {
             .map(|(e, _, _)| e.index())
     }
 
-    /// `followPath`: charge `bw` on the first `max_steps` links; returns how many links it could
-    /// charge.
-    fn follow_links(&mut self, path: &Path, start: NodeIndex, max_steps: usize, bw: f32) -> usize {
+    fn end_index(&self, e: End) -> usize {
+        match e {
+            End::Gpu(i) => i,
+            End::Net(i) => self.ngpus + i,
+            End::Nvs(i) => self.ngpus + self.nets.len() + i,
+            End::None => unreachable!("no index for End::None"),
+        }
+    }
+
+    /// Precompute, for every pair of search ends (GPUs, NETs, NVSwitch), what `followPath` needs:
+    /// the links with their reverse-charge rules, so the hot loop never walks the graph.
+    fn build_table(&mut self) {
         let topo = self.topo;
         let sys = &topo.system;
-        let start_is_gpu = sys.node(start).kind == NodeKind::Gpu;
-        let mut pci_bw = bw;
-        for &e in &path.links {
-            let (_, rem) = sys.graph.edge_endpoints(e).expect("path edges exist");
-            if let Some(c) = sys.node(rem).cpu() {
-                if path.ty == PathType::Phb
-                    && start_is_gpu
-                    && c.arch == cpu_arch::X86
-                    && c.vendor == cpu_vendor::INTEL
-                {
-                    pci_bw = bw * 6.0 / 5.0;
+        let ends: Vec<End> = (0..self.ngpus)
+            .map(End::Gpu)
+            .chain((0..self.nets.len()).map(End::Net))
+            .chain((0..self.nvs.len()).map(End::Nvs))
+            .collect();
+        let n = ends.len();
+        let dev_kind = self.dev_kind();
+        self.table = Vec::with_capacity(n * n);
+        self.table_links.clear();
+        for &from in &ends {
+            for &to in &ends {
+                let path = self.path(from, to);
+                let start = self.node_of(from);
+                let start_is_gpu = matches!(from, End::Gpu(_));
+                let mut intel_phb = false;
+                for &e in &path.links {
+                    let (_, rem) = sys.graph.edge_endpoints(e).expect("path edges exist");
+                    if let Some(c) = sys.node(rem).cpu() {
+                        if path.ty == PathType::Phb
+                            && start_is_gpu
+                            && c.arch == cpu_arch::X86
+                            && c.vendor == cpu_vendor::INTEL
+                        {
+                            intel_phb = true;
+                        }
+                    }
                 }
+                let first = self.table_links.len() as u32;
+                let mut node = start;
+                for &e in &path.links {
+                    let link = sys.graph[e];
+                    let (_, rem) = sys.graph.edge_endpoints(e).expect("path edges exist");
+                    let remn = sys.node(rem);
+                    let eighth =
+                        remn.kind == dev_kind && remn.sm().unwrap_or(0) < 80 && !start_is_gpu;
+                    let power = remn
+                        .cpu()
+                        .is_some_and(|c| c.arch == cpu_arch::POWER && link.ty == LinkType::Nvl);
+                    let rev = if eighth || power {
+                        self.rev_link(node, rem, link.ty)
+                            .map_or(u32::MAX, |r| r as u32)
+                    } else {
+                        u32::MAX
+                    };
+                    self.table_links.push(PLink {
+                        e: e.index() as u32,
+                        pci: link.ty == LinkType::Pci,
+                        eighth,
+                        power,
+                        rev,
+                    });
+                    node = rem;
+                }
+                self.table.push(PInfo {
+                    ty: path.ty,
+                    bw: path.bw,
+                    first,
+                    count: path.count() as u32,
+                    intel_phb,
+                });
             }
         }
-        let dev_kind = self.dev_kind();
-        let mut node = start;
-        for (step, &e) in path.links.iter().enumerate().take(max_steps) {
-            let link = sys.graph[e];
-            let (_, rem) = sys.graph.edge_endpoints(e).expect("path edges exist");
-            let remn = sys.node(rem);
-            let fw = if link.ty == LinkType::Pci { pci_bw } else { bw };
+        self.nends = n;
+    }
+
+    fn pinfo(&self, from: End, to: End) -> PInfo {
+        self.table[self.end_index(from) * self.nends + self.end_index(to)]
+    }
+
+    /// `followPath`: charge `bw` on the first `max_steps` links of a path; returns how many links
+    /// it could charge.
+    fn follow_links(&mut self, p: PInfo, max_steps: usize, bw: f32) -> usize {
+        let pci_bw = if p.intel_phb { bw * 6.0 / 5.0 } else { bw };
+        let first = p.first as usize;
+        for step in 0..max_steps {
+            let l = self.table_links[first + step];
+            let fw = if l.pci { pci_bw } else { bw };
             let mut rev_bw = 0.0f32;
-            let mut rev = None;
-            if remn.kind == dev_kind && remn.sm().unwrap_or(0) < 80 && !start_is_gpu {
-                rev = self.rev_link(node, rem, link.ty);
+            if l.eighth {
                 rev_bw += fw / 8.0;
             }
-            if let Some(c) = remn.cpu() {
-                if c.arch == cpu_arch::POWER && link.ty == LinkType::Nvl {
-                    if rev.is_none() {
-                        rev = self.rev_link(node, rem, link.ty);
-                    }
-                    rev_bw += fw;
-                }
+            if l.power {
+                rev_bw += fw;
             }
-            let e = e.index();
-            let rev_short = rev_bw != 0.0 && rev.map(|r| self.link_bw[r] < rev_bw).unwrap_or(true);
+            let e = l.e as usize;
+            let rev_short =
+                rev_bw != 0.0 && (l.rev == u32::MAX || self.link_bw[l.rev as usize] < rev_bw);
             if self.link_bw[e] < fw || rev_short {
                 return step;
             }
             self.link_bw[e] = sub_round(self.link_bw[e], fw);
             if rev_bw != 0.0 {
-                if let Some(r) = rev {
-                    self.link_bw[r] = sub_round(self.link_bw[r], rev_bw);
-                }
+                let r = l.rev as usize;
+                self.link_bw[r] = sub_round(self.link_bw[r], rev_bw);
             }
-            node = rem;
         }
         max_steps
     }
@@ -281,8 +372,7 @@ impl<'a> Searcher<'a> {
         if from == End::None {
             return true;
         }
-        let path = self.path(from, to);
-        let rev = self.path(to, from);
+        let path = self.pinfo(from, to);
         let is_intra = |e: End| matches!(e, End::Gpu(_) | End::Nvs(_));
         let intra = is_intra(from) && is_intra(to);
         let bw = if intra { gr.bw_intra } else { gr.bw_inter };
@@ -293,23 +383,22 @@ impl<'a> Searcher<'a> {
         if mult == 1.0 && path.ty > ty {
             return false;
         }
-        if mult == 1.0 && gr.pattern.is_tree() && rev.ty > ty {
+        if mult == 1.0 && gr.pattern.is_tree() && self.pinfo(to, from).ty > ty {
             return false;
         }
         let bw = bw * mult;
-        let start = self.node_of(from);
-        let count = path.count();
-        let step = self.follow_links(path, start, count, bw);
+        let count = path.count as usize;
+        let step = self.follow_links(path, count, bw);
         if step < count {
-            self.follow_links(path, start, step, -bw);
+            self.follow_links(path, step, -bw);
             return false;
         }
         gr.n_hops = (gr.n_hops as f32 + mult * count as f32) as i32;
         true
     }
 
-    /// `gpuPciBw`: the GPU's PCIe link bandwidth (current), as an int.
-    fn gpu_pci_bw(&self, g: usize) -> i32 {
+    /// The GPU's PCIe up and down links (for `gpuPciBw`).
+    fn pci_edges(&self, g: usize) -> Option<(usize, usize)> {
         let sys = &self.topo.system;
         let dev = sys.gpu_attach(self.gpus[g]);
         for (e, pci, l) in sys.links(dev) {
@@ -317,13 +406,20 @@ impl<'a> Searcher<'a> {
                 continue;
             }
             for (e2, back, _) in sys.links(pci) {
-                if back != dev {
-                    continue;
+                if back == dev {
+                    return Some((e.index(), e2.index()));
                 }
-                return self.link_bw[e.index()].min(self.link_bw[e2.index()]) as i32;
             }
         }
-        -1
+        None
+    }
+
+    /// `gpuPciBw`: the GPU's current PCIe link bandwidth, as an int.
+    fn gpu_pci_bw(&self, g: usize) -> i32 {
+        match self.gpu_pci[g] {
+            Some((a, b)) => self.link_bw[a].min(self.link_bw[b]) as i32,
+            None => -1,
+        }
     }
 
     fn net_index(&self, id: i64) -> usize {
@@ -361,22 +457,22 @@ impl<'a> Searcher<'a> {
         let mut scores = Vec::with_capacity(ngpus);
         for i in 1..ngpus {
             let p = (g + i) % ngpus;
-            let path = self.path(End::Gpu(g), End::Gpu(p));
-            if path.count() == 0 || self.used[p] & flag != 0 {
+            let path = self.pinfo(End::Gpu(g), End::Gpu(p));
+            if path.count == 0 || self.used[p] & flag != 0 {
                 continue;
             }
             let mut s = Score {
                 g: p,
                 start_index: i as i32,
-                intra_nhops: path.count() as i32,
+                intra_nhops: path.count as i32,
                 intra_bw: path.bw as i32,
                 inter_nhops: 0,
                 inter_pci_bw: 0,
                 inter_bw: 0,
             };
             if let Some(n) = net {
-                let np = self.path(End::Net(n), End::Gpu(p));
-                s.inter_nhops = np.count() as i32;
+                let np = self.pinfo(End::Net(n), End::Gpu(p));
+                s.inter_nhops = np.count as i32;
                 s.inter_pci_bw = self.gpu_pci_bw(p);
                 s.inter_bw = np.bw as i32;
             }
@@ -576,8 +672,22 @@ impl<'a> Searcher<'a> {
         gr.pattern == refg.pattern && gr.cross_nic == refg.cross_nic && gr.n_hops < refg.n_hops
     }
 
+    /// [`Self::select_nets_uncached`], memoized: the answer only depends on the static topology.
+    fn select_nets(&mut self, type_inter: i32, gpu: Option<usize>) -> std::rc::Rc<[usize]> {
+        let key = ((type_inter + 1) as usize) * (self.ngpus + 1) + gpu.map_or(0, |g| g + 1);
+        if key >= self.nets_cache.len() {
+            self.nets_cache.resize(key + 1, None);
+        }
+        if let Some(v) = &self.nets_cache[key] {
+            return v.clone();
+        }
+        let v: std::rc::Rc<[usize]> = self.select_nets_uncached(type_inter, gpu).into();
+        self.nets_cache[key] = Some(v.clone());
+        v
+    }
+
     /// `ncclTopoPrefNetsChannelFirst` + `ncclTopoSelectNets`.
-    fn select_nets(&self, type_inter: i32, gpu: Option<usize>) -> Vec<usize> {
+    fn select_nets_uncached(&self, type_inter: i32, gpu: Option<usize>) -> Vec<usize> {
         let mut nets: Vec<usize> = Vec::new();
         let push = |nets: &mut Vec<usize>, n: usize| {
             if !nets.contains(&n) {
@@ -707,7 +817,7 @@ impl<'a> Searcher<'a> {
             if self.inter {
                 let start = self.net_index(gr.inter[gr.n_channels as usize * 2]);
                 let nets = self.select_nets(gr.type_inter as i32, Some(g));
-                for n in nets {
+                for &n in nets.iter() {
                     if !self.check_net(gr, start, n, step) {
                         continue;
                     }

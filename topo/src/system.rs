@@ -407,9 +407,41 @@ fn prepare_xml(root: &XmlElement, file: &str, opts: &BuildOptions) -> Result<Xml
         }
         None => devs,
     };
-    let mut out = root.clone();
-    claim_and_trim(&mut out, &order, opts.rank_base);
-    Ok(out)
+    if !opts.version.at_least(2, 23) || order.len() <= 1 {
+        // Up to 2.22 every rank fills the topology of all its node's GPUs from one XML.
+        let mut out = root.clone();
+        claim_and_trim(&mut out, &order, opts.rank_base);
+        return Ok(out);
+    }
+    // 2.23+: each local rank trims the XML to its own GPU (plus the NICs), then the ranks' XMLs
+    // are fused in local-rank order (`ncclTopoFuseXml`): branches a later rank adds go after the
+    // ones already there, which is how NCCL's GPU order can differ from the file's.
+    let mut fused: Option<XmlElement> = None;
+    for (i, &dev) in order.iter().enumerate() {
+        let mut mine = root.clone();
+        claim_and_trim(&mut mine, &[dev], opts.rank_base + i as i32);
+        match &mut fused {
+            None => fused = Some(mine),
+            Some(dst) => fuse(dst, &mine),
+        }
+    }
+    Ok(fused.expect("at least two ranks"))
+}
+
+/// `xmlTopoFuseXmlRecursive`: merge `src`'s children into `dst`, matching children with the same
+/// name and exactly the same attributes.
+fn fuse(dst: &mut XmlElement, src: &XmlElement) {
+    for c in &src.children {
+        let same = |n: &XmlElement| {
+            n.name == c.name
+                && n.attrs.len() == c.attrs.len()
+                && c.attrs.iter().all(|(k, v)| n.get(k) == Some(v.as_str()))
+        };
+        match dst.children.iter_mut().find(|n| same(n)) {
+            Some(d) => fuse(d, c),
+            None => dst.children.push(c.clone()),
+        }
+    }
 }
 
 /// Returns whether the element holds something kept.
@@ -428,7 +460,11 @@ fn claim_and_trim(e: &mut XmlElement, order: &[i32], rank_base: i32) -> bool {
                     e.set("rank", rank_base + i as i32);
                     true
                 }
-                None => false,
+                None => {
+                    // Not this rank's GPU: NCCL drops its PCI branch, and it must not keep a
+                    // stale rank from a dumped file.
+                    false
+                }
             }
         }
         "net" => e.get("dev").is_some(),

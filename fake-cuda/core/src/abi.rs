@@ -83,6 +83,43 @@ pub struct CStreamInfo {
     pub priority: i32,
 }
 
+/// Most NVLinks [`CDeviceTopology`] reports (NVML's `NVML_NVLINK_MAX_LINKS` is 18).
+pub const MAX_NVLINKS: usize = 32;
+/// Most PCI ancestors [`CDeviceTopology`] reports.
+pub const MAX_PCI_ANCESTORS: usize = 8;
+
+/// One NVLink in C form.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct CNvLink {
+    /// PCI domain, bus, device, function of the remote end.
+    pub remote_pci: [u32; 4],
+    /// 0 GPU, 1 NVSwitch, 2 CPU.
+    pub peer_kind: i32,
+    /// Physical index of the remote GPU, or -1.
+    pub peer_gpu: i32,
+}
+
+/// Where a device sits, in C form (NVML's view).
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct CDeviceTopology {
+    /// PCI device id (vendor 0x10de).
+    pub pci_device_id: u32,
+    /// Subsystem device << 16 | subsystem vendor.
+    pub pci_subsystem_id: u32,
+    /// NUMA node, -1 if unknown.
+    pub numa_node: i32,
+    /// Valid entries of `nvlinks`.
+    pub nvlink_count: u32,
+    /// NVLinks in link-index order.
+    pub nvlinks: [CNvLink; MAX_NVLINKS],
+    /// Valid entries of `pci_ancestors`.
+    pub pci_ancestor_count: u32,
+    /// PCI bridges above the device, outermost first (domain, bus, device, function).
+    pub pci_ancestors: [[u32; 4]; MAX_PCI_ANCESTORS],
+}
+
 /// A 64-byte IPC handle.
 pub type CHandle = [u8; 64];
 
@@ -188,4 +225,36 @@ pub struct CoreApiV1 {
     pub register_function: unsafe extern "C" fn(host_fun: usize, name: *const c_char) -> i32,
     /// Counts a kernel launch.
     pub launch_kernel: unsafe extern "C" fn(host_fun: usize, stream: u64) -> i32,
+    /// Number of devices of the node, ignoring `CUDA_VISIBLE_DEVICES` (NVML's numbering).
+    pub physical_device_count: unsafe extern "C" fn(out: *mut i32) -> i32,
+    /// Description of a physical device (`physical_index` is its own index).
+    pub physical_device_info: unsafe extern "C" fn(index: i32, out: *mut CDeviceInfo) -> i32,
+    /// PCI ids, NUMA node, NVLinks and PCI ancestors of a physical device.
+    pub physical_device_topology:
+        unsafe extern "C" fn(index: i32, out: *mut CDeviceTopology) -> i32,
+    /// NVML topology level (`nvmlGpuTopologyLevel_t`) between two physical devices.
+    pub topology_common_ancestor: unsafe extern "C" fn(a: i32, b: i32, out: *mut u32) -> i32,
+    /// Starts capturing a stream into a new graph.
+    pub begin_capture: unsafe extern "C" fn(stream: u64) -> i32,
+    /// Ends a capture; writes its graph.
+    pub end_capture: unsafe extern "C" fn(stream: u64, graph: *mut u64) -> i32,
+    /// Capture status (0 none, 1 active), capture id and graph of a stream.
+    pub capture_info:
+        unsafe extern "C" fn(stream: u64, status: *mut u32, id: *mut u64, graph: *mut u64) -> i32,
+    /// Creates an empty graph.
+    pub graph_create: unsafe extern "C" fn(out: *mut u64) -> i32,
+    /// Destroys a graph.
+    pub graph_destroy: unsafe extern "C" fn(graph: u64) -> i32,
+    /// Number of operations (nodes) in a graph.
+    pub graph_node_count: unsafe extern "C" fn(graph: u64, out: *mut usize) -> i32,
+    /// Writes a Graphviz description of a graph to the file `path`.
+    pub graph_write_dot: unsafe extern "C" fn(graph: u64, path: *const c_char) -> i32,
+    /// Instantiates a graph.
+    pub graph_instantiate: unsafe extern "C" fn(graph: u64, out: *mut u64) -> i32,
+    /// Destroys an executable graph.
+    pub graph_exec_destroy: unsafe extern "C" fn(exec: u64) -> i32,
+    /// Replays an executable graph on a stream.
+    pub graph_launch: unsafe extern "C" fn(exec: u64, stream: u64) -> i32,
+    /// Frees every allocation of a visible device (`cudaDeviceReset`).
+    pub device_reset: unsafe extern "C" fn(ordinal: i32) -> i32,
 }

@@ -6,7 +6,9 @@
 //! the same file and the dynamic loader maps a file once per process, so all front-ends share
 //! one core whichever is loaded first.
 
-use crate::abi::{self, CDeviceInfo, CHandle, CPointerInfo, CStreamInfo, CoreApiV1};
+use crate::abi::{
+    self, CDeviceInfo, CDeviceTopology, CHandle, CPointerInfo, CStreamInfo, CoreApiV1,
+};
 use crate::error::{CoreError, Result, Status};
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::sync::OnceLock;
@@ -358,5 +360,98 @@ impl Client {
     /// Counts a kernel launch.
     pub fn launch_kernel(&self, host_fun: usize, stream: u64) -> Result<()> {
         self.check(unsafe { (self.api.launch_kernel)(host_fun, stream) })
+    }
+
+    /// Number of devices of the node (NVML's view, ignoring `CUDA_VISIBLE_DEVICES`).
+    pub fn physical_device_count(&self) -> Result<i32> {
+        let mut n = 0;
+        self.check(unsafe { (self.api.physical_device_count)(&mut n) })?;
+        Ok(n)
+    }
+
+    /// Description of physical device `index`.
+    pub fn physical_device_info(&self, index: i32) -> Result<CDeviceInfo> {
+        let mut d = CDeviceInfo::default();
+        self.check(unsafe { (self.api.physical_device_info)(index, &mut d) })?;
+        Ok(d)
+    }
+
+    /// PCI ids, NUMA node, NVLinks and PCI ancestors of physical device `index`.
+    pub fn physical_device_topology(&self, index: i32) -> Result<CDeviceTopology> {
+        let mut t = CDeviceTopology::default();
+        self.check(unsafe { (self.api.physical_device_topology)(index, &mut t) })?;
+        Ok(t)
+    }
+
+    /// NVML topology level between two physical devices.
+    pub fn topology_common_ancestor(&self, a: i32, b: i32) -> Result<u32> {
+        let mut level = 0;
+        self.check(unsafe { (self.api.topology_common_ancestor)(a, b, &mut level) })?;
+        Ok(level)
+    }
+
+    /// Starts capturing a stream.
+    pub fn begin_capture(&self, stream: u64) -> Result<()> {
+        self.check(unsafe { (self.api.begin_capture)(stream) })
+    }
+
+    /// Ends a capture; returns its graph.
+    pub fn end_capture(&self, stream: u64) -> Result<u64> {
+        let mut g = 0;
+        self.check(unsafe { (self.api.end_capture)(stream, &mut g) })?;
+        Ok(g)
+    }
+
+    /// (status 0/1, capture id, graph) of a stream.
+    pub fn capture_info(&self, stream: u64) -> Result<(u32, u64, u64)> {
+        let (mut s, mut i, mut g) = (0, 0, 0);
+        self.check(unsafe { (self.api.capture_info)(stream, &mut s, &mut i, &mut g) })?;
+        Ok((s, i, g))
+    }
+
+    /// Creates an empty graph.
+    pub fn graph_create(&self) -> Result<u64> {
+        let mut g = 0;
+        self.check(unsafe { (self.api.graph_create)(&mut g) })?;
+        Ok(g)
+    }
+
+    /// Destroys a graph.
+    pub fn graph_destroy(&self, graph: u64) -> Result<()> {
+        self.check(unsafe { (self.api.graph_destroy)(graph) })
+    }
+
+    /// Number of nodes of a graph.
+    pub fn graph_node_count(&self, graph: u64) -> Result<usize> {
+        let mut n = 0;
+        self.check(unsafe { (self.api.graph_node_count)(graph, &mut n) })?;
+        Ok(n)
+    }
+
+    /// Writes a graph as Graphviz DOT to `path`.
+    pub fn graph_write_dot(&self, graph: u64, path: &CStr) -> Result<()> {
+        self.check(unsafe { (self.api.graph_write_dot)(graph, path.as_ptr()) })
+    }
+
+    /// Instantiates a graph.
+    pub fn graph_instantiate(&self, graph: u64) -> Result<u64> {
+        let mut e = 0;
+        self.check(unsafe { (self.api.graph_instantiate)(graph, &mut e) })?;
+        Ok(e)
+    }
+
+    /// Destroys an executable graph.
+    pub fn graph_exec_destroy(&self, exec: u64) -> Result<()> {
+        self.check(unsafe { (self.api.graph_exec_destroy)(exec) })
+    }
+
+    /// Replays an executable graph on a stream.
+    pub fn graph_launch(&self, exec: u64, stream: u64) -> Result<()> {
+        self.check(unsafe { (self.api.graph_launch)(exec, stream) })
+    }
+
+    /// Frees every allocation of a visible device.
+    pub fn device_reset(&self, ordinal: i32) -> Result<()> {
+        self.check(unsafe { (self.api.device_reset)(ordinal) })
     }
 }

@@ -1,8 +1,8 @@
 //! Device descriptions and the visible-device list.
 //!
-//! A [`DeviceDesc`] holds what a program can ask about a GPU. For now the only source is the
-//! bundled DGX A100 node ([`dgx_a100`]); the topology crate will later build the same structs
-//! from an NCCL topology XML, which is why this struct knows nothing about XML.
+//! A [`DeviceDesc`] holds what a program can ask about a GPU: CUDA's properties and NVML's view
+//! of where it sits (PCI ancestors, NUMA node, NVLinks). [`crate::topology`] builds them from
+//! an NCCL topology XML; this module knows nothing about XML.
 
 use crate::error::{CoreError, Result};
 
@@ -78,6 +78,77 @@ pub struct DeviceDesc {
     pub memory_bandwidth_gbps: f64,
     /// Host link bandwidth in GB/s (prices host-to-device and device-to-host copies).
     pub host_link_bandwidth_gbps: f64,
+    /// PCI device id (vendor 0x10de), e.g. 0x20b0.
+    pub pci_device_id: u32,
+    /// PCI subsystem id as NVML packs it: subsystem device << 16 | subsystem vendor.
+    pub pci_subsystem_id: u32,
+    /// NUMA node of the CPU the GPU hangs off (-1 if unknown).
+    pub numa_node: i32,
+    /// PCI bridges/switches above the GPU, outermost first.
+    pub pci_ancestors: Vec<PciBusId>,
+    /// NVLinks in link-index order (a `count="2"` link of the XML is two entries).
+    pub nvlinks: Vec<NvLink>,
+}
+
+/// One NVLink of a GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NvLink {
+    /// PCI address of the remote end.
+    pub remote: PciBusId,
+    /// What the remote end is.
+    pub peer: NvLinkPeer,
+}
+
+/// The far end of an NVLink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NvLinkPeer {
+    /// Another GPU of the node (physical index).
+    Gpu(usize),
+    /// An NVSwitch.
+    Switch,
+    /// A CPU (NVLink to POWER9 / C2C-style hosts).
+    Cpu,
+}
+
+/// How close two GPUs are in the PCI tree (NVML's `nvmlGpuTopologyLevel_t` values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum TopologyLevel {
+    /// The same GPU.
+    Internal = 0,
+    /// Both directly below one PCI switch.
+    Single = 10,
+    /// Below one PCI switch tree, through several switches.
+    Multiple = 20,
+    /// Below one host bridge (not modelled apart from [`TopologyLevel::Node`]).
+    HostBridge = 30,
+    /// On one NUMA node (CPU), through different root ports.
+    Node = 40,
+    /// Across CPUs.
+    System = 50,
+}
+
+/// Where the PCI paths of two GPUs meet.
+pub fn common_ancestor(a: &DeviceDesc, b: &DeviceDesc) -> TopologyLevel {
+    if a.pci == b.pci {
+        return TopologyLevel::Internal;
+    }
+    if a.numa_node != b.numa_node {
+        return TopologyLevel::System;
+    }
+    let shared = a
+        .pci_ancestors
+        .iter()
+        .zip(&b.pci_ancestors)
+        .take_while(|(x, y)| x == y)
+        .count();
+    if shared == 0 {
+        TopologyLevel::Node
+    } else if shared == a.pci_ancestors.len() && shared == b.pci_ancestors.len() {
+        TopologyLevel::Single
+    } else {
+        TopologyLevel::Multiple
+    }
 }
 
 impl DeviceDesc {
@@ -93,16 +164,21 @@ impl DeviceDesc {
 
     /// The UUID in NVIDIA's text form, `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
     pub fn uuid_string(&self) -> String {
-        let h: String = self.uuid.iter().map(|b| format!("{b:02x}")).collect();
-        format!(
-            "GPU-{}-{}-{}-{}-{}",
-            &h[0..8],
-            &h[8..12],
-            &h[12..16],
-            &h[16..20],
-            &h[20..32]
-        )
+        uuid_string(&self.uuid)
     }
+}
+
+/// A GPU UUID in NVIDIA's text form, `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+pub fn uuid_string(uuid: &[u8; 16]) -> String {
+    let h: String = uuid.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
 }
 
 /// A stable made-up UUID for a device, derived from the node name and the PCI address so that
@@ -125,36 +201,11 @@ pub fn synthetic_uuid(node: &str, pci: PciBusId) -> [u8; 16] {
     out
 }
 
-/// The bundled node: a DGX A100 with eight A100-SXM4-80GB at their public PCI addresses.
+/// The bundled node (`topologies/dgx-a100.xml`): eight A100-SXM4 behind six NVSwitches.
 pub fn dgx_a100() -> Vec<DeviceDesc> {
-    const BUSES: [u32; 8] = [0x07, 0x0f, 0x47, 0x4e, 0x87, 0x90, 0xb7, 0xbd];
-    BUSES
-        .iter()
-        .map(|&bus| {
-            let pci = PciBusId {
-                domain: 0,
-                bus,
-                device: 0,
-                function: 0,
-            };
-            DeviceDesc {
-                name: "NVIDIA A100-SXM4-80GB".to_string(),
-                uuid: synthetic_uuid("dgx-a100", pci),
-                pci,
-                sm_version: 80,
-                memory_bytes: 80 << 30,
-                multiprocessor_count: 108,
-                clock_khz: 1_410_000,
-                memory_clock_khz: 1_593_000,
-                memory_bus_width_bits: 5120,
-                l2_cache_bytes: 40 << 20,
-                shared_mem_per_multiprocessor: 164 << 10,
-                shared_mem_per_block_optin: 163 << 10,
-                memory_bandwidth_gbps: 2039.0,
-                host_link_bandwidth_gbps: 24.0,
-            }
-        })
-        .collect()
+    crate::topology::TopologyChoice::default()
+        .devices()
+        .expect("invariant: the bundled topology is tested to load")
 }
 
 /// Which physical devices a process sees, in ordinal order, per `CUDA_VISIBLE_DEVICES`.
@@ -227,5 +278,20 @@ mod tests {
         assert_eq!(visible_devices(&all, Some("4,4,1")), vec![4]);
         let uuid = all[6].uuid_string();
         assert_eq!(visible_devices(&all, Some(&uuid[..12])), vec![6]);
+    }
+
+    #[test]
+    fn common_ancestors_on_a_dgx_a100() {
+        let d = dgx_a100();
+        // GPUs 0 and 1 share the switch 0000:01:00.0 through different downstream switches.
+        assert_eq!(common_ancestor(&d[0], &d[0]), TopologyLevel::Internal);
+        assert_eq!(common_ancestor(&d[0], &d[1]), TopologyLevel::Multiple);
+        // GPUs 0 and 2 hang off different CPUs.
+        assert_eq!(common_ancestor(&d[0], &d[2]), TopologyLevel::System);
+        let mut twin = d[0].clone();
+        twin.pci.bus += 1;
+        assert_eq!(common_ancestor(&d[0], &twin), TopologyLevel::Single);
+        twin.pci_ancestors.truncate(0);
+        assert_eq!(common_ancestor(&d[0], &twin), TopologyLevel::Node);
     }
 }

@@ -84,6 +84,12 @@ pub enum CoreError {
         /// The core's message for it.
         message: String,
     },
+    /// A call not allowed while a stream captures (or a capture call out of order).
+    #[error("stream capture: {0}")]
+    CaptureViolation(String),
+    /// The topology XML could not be read or describes no usable GPU.
+    #[error("topology: {0}")]
+    Topology(String),
     /// `libncclsim_cuda.so` could not be loaded.
     #[error("cannot load the fake CUDA core: {0}")]
     Load(String),
@@ -121,6 +127,8 @@ pub enum Status {
     NotSupported = 12,
     /// A panic was caught at the C boundary.
     Internal = 13,
+    /// [`CoreError::CaptureViolation`].
+    CaptureViolation = 14,
 }
 
 impl Status {
@@ -142,6 +150,7 @@ impl Status {
             KernelRefused,
             NotSupported,
             Internal,
+            CaptureViolation,
         ]
         .into_iter()
         .find(|s| *s as i32 == code)
@@ -167,6 +176,8 @@ impl CoreError {
             CoreError::NotSupported(_) => Status::NotSupported,
             CoreError::Reported { status, .. } => *status,
             CoreError::Load(_) => Status::Internal,
+            CoreError::Topology(_) => Status::NoDevice,
+            CoreError::CaptureViolation(_) => Status::CaptureViolation,
         }
     }
 
@@ -188,7 +199,7 @@ mod tests {
 
     #[test]
     fn status_codes_round_trip() {
-        for code in 0..=13 {
+        for code in 0..=14 {
             assert_eq!(Status::from_code(code) as i32, code);
         }
         assert_eq!(Status::from_code(99), Status::Internal);

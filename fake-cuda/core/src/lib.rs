@@ -17,15 +17,20 @@ pub mod arena;
 pub mod client;
 pub mod device;
 pub mod error;
+pub mod frontend;
+pub mod graph;
 pub mod ipc;
 pub mod kernels;
 pub mod timeline;
 pub mod timing;
+pub mod topology;
 
 pub use device::{DeviceDesc, PciBusId};
 pub use error::{CoreError, Result, Status};
 
+use abi::CWorkFn;
 use arena::Arena;
+use graph::Op;
 use ipc::{EventHandle, ForeignMapping, MemHandle, HANDLE_BYTES};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
@@ -149,6 +154,7 @@ struct State {
     imports: BTreeMap<usize, Import>,
     timeline: Timeline,
     kernels: kernels::Kernels,
+    graphs: graph::Graphs,
 }
 
 impl State {
@@ -212,13 +218,15 @@ impl Core {
         }
     }
 
-    /// The process core as the environment describes it: the bundled DGX A100 node,
-    /// `CUDA_VISIBLE_DEVICES`, `NCCLSIM_PACE`, `NCCLSIM_STRICT_KERNELS`.
-    pub fn from_env() -> Core {
-        let devices = device::dgx_a100();
+    /// The process core as the environment describes it: the devices of the topology node
+    /// ([`topology::TopologyChoice`]: `NCCLSIM_TOPO`/`NCCL_TOPO_FILE`, `NCCLSIM_NODE`, else the
+    /// bundled DGX A100), `CUDA_VISIBLE_DEVICES`, `NCCLSIM_PACE`, `NCCLSIM_STRICT_KERNELS`.
+    pub fn from_env() -> Result<Core> {
+        let choice = topology::TopologyChoice::from_lookup(|k| std::env::var(k).ok())?;
+        let devices = choice.devices()?;
         let cvd = std::env::var("CUDA_VISIBLE_DEVICES").ok();
         let visible = device::visible_devices(&devices, cvd.as_deref());
-        Core::new(devices, visible, Config::from_env())
+        Ok(Core::new(devices, visible, Config::from_env()))
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -276,6 +284,24 @@ impl Core {
     /// Description of visible device `ordinal`.
     pub fn device(&self, ordinal: i32) -> Result<&DeviceDesc> {
         Ok(&self.devices[self.physical(ordinal)?])
+    }
+
+    /// Number of devices of the node, whatever `CUDA_VISIBLE_DEVICES` hides (NVML's view).
+    pub fn physical_device_count(&self) -> usize {
+        self.devices.len()
+    }
+
+    /// Description of physical device `index` (NVML's numbering: the node's order).
+    pub fn physical_device(&self, index: usize) -> Result<&DeviceDesc> {
+        self.devices.get(index).ok_or(CoreError::InvalidDevice {
+            ordinal: index as i32,
+            visible: self.devices.len(),
+        })
+    }
+
+    /// Physical index of visible device `ordinal`.
+    pub fn physical_index(&self, ordinal: i32) -> Result<usize> {
+        self.physical(ordinal)
     }
 
     /// The calling thread's current device (0 until set).
@@ -524,35 +550,112 @@ impl Core {
         }
     }
 
-    /// Validates, schedules and runs one piece of stream work. `span` are the (pointer, bytes,
-    /// must-be-device) ranges it touches.
-    fn run_on_stream(
-        &self,
-        stream: u64,
-        spans: &[(usize, usize, bool)],
-        path_for: impl FnOnce(&[Option<DeviceRange>]) -> (CopyPath, u64),
-        work: Work<'_>,
-    ) -> Result<()> {
+    /// Checks the memory an operation touches and returns its modelled duration.
+    fn price(&self, st: &State, op: &Op, stream_device: usize) -> Result<u64> {
+        let extent = |pitch: usize, width: usize, height: usize| {
+            pitch
+                .checked_mul(height - 1)
+                .and_then(|x| x.checked_add(width))
+                .ok_or_else(|| CoreError::InvalidValue("copy extent overflows".into()))
+        };
+        let (spans, path, bytes) = match *op {
+            Op::Copy {
+                dst,
+                dpitch,
+                src,
+                spitch,
+                width,
+                height,
+                kind,
+            } => {
+                let (dst_dev, src_dev) = match kind {
+                    CopyKind::HostToHost | CopyKind::Default => (false, false),
+                    CopyKind::HostToDevice => (true, false),
+                    CopyKind::DeviceToHost => (false, true),
+                    CopyKind::DeviceToDevice => (true, true),
+                };
+                let d = Self::check_side(st, dst, extent(dpitch, width, height)?, dst_dev)?;
+                let s = Self::check_side(st, src, extent(spitch, width, height)?, src_dev)?;
+                let path = match (d.is_some(), s.is_some()) {
+                    (false, false) => CopyPath::HostToHost,
+                    (true, true) => CopyPath::DeviceToDevice,
+                    _ => CopyPath::HostLink,
+                };
+                (vec![d, s], path, (width * height) as u64)
+            }
+            Op::Memset { dst, n, .. } => (
+                vec![Self::check_side(st, dst, n, true)?],
+                CopyPath::Memset,
+                n as u64,
+            ),
+            Op::Kernel { .. } => return Ok(0),
+            Op::Host { duration_ns, .. } => return Ok(duration_ns),
+        };
+        let dev = spans
+            .iter()
+            .flatten()
+            .next()
+            .map_or(stream_device, |r| r.physical);
+        Ok(timing::copy_ns(&self.devices[dev], path, bytes))
+    }
+
+    /// Submits one operation to a stream: recorded if the stream is capturing, otherwise
+    /// checked, placed on the stream's virtual timeline and run now (after the lock is
+    /// released, so host functions may call back into the core).
+    fn submit(&self, stream: u64, op: Op) -> Result<()> {
         {
             let mut st = self.lock();
-            let mut checked = Vec::with_capacity(spans.len());
-            for &(p, n, dev) in spans {
-                checked.push(Self::check_side(&st, p, n, dev)?);
+            let key = self.resolve(&mut st, stream)?;
+            let stream_device = st.timeline.stream_info(key).device;
+            let ns = self.price(&st, &op, stream_device)?;
+            if let Op::Kernel { host_fun } = op {
+                if self.config.strict_kernels {
+                    return Err(CoreError::KernelRefused(st.kernels.name_of(host_fun)));
+                }
             }
-            let (_, phys) = self.current_checked()?;
-            let key = st.timeline.resolve(stream, phys)?;
-            let stream_dev = st.timeline.stream_info(key).device;
-            let (path, bytes) = path_for(&checked);
-            let dev = checked
-                .iter()
-                .flatten()
-                .next()
-                .map_or(stream_dev, |r| r.physical);
-            let ns = timing::copy_ns(&self.devices[dev], path, bytes);
+            if st.graphs.record(key, op) {
+                return Ok(());
+            }
+            if let Op::Kernel { host_fun } = op {
+                st.kernels.launch(host_fun);
+            }
             let wall = self.pace_now();
             st.timeline.schedule(key, ns, wall);
         }
-        work();
+        // SAFETY (all arms): device ranges were checked to lie inside live allocations; host
+        // ranges are the caller's promise, as with the real runtime; host functions are the
+        // program's, called with the argument it gave.
+        match op {
+            Op::Copy {
+                dst,
+                dpitch,
+                src,
+                spitch,
+                width,
+                height,
+                ..
+            } => {
+                for row in 0..height {
+                    // `copy` allows overlap.
+                    unsafe {
+                        std::ptr::copy(
+                            (src + row * spitch) as *const u8,
+                            (dst + row * dpitch) as *mut u8,
+                            width,
+                        )
+                    }
+                }
+            }
+            Op::Memset { dst, value, n } => unsafe {
+                std::ptr::write_bytes(dst as *mut u8, value, n)
+            },
+            Op::Kernel { .. } => {}
+            Op::Host { func, data, .. } => {
+                if let Some(f) = func {
+                    unsafe { f(data as *mut std::ffi::c_void) }
+                }
+            }
+        }
         Ok(())
     }
 
@@ -565,33 +668,7 @@ impl Core {
         kind: CopyKind,
         stream: u64,
     ) -> Result<()> {
-        if n == 0 {
-            return Ok(());
-        }
-        let (dst_dev, src_dev) = match kind {
-            CopyKind::HostToHost | CopyKind::Default => (false, false),
-            CopyKind::HostToDevice => (true, false),
-            CopyKind::DeviceToHost => (false, true),
-            CopyKind::DeviceToDevice => (true, true),
-        };
-        let spans = [(dst, n, dst_dev), (src, n, src_dev)];
-        self.run_on_stream(
-            stream,
-            &spans,
-            |c| {
-                let path = match (c[0].is_some(), c[1].is_some()) {
-                    (false, false) => CopyPath::HostToHost,
-                    (true, true) => CopyPath::DeviceToDevice,
-                    _ => CopyPath::HostLink,
-                };
-                (path, n as u64)
-            },
-            Box::new(move || {
-                // SAFETY: device sides were checked to lie inside live allocations; host sides
-                // are the caller's promise, as with the real runtime. `copy` allows overlap.
-                unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, n) }
-            }),
-        )
+        self.memcpy_2d(dst, n, src, n, n, 1, kind, stream)
     }
 
     /// `cudaMemcpy2DAsync`: `height` rows of `width` bytes between pitched buffers.
@@ -615,43 +692,17 @@ impl Core {
                 "2D copy width {width} exceeds a pitch ({dpitch}, {spitch})"
             )));
         }
-        let span = |pitch: usize| {
-            pitch
-                .checked_mul(height - 1)
-                .and_then(|x| x.checked_add(width))
-                .ok_or_else(|| CoreError::InvalidValue("2D copy extent overflows".into()))
-        };
-        let (dspan, sspan) = (span(dpitch)?, span(spitch)?);
-        let (dst_dev, src_dev) = match kind {
-            CopyKind::HostToHost | CopyKind::Default => (false, false),
-            CopyKind::HostToDevice => (true, false),
-            CopyKind::DeviceToHost => (false, true),
-            CopyKind::DeviceToDevice => (true, true),
-        };
-        let spans = [(dst, dspan, dst_dev), (src, sspan, src_dev)];
-        self.run_on_stream(
+        self.submit(
             stream,
-            &spans,
-            |c| {
-                let path = match (c[0].is_some(), c[1].is_some()) {
-                    (false, false) => CopyPath::HostToHost,
-                    (true, true) => CopyPath::DeviceToDevice,
-                    _ => CopyPath::HostLink,
-                };
-                (path, (width * height) as u64)
+            Op::Copy {
+                dst,
+                dpitch,
+                src,
+                spitch,
+                width,
+                height,
+                kind,
             },
-            Box::new(move || {
-                for row in 0..height {
-                    // SAFETY: both whole extents were checked (device) or promised (host).
-                    unsafe {
-                        std::ptr::copy(
-                            (src + row * spitch) as *const u8,
-                            (dst + row * dpitch) as *mut u8,
-                            width,
-                        )
-                    }
-                }
-            }),
         )
     }
 
@@ -660,14 +711,26 @@ impl Core {
         if n == 0 {
             return Ok(());
         }
-        self.run_on_stream(
+        self.submit(stream, Op::Memset { dst, value, n })
+    }
+
+    /// Host work of the program (`cudaLaunchHostFunc`, the vtable's `enqueue`): `func(data)`
+    /// runs in stream order after `duration_ns` of virtual time; captured and replayed like
+    /// any other work.
+    pub fn enqueue_host(
+        &self,
+        stream: u64,
+        duration_ns: u64,
+        func: Option<CWorkFn>,
+        data: usize,
+    ) -> Result<()> {
+        self.submit(
             stream,
-            &[(dst, n, true)],
-            |_| (CopyPath::Memset, n as u64),
-            Box::new(move || {
-                // SAFETY: checked to lie inside a live device allocation.
-                unsafe { std::ptr::write_bytes(dst as *mut u8, value, n) }
-            }),
+            Op::Host {
+                func,
+                data,
+                duration_ns,
+            },
         )
     }
 
@@ -712,6 +775,11 @@ impl Core {
         let times = {
             let mut st = self.lock();
             let key = self.resolve(&mut st, stream)?;
+            if st.graphs.is_capturing(key) {
+                return Err(CoreError::CaptureViolation(
+                    "Rust closures cannot be captured into a graph (use enqueue_host)".into(),
+                ));
+            }
             let wall = self.pace_now();
             st.timeline.schedule(key, duration_ns, wall)
         };
@@ -719,9 +787,32 @@ impl Core {
         Ok(times)
     }
 
+    /// Refuses synchronising with a capturing stream (CUDA invalidates the capture).
+    fn not_capturing(&self, st: &State, key: u64, what: &str) -> Result<()> {
+        if st.graphs.is_capturing(key) {
+            return Err(CoreError::CaptureViolation(format!(
+                "{what} on stream {key:#x} while it is capturing"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The virtual completion time of a stream that is not capturing; with `host_waits` the
+    /// host clock moves to it (the host synchronised with the stream).
+    fn settled_clock(&self, stream: u64, what: &str, host_waits: bool) -> Result<u64> {
+        let mut st = self.lock();
+        let key = self.resolve(&mut st, stream)?;
+        self.not_capturing(&st, key, what)?;
+        let clock = st.timeline.stream_clock(key);
+        if host_waits {
+            st.timeline.host_waited(clock);
+        }
+        Ok(clock)
+    }
+
     /// `cudaStreamQuery`: `Err(NotReady)` while pacing holds the stream's work back.
     pub fn stream_query(&self, stream: u64) -> Result<()> {
-        let clock = self.stream_clock(stream)?;
+        let clock = self.settled_clock(stream, "query", false)?;
         if self.config.pace && self.wall_ns() < clock {
             return Err(CoreError::NotReady);
         }
@@ -730,13 +821,7 @@ impl Core {
 
     /// `cudaStreamSynchronize`.
     pub fn stream_synchronize(&self, stream: u64) -> Result<()> {
-        let clock = {
-            let mut st = self.lock();
-            let key = self.resolve(&mut st, stream)?;
-            let c = st.timeline.stream_clock(key);
-            st.timeline.host_waited(c);
-            c
-        };
+        let clock = self.settled_clock(stream, "synchronize", true)?;
         self.pace_until(clock);
         Ok(())
     }
@@ -746,6 +831,11 @@ impl Core {
         let (_, phys) = self.current_checked()?;
         let clock = {
             let mut st = self.lock();
+            if st.graphs.any_capturing() {
+                return Err(CoreError::CaptureViolation(
+                    "device synchronize while a stream is capturing".into(),
+                ));
+            }
             let c = st.timeline.device_clock(phys);
             st.timeline.host_waited(c);
             c
@@ -758,6 +848,9 @@ impl Core {
     pub fn stream_wait_event(&self, stream: u64, event: u64) -> Result<()> {
         let mut st = self.lock();
         let key = self.resolve(&mut st, stream)?;
+        if st.graphs.event_waited(key, event)? {
+            return Ok(());
+        }
         st.timeline.wait_event(key, event)
     }
 
@@ -768,13 +861,19 @@ impl Core {
 
     /// `cudaEventDestroy`.
     pub fn event_destroy(&self, event: u64) -> Result<()> {
-        self.lock().timeline.destroy_event(event)
+        let mut st = self.lock();
+        st.graphs.forget_event(event);
+        st.timeline.destroy_event(event)
     }
 
     /// `cudaEventRecord`.
     pub fn event_record(&self, event: u64, stream: u64) -> Result<()> {
         let mut st = self.lock();
         let key = self.resolve(&mut st, stream)?;
+        st.timeline.event_flags(event)?;
+        if st.graphs.event_recorded(event, key) {
+            return Ok(());
+        }
         let wall = self.pace_now();
         st.timeline.record(event, key, wall)
     }
@@ -803,6 +902,86 @@ impl Core {
     /// `cudaEventElapsedTime` in virtual milliseconds.
     pub fn event_elapsed_ms(&self, start: u64, end: u64) -> Result<f32> {
         self.lock().timeline.elapsed_ms(start, end)
+    }
+
+    // ---- stream capture and graphs -----------------------------------------------------
+
+    /// `cudaStreamBeginCapture`. The legacy default stream cannot capture.
+    pub fn begin_capture(&self, stream: u64) -> Result<()> {
+        if stream == 0 || stream == timeline::STREAM_LEGACY {
+            return Err(CoreError::CaptureViolation(
+                "the legacy default stream cannot capture".into(),
+            ));
+        }
+        let mut st = self.lock();
+        let key = self.resolve(&mut st, stream)?;
+        st.graphs.begin(key)
+    }
+
+    /// `cudaStreamEndCapture`: the graph of the capture `stream` began.
+    pub fn end_capture(&self, stream: u64) -> Result<u64> {
+        let mut st = self.lock();
+        let key = self.resolve(&mut st, stream)?;
+        st.graphs.end(key)
+    }
+
+    /// `cudaStreamGetCaptureInfo`: (status, capture id, graph being captured into).
+    pub fn capture_info(&self, stream: u64) -> Result<(graph::CaptureStatus, u64, u64)> {
+        let mut st = self.lock();
+        let key = self.resolve(&mut st, stream)?;
+        Ok(st.graphs.info(key))
+    }
+
+    /// `cudaGraphCreate`: an empty graph.
+    pub fn graph_create(&self) -> u64 {
+        self.lock().graphs.create_graph()
+    }
+
+    /// `cudaGraphDestroy`.
+    pub fn graph_destroy(&self, graph: u64) -> Result<()> {
+        self.lock().graphs.destroy_graph(graph)
+    }
+
+    /// The operations of a graph, in order (`cudaGraphGetNodes`, `cudaGraphDebugDotPrint`).
+    pub fn graph_ops(&self, graph: u64) -> Result<Vec<Op>> {
+        self.lock().graphs.graph_ops(graph)
+    }
+
+    /// `cudaGraphInstantiate`.
+    pub fn graph_instantiate(&self, graph: u64) -> Result<u64> {
+        self.lock().graphs.instantiate(graph)
+    }
+
+    /// `cudaGraphExecDestroy`.
+    pub fn graph_exec_destroy(&self, exec: u64) -> Result<()> {
+        self.lock().graphs.destroy_exec(exec)
+    }
+
+    /// `cudaGraphLaunch`: replays the graph's operations in order on `stream` (recorded
+    /// again if `stream` is itself capturing).
+    pub fn graph_launch(&self, exec: u64, stream: u64) -> Result<()> {
+        let ops = self.lock().graphs.exec_ops(exec)?;
+        for op in ops {
+            self.submit(stream, op)?;
+        }
+        Ok(())
+    }
+
+    /// `cudaDeviceReset`: waits for the device, then frees every allocation on it (the
+    /// arena and its memfd go away; mappings other processes opened stay valid until they
+    /// close them).
+    pub fn device_reset(&self, ordinal: i32) -> Result<()> {
+        let phys = self.physical(ordinal)?;
+        let mut st = self.lock();
+        if st.graphs.any_capturing() {
+            return Err(CoreError::CaptureViolation(
+                "device reset while a stream is capturing".into(),
+            ));
+        }
+        let clock = st.timeline.device_clock(phys);
+        st.timeline.host_waited(clock);
+        st.arenas[phys] = None;
+        Ok(())
     }
 
     // ---- IPC ---------------------------------------------------------------------------
@@ -948,15 +1127,7 @@ impl Core {
 
     /// A kernel launch: counted by name, or refused with `NCCLSIM_STRICT_KERNELS=1`.
     pub fn launch_kernel(&self, host_fun: usize, stream: u64) -> Result<()> {
-        let mut st = self.lock();
-        let key = self.resolve(&mut st, stream)?;
-        if self.config.strict_kernels {
-            return Err(CoreError::KernelRefused(st.kernels.name_of(host_fun)));
-        }
-        st.kernels.launch(host_fun);
-        let wall = self.pace_now();
-        st.timeline.schedule(key, 0, wall);
-        Ok(())
+        self.submit(stream, Op::Kernel { host_fun })
     }
 
     /// Kernel launch counts by name.
@@ -1203,6 +1374,53 @@ mod tests {
         core.stream_synchronize(s).unwrap();
         assert!(t.elapsed() >= Duration::from_millis(30));
         core.stream_query(s).unwrap();
+    }
+
+    #[test]
+    fn capture_records_and_launch_replays() {
+        let core = core_with(&[0], 1 << 30);
+        let s = core
+            .stream_create(timeline::STREAM_NON_BLOCKING, 0)
+            .unwrap();
+        let d = core.malloc(0, 64).unwrap();
+        let src = [7u8; 64];
+        core.register_function(0x42, "step");
+        assert!(core.begin_capture(0).is_err(), "legacy stream");
+        core.begin_capture(s).unwrap();
+        core.memcpy(d, src.as_ptr() as usize, 64, CopyKind::HostToDevice, s)
+            .unwrap();
+        core.launch_kernel(0x42, s).unwrap();
+        assert_eq!(
+            core.stream_synchronize(s).unwrap_err().status(),
+            Status::CaptureViolation
+        );
+        assert!(core.enqueue(s, 1, Box::new(|| {})).is_err());
+        let g = core.end_capture(s).unwrap();
+        let mut back = [0u8; 64];
+        core.memcpy(back.as_mut_ptr() as usize, d, 64, CopyKind::DeviceToHost, 0)
+            .unwrap();
+        assert_eq!(back, [0; 64], "captured work does not run");
+        assert!(core.kernel_launch_counts().is_empty());
+        assert_eq!(core.graph_ops(g).unwrap().len(), 2);
+        let e = core.graph_instantiate(g).unwrap();
+        core.graph_launch(e, s).unwrap();
+        core.graph_launch(e, s).unwrap();
+        core.memcpy(back.as_mut_ptr() as usize, d, 64, CopyKind::DeviceToHost, 0)
+            .unwrap();
+        assert_eq!(back, [7; 64]);
+        assert_eq!(core.kernel_launch_counts()["step"], 2);
+    }
+
+    #[test]
+    fn device_reset_frees_everything_on_the_device() {
+        let core = core_with(&[0, 1], 1 << 30);
+        let a = core.malloc(0, 1 << 20).unwrap();
+        let b = core.malloc(1, 1 << 20).unwrap();
+        core.device_reset(0).unwrap();
+        assert_eq!(core.mem_info(0).unwrap(), (1 << 30, 1 << 30));
+        assert!(core.free(a).is_err());
+        core.free(b).unwrap();
+        core.malloc(0, 10).unwrap();
     }
 
     #[test]

@@ -22,12 +22,14 @@ fn properties(d: &CDeviceInfo) -> cudaDeviceProp {
         maxThreadsPerBlock: 1024,
         maxThreadsDim: [1024, 1024, 64],
         maxGridSize: [i32::MAX, 65535, 65535],
+        #[cfg(not(cuda13))]
         clockRate: d.clock_khz,
         totalConstMem: 64 << 10,
         major: d.sm_major,
         minor: d.sm_minor,
         textureAlignment: 512,
         texturePitchAlignment: 32,
+        #[cfg(not(cuda13))]
         deviceOverlap: 1,
         multiProcessorCount: d.multiprocessor_count,
         canMapHostMemory: 1,
@@ -39,6 +41,7 @@ fn properties(d: &CDeviceInfo) -> cudaDeviceProp {
         pciDomainID: d.pci[0] as i32,
         asyncEngineCount: 2,
         unifiedAddressing: 1,
+        #[cfg(not(cuda13))]
         memoryClockRate: d.memory_clock_khz,
         memoryBusWidth: d.memory_bus_width,
         l2CacheSize: d.l2_cache_bytes,
@@ -49,10 +52,12 @@ fn properties(d: &CDeviceInfo) -> cudaDeviceProp {
         sharedMemPerMultiprocessor: d.shared_mem_per_multiprocessor as usize,
         regsPerMultiprocessor: 65536,
         managedMemory: 1,
+        #[cfg(not(cuda13))]
         singleToDoublePrecisionPerfRatio: 2,
         concurrentManagedAccess: 1,
         computePreemptionSupported: 1,
         cooperativeLaunch: 1,
+        #[cfg(not(cuda13))]
         cooperativeMultiDeviceLaunch: 1,
         sharedMemPerBlockOptin: d.shared_mem_per_block_optin as usize,
         maxBlocksPerMultiProcessor: 32,
@@ -60,6 +65,10 @@ fn properties(d: &CDeviceInfo) -> cudaDeviceProp {
         hostRegisterSupported: 1,
         memoryPoolsSupported: 1,
         ipcEventSupported: 1,
+        #[cfg(cuda13)]
+        deviceNumaId: -1,
+        #[cfg(cuda13)]
+        hostNumaId: -1,
         ..cudaDeviceProp::default()
     };
     p.maxTexture1D = 131072;
@@ -80,9 +89,9 @@ fn attribute(d: &CDeviceInfo, attr: c_int) -> c_int {
         10 => p.warpSize,
         11 => p.memPitch as c_int,
         12 => p.regsPerBlock,
-        13 => p.clockRate,
+        13 => d.clock_khz,
         14 => p.textureAlignment as c_int,
-        15 => p.deviceOverlap,
+        15 => 1,
         16 => p.multiProcessorCount,
         19 => p.canMapHostMemory,
         30 => p.surfaceAlignment as c_int,
@@ -90,7 +99,7 @@ fn attribute(d: &CDeviceInfo, attr: c_int) -> c_int {
         32 => p.ECCEnabled,
         33 => p.pciBusID,
         34 => p.pciDeviceID,
-        36 => p.memoryClockRate,
+        36 => d.memory_clock_khz,
         37 => p.memoryBusWidth,
         38 => p.l2CacheSize,
         39 => p.maxThreadsPerMultiProcessor,
@@ -106,11 +115,11 @@ fn attribute(d: &CDeviceInfo, attr: c_int) -> c_int {
         81 => p.sharedMemPerMultiprocessor as c_int,
         82 => p.regsPerMultiprocessor,
         83 => p.managedMemory,
-        87 => p.singleToDoublePrecisionPerfRatio,
+        87 => 2,
         89 => p.concurrentManagedAccess,
         90 => p.computePreemptionSupported,
         95 => p.cooperativeLaunch,
-        96 => p.cooperativeMultiDeviceLaunch,
+        96 => 1,
         97 => p.sharedMemPerBlockOptin as c_int,
         99 => p.hostRegisterSupported,
         _ => 0,
@@ -164,6 +173,7 @@ ffi_fn!(
 );
 
 ffi_fn!(
+    #[cfg(not(cuda13))]
     fn cudaGetDeviceProperties_v2(prop: *mut cudaDeviceProp, device: c_int) {
         let d = core()?.device_info(device)?;
         write_out(prop, properties(&d))
@@ -172,8 +182,19 @@ ffi_fn!(
 
 ffi_fn!(
     fn cudaGetDeviceProperties(prop: *mut cudaDeviceProp, device: c_int) {
-        let d = core()?.device_info(device)?;
-        write_out(prop, properties(&d))
+        let c = core()?;
+        let d = c.device_info(device)?;
+        #[allow(unused_mut)]
+        let mut p = properties(&d);
+        #[cfg(cuda13)]
+        {
+            // CUDA 13 also reports the board's PCI ids and the host NUMA node.
+            let t = c.physical_device_topology(d.physical_index)?;
+            p.gpuPciDeviceID = (t.pci_device_id << 16) | 0x10de;
+            p.gpuPciSubsystemID = t.pci_subsystem_id;
+            p.hostNumaId = t.numa_node;
+        }
+        write_out(prop, p)
     }
 );
 
@@ -277,12 +298,14 @@ ffi_fn!(
 
 ffi_fn!(
     fn cudaDeviceReset() {
-        // Real reset also destroys the device's allocations; ours only waits for its work.
-        Ok(core()?.device_synchronize()?)
+        // Waits for the current device and frees every allocation on it.
+        let c = core()?;
+        Ok(c.device_reset(c.get_device()?)?)
     }
 );
 
 ffi_fn!(
+    #[cfg(not(cuda13))]
     fn cudaThreadSynchronize() {
         Ok(core()?.device_synchronize()?)
     }
@@ -364,38 +387,109 @@ ffi_fn!(
 /// `cudaDriverEntryPointSymbolNotFound`.
 const ENTRY_POINT_SYMBOL_NOT_FOUND: c_int = 1;
 
-fn entry_point_not_found(func: *mut *mut c_void, status: *mut c_int) -> crate::errors::Result<()> {
-    write_out(func, std::ptr::null_mut())?;
-    if status.is_null() {
+/// `cuGetProcAddress_v2` of the fake `libcuda.so.1`.
+type GetProcAddress =
+    unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, c_ulonglong, *mut c_int) -> c_int;
+
+/// Finds `libcuda.so.1`'s `cuGetProcAddress_v2`: the copy already loaded, else the one the
+/// loader finds, else the one next to this library (under the name the loader used for it).
+fn driver_get_proc_address() -> Option<GetProcAddress> {
+    static FOUND: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let addr = *FOUND.get_or_init(|| {
+        let mut candidates = vec![c"libcuda.so.1".to_owned()];
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: `driver_get_proc_address` is code in this library; `info` is an out-param.
+        if unsafe { libc::dladdr(driver_get_proc_address as *const c_void, &mut info) } != 0
+            && !info.dli_fname.is_null()
+        {
+            // SAFETY: dladdr filled a NUL-terminated path.
+            let me = unsafe { CStr::from_ptr(info.dli_fname) }
+                .to_string_lossy()
+                .into_owned();
+            if let Some(dir) = std::path::Path::new(&me).parent() {
+                let path = dir.join("libcuda.so.1").to_string_lossy().into_owned();
+                candidates.extend(std::ffi::CString::new(path));
+            }
+        }
+        let flags = [libc::RTLD_NOW | libc::RTLD_NOLOAD, libc::RTLD_NOW];
+        for flag in flags {
+            for name in &candidates {
+                // SAFETY: valid C string; loading the fake driver has no side effects.
+                let h = unsafe { libc::dlopen(name.as_ptr(), flag) };
+                if h.is_null() {
+                    continue;
+                }
+                // SAFETY: valid handle and symbol name.
+                let f = unsafe { libc::dlsym(h, c"cuGetProcAddress_v2".as_ptr()) };
+                if !f.is_null() {
+                    return Some(f as usize);
+                }
+            }
+        }
+        None
+    });
+    // SAFETY: the address is `cuGetProcAddress_v2`, whose C signature GetProcAddress spells.
+    addr.map(|a| unsafe { std::mem::transmute::<usize, GetProcAddress>(a) })
+}
+
+/// `cudaGetDriverEntryPoint[ByVersion]`: the fake driver's implementation of `symbol` as a
+/// program built for CUDA `version` means it, or "not found".
+fn entry_point(
+    symbol: *const c_char,
+    func: *mut *mut c_void,
+    version: c_uint,
+    status: *mut c_int,
+) -> crate::errors::Result<()> {
+    if symbol.is_null() {
+        return Err(RuntimeError::invalid("null symbol"));
+    }
+    let mut p = std::ptr::null_mut();
+    if let Some(get) = driver_get_proc_address() {
+        let mut found = 0;
+        // SAFETY: valid C string and out-pointers; "not found" leaves `p` null.
+        unsafe { get(symbol, &mut p, version as c_int, 0, &mut found) };
+    }
+    write_out(func, p)?;
+    if !status.is_null() {
+        write_out(
+            status,
+            if p.is_null() {
+                ENTRY_POINT_SYMBOL_NOT_FOUND
+            } else {
+                0
+            },
+        )?;
+    } else if p.is_null() {
+        // SAFETY: non-null C string (checked above).
+        let name = unsafe { CStr::from_ptr(symbol) }.to_string_lossy();
         return Err(RuntimeError::Cuda {
             code: errors::SYMBOL_NOT_FOUND,
-            message: "driver entry points are not provided yet".into(),
+            message: format!("no driver entry point {name}"),
         });
     }
-    write_out(status, ENTRY_POINT_SYMBOL_NOT_FOUND)
+    Ok(())
 }
 
 ffi_fn!(
     fn cudaGetDriverEntryPoint(
-        _symbol: *const c_char,
+        symbol: *const c_char,
         func: *mut *mut c_void,
         _flags: c_ulonglong,
         status: *mut c_int,
     ) {
-        // No driver front-end exists yet, so every symbol is "not found" (callers fall back).
-        entry_point_not_found(func, status)
+        entry_point(symbol, func, CUDA_VERSION as c_uint, status)
     }
 );
 
 ffi_fn!(
     fn cudaGetDriverEntryPointByVersion(
-        _symbol: *const c_char,
+        symbol: *const c_char,
         func: *mut *mut c_void,
-        _version: c_uint,
+        version: c_uint,
         _flags: c_ulonglong,
         status: *mut c_int,
     ) {
-        entry_point_not_found(func, status)
+        entry_point(symbol, func, version, status)
     }
 );
 

@@ -47,6 +47,7 @@ impl RuntimeError {
                 Status::IpcMapFailed => MAP_BUFFER_OBJECT_FAILED,
                 Status::KernelRefused => INVALID_DEVICE_FUNCTION,
                 Status::NotSupported => NOT_SUPPORTED,
+                Status::CaptureViolation => STREAM_CAPTURE_UNSUPPORTED,
                 Status::Internal => UNKNOWN,
             },
         }
@@ -69,6 +70,7 @@ pub const INVALID_RESOURCE_HANDLE: cudaError_t = 400;
 pub const SYMBOL_NOT_FOUND: cudaError_t = 500;
 pub const NOT_READY: cudaError_t = 600;
 pub const NOT_SUPPORTED: cudaError_t = 801;
+pub const STREAM_CAPTURE_UNSUPPORTED: cudaError_t = 900;
 pub const UNKNOWN: cudaError_t = 999;
 
 /// (code, name, description) of the codes this runtime returns or programs commonly test for.
@@ -176,7 +178,7 @@ const TABLE: &[(cudaError_t, &CStr, &CStr)] = &[
         c"operation not supported",
     ),
     (
-        900,
+        STREAM_CAPTURE_UNSUPPORTED,
         c"cudaErrorStreamCaptureUnsupported",
         c"operation not permitted when stream is capturing",
     ),

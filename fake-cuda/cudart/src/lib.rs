@@ -1,4 +1,9 @@
-//! `libcudart.so.12`: the CUDA 12 runtime API as a thin front-end over the fake CUDA core.
+//! `libcudart.so.12` and `libcudart.so.13`: the CUDA runtime API as a thin front-end over the
+//! fake CUDA core.
+//!
+//! The same sources build both libraries: package `fake-cudart` (`libcudart.so.12`) and
+//! package `fake-cudart13` (`libcudart.so.13`, compiled with `--cfg cuda13`, which selects the
+//! CUDA 13 struct layouts, signatures and version). See build.rs.
 //!
 //! Every exported function is written with [`ffi_fn!`], which catches panics, maps errors to
 //! `cudaError_t`, records the thread's last error and (with `NCCLSIM_DEBUG=1`) logs failures.
@@ -11,8 +16,10 @@ pub mod errors;
 pub mod types;
 
 mod device;
+mod graphs;
 mod memory;
 mod modules;
+mod per_thread;
 mod streams;
 
 /// `cudaErrorNotSupported` stubs for the remaining names of the real library (see build.rs).
@@ -27,7 +34,11 @@ use std::sync::OnceLock;
 use types::cudaError_t;
 
 /// The CUDA version this front-end reports (`cudaRuntimeGetVersion`, `cudaDriverGetVersion`).
+#[cfg(not(cuda13))]
 pub const CUDA_VERSION: i32 = 12090;
+/// The CUDA version this front-end reports (`cudaRuntimeGetVersion`, `cudaDriverGetVersion`).
+#[cfg(cuda13)]
+pub const CUDA_VERSION: i32 = 13050;
 
 /// Wraps an exported C function: no panic crosses the boundary and every error becomes a
 /// `cudaError_t`.
@@ -115,4 +126,16 @@ pub(crate) fn write_out<T>(out: *mut T, value: T) -> Result<()> {
 /// A stream handle as the core's `u64`.
 pub(crate) fn stream_id(s: types::cudaStream_t) -> u64 {
     s as u64
+}
+
+/// `cudaStreamPerThread`.
+pub(crate) const STREAM_PER_THREAD: types::cudaStream_t = 2 as types::cudaStream_t;
+
+/// The stream a `_ptsz` entry point means: the default stream (null) is the per-thread one.
+pub(crate) fn per_thread(s: types::cudaStream_t) -> types::cudaStream_t {
+    if s.is_null() {
+        STREAM_PER_THREAD
+    } else {
+        s
+    }
 }

@@ -1,14 +1,16 @@
 //! Device and host memory, copies, memsets, pointer attributes and IPC handles.
 
+use crate::errors::Result;
 use crate::errors::{self, RuntimeError};
 use crate::types::{cudaEvent_t, cudaIpcHandle, cudaPointerAttributes, cudaStream_t};
 use crate::{core, ffi_fn, stream_id, write_out};
+use fake_cuda_core::client::Client;
 use std::ffi::{c_int, c_uint, c_void};
 
 /// The legacy default stream, which synchronous copies use.
 const LEGACY: u64 = 0;
 
-fn copy_kind(kind: c_int) -> crate::errors::Result<c_int> {
+fn copy_kind(kind: c_int) -> Result<c_int> {
     if (0..=4).contains(&kind) {
         Ok(kind)
     } else {
@@ -19,37 +21,39 @@ fn copy_kind(kind: c_int) -> crate::errors::Result<c_int> {
     }
 }
 
+/// Allocates `size` bytes on the current device into `*dev_ptr`.
+fn device_alloc(dev_ptr: *mut *mut c_void, size: usize) -> Result<()> {
+    if dev_ptr.is_null() {
+        return Err(RuntimeError::invalid("null devPtr"));
+    }
+    let c = core()?;
+    let p = c.malloc(c.get_device()?, size)?;
+    write_out(dev_ptr, p as *mut c_void)
+}
+
+/// The synchronous form of a stream operation: run it on the legacy default stream and wait.
+fn on_legacy_and_wait(op: impl FnOnce(&Client, u64) -> Result<()>) -> Result<()> {
+    let c = core()?;
+    op(c, LEGACY)?;
+    Ok(c.stream_synchronize(LEGACY)?)
+}
+
 ffi_fn!(
     fn cudaMalloc(dev_ptr: *mut *mut c_void, size: usize) {
-        if dev_ptr.is_null() {
-            return Err(RuntimeError::invalid("null devPtr"));
-        }
-        let c = core()?;
-        let p = c.malloc(c.get_device()?, size)?;
-        write_out(dev_ptr, p as *mut c_void)
+        device_alloc(dev_ptr, size)
     }
 );
 
 ffi_fn!(
     fn cudaMallocAsync(dev_ptr: *mut *mut c_void, size: usize, _stream: cudaStream_t) {
-        if dev_ptr.is_null() {
-            return Err(RuntimeError::invalid("null devPtr"));
-        }
-        let c = core()?;
-        let p = c.malloc(c.get_device()?, size)?;
-        write_out(dev_ptr, p as *mut c_void)
+        device_alloc(dev_ptr, size)
     }
 );
 
 ffi_fn!(
     fn cudaMallocManaged(dev_ptr: *mut *mut c_void, size: usize, _flags: c_uint) {
         // Device memory is host-accessible here, so managed memory is plain device memory.
-        if dev_ptr.is_null() {
-            return Err(RuntimeError::invalid("null devPtr"));
-        }
-        let c = core()?;
-        let p = c.malloc(c.get_device()?, size)?;
-        write_out(dev_ptr, p as *mut c_void)
+        device_alloc(dev_ptr, size)
     }
 );
 
@@ -161,23 +165,23 @@ ffi_fn!(
             1 => (p, p),
             _ => (std::ptr::null_mut(), p),
         };
-        write_out(
-            attributes,
-            cudaPointerAttributes {
-                r#type: i.kind,
-                device: i.device.max(0),
-                devicePointer: dev,
-                hostPointer: host,
-            },
-        )
+        // CUDA 13's struct has more (reserved) fields, zeroed by the update.
+        #[allow(clippy::needless_update)]
+        let a = cudaPointerAttributes {
+            r#type: i.kind,
+            device: i.device.max(0),
+            devicePointer: dev,
+            hostPointer: host,
+            ..cudaPointerAttributes::default()
+        };
+        write_out(attributes, a)
     }
 );
 
 ffi_fn!(
     fn cudaMemcpy(dst: *mut c_void, src: *const c_void, count: usize, kind: c_int) {
-        let c = core()?;
-        c.memcpy(dst as usize, src as usize, count, copy_kind(kind)?, LEGACY)?;
-        Ok(c.stream_synchronize(LEGACY)?)
+        let kind = copy_kind(kind)?;
+        on_legacy_and_wait(|c, s| Ok(c.memcpy(dst as usize, src as usize, count, kind, s)?))
     }
 );
 
@@ -207,9 +211,7 @@ ffi_fn!(
         _src_device: c_int,
         count: usize,
     ) {
-        let c = core()?;
-        c.memcpy(dst as usize, src as usize, count, 3, LEGACY)?;
-        Ok(c.stream_synchronize(LEGACY)?)
+        on_legacy_and_wait(|c, s| Ok(c.memcpy(dst as usize, src as usize, count, 3, s)?))
     }
 );
 
@@ -236,18 +238,11 @@ ffi_fn!(
         height: usize,
         kind: c_int,
     ) {
-        let c = core()?;
-        c.memcpy_2d(
-            dst as usize,
-            dpitch,
-            src as usize,
-            spitch,
-            width,
-            height,
-            copy_kind(kind)?,
-            LEGACY,
-        )?;
-        Ok(c.stream_synchronize(LEGACY)?)
+        let kind = copy_kind(kind)?;
+        on_legacy_and_wait(|c, s| {
+            let (dst, src) = (dst as usize, src as usize);
+            Ok(c.memcpy_2d(dst, dpitch, src, spitch, width, height, kind, s)?)
+        })
     }
 );
 
@@ -277,9 +272,7 @@ ffi_fn!(
 
 ffi_fn!(
     fn cudaMemset(dev_ptr: *mut c_void, value: c_int, count: usize) {
-        let c = core()?;
-        c.memset(dev_ptr as usize, value, count, LEGACY)?;
-        Ok(c.stream_synchronize(LEGACY)?)
+        on_legacy_and_wait(|c, s| Ok(c.memset(dev_ptr as usize, value, count, s)?))
     }
 );
 
@@ -296,7 +289,7 @@ fn memset_2d(
     width: usize,
     height: usize,
     stream: u64,
-) -> crate::errors::Result<()> {
+) -> Result<()> {
     if width > pitch {
         return Err(RuntimeError::invalid(format!(
             "width {width} exceeds pitch {pitch}"
@@ -311,8 +304,7 @@ fn memset_2d(
 
 ffi_fn!(
     fn cudaMemset2D(dev_ptr: *mut c_void, pitch: usize, value: c_int, width: usize, height: usize) {
-        memset_2d(dev_ptr as usize, pitch, value, width, height, LEGACY)?;
-        Ok(core()?.stream_synchronize(LEGACY)?)
+        on_legacy_and_wait(|_, s| memset_2d(dev_ptr as usize, pitch, value, width, height, s))
     }
 );
 
@@ -407,7 +399,7 @@ fn symbol_copy(
     buf: usize,
     count: usize,
     offset: usize,
-) -> crate::errors::Result<()> {
+) -> Result<()> {
     if symbol == 0 || (buf == 0 && count > 0) {
         return Err(RuntimeError::invalid("null symbol or buffer"));
     }

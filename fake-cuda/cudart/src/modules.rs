@@ -7,7 +7,7 @@
 
 use crate::errors::RuntimeError;
 use crate::types::{cudaFuncAttributes, cudaLaunchConfig_t, cudaStream_t, dim3};
-use crate::{core, ffi_fn, stream_id, write_out};
+use crate::{core, ffi_fn, per_thread, stream_id, write_out};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
@@ -153,6 +153,58 @@ ffi_fn!(
         stream: cudaStream_t,
     ) {
         launch(func, grid, block, stream)
+    }
+);
+
+// CUDA 12.4+ nvcc stubs (and every CUDA 13 stub) look a kernel up once with `__cudaGetKernel`
+// and launch it with `__cudaLaunchKernel`. A `cudaKernel_t` here is the kernel's host stub
+// address, so both paths reach the same registry entry.
+
+fn kernel_handle(kernel: *mut *mut c_void, entry: *const c_void) -> crate::errors::Result<()> {
+    if entry.is_null() {
+        return Err(RuntimeError::Cuda {
+            code: 98,
+            message: "null kernel entry function".into(),
+        });
+    }
+    write_out(kernel, entry as *mut c_void)
+}
+
+ffi_fn!(
+    fn __cudaGetKernel(kernel: *mut *mut c_void, entry: *const c_void) {
+        kernel_handle(kernel, entry)
+    }
+);
+
+ffi_fn!(
+    fn cudaGetKernel(kernel: *mut *mut c_void, entry: *const c_void) {
+        kernel_handle(kernel, entry)
+    }
+);
+
+ffi_fn!(
+    fn __cudaLaunchKernel(
+        kernel: *mut c_void,
+        grid: dim3,
+        block: dim3,
+        _args: *mut *mut c_void,
+        _shared_mem: usize,
+        stream: cudaStream_t,
+    ) {
+        launch(kernel, grid, block, stream)
+    }
+);
+
+ffi_fn!(
+    fn __cudaLaunchKernel_ptsz(
+        kernel: *mut c_void,
+        grid: dim3,
+        block: dim3,
+        _args: *mut *mut c_void,
+        _shared_mem: usize,
+        stream: cudaStream_t,
+    ) {
+        launch(kernel, grid, block, per_thread(stream))
     }
 );
 

@@ -201,6 +201,7 @@ ffi_fn!(
 );
 
 ffi_fn!(
+    #[cfg(not(cuda13))]
     fn cudaEventElapsedTime_v2(ms: *mut f32, start: cudaEvent_t, end: cudaEvent_t) {
         if ms.is_null() {
             return Err(RuntimeError::invalid("null ms"));
@@ -209,32 +210,62 @@ ffi_fn!(
     }
 );
 
-// Stream capture: nothing is ever capturing yet, so queries answer "not capturing" and
-// beginning a capture is refused.
+// Stream capture: while a stream captures, its work is recorded into a graph by the core.
 
 thread_local! {
     static CAPTURE_MODE: Cell<c_int> = const { Cell::new(0) };
 }
 
+/// `cudaStreamCaptureModeGlobal`, `...ThreadLocal`, `...Relaxed`.
+fn capture_mode(mode: c_int) -> crate::errors::Result<c_int> {
+    if (0..=2).contains(&mode) {
+        Ok(mode)
+    } else {
+        Err(RuntimeError::invalid(format!("stream capture mode {mode}")))
+    }
+}
+
+ffi_fn!(
+    fn cudaStreamBeginCapture(stream: cudaStream_t, mode: c_int) {
+        capture_mode(mode)?;
+        Ok(core()?.begin_capture(stream_id(stream))?)
+    }
+);
+
+ffi_fn!(
+    fn cudaStreamEndCapture(stream: cudaStream_t, graph: *mut *mut c_void) {
+        if graph.is_null() {
+            return Err(RuntimeError::invalid("null pGraph"));
+        }
+        let g = core()?.end_capture(stream_id(stream))?;
+        write_out(graph, g as *mut c_void)
+    }
+);
+
 ffi_fn!(
     fn cudaStreamIsCapturing(stream: cudaStream_t, status: *mut c_int) {
-        core()?.stream_info(stream_id(stream))?;
-        write_out(status, 0)
+        let (s, _, _) = core()?.capture_info(stream_id(stream))?;
+        write_out(status, s as c_int)
     }
 );
 
 ffi_fn!(
+    #[cfg(not(cuda13))]
     fn cudaStreamGetCaptureInfo(stream: cudaStream_t, status: *mut c_int, id: *mut c_ulonglong) {
-        core()?.stream_info(stream_id(stream))?;
-        write_out(status, 0)?;
-        if !id.is_null() {
-            write_out(id, 0)?;
-        }
-        Ok(())
+        capture_info(
+            stream,
+            status,
+            id,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
     }
 );
 
 ffi_fn!(
+    #[cfg(not(cuda13))]
     fn cudaStreamGetCaptureInfo_v2(
         stream: cudaStream_t,
         status: *mut c_int,
@@ -243,23 +274,63 @@ ffi_fn!(
         deps: *mut *const c_void,
         num_deps: *mut usize,
     ) {
-        core()?.stream_info(stream_id(stream))?;
-        write_out(status, 0)?;
-        if !id.is_null() {
-            write_out(id, 0)?;
-        }
-        if !graph.is_null() {
-            write_out(graph, std::ptr::null_mut())?;
-        }
-        if !deps.is_null() {
-            write_out(deps, std::ptr::null())?;
-        }
-        if !num_deps.is_null() {
-            write_out(num_deps, 0)?;
-        }
-        Ok(())
+        capture_info(
+            stream,
+            status,
+            id,
+            graph,
+            deps,
+            std::ptr::null_mut(),
+            num_deps,
+        )
     }
 );
+
+ffi_fn!(
+    /// CUDA 13 signature: adds the edge data of the dependencies.
+    #[cfg(cuda13)]
+    fn cudaStreamGetCaptureInfo(
+        stream: cudaStream_t,
+        status: *mut c_int,
+        id: *mut c_ulonglong,
+        graph: *mut *mut c_void,
+        deps: *mut *const c_void,
+        edge_data: *mut *const c_void,
+        num_deps: *mut usize,
+    ) {
+        capture_info(stream, status, id, graph, deps, edge_data, num_deps)
+    }
+);
+
+/// The capture state of a stream; optional out-pointers may be null. Captured work forms a
+/// chain, so the dependency set the API reports is empty.
+fn capture_info(
+    stream: cudaStream_t,
+    status: *mut c_int,
+    id: *mut c_ulonglong,
+    graph: *mut *mut c_void,
+    deps: *mut *const c_void,
+    edge_data: *mut *const c_void,
+    num_deps: *mut usize,
+) -> crate::errors::Result<()> {
+    let (s, i, g) = core()?.capture_info(stream_id(stream))?;
+    write_out(status, s as c_int)?;
+    if !id.is_null() {
+        write_out(id, i)?;
+    }
+    if !graph.is_null() {
+        write_out(graph, g as *mut c_void)?;
+    }
+    for out in [deps, edge_data] {
+        if !out.is_null() {
+            write_out(out, std::ptr::null())?;
+        }
+    }
+    if !num_deps.is_null() {
+        write_out(num_deps, 0)?;
+    }
+    Ok(())
+}
 
 ffi_fn!(
     fn cudaThreadExchangeStreamCaptureMode(mode: *mut c_int) {
@@ -267,16 +338,7 @@ ffi_fn!(
             return Err(RuntimeError::invalid("null mode"));
         }
         // SAFETY: non-null in/out parameter by the API contract.
-        let new = unsafe { *mode };
+        let new = capture_mode(unsafe { *mode })?;
         write_out(mode, CAPTURE_MODE.with(|m| m.replace(new)))
-    }
-);
-
-ffi_fn!(
-    fn cudaStreamBeginCapture(_stream: cudaStream_t, _mode: c_int) {
-        Err(RuntimeError::Cuda {
-            code: errors::NOT_SUPPORTED,
-            message: "stream capture is not implemented yet".into(),
-        })
     }
 );

@@ -1,6 +1,9 @@
-//! CUDA 12 runtime ABI types, laid out as on x86-64 Linux with the sizes and offsets of
+//! CUDA runtime ABI types, laid out as on x86-64 Linux with the sizes and offsets of
 //! reference/fake-cuda.md §3c asserted at compile time. Field names follow the CUDA headers so
 //! the structs can be read next to NVIDIA's documentation.
+//!
+//! One definition serves both runtimes: fields that CUDA 13 removed are `#[cfg(not(cuda13))]`,
+//! fields it added are `#[cfg(cuda13)]` (build.rs sets `cuda13` for `libcudart.so.13`).
 
 #![allow(non_snake_case, non_camel_case_types)]
 
@@ -42,7 +45,7 @@ pub struct cudaIpcHandle {
     pub reserved: [u8; 64],
 }
 
-/// `struct cudaPointerAttributes` (CUDA 12 layout).
+/// `struct cudaPointerAttributes` (24 bytes in CUDA 12, 88 in CUDA 13).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct cudaPointerAttributes {
@@ -54,6 +57,12 @@ pub struct cudaPointerAttributes {
     pub devicePointer: *mut c_void,
     /// Host address.
     pub hostPointer: *mut c_void,
+    /// CUDA 13: a union of `int localityDomainOrdinal` and `long unused`.
+    #[cfg(cuda13)]
+    pub localityDomainOrdinal: i64,
+    /// CUDA 13: reserved.
+    #[cfg(cuda13)]
+    pub reserved: [i64; 7],
 }
 
 /// `struct cudaFuncAttributes`.
@@ -91,7 +100,8 @@ pub struct cudaLaunchConfig_t {
     pub numAttrs: u32,
 }
 
-/// `struct cudaDeviceProp`, CUDA 12.x layout (1032 bytes).
+/// `struct cudaDeviceProp`: 1032 bytes in CUDA 12.x, 1008 in CUDA 13.x (eight fields removed,
+/// seven appended, a shorter `reserved`).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct cudaDeviceProp {
@@ -107,20 +117,25 @@ pub struct cudaDeviceProp {
     pub maxThreadsPerBlock: i32,
     pub maxThreadsDim: [i32; 3],
     pub maxGridSize: [i32; 3],
+    #[cfg(not(cuda13))]
     pub clockRate: i32,
     pub totalConstMem: usize,
     pub major: i32,
     pub minor: i32,
     pub textureAlignment: usize,
     pub texturePitchAlignment: usize,
+    #[cfg(not(cuda13))]
     pub deviceOverlap: i32,
     pub multiProcessorCount: i32,
+    #[cfg(not(cuda13))]
     pub kernelExecTimeoutEnabled: i32,
     pub integrated: i32,
     pub canMapHostMemory: i32,
+    #[cfg(not(cuda13))]
     pub computeMode: i32,
     pub maxTexture1D: i32,
     pub maxTexture1DMipmap: i32,
+    #[cfg(not(cuda13))]
     pub maxTexture1DLinear: i32,
     pub maxTexture2D: [i32; 2],
     pub maxTexture2DMipmap: [i32; 2],
@@ -148,6 +163,7 @@ pub struct cudaDeviceProp {
     pub tccDriver: i32,
     pub asyncEngineCount: i32,
     pub unifiedAddressing: i32,
+    #[cfg(not(cuda13))]
     pub memoryClockRate: i32,
     pub memoryBusWidth: i32,
     pub l2CacheSize: i32,
@@ -162,12 +178,14 @@ pub struct cudaDeviceProp {
     pub isMultiGpuBoard: i32,
     pub multiGpuBoardGroupID: i32,
     pub hostNativeAtomicSupported: i32,
+    #[cfg(not(cuda13))]
     pub singleToDoublePrecisionPerfRatio: i32,
     pub pageableMemoryAccess: i32,
     pub concurrentManagedAccess: i32,
     pub computePreemptionSupported: i32,
     pub canUseHostPointerForRegisteredMem: i32,
     pub cooperativeLaunch: i32,
+    #[cfg(not(cuda13))]
     pub cooperativeMultiDeviceLaunch: i32,
     pub sharedMemPerBlockOptin: usize,
     pub pageableMemoryAccessUsesHostPageTables: i32,
@@ -188,19 +206,31 @@ pub struct cudaDeviceProp {
     pub ipcEventSupported: i32,
     pub clusterLaunch: i32,
     pub unifiedFunctionPointers: i32,
+    #[cfg(cuda13)]
+    pub deviceNumaConfig: i32,
+    #[cfg(cuda13)]
+    pub deviceNumaId: i32,
+    #[cfg(cuda13)]
+    pub mpsEnabled: i32,
+    #[cfg(cuda13)]
+    pub hostNumaId: i32,
+    #[cfg(cuda13)]
+    pub gpuPciDeviceID: u32,
+    #[cfg(cuda13)]
+    pub gpuPciSubsystemID: u32,
+    #[cfg(cuda13)]
+    pub hostNumaMultinodeIpcSupported: i32,
+    #[cfg(not(cuda13))]
     pub reserved: [i32; 63],
+    #[cfg(cuda13)]
+    pub reserved: [i32; 56],
 }
 
 // Sizes and offsets from the CUDA 12.9 headers (reference/fake-cuda.md §3c).
+#[cfg(not(cuda13))]
 const _: () = {
     assert!(size_of::<cudaDeviceProp>() == 1032);
-    assert!(offset_of!(cudaDeviceProp, uuid) == 256);
-    assert!(offset_of!(cudaDeviceProp, luid) == 272);
-    assert!(offset_of!(cudaDeviceProp, totalGlobalMem) == 288);
-    assert!(offset_of!(cudaDeviceProp, warpSize) == 308);
     assert!(offset_of!(cudaDeviceProp, clockRate) == 348);
-    assert!(offset_of!(cudaDeviceProp, major) == 360);
-    assert!(offset_of!(cudaDeviceProp, minor) == 364);
     assert!(offset_of!(cudaDeviceProp, multiProcessorCount) == 388);
     assert!(offset_of!(cudaDeviceProp, pciBusID) == 584);
     assert!(offset_of!(cudaDeviceProp, pciDeviceID) == 588);
@@ -209,6 +239,37 @@ const _: () = {
     assert!(offset_of!(cudaDeviceProp, sharedMemPerBlockOptin) == 696);
     assert!(offset_of!(cudaDeviceProp, reserved) == 780);
     assert!(size_of::<cudaPointerAttributes>() == 24);
+};
+
+// Sizes and offsets from the CUDA 13.5 headers (reference/fake-cuda.md §3c).
+#[cfg(cuda13)]
+const _: () = {
+    assert!(size_of::<cudaDeviceProp>() == 1008);
+    assert!(offset_of!(cudaDeviceProp, totalConstMem) == 352);
+    assert!(offset_of!(cudaDeviceProp, multiProcessorCount) == 384);
+    assert!(offset_of!(cudaDeviceProp, integrated) == 388);
+    assert!(offset_of!(cudaDeviceProp, surfaceAlignment) == 552);
+    assert!(offset_of!(cudaDeviceProp, pciBusID) == 568);
+    assert!(offset_of!(cudaDeviceProp, pciDeviceID) == 572);
+    assert!(offset_of!(cudaDeviceProp, pciDomainID) == 576);
+    assert!(offset_of!(cudaDeviceProp, l2CacheSize) == 596);
+    assert!(offset_of!(cudaDeviceProp, sharedMemPerMultiprocessor) == 624);
+    assert!(offset_of!(cudaDeviceProp, sharedMemPerBlockOptin) == 672);
+    assert!(offset_of!(cudaDeviceProp, deviceNumaConfig) == 756);
+    assert!(offset_of!(cudaDeviceProp, hostNumaMultinodeIpcSupported) == 780);
+    assert!(offset_of!(cudaDeviceProp, reserved) == 784);
+    assert!(size_of::<cudaPointerAttributes>() == 88);
+    assert!(offset_of!(cudaPointerAttributes, localityDomainOrdinal) == 24);
+};
+
+// The same in both versions.
+const _: () = {
+    assert!(offset_of!(cudaDeviceProp, uuid) == 256);
+    assert!(offset_of!(cudaDeviceProp, luid) == 272);
+    assert!(offset_of!(cudaDeviceProp, totalGlobalMem) == 288);
+    assert!(offset_of!(cudaDeviceProp, warpSize) == 308);
+    assert!(offset_of!(cudaDeviceProp, major) == 360);
+    assert!(offset_of!(cudaDeviceProp, minor) == 364);
     assert!(offset_of!(cudaPointerAttributes, devicePointer) == 8);
     assert!(offset_of!(cudaPointerAttributes, hostPointer) == 16);
     assert!(size_of::<cudaIpcHandle>() == 64);
@@ -221,6 +282,13 @@ const _: () = {
 impl Default for cudaDeviceProp {
     fn default() -> Self {
         // SAFETY: all-zero is a valid value of this plain-data struct.
+        unsafe { std::mem::zeroed() }
+    }
+}
+
+impl Default for cudaPointerAttributes {
+    fn default() -> Self {
+        // SAFETY: all-zero (null pointers, zero integers) is a valid value of this struct.
         unsafe { std::mem::zeroed() }
     }
 }

@@ -1,72 +1,41 @@
 //! C programs linked against the built `libcudart.so.12` and `libcuda.so.1` by their real names.
 //!
-//! The test symlinks the cdylib as `libcudart.so.12` into a scratch directory, compiles
-//! `c/cudart_smoke.c` with the `cc` crate's compiler, links it with `-l:libcudart.so.12` and an
-//! rpath, and runs one scenario per test. The front-end finds `libncclsim_cuda.so` next to the
+//! The test symlinks the cdylibs under their real names into a scratch directory under the
+//! target directory, compiles `c/cudart_smoke.c` with the `cc` crate's compiler, links it with
+//! `-l:libcudart.so.12` and an rpath, and runs one scenario per test. The front-end finds `libncclsim_cuda.so` next to the
 //! real file the symlink points to (cargo's `deps/` directory).
 
+use fake_cuda_test_support as support;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
-/// cargo's `target/<profile>/deps`, where this test and both shared objects live.
 fn deps_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    exe.parent().expect("deps directory").to_path_buf()
+    support::deps_dir()
 }
 
 /// Builds the smoke program once per test binary; returns its path.
 fn smoke() -> &'static Path {
     static EXE: OnceLock<PathBuf> = OnceLock::new();
     EXE.get_or_init(|| {
-        let deps = deps_dir();
-        for lib in ["libcudart12.so", "libcuda_driver.so", "libncclsim_cuda.so"] {
-            assert!(
-                deps.join(lib).exists(),
-                "{lib} not built in {}",
-                deps.display()
-            );
-        }
-        let dir = std::env::temp_dir().join(format!("ncclsim-cudart-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let link = dir.join("libcudart.so.12");
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(deps.join("libcudart12.so"), &link).unwrap();
-        let link = dir.join("libcuda.so.1");
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(deps.join("libcuda_driver.so"), &link).unwrap();
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c");
-        let exe = dir.join("cudart_smoke");
-        let target = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
-        let compiler = cc::Build::new()
-            .cargo_metadata(false)
-            .opt_level(0)
-            .target(&target)
-            .host(&target)
-            .get_compiler();
-        let out = compiler
-            .to_command()
-            .arg(src.join("cudart_smoke.c"))
-            .arg("-I")
-            .arg(&src)
-            .arg("-I")
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../ncclsim-cuda/include"))
-            .arg("-o")
-            .arg(&exe)
-            .arg(format!("-L{}", dir.display()))
-            .arg("-l:libcudart.so.12")
-            .arg("-l:libcuda.so.1")
-            .arg(format!("-Wl,-rpath,{}", dir.display()))
-            .arg("-ldl")
-            .output()
-            .expect("run the C compiler");
-        assert!(
-            out.status.success(),
-            "compiling cudart_smoke.c failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
+        let dir = support::scratch_dir("cudart12-c");
+        support::link_real_names(
+            &dir,
+            &[
+                ("libcudart12.so", "libcudart.so.12"),
+                ("libcuda_driver.so", "libcuda.so.1"),
+            ],
         );
-        exe
+        support::built("libncclsim_cuda.so");
+        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+        support::compile_c(
+            &dir,
+            &here.join("tests/c/cudart_smoke.c"),
+            &[here.join("../ncclsim-cuda/include")],
+            &["libcudart.so.12", "libcuda.so.1"],
+            "cudart_smoke",
+        )
     })
 }
 
@@ -78,6 +47,9 @@ fn command(args: &[&str]) -> Command {
         .env_remove("NCCLSIM_STRICT_KERNELS")
         .env_remove("NCCLSIM_CUDA_CORE")
         .env_remove("NCCLSIM_REPORT")
+        .env_remove("NCCLSIM_TOPO")
+        .env_remove("NCCL_TOPO_FILE")
+        .env_remove("NCCLSIM_NODE")
         .env("NCCLSIM_TEST_CORE", deps_dir().join("libncclsim_cuda.so"));
     c
 }
@@ -116,6 +88,38 @@ fn cuda_visible_devices_is_honoured() {
     assert!(text.contains("count 2\n"), "{text}");
     assert!(text.contains("device 0 NVIDIA A100-SXM4-80GB sm 8.0 mem 85899345920 bus 0000:87:00.0"));
     assert!(text.contains("device 1 NVIDIA A100-SXM4-80GB sm 8.0 mem 85899345920 bus 0000:47:00.0"));
+}
+
+#[test]
+fn devices_come_from_the_topology_file() {
+    let topo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/dgx-h100.xml");
+    let text = stdout(&run(command(&["props"]).env("NCCLSIM_TOPO", &topo)));
+    assert!(text.contains("count 8\n"), "{text}");
+    assert!(
+        text.contains("device 0 NVIDIA H100 80GB HBM3 sm 9.0 mem 85899345920 bus 0000:1b:00.0"),
+        "{text}"
+    );
+    // NCCL's own variable works too, and CUDA_VISIBLE_DEVICES applies on top.
+    let text = stdout(&run(command(&["props"])
+        .env("NCCL_TOPO_FILE", &topo)
+        .env("CUDA_VISIBLE_DEVICES", "1")));
+    assert!(text.contains("count 1\n"), "{text}");
+    assert!(text.contains("device 0 NVIDIA H100 80GB HBM3 sm 9.0 mem 85899345920 bus 0000:43:00.0"));
+}
+
+#[test]
+fn an_unusable_topology_is_a_clear_error() {
+    let out = command(&["props"])
+        .env("NCCLSIM_TOPO", "/nonexistent/node.xml")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("ncclsim: no fake CUDA devices: topology: /nonexistent/node.xml"),
+        "{err}"
+    );
+    assert!(err.contains("cudaGetDeviceCount"), "{err}");
 }
 
 #[test]
@@ -176,6 +180,9 @@ fn two_processes_share_memory_through_ipc_handles() {
     // Another process maps it, checks the contents and writes back.
     let text = stdout(&run(&mut command(&["ipc-import", &handle])));
     assert!(text.contains("PASS ipc-import"), "{text}");
+    // The driver API opens the same handle.
+    let text = stdout(&run(&mut command(&["ipc-import-driver", &handle])));
+    assert!(text.contains("PASS ipc-import-driver"), "{text}");
     // Altered or garbage handles are refused.
     let text = stdout(&run(&mut command(&["ipc-forged", &handle])));
     assert!(text.contains("rejected"), "{text}");
@@ -201,8 +208,7 @@ fn two_processes_share_memory_through_ipc_handles() {
 
 #[test]
 fn report_file_at_exit() {
-    let dir = std::env::temp_dir().join(format!("ncclsim-report-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::scratch_dir("cudart12-report");
     let path = dir.join("memory.json");
     run(command(&["memory"]).env("NCCLSIM_REPORT", &path));
     let report = std::fs::read_to_string(&path).expect("report written at exit");
@@ -218,7 +224,29 @@ fn report_file_at_exit() {
     run(command(&["kernels"]).env("NCCLSIM_REPORT", &path));
     let report = std::fs::read_to_string(&path).unwrap();
     assert!(report.contains("\"_Z4fillPfi\": 1"), "{report}");
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn graph_capture_records_and_launch_replays() {
+    let dir = support::scratch_dir("cudart12-graphs");
+    let dot = dir.join("graph.dot");
+    let text = stdout(&run(&mut command(&["graphs", dot.to_str().unwrap()])));
+    assert!(text.contains("nodes 4\nhost calls 2\n"), "{text}");
+    assert!(text.contains("PASS graphs"), "{text}");
+    let dot = std::fs::read_to_string(&dot).expect("cudaGraphDebugDotPrint wrote the file");
+    assert!(dot.starts_with("digraph"), "{dot}");
+    assert!(dot.contains("memcpy HostToDevice 1x4096 bytes"), "{dot}");
+    assert!(dot.contains("n2 -> n3"), "{dot}");
+}
+
+#[test]
+fn per_thread_default_stream_entry_points() {
+    assert!(stdout(&run(&mut command(&["per-thread"]))).contains("PASS per-thread"));
+}
+
+#[test]
+fn device_reset_frees_the_device_memory() {
+    assert!(stdout(&run(&mut command(&["reset"]))).contains("PASS reset"));
 }
 
 #[test]

@@ -8,6 +8,7 @@
 #![allow(non_snake_case)]
 
 use fake_cuda_core::client::{client, Client};
+use fake_cuda_core::frontend::{self, ApiError};
 use fake_cuda_core::{CoreError, Status};
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 
@@ -22,8 +23,10 @@ const NO_DEVICE: CUresult = 100;
 const INVALID_DEVICE: CUresult = 101;
 const MAP_FAILED: CUresult = 205;
 const INVALID_HANDLE: CUresult = 400;
+const NOT_FOUND: CUresult = 500;
 const NOT_READY: CUresult = 600;
 const NOT_SUPPORTED: CUresult = 801;
+const STREAM_CAPTURE_UNSUPPORTED: CUresult = 900;
 const UNKNOWN: CUresult = 999;
 
 /// The driver version reported (CUDA 12.9).
@@ -55,6 +58,7 @@ impl DriverError {
                 Status::NotReady => NOT_READY,
                 Status::IpcMapFailed => MAP_FAILED,
                 Status::KernelRefused | Status::NotSupported => NOT_SUPPORTED,
+                Status::CaptureViolation => STREAM_CAPTURE_UNSUPPORTED,
                 Status::Internal => UNKNOWN,
             },
         }
@@ -63,16 +67,9 @@ impl DriverError {
 
 type Result<T> = std::result::Result<T, DriverError>;
 
-fn boundary(function: &str, body: impl FnOnce() -> Result<()>) -> CUresult {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
-        Ok(Ok(())) => SUCCESS,
-        Ok(Err(e)) => {
-            if std::env::var("NCCLSIM_DEBUG").is_ok_and(|v| v != "0") {
-                eprintln!("ncclsim libcuda: {function}: {e}");
-            }
-            e.code()
-        }
-        Err(_) => UNKNOWN,
+impl ApiError for DriverError {
+    fn code(&self) -> i32 {
+        DriverError::code(self)
     }
 }
 
@@ -83,7 +80,8 @@ macro_rules! drv_fn {
         #[unsafe(no_mangle)]
         #[allow(clippy::missing_safety_doc)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> CUresult {
-            boundary(stringify!($name), move || -> Result<()> { $body })
+            frontend::boundary("libcuda", stringify!($name), UNKNOWN, &[NOT_READY],
+                               move || -> Result<()> { $body })
         }
     };
 }
@@ -93,12 +91,8 @@ fn core() -> Result<&'static Client> {
 }
 
 fn write_out<T>(out: *mut T, value: T) -> Result<()> {
-    if out.is_null() {
-        return Err(DriverError::Code(INVALID_VALUE));
-    }
-    // SAFETY: non-null; valid by the driver API's out-parameter contract.
-    unsafe { out.write(value) };
-    Ok(())
+    // SAFETY: driver out-parameters point to a writable `T` when non-null (API contract).
+    unsafe { frontend::write_out(out, value, || DriverError::Code(INVALID_VALUE)) }
 }
 
 drv_fn!(
@@ -126,19 +120,11 @@ drv_fn!(
 drv_fn!(
     fn cuDeviceGetName(name: *mut c_char, len: c_int, device: c_int) {
         let d = core()?.device_info(device)?;
-        if name.is_null() || len <= 0 {
+        let mut text = frontend::c_array_text(&d.name);
+        text.truncate((len.max(1) - 1) as usize);
+        // SAFETY: the caller provides `len` bytes at `name`.
+        if !unsafe { frontend::write_c_string(name, len.max(0) as usize, &text) } {
             return Err(DriverError::Code(INVALID_VALUE));
-        }
-        let n = d
-            .name
-            .iter()
-            .position(|&c| c == 0)
-            .unwrap_or(255)
-            .min(len as usize - 1);
-        // SAFETY: the caller provides `len` bytes; we write n + 1 <= len.
-        unsafe {
-            std::ptr::copy_nonoverlapping(d.name.as_ptr(), name, n);
-            *name.add(n) = 0;
         }
         Ok(())
     }
@@ -235,6 +221,225 @@ drv_fn!(
     }
 );
 
+// ---- memory copies, streams, events, IPC ----------------------------------------------------
+// Streams and events are the core's, so a `CUstream` and a `cudaStream_t` are the same handle
+// (as with NVIDIA's libraries).
+
+/// `CUstream` / `CUevent`.
+pub type CUhandle = *mut c_void;
+/// `CUipcMemHandle` / `CUipcEventHandle`: 64 opaque bytes (our encoding: fake_cuda_core::ipc).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CUipcHandle {
+    /// Opaque bytes.
+    pub reserved: [u8; 64],
+}
+const _: () = assert!(std::mem::size_of::<CUipcHandle>() == 64);
+
+/// The legacy default stream, which synchronous copies use.
+const LEGACY: u64 = 0;
+/// `cudaMemcpyDefault`: the core infers the direction from the pointers.
+const COPY_DEFAULT: c_int = 4;
+
+fn copy_sync(dst: u64, src: u64, n: usize) -> Result<()> {
+    let c = core()?;
+    c.memcpy(dst as usize, src as usize, n, COPY_DEFAULT, LEGACY)?;
+    Ok(c.stream_synchronize(LEGACY)?)
+}
+
+drv_fn!(
+    fn cuMemcpy(dst: u64, src: u64, n: usize) {
+        copy_sync(dst, src, n)
+    }
+);
+drv_fn!(
+    fn cuMemcpyHtoD_v2(dst: u64, src: *const c_void, n: usize) {
+        copy_sync(dst, src as u64, n)
+    }
+);
+drv_fn!(
+    fn cuMemcpyDtoH_v2(dst: *mut c_void, src: u64, n: usize) {
+        copy_sync(dst as u64, src, n)
+    }
+);
+drv_fn!(
+    fn cuMemcpyAsync(dst: u64, src: u64, n: usize, stream: CUhandle) {
+        Ok(core()?.memcpy(dst as usize, src as usize, n, COPY_DEFAULT, stream as u64)?)
+    }
+);
+drv_fn!(
+    fn cuMemsetD8_v2(dst: u64, value: u8, n: usize) {
+        let c = core()?;
+        c.memset(dst as usize, c_int::from(value), n, LEGACY)?;
+        Ok(c.stream_synchronize(LEGACY)?)
+    }
+);
+drv_fn!(
+    fn cuMemsetD8Async(dst: u64, value: u8, n: usize, stream: CUhandle) {
+        Ok(core()?.memset(dst as usize, c_int::from(value), n, stream as u64)?)
+    }
+);
+
+drv_fn!(
+    fn cuStreamCreate(stream: *mut CUhandle, flags: c_uint) {
+        if stream.is_null() {
+            return Err(DriverError::Code(INVALID_VALUE));
+        }
+        write_out(stream, core()?.stream_create(flags & 1, 0)? as CUhandle)
+    }
+);
+drv_fn!(
+    fn cuStreamCreateWithPriority(stream: *mut CUhandle, flags: c_uint, priority: c_int) {
+        if stream.is_null() {
+            return Err(DriverError::Code(INVALID_VALUE));
+        }
+        let s = core()?.stream_create(flags & 1, priority.clamp(-5, 0))?;
+        write_out(stream, s as CUhandle)
+    }
+);
+drv_fn!(
+    fn cuStreamDestroy_v2(stream: CUhandle) {
+        Ok(core()?.stream_destroy(stream as u64)?)
+    }
+);
+drv_fn!(
+    fn cuStreamSynchronize(stream: CUhandle) {
+        Ok(core()?.stream_synchronize(stream as u64)?)
+    }
+);
+drv_fn!(
+    fn cuStreamQuery(stream: CUhandle) {
+        Ok(core()?.stream_query(stream as u64)?)
+    }
+);
+drv_fn!(
+    fn cuStreamWaitEvent(stream: CUhandle, event: CUhandle, _flags: c_uint) {
+        Ok(core()?.stream_wait_event(stream as u64, event as u64)?)
+    }
+);
+drv_fn!(
+    fn cuStreamGetPriority(stream: CUhandle, priority: *mut c_int) {
+        write_out(priority, core()?.stream_info(stream as u64)?.priority)
+    }
+);
+drv_fn!(
+    fn cuStreamGetFlags(stream: CUhandle, flags: *mut c_uint) {
+        write_out(flags, core()?.stream_info(stream as u64)?.flags)
+    }
+);
+drv_fn!(
+    fn cuCtxSynchronize() {
+        Ok(core()?.device_synchronize()?)
+    }
+);
+
+drv_fn!(
+    fn cuEventCreate(event: *mut CUhandle, flags: c_uint) {
+        if event.is_null() || flags & !0xf != 0 {
+            return Err(DriverError::Code(INVALID_VALUE));
+        }
+        write_out(event, core()?.event_create(flags & 0x7)? as CUhandle)
+    }
+);
+drv_fn!(
+    fn cuEventDestroy_v2(event: CUhandle) {
+        Ok(core()?.event_destroy(event as u64)?)
+    }
+);
+drv_fn!(
+    fn cuEventRecord(event: CUhandle, stream: CUhandle) {
+        Ok(core()?.event_record(event as u64, stream as u64)?)
+    }
+);
+drv_fn!(
+    fn cuEventQuery(event: CUhandle) {
+        Ok(core()?.event_query(event as u64)?)
+    }
+);
+drv_fn!(
+    fn cuEventSynchronize(event: CUhandle) {
+        Ok(core()?.event_synchronize(event as u64)?)
+    }
+);
+drv_fn!(
+    fn cuEventElapsedTime(ms: *mut f32, start: CUhandle, end: CUhandle) {
+        write_out(ms, core()?.event_elapsed_ms(start as u64, end as u64)?)
+    }
+);
+drv_fn!(
+    fn cuEventElapsedTime_v2(ms: *mut f32, start: CUhandle, end: CUhandle) {
+        write_out(ms, core()?.event_elapsed_ms(start as u64, end as u64)?)
+    }
+);
+
+drv_fn!(
+    fn cuIpcGetMemHandle(handle: *mut CUipcHandle, ptr: u64) {
+        let h = core()?.ipc_get_mem_handle(ptr as usize)?;
+        write_out(handle, CUipcHandle { reserved: h })
+    }
+);
+fn ipc_open(ptr: *mut u64, handle: CUipcHandle) -> Result<()> {
+    if ptr.is_null() {
+        return Err(DriverError::Code(INVALID_VALUE));
+    }
+    write_out(ptr, core()?.ipc_open_mem_handle(&handle.reserved)? as u64)
+}
+drv_fn!(
+    fn cuIpcOpenMemHandle(ptr: *mut u64, handle: CUipcHandle, _flags: c_uint) {
+        ipc_open(ptr, handle)
+    }
+);
+drv_fn!(
+    fn cuIpcOpenMemHandle_v2(ptr: *mut u64, handle: CUipcHandle, _flags: c_uint) {
+        ipc_open(ptr, handle)
+    }
+);
+drv_fn!(
+    fn cuIpcCloseMemHandle(ptr: u64) {
+        Ok(core()?.ipc_close_mem_handle(ptr as usize)?)
+    }
+);
+drv_fn!(
+    fn cuIpcGetEventHandle(handle: *mut CUipcHandle, event: CUhandle) {
+        let h = core()?.ipc_get_event_handle(event as u64)?;
+        write_out(handle, CUipcHandle { reserved: h })
+    }
+);
+drv_fn!(
+    fn cuIpcOpenEventHandle(event: *mut CUhandle, handle: CUipcHandle) {
+        if event.is_null() {
+            return Err(DriverError::Code(INVALID_VALUE));
+        }
+        write_out(
+            event,
+            core()?.ipc_open_event_handle(&handle.reserved)? as CUhandle,
+        )
+    }
+);
+
+drv_fn!(
+    fn cuDeviceGetPCIBusId(bus_id: *mut c_char, len: c_int, device: c_int) {
+        let d = core()?.device_info(device)?;
+        let text = format!(
+            "{:04x}:{:02x}:{:02x}.{:x}",
+            d.pci[0], d.pci[1], d.pci[2], d.pci[3]
+        );
+        // SAFETY: the caller provides `len` bytes at `bus_id`.
+        if !unsafe { frontend::write_c_string(bus_id, len.max(0) as usize, text.as_bytes()) } {
+            return Err(DriverError::Code(INVALID_VALUE));
+        }
+        Ok(())
+    }
+);
+drv_fn!(
+    fn cuDeviceCanAccessPeer(can: *mut c_int, device: c_int, peer: c_int) {
+        let c = core()?;
+        c.device_info(device)?;
+        c.device_info(peer)?;
+        write_out(can, c_int::from(device != peer))
+    }
+);
+
 const ERRORS: &[(CUresult, &CStr, &CStr)] = &[
     (SUCCESS, c"CUDA_SUCCESS", c"no error"),
     (
@@ -268,12 +473,21 @@ const ERRORS: &[(CUresult, &CStr, &CStr)] = &[
         c"CUDA_ERROR_INVALID_HANDLE",
         c"invalid resource handle",
     ),
-    (500, c"CUDA_ERROR_NOT_FOUND", c"named symbol not found"),
+    (
+        NOT_FOUND,
+        c"CUDA_ERROR_NOT_FOUND",
+        c"named symbol not found",
+    ),
     (NOT_READY, c"CUDA_ERROR_NOT_READY", c"device not ready"),
     (
         NOT_SUPPORTED,
         c"CUDA_ERROR_NOT_SUPPORTED",
         c"operation not supported",
+    ),
+    (
+        STREAM_CAPTURE_UNSUPPORTED,
+        c"CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+        c"operation not permitted when stream is capturing",
     ),
     (UNKNOWN, c"CUDA_ERROR_UNKNOWN", c"unknown error"),
 ];
@@ -297,65 +511,90 @@ drv_fn!(
     }
 );
 
-/// Looks a driver function up among this library's own exports.
-fn own_symbol(name: *const c_char) -> Result<*mut c_void> {
-    if name.is_null() {
-        return Err(DriverError::Code(INVALID_VALUE));
-    }
-    // SAFETY: non-null C string by contract.
-    let name = unsafe { CStr::from_ptr(name) };
+/// Driver functions whose ABI changed: (name asked for, first CUDA version of the new ABI,
+/// the export that implements it). `cuGetProcAddress` resolves a plain name to the newest ABI
+/// the caller's CUDA version knows, as the real driver does.
+const VERSIONED: &[(&str, c_int, &str)] = &[
+    ("cuDeviceTotalMem", 3020, "cuDeviceTotalMem_v2"),
+    ("cuMemAlloc", 3020, "cuMemAlloc_v2"),
+    ("cuMemFree", 3020, "cuMemFree_v2"),
+    ("cuMemGetInfo", 3020, "cuMemGetInfo_v2"),
+    ("cuMemcpyHtoD", 3020, "cuMemcpyHtoD_v2"),
+    ("cuMemcpyDtoH", 3020, "cuMemcpyDtoH_v2"),
+    ("cuMemsetD8", 3020, "cuMemsetD8_v2"),
+    ("cuStreamDestroy", 4000, "cuStreamDestroy_v2"),
+    ("cuEventDestroy", 4000, "cuEventDestroy_v2"),
+    ("cuLinkCreate", 6050, "cuLinkCreate_v2"),
+    ("cuLinkAddData", 6050, "cuLinkAddData_v2"),
+    ("cuIpcOpenMemHandle", 11000, "cuIpcOpenMemHandle_v2"),
+    ("cuDeviceGetUuid", 11040, "cuDeviceGetUuid_v2"),
+    ("cuGetProcAddress", 12000, "cuGetProcAddress_v2"),
+];
+
+/// The export of this library that `symbol` means at CUDA version `version`, if any.
+fn resolve_symbol(symbol: &CStr, version: c_int) -> *mut c_void {
+    let name = symbol.to_string_lossy();
+    let target = VERSIONED
+        .iter()
+        .find(|(base, since, _)| *base == name && version >= *since)
+        .map_or(name.as_ref(), |(_, _, target)| target);
+    let Ok(target) = std::ffi::CString::new(target) else {
+        return std::ptr::null_mut();
+    };
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: `own_symbol` is code in this library; `info` is a valid out-parameter.
-    if unsafe { libc::dladdr(own_symbol as *const c_void, &mut info) } == 0 {
-        return Ok(std::ptr::null_mut());
+    // SAFETY: `resolve_symbol` is code in this library; `info` is a valid out-parameter.
+    if unsafe { libc::dladdr(resolve_symbol as *const c_void, &mut info) } == 0 {
+        return std::ptr::null_mut();
     }
     // SAFETY: re-opening the already loaded library by its path only takes a reference.
     let h = unsafe { libc::dlopen(info.dli_fname, libc::RTLD_NOW | libc::RTLD_NOLOAD) };
     if h.is_null() {
-        return Ok(std::ptr::null_mut());
+        return std::ptr::null_mut();
     }
     // SAFETY: valid handle and name; the result is an exported function or null.
-    let p = unsafe { libc::dlsym(h, name.as_ptr()) };
+    let p = unsafe { libc::dlsym(h, target.as_ptr()) };
     // SAFETY: balances the dlopen above; the library stays loaded.
     unsafe { libc::dlclose(h) };
-    Ok(p)
+    p
+}
+
+fn proc_address(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: c_int,
+    status: *mut c_int,
+) -> Result<()> {
+    if symbol.is_null() {
+        return Err(DriverError::Code(INVALID_VALUE));
+    }
+    // SAFETY: non-null C string by contract.
+    let p = resolve_symbol(unsafe { CStr::from_ptr(symbol) }, version);
+    write_out(pfn, p)?;
+    if !status.is_null() {
+        // CU_GET_PROC_ADDRESS_SUCCESS / _SYMBOL_NOT_FOUND.
+        write_out(status, if p.is_null() { 1 } else { 0 })?;
+    }
+    if p.is_null() {
+        Err(DriverError::Code(NOT_FOUND))
+    } else {
+        Ok(())
+    }
 }
 
 drv_fn!(
     fn cuGetProcAddress_v2(
         symbol: *const c_char,
         pfn: *mut *mut c_void,
-        _version: c_int,
+        version: c_int,
         _flags: u64,
         status: *mut c_int,
     ) {
-        let p = own_symbol(symbol)?;
-        write_out(pfn, p)?;
-        if !status.is_null() {
-            // CU_GET_PROC_ADDRESS_SUCCESS / _SYMBOL_NOT_FOUND.
-            write_out(status, if p.is_null() { 1 } else { 0 })?;
-        }
-        if p.is_null() {
-            Err(DriverError::Code(500))
-        } else {
-            Ok(())
-        }
+        proc_address(symbol, pfn, version, status)
     }
 );
 drv_fn!(
-    fn cuGetProcAddress(
-        symbol: *const c_char,
-        pfn: *mut *mut c_void,
-        _version: c_int,
-        _flags: u64,
-    ) {
-        let p = own_symbol(symbol)?;
-        write_out(pfn, p)?;
-        if p.is_null() {
-            Err(DriverError::Code(500))
-        } else {
-            Ok(())
-        }
+    fn cuGetProcAddress(symbol: *const c_char, pfn: *mut *mut c_void, version: c_int, _flags: u64) {
+        proc_address(symbol, pfn, version, std::ptr::null_mut())
     }
 );
 

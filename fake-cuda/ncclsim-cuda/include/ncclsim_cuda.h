@@ -29,6 +29,11 @@ struct ncclsim_core_api_v1 {
     ncclsim_fn ipc_get_mem_handle, ipc_open_mem_handle, ipc_close_mem_handle;
     ncclsim_fn ipc_get_event_handle, ipc_open_event_handle;
     ncclsim_fn register_function, launch_kernel;
+    ncclsim_fn physical_device_count, physical_device_info, physical_device_topology;
+    ncclsim_fn topology_common_ancestor;
+    ncclsim_fn begin_capture, end_capture, capture_info, graph_create, graph_destroy;
+    ncclsim_fn graph_node_count, graph_write_dot, graph_instantiate, graph_exec_destroy;
+    ncclsim_fn graph_launch, device_reset;
 };
 
 const struct ncclsim_core_api_v1 *ncclsim_cuda_core_v1(void);

@@ -11,28 +11,38 @@
 //! records the calling thread's last error message and returns a [`Status`] code.
 
 use fake_cuda_core::abi::{
-    CDeviceInfo, CHandle, CPointerInfo, CStreamInfo, CWorkFn, CoreApiV1, CORE_ABI_VERSION,
+    CDeviceInfo, CDeviceTopology, CHandle, CNvLink, CPointerInfo, CStreamInfo, CWorkFn, CoreApiV1,
+    CORE_ABI_VERSION, MAX_NVLINKS, MAX_PCI_ANCESTORS,
 };
-use fake_cuda_core::{CopyKind, Core, CoreError, Status};
+use fake_cuda_core::device::{common_ancestor, NvLinkPeer};
+use fake_cuda_core::{CopyKind, Core, CoreError, DeviceDesc, PciBusId, Status};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::Mutex;
 use std::sync::OnceLock;
 
-static CORE: OnceLock<Core> = OnceLock::new();
+static CORE: OnceLock<Result<Core, CoreError>> = OnceLock::new();
 
 /// The process's core, created from the environment on first use. With `NCCLSIM_REPORT=file`
-/// a JSON report is written to `file` when the process exits.
-pub fn core() -> &'static Core {
+/// a JSON report is written to `file` when the process exits. If the environment names a
+/// topology that cannot be used, every call fails with that error (printed once).
+pub fn core() -> Result<&'static Core, CoreError> {
     CORE.get_or_init(|| {
-        if std::env::var_os("NCCLSIM_REPORT").is_some() {
-            // SAFETY: registering a plain extern "C" function; this library is never unloaded
-            // (front-ends open it with RTLD_NODELETE).
-            unsafe { libc::atexit(write_report) };
+        let core = Core::from_env();
+        match &core {
+            Ok(_) if std::env::var_os("NCCLSIM_REPORT").is_some() => {
+                // SAFETY: registering a plain extern "C" function; this library is never
+                // unloaded (front-ends open it with RTLD_NODELETE).
+                unsafe { libc::atexit(write_report) };
+            }
+            Ok(_) => {}
+            Err(e) => eprintln!("ncclsim: no fake CUDA devices: {e}"),
         }
-        Core::from_env()
+        core
     })
+    .as_ref()
+    .map_err(Clone::clone)
 }
 
 /// API calls by vtable entry name.
@@ -57,7 +67,8 @@ extern "C" fn write_report() {
             .iter()
             .map(|(k, v)| (k.to_string(), *v))
             .collect();
-        let report = core().report(calls);
+        let Ok(core) = core() else { return };
+        let report = core.report(calls);
         let text = serde_json::to_string_pretty(&report).expect("report serialises");
         if let Err(e) = std::fs::write(&path, text + "\n") {
             eprintln!(
@@ -129,16 +140,16 @@ unsafe extern "C" fn last_error_message(buf: *mut c_char, len: usize) -> usize {
     })
 }
 
-core_fn!(device_count(out: *mut i32) { put(out, core().device_count() as i32) });
+core_fn!(device_count(out: *mut i32) { put(out, core()?.device_count() as i32) });
 
-core_fn!(device_info(ordinal: i32, out: *mut CDeviceInfo) {
-    let d = core().device(ordinal)?;
+/// The C form of a device description.
+fn device_info_of(d: &DeviceDesc, physical_index: usize) -> CDeviceInfo {
     let mut c = CDeviceInfo::default();
     for (dst, src) in c.name.iter_mut().zip(d.name.bytes().take(255)) {
         *dst = src as c_char;
     }
     c.uuid = d.uuid;
-    c.pci = [d.pci.domain, d.pci.bus, d.pci.device, d.pci.function];
+    c.pci = pci_words(d.pci);
     c.sm_major = d.sm_major() as i32;
     c.sm_minor = d.sm_minor() as i32;
     c.total_memory = d.memory_bytes;
@@ -149,22 +160,78 @@ core_fn!(device_info(ordinal: i32, out: *mut CDeviceInfo) {
     c.l2_cache_bytes = d.l2_cache_bytes as i32;
     c.shared_mem_per_multiprocessor = d.shared_mem_per_multiprocessor as i32;
     c.shared_mem_per_block_optin = d.shared_mem_per_block_optin as i32;
-    c.physical_index = ordinal;
-    put(out, c)
+    c.physical_index = physical_index as i32;
+    c
+}
+
+fn pci_words(p: PciBusId) -> [u32; 4] {
+    [p.domain, p.bus, p.device, p.function]
+}
+
+fn physical(index: i32) -> Result<(usize, &'static DeviceDesc), CoreError> {
+    let i = usize::try_from(index).map_err(|_| CoreError::InvalidDevice {
+        ordinal: index,
+        visible: 0,
+    })?;
+    Ok((i, core()?.physical_device(i)?))
+}
+
+core_fn!(device_info(ordinal: i32, out: *mut CDeviceInfo) {
+    let c = core()?;
+    put(out, device_info_of(c.device(ordinal)?, c.physical_index(ordinal)?))
 });
 
-core_fn!(get_device(out: *mut i32) { put(out, core().current_device()) });
-core_fn!(set_device(ordinal: i32) { core().set_device(ordinal) });
+core_fn!(physical_device_count(out: *mut i32) {
+    put(out, core()?.physical_device_count() as i32)
+});
+
+core_fn!(physical_device_info(index: i32, out: *mut CDeviceInfo) {
+    let (i, d) = physical(index)?;
+    put(out, device_info_of(d, i))
+});
+
+core_fn!(physical_device_topology(index: i32, out: *mut CDeviceTopology) {
+    let (_, d) = physical(index)?;
+    let mut t = CDeviceTopology {
+        pci_device_id: d.pci_device_id,
+        pci_subsystem_id: d.pci_subsystem_id,
+        numa_node: d.numa_node,
+        nvlink_count: d.nvlinks.len().min(MAX_NVLINKS) as u32,
+        pci_ancestor_count: d.pci_ancestors.len().min(MAX_PCI_ANCESTORS) as u32,
+        ..CDeviceTopology::default()
+    };
+    for (dst, l) in t.nvlinks.iter_mut().zip(&d.nvlinks) {
+        let (peer_kind, peer_gpu) = match l.peer {
+            NvLinkPeer::Gpu(g) => (0, g as i32),
+            NvLinkPeer::Switch => (1, -1),
+            NvLinkPeer::Cpu => (2, -1),
+        };
+        *dst = CNvLink { remote_pci: pci_words(l.remote), peer_kind, peer_gpu };
+    }
+    for (dst, p) in t.pci_ancestors.iter_mut().zip(&d.pci_ancestors) {
+        *dst = pci_words(*p);
+    }
+    put(out, t)
+});
+
+core_fn!(topology_common_ancestor(a: i32, b: i32, out: *mut u32) {
+    let (_, da) = physical(a)?;
+    let (_, db) = physical(b)?;
+    put(out, common_ancestor(da, db) as u32)
+});
+
+core_fn!(get_device(out: *mut i32) { put(out, core()?.current_device()) });
+core_fn!(set_device(ordinal: i32) { core()?.set_device(ordinal) });
 
 core_fn!(malloc(ordinal: i32, size: usize, out: *mut usize) {
     if out.is_null() {
         return Err(CoreError::InvalidValue("null output pointer".into()));
     }
-    put(out, core().malloc(ordinal, size)?)
+    put(out, core()?.malloc(ordinal, size)?)
 });
-core_fn!(free(ptr: usize) { core().free(ptr) });
+core_fn!(free(ptr: usize) { core()?.free(ptr) });
 core_fn!(mem_info(ordinal: i32, free: *mut u64, total: *mut u64) {
-    let (f, t) = core().mem_info(ordinal)?;
+    let (f, t) = core()?.mem_info(ordinal)?;
     put(free, f)?;
     put(total, t)
 });
@@ -172,69 +239,64 @@ core_fn!(host_alloc(size: usize, out: *mut usize) {
     if out.is_null() {
         return Err(CoreError::InvalidValue("null output pointer".into()));
     }
-    put(out, core().host_alloc(size)?)
+    put(out, core()?.host_alloc(size)?)
 });
-core_fn!(host_free(ptr: usize) { core().host_free(ptr) });
-core_fn!(host_register(ptr: usize, size: usize) { core().host_register(ptr, size) });
-core_fn!(host_unregister(ptr: usize) { core().host_unregister(ptr) });
+core_fn!(host_free(ptr: usize) { core()?.host_free(ptr) });
+core_fn!(host_register(ptr: usize, size: usize) { core()?.host_register(ptr, size) });
+core_fn!(host_unregister(ptr: usize) { core()?.host_unregister(ptr) });
 core_fn!(pointer_info(ptr: usize, out: *mut CPointerInfo) {
-    let i = core().pointer_info(ptr);
+    let i = core()?.pointer_info(ptr);
     put(out, CPointerInfo { kind: i.kind as i32, device: i.device, base: i.base, size: i.size })
 });
 
 core_fn!(memcpy(dst: usize, src: usize, n: usize, kind: i32, stream: u64) {
-    core().memcpy(dst, src, n, CopyKind::from_raw(kind)?, stream)
+    core()?.memcpy(dst, src, n, CopyKind::from_raw(kind)?, stream)
 });
 core_fn!(memcpy_2d(dst: usize, dpitch: usize, src: usize, spitch: usize, width: usize,
                    height: usize, kind: i32, stream: u64) {
-    core().memcpy_2d(dst, dpitch, src, spitch, width, height, CopyKind::from_raw(kind)?, stream)
+    core()?.memcpy_2d(dst, dpitch, src, spitch, width, height, CopyKind::from_raw(kind)?, stream)
 });
 core_fn!(memset(dst: usize, value: i32, n: usize, stream: u64) {
-    core().memset(dst, value as u8, n, stream)
+    core()?.memset(dst, value as u8, n, stream)
 });
 
 core_fn!(stream_create(flags: u32, priority: i32, out: *mut u64) {
     if out.is_null() {
         return Err(CoreError::InvalidValue("null output pointer".into()));
     }
-    put(out, core().stream_create(flags, priority)?)
+    put(out, core()?.stream_create(flags, priority)?)
 });
-core_fn!(stream_destroy(stream: u64) { core().stream_destroy(stream) });
+core_fn!(stream_destroy(stream: u64) { core()?.stream_destroy(stream) });
 core_fn!(stream_info(stream: u64, out: *mut CStreamInfo) {
-    let i = core().stream_info(stream)?;
+    let i = core()?.stream_info(stream)?;
     put(out, CStreamInfo { device: i.device as i32, flags: i.flags, priority: i.priority })
 });
-core_fn!(stream_query(stream: u64) { core().stream_query(stream) });
-core_fn!(stream_synchronize(stream: u64) { core().stream_synchronize(stream) });
-core_fn!(stream_wait_event(stream: u64, event: u64) { core().stream_wait_event(stream, event) });
-core_fn!(stream_clock(stream: u64, out: *mut u64) { put(out, core().stream_clock(stream)?) });
+core_fn!(stream_query(stream: u64) { core()?.stream_query(stream) });
+core_fn!(stream_synchronize(stream: u64) { core()?.stream_synchronize(stream) });
+core_fn!(stream_wait_event(stream: u64, event: u64) { core()?.stream_wait_event(stream, event) });
+core_fn!(stream_clock(stream: u64, out: *mut u64) { put(out, core()?.stream_clock(stream)?) });
 core_fn!(enqueue(stream: u64, duration_ns: u64, work: Option<CWorkFn>, data: *mut c_void) {
-    core().enqueue(stream, duration_ns, Box::new(move || {
-        if let Some(f) = work {
-            // SAFETY: the caller of `enqueue` promised `f(data)` may be called once.
-            unsafe { f(data) }
-        }
-    })).map(|_| ())
+    core()?.enqueue_host(stream, duration_ns, work, data as usize)
 });
-core_fn!(device_synchronize() { core().device_synchronize() });
+core_fn!(device_synchronize() { core()?.device_synchronize() });
 
-core_fn!(event_create(flags: u32, out: *mut u64) { put(out, core().event_create(flags)) });
-core_fn!(event_destroy(event: u64) { core().event_destroy(event) });
-core_fn!(event_record(event: u64, stream: u64) { core().event_record(event, stream) });
-core_fn!(event_query(event: u64) { core().event_query(event) });
-core_fn!(event_synchronize(event: u64) { core().event_synchronize(event) });
+core_fn!(event_create(flags: u32, out: *mut u64) { put(out, core()?.event_create(flags)) });
+core_fn!(event_destroy(event: u64) { core()?.event_destroy(event) });
+core_fn!(event_record(event: u64, stream: u64) { core()?.event_record(event, stream) });
+core_fn!(event_query(event: u64) { core()?.event_query(event) });
+core_fn!(event_synchronize(event: u64) { core()?.event_synchronize(event) });
 core_fn!(event_elapsed_ms(start: u64, end: u64, out: *mut f32) {
     if out.is_null() {
         return Err(CoreError::InvalidValue("null output pointer".into()));
     }
-    put(out, core().event_elapsed_ms(start, end)?)
+    put(out, core()?.event_elapsed_ms(start, end)?)
 });
 
 core_fn!(ipc_get_mem_handle(ptr: usize, out: *mut CHandle) {
     if out.is_null() {
         return Err(CoreError::InvalidValue("null output pointer".into()));
     }
-    put(out, core().ipc_get_mem_handle(ptr)?)
+    put(out, core()?.ipc_get_mem_handle(ptr)?)
 });
 core_fn!(ipc_open_mem_handle(handle: *const CHandle, out: *mut usize) {
     if handle.is_null() || out.is_null() {
@@ -242,14 +304,14 @@ core_fn!(ipc_open_mem_handle(handle: *const CHandle, out: *mut usize) {
     }
     // SAFETY: non-null; points to 64 readable bytes by contract.
     let h = unsafe { *handle };
-    put(out, core().ipc_open_mem_handle(&h)?)
+    put(out, core()?.ipc_open_mem_handle(&h)?)
 });
-core_fn!(ipc_close_mem_handle(ptr: usize) { core().ipc_close_mem_handle(ptr) });
+core_fn!(ipc_close_mem_handle(ptr: usize) { core()?.ipc_close_mem_handle(ptr) });
 core_fn!(ipc_get_event_handle(event: u64, out: *mut CHandle) {
     if out.is_null() {
         return Err(CoreError::InvalidValue("null output pointer".into()));
     }
-    put(out, core().ipc_get_event_handle(event)?)
+    put(out, core()?.ipc_get_event_handle(event)?)
 });
 core_fn!(ipc_open_event_handle(handle: *const CHandle, out: *mut u64) {
     if handle.is_null() || out.is_null() {
@@ -257,7 +319,7 @@ core_fn!(ipc_open_event_handle(handle: *const CHandle, out: *mut u64) {
     }
     // SAFETY: non-null; points to 64 readable bytes by contract.
     let h = unsafe { *handle };
-    put(out, core().ipc_open_event_handle(&h)?)
+    put(out, core()?.ipc_open_event_handle(&h)?)
 });
 
 core_fn!(register_function(host_fun: usize, name: *const c_char) {
@@ -267,10 +329,47 @@ core_fn!(register_function(host_fun: usize, name: *const c_char) {
         // SAFETY: non-null C string by contract.
         unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned()
     };
-    core().register_function(host_fun, &name);
+    core()?.register_function(host_fun, &name);
     Ok(())
 });
-core_fn!(launch_kernel(host_fun: usize, stream: u64) { core().launch_kernel(host_fun, stream) });
+core_fn!(launch_kernel(host_fun: usize, stream: u64) { core()?.launch_kernel(host_fun, stream) });
+
+core_fn!(begin_capture(stream: u64) { core()?.begin_capture(stream) });
+core_fn!(end_capture(stream: u64, graph: *mut u64) { put(graph, core()?.end_capture(stream)?) });
+core_fn!(capture_info(stream: u64, status: *mut u32, id: *mut u64, graph: *mut u64) {
+    let (s, i, g) = core()?.capture_info(stream)?;
+    put(status, s as u32)?;
+    put(id, i)?;
+    put(graph, g)
+});
+core_fn!(graph_create(out: *mut u64) { put(out, core()?.graph_create()) });
+core_fn!(graph_destroy(graph: u64) { core()?.graph_destroy(graph) });
+core_fn!(graph_node_count(graph: u64, out: *mut usize) {
+    put(out, core()?.graph_ops(graph)?.len())
+});
+core_fn!(graph_write_dot(graph: u64, path: *const c_char) {
+    if path.is_null() {
+        return Err(CoreError::InvalidValue("null path".into()));
+    }
+    // SAFETY: non-null C string by contract.
+    let path = unsafe { CStr::from_ptr(path) }.to_string_lossy().into_owned();
+    let ops = core()?.graph_ops(graph)?;
+    let mut dot = format!("digraph graph_{graph:x} {{\n");
+    for (i, op) in ops.iter().enumerate() {
+        dot += &format!("  n{i} [label=\"{}\"];\n", op.label());
+        if i > 0 {
+            dot += &format!("  n{} -> n{i};\n", i - 1);
+        }
+    }
+    dot += "}\n";
+    std::fs::write(&path, dot).map_err(|e| CoreError::InvalidValue(format!("{path}: {e}")))
+});
+core_fn!(graph_instantiate(graph: u64, out: *mut u64) {
+    put(out, core()?.graph_instantiate(graph)?)
+});
+core_fn!(graph_exec_destroy(exec: u64) { core()?.graph_exec_destroy(exec) });
+core_fn!(graph_launch(exec: u64, stream: u64) { core()?.graph_launch(exec, stream) });
+core_fn!(device_reset(ordinal: i32) { core()?.device_reset(ordinal) });
 
 static API: CoreApiV1 = CoreApiV1 {
     size: std::mem::size_of::<CoreApiV1>(),
@@ -313,6 +412,21 @@ static API: CoreApiV1 = CoreApiV1 {
     ipc_open_event_handle,
     register_function,
     launch_kernel,
+    physical_device_count,
+    physical_device_info,
+    physical_device_topology,
+    topology_common_ancestor,
+    begin_capture,
+    end_capture,
+    capture_info,
+    graph_create,
+    graph_destroy,
+    graph_node_count,
+    graph_write_dot,
+    graph_instantiate,
+    graph_exec_destroy,
+    graph_launch,
+    device_reset,
 };
 
 /// The one exported symbol: the core's vtable.

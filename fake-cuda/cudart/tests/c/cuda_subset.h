@@ -65,6 +65,25 @@ unsigned __cudaPushCallConfiguration(dim3, dim3, size_t, void *);
 cudaError_t __cudaPopCallConfiguration(dim3 *, dim3 *, size_t *, void *);
 cudaError_t cudaLaunchKernel(const void *, dim3, dim3, void **, size_t, cudaStream_t);
 
+cudaError_t cudaStreamBeginCapture(cudaStream_t, int);
+cudaError_t cudaStreamEndCapture(cudaStream_t, void **);
+cudaError_t cudaStreamIsCapturing(cudaStream_t, int *);
+cudaError_t cudaStreamGetCaptureInfo_v2(cudaStream_t, int *, unsigned long long *, void **,
+                                        const void **, size_t *);
+cudaError_t cudaGraphGetNodes(void *, void **, size_t *);
+cudaError_t cudaGraphDebugDotPrint(void *, const char *, unsigned);
+cudaError_t cudaGraphInstantiate(void **, void *, unsigned long long);
+cudaError_t cudaGraphLaunch(void *, cudaStream_t);
+cudaError_t cudaGraphExecDestroy(void *);
+cudaError_t cudaGraphDestroy(void *);
+cudaError_t cudaDeviceReset(void);
+cudaError_t cudaMemcpy_ptds(void *, const void *, size_t, int);
+cudaError_t cudaMemsetAsync_ptsz(void *, int, size_t, cudaStream_t);
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t);
+cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t, int);
+cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t, void **);
+cudaError_t cudaGraphLaunch_ptsz(void *, cudaStream_t);
+
 /* Driver API (libcuda.so.1). */
 int cuInit(unsigned);
 int cuDeviceGetCount(int *);
@@ -75,6 +94,23 @@ int cuMemFree_v2(unsigned long long);
 int cuGetProcAddress_v2(const char *, void **, int, unsigned long long, int *);
 int cuGetErrorName(int, const char **);
 int cuModuleLoad(void **, const char *);
+int cuStreamCreate(void **, unsigned);
+int cuStreamSynchronize(void *);
+int cuStreamQuery(void *);
+int cuStreamDestroy_v2(void *);
+int cuEventCreate(void **, unsigned);
+int cuEventRecord(void *, void *);
+int cuEventElapsedTime(float *, void *, void *);
+int cuEventDestroy_v2(void *);
+int cuMemsetD8_v2(unsigned long long, unsigned char, size_t);
+int cuMemcpyHtoD_v2(unsigned long long, const void *, size_t);
+int cuMemcpyDtoH_v2(void *, unsigned long long, size_t);
+int cuIpcGetMemHandle(ipc_handle_t *, unsigned long long);
+int cuIpcOpenMemHandle_v2(unsigned long long *, ipc_handle_t, unsigned);
+int cuIpcCloseMemHandle(unsigned long long);
+cudaError_t cudaGetDriverEntryPoint(const char *, void **, unsigned long long, int *);
+cudaError_t cudaGetDriverEntryPointByVersion(const char *, void **, unsigned, unsigned long long,
+                                             int *);
 
 enum { H2H = 0, H2D = 1, D2H = 2, D2D = 3, DEFAULT_KIND = 4 };
 #endif

@@ -9,22 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);          \
-            exit(1);                                                                 \
-        }                                                                            \
-    } while (0)
-#define OK(call)                                                                     \
-    do {                                                                             \
-        cudaError_t e_ = (call);                                                     \
-        if (e_ != 0) {                                                               \
-            fprintf(stderr, "FAIL %s:%d: %s -> %d %s\n", __FILE__, __LINE__, #call,  \
-                    e_, cudaGetErrorName(e_));                                       \
-            exit(1);                                                                 \
-        }                                                                            \
-    } while (0)
+static const char *error_name(int code) { return cudaGetErrorName(code); }
+#include "ncclsim_check.h"
 
 static int props(void) {
     int n = -1, v = 0;
@@ -198,6 +184,25 @@ static int ipc_import(const char *hex) {
 }
 
 /* Any change to a handle, or garbage, is rejected without mapping anything. */
+/* The same through the driver API: cuIpcOpenMemHandle_v2 and driver copies. */
+static int ipc_import_driver(const char *hex) {
+    ipc_handle_t h;
+    unsigned long long p = 0;
+    int host[3 * 1024];
+    CHECK(hex_in(hex, &h) == 0);
+    OK(cuIpcOpenMemHandle_v2(&p, h, 1));
+    OK(cuMemcpyDtoH_v2(host, p, sizeof host));
+    for (int i = 1; i < 3 * 1024 - 1; i++) CHECK(host[i] == i * 3 + 1);
+    int v = -42, w = -43;
+    OK(cuMemcpyHtoD_v2(p, &v, 4));
+    OK(cuMemcpyHtoD_v2(p + sizeof host - 4, &w, 4));
+    OK(cuIpcCloseMemHandle(p));
+    CHECK(cuIpcCloseMemHandle(p) != 0);
+    h.bytes[40] ^= 0x55;
+    CHECK(cuIpcOpenMemHandle_v2(&p, h, 1) == 400); /* CUDA_ERROR_INVALID_HANDLE */
+    return 0;
+}
+
 static int ipc_forged(const char *hex) {
     ipc_handle_t h, bad;
     void *p = NULL;
@@ -347,6 +352,138 @@ static int kernels(void) {
     return 0;
 }
 
+/* Stream capture records work instead of running it; launching the graph replays it. */
+static int graphs(const char *dot_path) {
+    enum { N = 4096 };
+    static unsigned char host[N], back[N];
+    static char fatbin[16];
+    void **h = __cudaRegisterFatBinary(fatbin);
+    __cudaRegisterFunction(h, (const char *)fake_kernel_stub, (char *)"_Z4stepv", "_Z4stepv", -1,
+                           NULL, NULL, NULL, NULL, NULL);
+    for (int i = 0; i < N; i++) host[i] = (unsigned char)(i * 13);
+    unsigned char *d;
+    cudaStream_t s, s2;
+    void *graph = NULL, *graph2 = NULL, *exec = NULL;
+    int status = -1, calls = 0;
+    unsigned long long id = 0;
+    size_t nodes = 0;
+    OK(cudaMalloc((void **)&d, N));
+    OK(cudaMemset(d, 0, N));
+    OK(cudaStreamCreateWithFlags(&s, 1));
+    OK(cudaStreamCreateWithFlags(&s2, 1));
+    CHECK(cudaStreamBeginCapture(NULL, 0) == 900); /* the legacy stream cannot capture */
+    OK(cudaStreamBeginCapture(s, 0));
+    OK(cudaStreamIsCapturing(s, &status));
+    CHECK(status == 1);
+    OK(cudaStreamGetCaptureInfo_v2(s, &status, &id, &graph, NULL, &nodes));
+    CHECK(status == 1 && id != 0 && graph != NULL);
+    OK(cudaMemcpyAsync(d, host, N, H2D, s));
+    OK(cudaMemsetAsync(d + 100, 0xee, 10, s));
+    dim3 one = {1, 1, 1};
+    OK(cudaLaunchKernel((const void *)fake_kernel_stub, one, one, NULL, 0, s));
+    OK(cudaLaunchHostFunc(s, count_fn, &calls));
+    CHECK(cudaStreamSynchronize(s) == 900);
+    CHECK(cudaMemcpyAsync(d, host, 2 * N, H2D, s) == 1); /* bad ranges are still refused */
+    OK(cudaStreamEndCapture(s, &graph2));
+    CHECK(graph2 == graph);
+    OK(cudaStreamIsCapturing(s, &status));
+    CHECK(status == 0);
+    /* Nothing ran during the capture. */
+    OK(cudaMemcpy(back, d, N, D2H));
+    CHECK(back[0] == 0 && back[N - 1] == 0 && calls == 0);
+    OK(cudaGraphGetNodes(graph, NULL, &nodes));
+    printf("nodes %zu\n", nodes);
+    CHECK(nodes == 4);
+    OK(cudaGraphDebugDotPrint(graph, dot_path, 0));
+    OK(cudaGraphInstantiate(&exec, graph, 0));
+    OK(cudaGraphLaunch(exec, s));
+    OK(cudaGraphLaunch(exec, s));
+    OK(cudaStreamSynchronize(s));
+    OK(cudaMemcpy(back, d, N, D2H));
+    for (int i = 0; i < N; i++) CHECK(back[i] == (i >= 100 && i < 110 ? 0xee : host[i]));
+    printf("host calls %d\n", calls);
+    CHECK(calls == 2);
+    OK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphLaunch(exec, s) == 400);
+    OK(cudaGraphDestroy(graph));
+
+    /* Fork/join: a second stream joins the capture by waiting on an event recorded in it. */
+    cudaEvent_t fork, join;
+    OK(cudaEventCreate(&fork));
+    OK(cudaEventCreate(&join));
+    OK(cudaStreamBeginCapture(s, 2));
+    OK(cudaEventRecord(fork, s));
+    OK(cudaStreamWaitEvent(s2, fork, 0));
+    OK(cudaStreamIsCapturing(s2, &status));
+    CHECK(status == 1);
+    OK(cudaMemsetAsync(d, 0x11, 1, s2));
+    OK(cudaEventRecord(join, s2));
+    OK(cudaStreamWaitEvent(s, join, 0));
+    OK(cudaMemsetAsync(d + 1, 0x22, 1, s));
+    OK(cudaStreamEndCapture(s, &graph));
+    OK(cudaStreamIsCapturing(s2, &status));
+    CHECK(status == 0);
+    OK(cudaGraphGetNodes(graph, NULL, &nodes));
+    CHECK(nodes == 2);
+    OK(cudaGraphInstantiate(&exec, graph, 0));
+    OK(cudaGraphLaunch(exec, s2));
+    OK(cudaStreamSynchronize(s2));
+    OK(cudaMemcpy(back, d, 2, D2H));
+    CHECK(back[0] == 0x11 && back[1] == 0x22);
+    OK(cudaGraphExecDestroy(exec));
+    OK(cudaGraphDestroy(graph));
+    OK(cudaFree(d));
+    __cudaUnregisterFatBinary(h);
+    return 0;
+}
+
+/* The per-thread default stream entry points (--default-stream per-thread builds). */
+static int per_thread_stream(void) {
+    unsigned char host[256], back[256];
+    unsigned char *d;
+    void *graph, *exec;
+    size_t nodes = 0;
+    for (int i = 0; i < 256; i++) host[i] = (unsigned char)i;
+    OK(cudaMalloc((void **)&d, 256));
+    OK(cudaMemcpy_ptds(d, host, 256, H2D));
+    OK(cudaMemsetAsync_ptsz(d, 0x7f, 8, NULL));
+    OK(cudaStreamSynchronize_ptsz(NULL));
+    OK(cudaMemcpy_ptds(back, d, 256, D2H));
+    CHECK(back[0] == 0x7f && back[7] == 0x7f && back[8] == 8 && back[255] == 255);
+    /* Unlike the legacy stream, the per-thread default stream can capture. */
+    OK(cudaStreamBeginCapture_ptsz(NULL, 2));
+    OK(cudaMemsetAsync_ptsz(d, 0x01, 256, NULL));
+    OK(cudaStreamEndCapture_ptsz(NULL, &graph));
+    OK(cudaGraphGetNodes(graph, NULL, &nodes));
+    CHECK(nodes == 1);
+    OK(cudaGraphInstantiate(&exec, graph, 0));
+    OK(cudaGraphLaunch_ptsz(exec, NULL));
+    OK(cudaMemcpy_ptds(back, d, 256, D2H));
+    CHECK(back[0] == 1 && back[255] == 1);
+    OK(cudaFree(d));
+    return 0;
+}
+
+/* cudaDeviceReset frees every allocation of the current device. */
+static int reset(void) {
+    size_t free0, free1, total;
+    void *a, *b;
+    OK(cudaSetDevice(1));
+    OK(cudaMemGetInfo(&free0, &total));
+    OK(cudaMalloc(&a, 1 << 30));
+    OK(cudaMalloc(&b, 1 << 20));
+    OK(cudaMemGetInfo(&free1, &total));
+    CHECK(free0 - free1 == (1 << 30) + (1 << 20));
+    OK(cudaDeviceReset());
+    OK(cudaMemGetInfo(&free1, &total));
+    CHECK(free1 == free0);
+    CHECK(cudaFree(a) == 1); /* gone */
+    OK(cudaMalloc(&a, 4096)); /* the device is usable again */
+    OK(cudaMemset(a, 1, 4096));
+    OK(cudaFree(a));
+    return 0;
+}
+
 /* libcuda.so.1 and libcudart.so.12 share one core: memory from one is known to the other. */
 static int driver(void) {
     int n = 0, active = 0;
@@ -372,6 +509,45 @@ static int driver(void) {
     CHECK(st == 0 && p == (void *)cuDeviceGetCount);
     CHECK(cuGetProcAddress_v2("cuNoSuchFunction", &p, 12000, 0, &st) == 500 && st == 1 && p == NULL);
     CHECK(cuModuleLoad(&p, "x.cubin") == 801);
+
+    /* cudaGetDriverEntryPoint* hand out libcuda.so.1's functions, by the caller's ABI version. */
+    OK(cudaGetDriverEntryPoint("cuDeviceGetCount", &p, 0, &st));
+    CHECK(st == 0 && p == (void *)cuDeviceGetCount);
+    OK(cudaGetDriverEntryPointByVersion("cuMemFree", &p, 12000, 0, &st));
+    CHECK(st == 0 && p == (void *)cuMemFree_v2);
+    OK(cudaGetDriverEntryPointByVersion("cuNoSuchFunction", &p, 12000, 0, &st));
+    CHECK(st == 1 && p == NULL);
+    CHECK(cudaGetDriverEntryPoint("cuNoSuchFunction", &p, 0, NULL) == 500);
+
+    /* Driver streams and events are the runtime's: use them interchangeably. */
+    void *s = NULL, *e0 = NULL, *e1 = NULL;
+    float ms = -1;
+    OK(cuStreamCreate(&s, 1));
+    OK(cuEventCreate(&e0, 0));
+    OK(cuEventCreate(&e1, 0));
+    OK(cudaMalloc(&d, 1 << 20));
+    static char buf[1 << 20];
+    OK(cuEventRecord(e0, s));
+    OK(cudaMemcpyAsync(d, buf, sizeof buf, H2D, s));
+    OK(cuEventRecord(e1, s));
+    OK(cuStreamSynchronize(s));
+    OK(cuEventElapsedTime(&ms, e0, e1));
+    CHECK(ms > 0);
+    OK(cuStreamQuery(s));
+    OK(cuMemsetD8_v2((unsigned long long)(uintptr_t)d, 0x5a, 16));
+    OK(cudaMemcpy(buf, d, 16, D2H));
+    CHECK(buf[0] == 0x5a && buf[15] == 0x5a);
+    unsigned long long opened = 0;
+    ipc_handle_t h;
+    OK(cuIpcGetMemHandle(&h, (unsigned long long)(uintptr_t)d));
+    OK(cuIpcOpenMemHandle_v2(&opened, h, 1));
+    CHECK(opened == (unsigned long long)(uintptr_t)d); /* own process: the original pointer */
+    OK(cuIpcCloseMemHandle(opened));
+    OK(cudaFree(d));
+    OK(cuEventDestroy_v2(e0));
+    OK(cuEventDestroy_v2(e1));
+    OK(cuStreamDestroy_v2(s));
+    CHECK(cuStreamQuery(s) == 400);
     OK(cuGetErrorName(801, &text));
     CHECK(strcmp(text, "CUDA_ERROR_NOT_SUPPORTED") == 0);
     return 0;
@@ -392,6 +568,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(s, "pace")) rc = pace();
     else if (!strcmp(s, "kernels")) rc = kernels();
     else if (!strcmp(s, "driver")) rc = driver();
+    else if (!strcmp(s, "graphs")) rc = graphs(argv[2]);
+    else if (!strcmp(s, "reset")) rc = reset();
+    else if (!strcmp(s, "per-thread")) rc = per_thread_stream();
+    else if (!strcmp(s, "ipc-import-driver")) rc = ipc_import_driver(argv[2]);
     if (rc == 0) printf("PASS %s\n", s);
     return rc;
 }

@@ -1,0 +1,194 @@
+//! `ncclsim plan` as a user runs it: INFO lines, graph dumps and JSON for the worked examples
+//! (snapshot-checked), the TP/DP job and bad input.
+
+use std::process::Command;
+
+fn ncclsim(args: &[&str]) -> (i32, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ncclsim"));
+    cmd.args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("NCCL") {
+            cmd.env_remove(k);
+        }
+    }
+    let out = cmd.output().expect("run ncclsim");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn dgx_a100_one_node_info() {
+    let (code, out, err) = ncclsim(&["plan", "--topo", "topologies/dgx-a100.xml"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("NCCL INFO Pattern 4, crossNic 0, nChannels 12, bw 20.000000/20.000000, type NVL/PIX, sameChannels 1"));
+    assert!(out.contains("NCCL INFO Channel 00/24 : 0 1 2 3 4 5 6 7\n"));
+    assert!(out.contains("NCCL INFO 24 coll channels, 24 collnet channels, 0 nvls channels, 32 p2p channels, 32 p2p channels per peer"));
+    insta::assert_snapshot!("plan_dgx_a100_1n_info", out);
+}
+
+#[test]
+fn dgx_h100_one_node_info_and_xml() {
+    let (code, out, err) = ncclsim(&["plan", "--topo", "topologies/dgx-h100.xml"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("NCCL INFO Pattern 5, crossNic 0, nChannels 8"));
+    assert!(out.contains("24 coll channels, 24 collnet channels, 16 nvls channels"));
+    insta::assert_snapshot!("plan_dgx_h100_1n_info", out);
+    let (code, xml, _) = ncclsim(&[
+        "plan",
+        "--topo",
+        "topologies/dgx-h100.xml",
+        "--format",
+        "graph-xml",
+    ]);
+    assert_eq!(code, 0);
+    assert!(xml.starts_with("<graphs version=\"1\">\n  <graph id=\"0\" pattern=\"4\""));
+    insta::assert_snapshot!("plan_dgx_h100_1n_graph_xml", xml);
+}
+
+#[test]
+fn dgx_a100_two_nodes_xml_json_and_graph_file() {
+    let (code, xml, err) = ncclsim(&[
+        "plan",
+        "--topo",
+        "topologies/dgx-a100.xml",
+        "--nodes",
+        "2",
+        "--format",
+        "graph-xml",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    insta::assert_snapshot!("plan_dgx_a100_2n_graph_xml", xml);
+    let (code, json, _) = ncclsim(&[
+        "plan",
+        "--topo",
+        "topologies/dgx-a100.xml",
+        "--nodes",
+        "2",
+        "--format",
+        "json",
+        "--comm",
+        "world",
+    ]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["n_channels"], 16);
+    assert_eq!(v["graphs"]["ring"]["n_channels"], 8);
+    assert_eq!(v["graphs"]["ring"]["bw_inter"], 24.0);
+    insta::assert_snapshot!("plan_dgx_a100_2n_json", json);
+    // The dump read back as NCCL_GRAPH_FILE gives the same INFO output (plus the load notice).
+    let file = std::env::temp_dir().join(format!("ncclsim-plan-cli-{}.xml", std::process::id()));
+    std::fs::write(&file, &xml).unwrap();
+    let (_, searched, _) = ncclsim(&["plan", "--topo", "topologies/dgx-a100.xml", "--nodes", "2"]);
+    let env = format!("NCCL_GRAPH_FILE={}", file.display());
+    let (code, loaded, err) = ncclsim(&[
+        "plan",
+        "--topo",
+        "topologies/dgx-a100.xml",
+        "--nodes",
+        "2",
+        "--env",
+        &env,
+    ]);
+    std::fs::remove_file(&file).unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert!(loaded.contains("Search 0 : 8 channels loaded from XML graph"));
+    let strip = |s: &str| -> String {
+        s.lines()
+            .filter(|l| !l.contains("loaded from XML graph"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(strip(&searched), strip(&loaded));
+}
+
+#[test]
+fn tp_dp_job() {
+    let (code, out, err) = ncclsim(&[
+        "plan",
+        "--topo",
+        "topologies/dgx-a100.xml",
+        "--nodes",
+        "2",
+        "--split",
+        "tp=8,dp=2",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let comms: Vec<&str> = out.lines().filter(|l| l.starts_with("# comm ")).collect();
+    assert_eq!(comms.len(), 11, "{comms:?}");
+    assert!(comms[0].starts_with("# comm world: 16 rank(s) on 2 node(s)"));
+    assert!(comms[1].starts_with("# comm tp0: 8 rank(s) on 1 node(s)"));
+    assert!(comms[10].starts_with("# comm dp7: 2 rank(s) on 2 node(s)"));
+    let (code, dot, _) = ncclsim(&[
+        "plan",
+        "--topo",
+        "topologies/dgx-a100.xml",
+        "--nodes",
+        "2",
+        "--split",
+        "tp=8,dp=2",
+        "--format",
+        "dot",
+        "--comm",
+        "dp3",
+    ]);
+    assert_eq!(code, 0);
+    assert!(dot.starts_with("digraph \"dp3\""));
+    assert!(dot.contains("r0 -> r1 [color="));
+}
+
+#[test]
+fn bad_input() {
+    for (args, msg) in [
+        (vec!["plan", "--topo", "nope.xml"], "nope.xml"),
+        (
+            vec![
+                "plan",
+                "--topo",
+                "topologies/dgx-a100.xml",
+                "--split",
+                "tp=3",
+            ],
+            "multiply to 3 but the world has 8",
+        ),
+        (
+            vec![
+                "plan",
+                "--topo",
+                "topologies/dgx-a100.xml",
+                "--split-by",
+                "color=rank/",
+            ],
+            "--split-by",
+        ),
+        (
+            vec!["plan", "--topo", "topologies/dgx-a100.xml", "--gpus", "9"],
+            "no GPU with dev 9",
+        ),
+        (
+            vec!["plan", "--topo", "topologies/dgx-a100.xml", "--comm", "tp9"],
+            "no such communicator",
+        ),
+        (
+            vec!["plan", "--topo", "topologies/dgx-a100.xml", "--rank", "8"],
+            "the world has 8 ranks",
+        ),
+        (
+            vec![
+                "plan",
+                "--topo",
+                "topologies/dgx-a100.xml",
+                "--env",
+                "NCCL_CROSS_NIC=x",
+            ],
+            "NCCL_CROSS_NIC",
+        ),
+    ] {
+        let (code, _, err) = ncclsim(&args);
+        assert_eq!(code, 2, "{args:?}");
+        assert!(err.contains(msg), "{args:?}: {err}");
+    }
+}

@@ -1,0 +1,309 @@
+//! Stream capture and graphs.
+//!
+//! While a stream captures, the work enqueued on it is recorded as [`Op`]s instead of run; a
+//! graph is the recorded sequence, an executable graph a frozen copy of it, and launching one
+//! replays its operations in order on a stream (copies copy again, kernels are counted again,
+//! host functions are called again). Streams that wait on an event recorded in a capture join
+//! that capture, as in CUDA's fork/join pattern; their work lands in the same sequence.
+
+use crate::abi::CWorkFn;
+use crate::error::{CoreError, Result};
+use crate::CopyKind;
+use std::collections::HashMap;
+
+/// One piece of stream work, as recorded and replayed.
+#[derive(Debug, Clone, Copy)]
+pub enum Op {
+    /// `height` rows of `width` bytes between pitched buffers (a 1D copy has one row).
+    Copy {
+        /// Destination.
+        dst: usize,
+        /// Destination pitch.
+        dpitch: usize,
+        /// Source.
+        src: usize,
+        /// Source pitch.
+        spitch: usize,
+        /// Bytes per row.
+        width: usize,
+        /// Rows.
+        height: usize,
+        /// Direction.
+        kind: CopyKind,
+    },
+    /// `n` bytes of device memory set to `value`.
+    Memset {
+        /// Destination.
+        dst: usize,
+        /// Byte value.
+        value: u8,
+        /// Bytes.
+        n: usize,
+    },
+    /// A kernel launch (by host stub).
+    Kernel {
+        /// The kernel's host stub address.
+        host_fun: usize,
+    },
+    /// A host function of the program (`cudaLaunchHostFunc`), or modelled work of a duration.
+    Host {
+        /// Called with `data`, if any.
+        func: Option<CWorkFn>,
+        /// Its argument.
+        data: usize,
+        /// Virtual duration.
+        duration_ns: u64,
+    },
+}
+
+impl Op {
+    /// A short label for graph dumps.
+    pub fn label(&self) -> String {
+        match self {
+            Op::Copy {
+                width,
+                height,
+                kind,
+                ..
+            } => format!("memcpy {kind:?} {}x{} bytes", height, width),
+            Op::Memset { n, value, .. } => format!("memset {n} bytes to {value:#04x}"),
+            Op::Kernel { host_fun } => format!("kernel {host_fun:#x}"),
+            Op::Host { duration_ns, .. } => format!("host work {duration_ns} ns"),
+        }
+    }
+}
+
+/// `cudaStreamCaptureStatus`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum CaptureStatus {
+    /// Not capturing.
+    None = 0,
+    /// Capturing.
+    Active = 1,
+}
+
+#[derive(Debug)]
+struct Capture {
+    graph: u64,
+    origin: u64,
+}
+
+/// Captures in progress, graphs and executable graphs of a process.
+#[derive(Debug, Default)]
+pub struct Graphs {
+    /// Capturing stream key -> capture id.
+    streams: HashMap<u64, u64>,
+    captures: HashMap<u64, Capture>,
+    /// Events recorded during a capture -> capture id.
+    events: HashMap<u64, u64>,
+    graphs: HashMap<u64, Vec<Op>>,
+    execs: HashMap<u64, Vec<Op>>,
+    next: u64,
+}
+
+/// First graph/exec/capture id (distinct from stream and event handles).
+const FIRST_ID: u64 = 0x6a90_0000;
+
+impl Graphs {
+    fn fresh(&mut self) -> u64 {
+        self.next = self.next.max(FIRST_ID) + 0x10;
+        self.next
+    }
+
+    /// Starts capturing stream `key` into a new graph.
+    pub fn begin(&mut self, key: u64) -> Result<()> {
+        if self.streams.contains_key(&key) {
+            return Err(CoreError::CaptureViolation(format!(
+                "stream {key:#x} is already capturing"
+            )));
+        }
+        let graph = self.create_graph();
+        let id = self.fresh();
+        self.captures.insert(id, Capture { graph, origin: key });
+        self.streams.insert(key, id);
+        Ok(())
+    }
+
+    /// Ends the capture `key` started; returns its graph. Streams that joined it stop too.
+    pub fn end(&mut self, key: u64) -> Result<u64> {
+        let id = *self.streams.get(&key).ok_or_else(|| {
+            CoreError::CaptureViolation(format!("stream {key:#x} is not capturing"))
+        })?;
+        if self.captures[&id].origin != key {
+            return Err(CoreError::CaptureViolation(format!(
+                "stream {key:#x} joined a capture; only the stream that began it can end it"
+            )));
+        }
+        let c = self.captures.remove(&id).expect("present");
+        self.streams.retain(|_, cid| *cid != id);
+        self.events.retain(|_, cid| *cid != id);
+        Ok(c.graph)
+    }
+
+    /// (status, capture id, graph) of stream `key`.
+    pub fn info(&self, key: u64) -> (CaptureStatus, u64, u64) {
+        match self.streams.get(&key) {
+            Some(&id) => (CaptureStatus::Active, id, self.captures[&id].graph),
+            None => (CaptureStatus::None, 0, 0),
+        }
+    }
+
+    /// Whether stream `key` is capturing.
+    pub fn is_capturing(&self, key: u64) -> bool {
+        self.streams.contains_key(&key)
+    }
+
+    /// Whether any stream is capturing.
+    pub fn any_capturing(&self) -> bool {
+        !self.streams.is_empty()
+    }
+
+    /// Appends `op` to the capture of stream `key`; false if it is not capturing.
+    pub fn record(&mut self, key: u64, op: Op) -> bool {
+        let Some(id) = self.streams.get(&key) else {
+            return false;
+        };
+        let graph = self.captures[id].graph;
+        self.graphs.get_mut(&graph).expect("capture graph").push(op);
+        true
+    }
+
+    /// An event recorded on stream `key`: true if it was recorded into a capture.
+    pub fn event_recorded(&mut self, event: u64, key: u64) -> bool {
+        match self.streams.get(&key) {
+            Some(&id) => {
+                self.events.insert(event, id);
+                true
+            }
+            None => {
+                self.events.remove(&event);
+                false
+            }
+        }
+    }
+
+    /// Stream `key` waits for `event`: true if that joined it to the event's capture.
+    pub fn event_waited(&mut self, key: u64, event: u64) -> Result<bool> {
+        let Some(&id) = self.events.get(&event) else {
+            return Ok(false);
+        };
+        match self.streams.get(&key) {
+            Some(&other) if other != id => Err(CoreError::CaptureViolation(
+                "a stream cannot join a second capture".into(),
+            )),
+            _ => {
+                self.streams.insert(key, id);
+                Ok(true)
+            }
+        }
+    }
+
+    /// Forgets an event (destroyed).
+    pub fn forget_event(&mut self, event: u64) {
+        self.events.remove(&event);
+    }
+
+    /// A new empty graph.
+    pub fn create_graph(&mut self) -> u64 {
+        let g = self.fresh();
+        self.graphs.insert(g, Vec::new());
+        g
+    }
+
+    fn ops(&self, graph: u64) -> Result<&Vec<Op>> {
+        self.graphs.get(&graph).ok_or(CoreError::InvalidHandle {
+            what: "graph",
+            handle: graph,
+        })
+    }
+
+    /// The operations of a graph, in order.
+    pub fn graph_ops(&self, graph: u64) -> Result<Vec<Op>> {
+        self.ops(graph).cloned()
+    }
+
+    /// Destroys a graph (not one being captured into).
+    pub fn destroy_graph(&mut self, graph: u64) -> Result<()> {
+        self.ops(graph)?;
+        if self.captures.values().any(|c| c.graph == graph) {
+            return Err(CoreError::CaptureViolation(
+                "graph is still being captured".into(),
+            ));
+        }
+        self.graphs.remove(&graph);
+        Ok(())
+    }
+
+    /// Freezes a graph into an executable graph.
+    pub fn instantiate(&mut self, graph: u64) -> Result<u64> {
+        let ops = self.ops(graph)?.clone();
+        let e = self.fresh();
+        self.execs.insert(e, ops);
+        Ok(e)
+    }
+
+    /// The operations an executable graph replays.
+    pub fn exec_ops(&self, exec: u64) -> Result<Vec<Op>> {
+        self.execs
+            .get(&exec)
+            .cloned()
+            .ok_or(CoreError::InvalidHandle {
+                what: "graph exec",
+                handle: exec,
+            })
+    }
+
+    /// Destroys an executable graph.
+    pub fn destroy_exec(&mut self, exec: u64) -> Result<()> {
+        self.execs
+            .remove(&exec)
+            .map(|_| ())
+            .ok_or(CoreError::InvalidHandle {
+                what: "graph exec",
+                handle: exec,
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const K: Op = Op::Kernel { host_fun: 0x10 };
+
+    #[test]
+    fn capture_records_and_ends() {
+        let mut g = Graphs::default();
+        assert!(!g.record(7, K));
+        g.begin(7).unwrap();
+        assert!(g.begin(7).is_err());
+        assert!(g.record(7, K));
+        let (status, id, graph) = g.info(7);
+        assert_eq!(status, CaptureStatus::Active);
+        assert!(id != 0 && graph != 0);
+        assert!(g.destroy_graph(graph).is_err(), "still capturing");
+        assert_eq!(g.end(7).unwrap(), graph);
+        assert_eq!(g.info(7).0, CaptureStatus::None);
+        assert_eq!(g.graph_ops(graph).unwrap().len(), 1);
+        let e = g.instantiate(graph).unwrap();
+        g.destroy_graph(graph).unwrap();
+        assert_eq!(g.exec_ops(e).unwrap().len(), 1, "exec outlives its graph");
+        g.destroy_exec(e).unwrap();
+        assert!(g.exec_ops(e).is_err());
+    }
+
+    #[test]
+    fn fork_join_through_events() {
+        let mut g = Graphs::default();
+        g.begin(1).unwrap();
+        assert!(g.event_recorded(100, 1));
+        assert!(g.event_waited(2, 100).unwrap());
+        assert!(g.record(2, K));
+        assert!(g.end(2).is_err(), "only the origin ends a capture");
+        let graph = g.end(1).unwrap();
+        assert!(!g.is_capturing(2));
+        assert_eq!(g.graph_ops(graph).unwrap().len(), 1);
+        assert!(!g.event_waited(3, 100).unwrap(), "capture events expire");
+    }
+}

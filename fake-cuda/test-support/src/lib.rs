@@ -1,0 +1,184 @@
+//! Helpers shared by the fake CUDA libraries' integration tests.
+//!
+//! Tests find the shared objects cargo built next to the test executable (`target/<profile>/deps`),
+//! give them their real names (`libcudart.so.12`, `libnvidia-ml.so.1`, ...) as symlinks in a
+//! scratch directory under the target directory (so nothing is left in the system's temp
+//! directory), compile C programs against them with the `cc` crate's compiler, and compare the
+//! exported names with the checked-in lists.
+
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// cargo's `target/<profile>/deps`, where test executables and the built libraries live.
+pub fn deps_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    exe.parent().expect("deps directory").to_path_buf()
+}
+
+/// The built file of a cdylib (`libcudart12.so` for `[lib] name = "cudart12"`).
+pub fn built(file: &str) -> PathBuf {
+    let p = deps_dir().join(file);
+    assert!(p.exists(), "{file} not built in {}", deps_dir().display());
+    p
+}
+
+/// A scratch directory `target/<profile>/ncclsim-tests/<name>`, created empty.
+///
+/// It lives in the target directory, so test runs leave nothing in the temp directory; each
+/// test binary uses its own name, and a later run starts it afresh.
+pub fn scratch_dir(name: &str) -> PathBuf {
+    let dir = deps_dir()
+        .parent()
+        .expect("target/<profile>")
+        .join("ncclsim-tests")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create the scratch directory");
+    dir
+}
+
+/// Symlinks each built library (`(built file, real name)`) into `dir` under its real name.
+pub fn link_real_names(dir: &Path, libs: &[(&str, &str)]) {
+    for (file, real) in libs {
+        let link = dir.join(real);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(built(file), &link).expect("symlink a library");
+    }
+}
+
+/// Compiles `source` into `dir/<exe>`, linked against the libraries in `dir` by their real
+/// names (`-l:libcudart.so.13`) with an rpath to `dir`. `includes` are extra `-I` directories;
+/// the source's own directory and this crate's `include/` (`ncclsim_check.h`) are always on
+/// the include path.
+pub fn compile_c(
+    dir: &Path,
+    source: &Path,
+    includes: &[PathBuf],
+    libs: &[&str],
+    exe: &str,
+) -> PathBuf {
+    let target = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
+    let compiler = cc::Build::new()
+        .cargo_metadata(false)
+        .opt_level(0)
+        .target(&target)
+        .host(&target)
+        .get_compiler();
+    let out_path = dir.join(exe);
+    let mut cmd = compiler.to_command();
+    cmd.arg(source);
+    if let Some(parent) = source.parent() {
+        cmd.arg("-I").arg(parent);
+    }
+    cmd.arg("-I")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("include"));
+    for inc in includes {
+        cmd.arg("-I").arg(inc);
+    }
+    cmd.arg("-o")
+        .arg(&out_path)
+        .arg(format!("-L{}", dir.display()));
+    for lib in libs {
+        cmd.arg(format!("-l:{lib}"));
+    }
+    cmd.arg(format!("-Wl,-rpath,{}", dir.display())).arg("-ldl");
+    let out = cmd.output().expect("run the C compiler");
+    assert!(
+        out.status.success(),
+        "compiling {} failed:\n{}",
+        source.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out_path
+}
+
+/// The names of a checked-in list (one a line; `#` comments and blank lines skipped).
+pub fn name_list(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(String::from)
+        .collect()
+}
+
+/// The names of `names` that `dlsym` does not find in the library at `lib`.
+pub fn unresolved(lib: &Path, names: &[String]) -> Vec<String> {
+    let path = CString::new(lib.to_string_lossy().as_bytes()).expect("path without NUL");
+    // SAFETY: loading one of our own libraries; their initialisers do nothing.
+    let h = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL) };
+    assert!(!h.is_null(), "dlopen {}", lib.display());
+    names
+        .iter()
+        .filter(|n| {
+            let c = CString::new(n.as_str()).expect("name without NUL");
+            // SAFETY: valid handle and name.
+            unsafe { libc::dlsym(h, c.as_ptr()) }.is_null()
+        })
+        .cloned()
+        .collect()
+}
+
+/// Defined dynamic symbols of a library (`nm -D --defined-only`), without version suffixes.
+pub fn exported(lib: &Path) -> Vec<String> {
+    let out = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(lib)
+        .output()
+        .expect("run nm");
+    assert!(out.status.success(), "nm {}", lib.display());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .map(|n| n.split('@').next().unwrap_or(n).to_string())
+        .collect()
+}
+
+/// Asserts the built library `file` exports every name of the list at `list` and no function
+/// whose name does not start with `prefix` (the library's API prefix).
+pub fn assert_exports_listed(file: &str, list: &Path, prefix: &str) {
+    let lib = built(file);
+    let missing = unresolved(&lib, &name_list(list));
+    assert!(missing.is_empty(), "{file} does not export: {missing:?}");
+    let foreign: Vec<String> = exported(&lib)
+        .into_iter()
+        .filter(|n| !n.starts_with(prefix))
+        .collect();
+    assert!(
+        foreign.is_empty(),
+        "{file} exports non-{prefix} names: {foreign:?}"
+    );
+}
+
+/// Runs a test program, asserts it succeeded, and returns its stdout.
+pub fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("run the test program");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\n{text}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+/// Runs `python3 -c script` with `LD_LIBRARY_PATH=dir` and returns its trimmed stdout.
+pub fn python(dir: &Path, script: &str) -> String {
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .env("LD_LIBRARY_PATH", dir)
+        .env_remove("CUDA_VISIBLE_DEVICES")
+        .output()
+        .expect("run python3");
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}

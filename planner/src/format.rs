@@ -1,0 +1,234 @@
+//! NCCL's INFO lines for a planned communicator, from one rank's perspective (NCCL 2.30.7
+//! formats: `ncclTopoPrintGraph`, `connectTrees`, `ncclBuildRings`/`dumpLine`, `connectNvls`,
+//! the `Ring`/`Trees` and channel-count lines of `initTransportsRank`).
+
+use crate::graph::TopoGraph;
+use crate::plan::{CommPlan, NodeSearch};
+
+/// `ncclTopoPrintGraph` for one graph of a node.
+pub fn graph_lines(
+    search: &NodeSearch,
+    g: &TopoGraph,
+    inter: bool,
+    v: topo::NcclVersion,
+) -> Vec<String> {
+    let mut out = vec![format!(
+        "Pattern {}, crossNic {}, nChannels {}, bw {:.6}/{:.6}, type {}/{}, sameChannels {}",
+        g.pattern.number(),
+        g.cross_nic,
+        g.n_channels,
+        g.bw_intra,
+        g.bw_inter,
+        g.type_intra.name(),
+        g.type_inter.name(),
+        g.same_channels
+    )];
+    let ngpus = search.ranks.len();
+    let net = |id: i64| -> String {
+        let u = id as u64;
+        if v.at_least(2, 23) {
+            format!(" NET/{:x}-{:x}", u >> 56, u & 0x00ff_ffff_ffff_ffff)
+        } else if v.at_least(2, 21) {
+            format!(" NET/{:x}", u)
+        } else {
+            format!(" NET/{}", id)
+        }
+    };
+    for c in 0..g.n_channels as usize {
+        let mut line = format!("{c:2} :");
+        if inter {
+            line.push_str(&net(g.inter[2 * c]));
+        }
+        for k in 0..ngpus {
+            let rank = g.intra[c * ngpus + k];
+            if v.code() >= topo::NcclVersion::new(2, 27, 5).code() {
+                let label = search
+                    .ranks
+                    .iter()
+                    .position(|&r| r as i32 == rank)
+                    .unwrap_or(0);
+                let (s, l) = search.gpu_ids[label];
+                line.push_str(&format!(" GPU/{s:x}-{l:x}"));
+            } else {
+                line.push_str(&format!(" GPU/{rank}"));
+            }
+            if g.id == 3 && v.at_least(2, 21) {
+                break;
+            }
+        }
+        if inter {
+            line.push_str(&net(g.inter[2 * c + 1]));
+        }
+        out.push(line);
+    }
+    out
+}
+
+/// `dumpLine`: the `Channel xx/yy :` line with NCCL's 128-byte buffer (2.23+), or the older
+/// fixed `" %3d"` columns for at most 20 ranks.
+pub fn ring_line(c: usize, nrings: usize, ring: &[usize], v: topo::NcclVersion) -> String {
+    if !v.at_least(2, 23) {
+        let mut line = format!("Channel {c:02}/{nrings:02} : ");
+        for r in ring.iter().take(20) {
+            line.push_str(&format!(" {r:>3}"));
+        }
+        return line;
+    }
+    let mut line = format!("Channel {c:02}/{nrings:02} :");
+    let nranks = ring.len();
+    let width = if v.at_least(2, 23) {
+        format!("{}", nranks.saturating_sub(1)).len()
+    } else {
+        3
+    };
+    let mut truncated = false;
+    for &r in ring {
+        if line.len() >= 127 {
+            truncated = true;
+            break;
+        }
+        line.push_str(&format!(" {r:>width$}"));
+    }
+    if truncated || line.len() > 127 {
+        line.truncate(124);
+        line.push_str("...");
+    }
+    line
+}
+
+/// Every INFO line of the plan as rank `rank` prints it (rank 0 also prints the rings).
+pub fn info_lines(plan: &CommPlan, rank: usize) -> Vec<String> {
+    let v: topo::NcclVersion = plan.nccl_version.parse().unwrap_or_default();
+    let me = &plan.ranks[rank];
+    let search = &plan.searches[me.node];
+    let inter = plan.n_nodes > 1;
+    let mut out = Vec::new();
+    if plan.min_comp_cap >= 90 || plan.nvls_support {
+        out.push(format!(
+            "NVLS multicast support is {}available on dev {}",
+            if plan.nvls_support { "" } else { "not " },
+            me.dev
+        ));
+    }
+    for g in &search.graphs {
+        let searched = g.id <= 1
+            || (g.id == 3 && plan.nvls_support)
+            || ((g.id == 2 || g.id == 4) && plan.collnet_support);
+        if searched {
+            out.extend(graph_lines(search, g, inter, v));
+        }
+    }
+    out.extend(search.notes.iter().cloned());
+    out.push(format!(
+        "comm 0x{:x} rank {} nRanks {} nNodes {} localRanks {} localRank {} MNNVL 0",
+        0xc0ffee00u64,
+        rank,
+        plan.n_ranks,
+        plan.n_nodes,
+        plan.node_ranks[me.node].len(),
+        me.local_rank
+    ));
+    out.extend(plan.tree_lines[rank].iter().cloned());
+    if plan.nvls_support && plan.n_nodes > 1 && me.node == 0 {
+        for (h, heads) in plan.nvls_heads.iter().enumerate() {
+            let mut line = format!("NVLS Head {h:2}:");
+            for r in heads.iter().take(20) {
+                line.push_str(&format!(" {r:2}"));
+            }
+            out.push(line);
+        }
+    }
+    if let Some(l) = nvls_trees_line(plan, rank) {
+        out.push(l);
+    }
+    if rank == 0 {
+        for (c, ring) in plan.rings.iter().enumerate() {
+            out.push(ring_line(c, plan.n_channels, ring, v));
+        }
+    }
+    let mut trees = String::new();
+    for (c, ch) in plan.channels.iter().enumerate() {
+        let t = &ch[rank];
+        out.push(format!(
+            "Ring {c:02} : {} -> {rank} -> {}",
+            t.ring_prev, t.ring_next
+        ));
+        let piece = format!(
+            " [{c}] {}/{}/{}->{rank}->{}",
+            t.tree_down[0], t.tree_down[1], t.tree_down[2], t.tree_up
+        );
+        if trees.len() + piece.len() <= 1022 {
+            trees.push_str(&piece);
+        } else {
+            let room = 1022 - trees.len();
+            trees.push_str(&piece[..room]);
+        }
+    }
+    out.push(format!("Trees{trees}"));
+    if plan.n_nodes > 1 && v.at_least(2, 30) {
+        out.push(format!(
+            "Tuning P2P operations with maxP2pPeers = {}",
+            plan.p2p_max_peers
+        ));
+    }
+    if v.at_least(2, 20) {
+        out.push(format!(
+            "{} coll channels, {} collnet channels, {} nvls channels, {} p2p channels, {} p2p channels per peer",
+            plan.n_channels, plan.collnet_channels, plan.nvls_channels, plan.p2p_channels, plan.p2p_channels_per_peer
+        ));
+    } else {
+        out.push(format!(
+            "{} coll channels, {} nvls channels, {} p2p channels, {} p2p channels per peer",
+            plan.n_channels, plan.nvls_channels, plan.p2p_channels, plan.p2p_channels_per_peer
+        ));
+    }
+    out
+}
+
+/// `connectNvls`'s `NVLS Trees : ...` line (multi-node NVLS only): the NVLS down link and the
+/// double binary tree over the nodes' heads, for channels 0 and 1.
+pub fn nvls_trees_line(plan: &CommPlan, rank: usize) -> Option<String> {
+    if !plan.nvls_support || plan.n_nodes < 2 || plan.nvls_heads.is_empty() {
+        return None;
+    }
+    let node = plan.ranks[rank].node;
+    let n = plan.n_nodes as i32;
+    let head_rank = plan
+        .nvls_heads
+        .iter()
+        .position(|h| h[node] == rank)
+        .map_or(-1, |h| h as i32);
+    let down = plan.n_ranks as i32 + 1 + head_rank;
+    let (t0, t1) = crate::comm::dtree(n, node as i32);
+    let mut up = [-1i32; 2];
+    let mut d0 = [-1i32; 2];
+    let mut d1 = [-1i32; 2];
+    if head_rank >= 0 {
+        let heads = &plan.nvls_heads[head_rank as usize];
+        let at = |x: i32| {
+            if x == -1 {
+                -1
+            } else {
+                heads[x as usize] as i32
+            }
+        };
+        for (k, t) in [t0, t1].into_iter().enumerate() {
+            up[k] = at(t.0);
+            d0[k] = at(t.1);
+            d1[k] = at(t.2);
+        }
+    }
+    let chan = |k: usize| {
+        let mut td = [down, -1, -1];
+        let mut ix = 1;
+        if d0[k] != -1 {
+            td[ix] = d0[k];
+            ix += 1;
+        }
+        if d1[k] != -1 {
+            td[ix] = d1[k];
+        }
+        format!("{}/{}/{}->{rank}->{}", td[0], td[1], td[2], up[k])
+    };
+    Some(format!("NVLS Trees : {} {}", chan(0), chan(1)))
+}

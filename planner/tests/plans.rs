@@ -1,0 +1,275 @@
+//! The planner's acceptance checks: the worked examples of reference §4.5 (derived from NCCL
+//! 2.30.7's code), the 2-node TP=8/DP=2 job, NVLS availability, graph-file round trips,
+//! determinism, and every real topology file planned on 1 and 2 nodes.
+
+use planner::split::parse_dims;
+use planner::{plan_job, plan_world, CommPlan, Pattern, PlannerSettings};
+use std::sync::Arc;
+use topo::{Cluster, Completion, NodeKind, PathType};
+
+fn lib(f: &str) -> String {
+    format!("{}/../topologies/{f}", env!("CARGO_MANIFEST_DIR"))
+}
+fn shared(f: &str) -> String {
+    format!(
+        "{}/../../shared/topologies-real/{f}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+fn cluster(file: &str, nodes: usize, s: &PlannerSettings, gpu: Option<&str>) -> Cluster {
+    let xml = Arc::new(topo::read_xml(file).unwrap());
+    let hosts: Vec<_> = (0..nodes)
+        .map(|_| (file.to_string(), xml.clone()))
+        .collect();
+    let completion = Completion {
+        gpu: gpu.map(|g| topo::profiles::gpu_model(g).unwrap()),
+        nic_speed_mbps: None,
+    };
+    Cluster::from_hosts(&hosts, &s.topo, completion).unwrap()
+}
+
+fn world(file: &str, nodes: usize) -> CommPlan {
+    let s = PlannerSettings::default();
+    plan_world(&cluster(file, nodes, &s, None), &s).unwrap()
+}
+
+fn with_env(kv: &[(&str, &str)]) -> PlannerSettings {
+    PlannerSettings::from_lookup(|k| kv.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string()))
+        .unwrap()
+}
+
+#[test]
+fn dgx_a100_one_node() {
+    let p = world(&lib("dgx-a100.xml"), 1);
+    let r = &p.graphs.ring;
+    assert_eq!(r.pattern, Pattern::Ring);
+    assert_eq!((r.n_channels, r.bw_intra, r.bw_inter), (12, 20.0, 20.0));
+    assert_eq!((r.type_intra, r.type_inter), (PathType::Nvl, PathType::Pix));
+    assert_eq!(p.n_channels, 24);
+    assert_eq!(p.rings[0], (0..8).collect::<Vec<_>>());
+    let line = planner::format::ring_line(0, p.n_channels, &p.rings[0], Default::default());
+    assert_eq!(line, "Channel 00/24 : 0 1 2 3 4 5 6 7");
+    assert_eq!((p.p2p_channels, p.p2p_channels_per_peer), (32, 32));
+    assert!(!p.nvls_support, "A100 has no NVLS");
+    assert_eq!(p.nvls_channels, 0);
+    // 2 x the search's channels; every channel is a ring over all 8 ranks.
+    for ring in &p.rings {
+        let mut s = ring.clone();
+        s.sort_unstable();
+        assert_eq!(s, (0..8).collect::<Vec<_>>());
+    }
+}
+
+#[test]
+fn dgx_h100_one_node() {
+    let p = world(&lib("dgx-h100.xml"), 1);
+    assert_eq!(p.n_channels, 24);
+    assert_eq!(p.graphs.ring.n_channels, 12);
+    assert!(p.nvls_support);
+    // NVLS search: one head per GPU, 8 channels (min = max = nGPUs on one node).
+    assert_eq!(p.graphs.nvls.n_channels, 8);
+    assert_eq!(p.nvls_channels, 16);
+    let off = with_env(&[("NCCL_NVLS_ENABLE", "0")]);
+    let q = plan_world(&cluster(&lib("dgx-h100.xml"), 1, &off, None), &off).unwrap();
+    assert!(!q.nvls_support);
+    assert_eq!(q.nvls_channels, 0);
+    assert_eq!(q.graphs.nvls.n_channels, 0);
+}
+
+#[test]
+fn dgx_a100_two_nodes_one_ring_per_nic() {
+    let p = world(&lib("dgx-a100.xml"), 2);
+    let r = &p.searches[0].graphs[0];
+    assert_eq!((r.n_channels, r.bw_intra, r.bw_inter), (8, 24.0, 24.0));
+    assert_eq!(p.n_channels, 16);
+    assert_eq!(p.n_nodes, 2);
+    let mut entries: Vec<i64> = (0..8).map(|c| r.inter[2 * c]).collect();
+    entries.sort_unstable();
+    entries.dedup();
+    assert_eq!(
+        entries.len(),
+        8,
+        "each of the 8 NICs enters one ring channel"
+    );
+    // The ring crosses nodes exactly twice per channel.
+    for ring in &p.rings {
+        let crossings = (0..16)
+            .filter(|&i| (ring[i] / 8) != (ring[(i + 1) % 16] / 8))
+            .count();
+        assert_eq!(crossings, 2);
+    }
+    // Double binary tree over 2 nodes: rank 0 is the root of tree 0 with node 1's head as child.
+    assert_eq!(p.channels[0][0].tree_up, -1);
+    assert!(p.channels[0][0].tree_down.contains(&8));
+}
+
+#[test]
+fn tp8_dp2_job() {
+    let s = PlannerSettings::default();
+    let c = cluster(&lib("dgx-a100.xml"), 2, &s, None);
+    let members = planner::world_members(&c);
+    let job = plan_job(&c, &members, &s, &[parse_dims("tp=8,dp=2").unwrap()]).unwrap();
+    assert_eq!(job.world.n_ranks, 16);
+    let tp: Vec<_> = job
+        .splits
+        .iter()
+        .filter(|c| c.name.starts_with("tp"))
+        .collect();
+    let dp: Vec<_> = job
+        .splits
+        .iter()
+        .filter(|c| c.name.starts_with("dp"))
+        .collect();
+    assert_eq!((tp.len(), dp.len()), (2, 8));
+    for t in &tp {
+        assert_eq!((t.n_ranks, t.n_nodes), (8, 1));
+        assert!(t.searches[0].graphs[0].inter.iter().all(|&x| x == 0));
+        assert_eq!(t.graphs.ring.type_intra, PathType::Nvl);
+        assert_eq!(t.n_channels, 24);
+    }
+    for (i, d) in dp.iter().enumerate() {
+        assert_eq!((d.n_ranks, d.n_nodes), (2, 2));
+        // One GPU per node: the i-th GPU of each host, through its NIC.
+        assert_eq!(d.ranks[0].world_rank, i);
+        assert_eq!(d.ranks[1].world_rank, i + 8);
+        assert_eq!(d.ranks[0].dev, i as i32);
+        let g = &d.searches[0].graphs[0];
+        assert!(g.n_channels >= 1);
+        assert!(g.type_inter <= PathType::Pxb);
+        assert_ne!(g.type_inter, PathType::Dis);
+    }
+}
+
+#[test]
+fn graph_file_round_trip() {
+    for (f, n) in [
+        ("dgx-a100.xml", 2),
+        ("dgx-h100.xml", 1),
+        ("dgx-a100.xml", 1),
+    ] {
+        let s = PlannerSettings::default();
+        let c = cluster(&lib(f), n, &s, None);
+        let p = plan_world(&c, &s).unwrap();
+        let search = &p.searches[0];
+        let sys = &search.topo.as_ref().unwrap().system;
+        let xml = topo::xml::write(&planner::graph_xml::graphs_to_xml(search, sys));
+        let dir =
+            std::env::temp_dir().join(format!("ncclsim-graph-{}-{f}-{n}", std::process::id()));
+        std::fs::write(&dir, &xml).unwrap();
+        let s2 = PlannerSettings {
+            graph_file: Some(dir.to_string_lossy().into_owned()),
+            ..s.clone()
+        };
+        let p2 = plan_world(&c, &s2).unwrap();
+        std::fs::remove_file(&dir).unwrap();
+        assert!(p2.searches[0]
+            .notes
+            .iter()
+            .any(|n| n.contains("loaded from XML graph")));
+        // nHops is the search's tie-breaker and not part of the file; NCCL returns a loaded graph
+        // before the NVLS search would narrow min/maxChannels, so those differ too.
+        let strip = |p: &CommPlan| {
+            let mut v = serde_json::to_value(&p.graphs).unwrap();
+            for g in v.as_object_mut().unwrap().values_mut() {
+                let g = g.as_object_mut().unwrap();
+                for k in ["n_hops", "min_channels", "max_channels"] {
+                    g.remove(k);
+                }
+            }
+            v
+        };
+        assert_eq!(strip(&p), strip(&p2), "{f} x{n}");
+        assert_eq!(p.channels, p2.channels, "{f} x{n}");
+        assert_eq!(p.rings, p2.rings);
+        assert_eq!(p.nvls_channels, p2.nvls_channels);
+    }
+}
+
+#[test]
+fn same_input_same_plan() {
+    let a = serde_json::to_string(&world(&lib("dgx-a100.xml"), 2)).unwrap();
+    let b = serde_json::to_string(&world(&lib("dgx-a100.xml"), 2)).unwrap();
+    assert_eq!(a, b);
+}
+
+#[test]
+fn settings_change_plans() {
+    let s = with_env(&[("NCCL_MAX_NCHANNELS", "4")]);
+    let p = plan_world(&cluster(&lib("dgx-a100.xml"), 1, &s, None), &s).unwrap();
+    assert_eq!(p.n_channels, 4);
+    let s = with_env(&[("NCCL_MIN_NCHANNELS", "32")]);
+    let p = plan_world(&cluster(&lib("dgx-a100.xml"), 1, &s, None), &s).unwrap();
+    assert_eq!(p.n_channels, 32);
+    assert_eq!(p.rings[31], p.rings[7]);
+    let s = with_env(&[("NCCL_CROSS_NIC", "0")]);
+    let p = plan_world(&cluster(&lib("dgx-h100.xml"), 2, &s, None), &s).unwrap();
+    assert_eq!(p.graphs.ring.cross_nic, 0);
+}
+
+/// Skeletons and the GPU model they need.
+const REAL: &[(&str, Option<&str>)] = &[
+    ("alibaba/topo_1A100_1CX6.xml", None),
+    ("alibaba/topo_2A100_1CX6.xml", None),
+    ("alibaba/topo_4A100_2CX6.xml", None),
+    ("alibaba/topo_8A100_4CX6.xml", None),
+    ("aws/g5.48xl-topo.xml", Some("A10G")),
+    ("aws/p4d-24xl-topo.xml", Some("A100-SXM4")),
+    ("aws/p4de-24xl-topo.xml", Some("A100-SXM4")),
+    ("aws/p5.48xl-topo.xml", Some("H100-SXM5")),
+    ("azure/ncv4-topo.xml", None),
+    ("azure/ndv2-topo.xml", Some("V100-SXM2")),
+    ("azure/ndv4-topo.xml", Some("A100-SXM4")),
+    ("azure/ndv5-topo.xml", Some("H100-SXM5")),
+    ("oci/H100-topology-kubernetes.xml", None),
+    ("oci/H100-topology.xml", None),
+    ("oci/topo-flattened-b4.xml", Some("A100-SXM4")),
+    ("oci/topo-flattened.xml", Some("A100-SXM4")),
+    ("pcie-rtx3090/topo.xml", None),
+];
+
+#[test]
+fn every_real_topology_plans_on_one_and_two_nodes() {
+    let s = PlannerSettings::default();
+    for (f, gpu) in REAL {
+        for n in [1, 2] {
+            let c = cluster(&shared(f), n, &s, *gpu);
+            let p = plan_world(&c, &s).unwrap_or_else(|e| panic!("{f} x{n}: {e}"));
+            let ngpus = c.nodes[0].topo.system.count(NodeKind::Gpu);
+            assert_eq!(p.n_ranks, ngpus * n, "{f} x{n}");
+            assert!(p.n_channels >= 1 && p.n_channels <= 64, "{f} x{n}");
+            // Every ring visits every rank once.
+            for (ch, ring) in p.rings.iter().enumerate() {
+                let mut r = ring.clone();
+                r.sort_unstable();
+                r.dedup();
+                assert_eq!(r.len(), p.n_ranks, "{f} x{n} channel {ch}");
+            }
+            let again = plan_world(&c, &s).unwrap();
+            assert_eq!(
+                serde_json::to_string(&p).unwrap(),
+                serde_json::to_string(&again).unwrap(),
+                "{f} x{n} is not deterministic"
+            );
+        }
+    }
+}
+
+#[test]
+fn split_errors_are_clear() {
+    let s = PlannerSettings::default();
+    let c = cluster(&lib("dgx-a100.xml"), 2, &s, None);
+    let m = planner::world_members(&c);
+    let e = plan_job(&c, &m, &s, &[parse_dims("tp=8,dp=4").unwrap()]).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("multiply to 32 but the world has 16"),
+        "{e}"
+    );
+    let bad = [planner::Member { host: 5, dev: 0 }];
+    let e = planner::plan_comm(&c, &bad, "x", &s, None).unwrap_err();
+    assert!(e.to_string().contains("host 5"), "{e}");
+    let dup = [m[0], m[0]];
+    let e = planner::plan_comm(&c, &dup, "x", &s, None).unwrap_err();
+    assert!(e.to_string().contains("one rank per GPU"), "{e}");
+}
