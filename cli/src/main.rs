@@ -2,6 +2,8 @@
 //! argument parsing, reading files, printing.
 
 mod plan;
+mod predict;
+mod whatif;
 
 use clap::{Args, Parser, Subcommand};
 use std::process::ExitCode;
@@ -28,6 +30,10 @@ enum Cmd {
     /// Plan the world communicator and its splits as NCCL builds them (graphs, rings, trees,
     /// channel counts) and print NCCL's INFO lines, graph dump, JSON or DOT.
     Plan(plan::PlanArgs),
+    /// Predicted nccl-tests tables (time, algbw, busbw, algorithm/protocol, channels) per size.
+    Predict(predict::PredictArgs),
+    /// Compare two configurations (topology, edits, NCCL settings, release) or sweep one key.
+    Whatif(whatif::WhatifArgs),
 }
 
 #[derive(Subcommand)]
@@ -314,6 +320,8 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             print!("{}", topo::xml::write(&c.nodes[0].xml));
         }
         Cmd::Plan(args) => plan::run(&args)?,
+        Cmd::Predict(args) => predict::run(&args)?,
+        Cmd::Whatif(args) => whatif::run(&args)?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,241 @@
+//! `ncclsim whatif`: two configurations side by side (another topology, topology edits, NCCL
+//! settings, another NCCL release), or a parallel sweep of one edit key.
+
+use crate::predict::{build, parse_sweep, rows, Built, SweepArgs, SystemArgs};
+use clap::Args;
+use cost_model::edit::Edit;
+use cost_model::{Collective, Mode};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rayon::prelude::*;
+use std::io::IsTerminal;
+
+/// `ncclsim whatif`.
+#[derive(Args)]
+pub struct WhatifArgs {
+    #[command(flatten)]
+    pub system: SystemArgs,
+    #[command(flatten)]
+    pub sweep: SweepArgs,
+    /// Configuration B's topology (default: A's, edited by --set).
+    #[arg(long)]
+    pub vs: Option<String>,
+    /// Edit of B: nvlink.count=N, nic.speed=400G, nic.count=N, pcie.gen=N, nodes=N.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Sweep one key over values, computed in parallel: nodes=1,2,4,8 (any --set key).
+    #[arg(long = "sweep", value_name = "KEY=V1,V2,...")]
+    pub sweep_key: Option<String>,
+    /// Write the sweep (or the comparison) as CSV to this file (default: stdout).
+    #[arg(long)]
+    pub csv: Option<String>,
+    /// Write an SVG: busbw vs size per configuration.
+    #[arg(long)]
+    pub plot: Option<String>,
+}
+
+fn band_summary(
+    b: &Built,
+    coll: Collective,
+    sizes: &[u64],
+    r: &[(u64, cost_model::Prediction)],
+) -> Vec<String> {
+    // Algorithm per size band: consecutive sizes with the same choice.
+    let mut out = Vec::new();
+    let mut start = 0;
+    for i in 1..=r.len() {
+        let same =
+            i < r.len() && (r[i].1.algo, r[i].1.proto) == (r[start].1.algo, r[start].1.proto);
+        if !same {
+            out.push(format!(
+                "  {:>8} .. {:<8} {}/{} ({} ch)",
+                cost_model::calibration::size_label(sizes[start]),
+                cost_model::calibration::size_label(sizes[i - 1]),
+                r[start].1.algo,
+                r[start].1.proto,
+                r[start].1.channels
+            ));
+            start = i;
+        }
+    }
+    let _ = (b, coll);
+    out
+}
+
+/// `ncclsim whatif`.
+pub fn run(args: &WhatifArgs) -> Result<(), String> {
+    let (colls, sizes, dtype, op, mode) = parse_sweep(&args.sweep)?;
+    let coll = *colls.first().ok_or("--op: nothing to compare")?;
+    if let Some(sw) = &args.sweep_key {
+        return sweep(args, sw, coll, &sizes, mode);
+    }
+    let edits = args
+        .set
+        .iter()
+        .map(|s| Edit::parse(s).map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    // With neither --vs nor --set, B is A under --env / --nccl-version; otherwise those apply to
+    // both and B differs by its topology or edits.
+    let settings_only = args.vs.is_none() && edits.is_empty();
+    let mut sys_a = args.system.clone();
+    if settings_only {
+        if args.system.env.is_empty() && args.system.nccl_version.is_none() {
+            return Err("whatif needs a B: --vs FILE, --set KEY=VALUE, --env NAME=VALUE, --nccl-version V or --sweep KEY=V1,V2".into());
+        }
+        sys_a.env.clear();
+        sys_a.nccl_version = None;
+    }
+    let a = build(&sys_a, &[], &[], mode)?;
+    let mut sys_b = args.system.clone();
+    if let Some(vs) = &args.vs {
+        sys_b.topo = vs.clone();
+    }
+    let b = build(&sys_b, &[], &edits, mode)?;
+    let ra = rows(&a.model, coll, &sizes, dtype, op)?;
+    let rb = rows(&b.model, coll, &sizes, dtype, op)?;
+    println!("# A: {} ({})", sys_a.topo, a.summary);
+    for l in band_summary(&a, coll, &sizes, &ra) {
+        println!("#{l}");
+    }
+    let mut bdesc = vec![sys_b.topo.clone()];
+    bdesc.extend(args.set.iter().cloned());
+    bdesc.extend(args.system.env.iter().cloned());
+    bdesc.extend(args.system.nccl_version.iter().map(|v| format!("NCCL {v}")));
+    println!("# B: {} ({})", bdesc.join(" "), b.summary);
+    for l in band_summary(&b, coll, &sizes, &rb) {
+        println!("#{l}");
+    }
+    let mut csv = String::from(
+        "size,a_time_us,a_busbw,a_algo,b_time_us,b_busbw,b_algo,busbw_ratio_b_over_a\n",
+    );
+    println!(
+        "# {:>10}  {:>10} {:>8} {:>16}  {:>10} {:>8} {:>16}  {:>6}",
+        "size", "A time", "A busbw", "A algo", "B time", "B busbw", "B algo", "B/A"
+    );
+    for ((_, pa), (_, pb)) in ra.iter().zip(rb.iter()) {
+        let ratio = if pa.busbw > 0.0 {
+            pb.busbw / pa.busbw
+        } else {
+            f64::NAN
+        };
+        println!(
+            "{:>12}  {:>10.2} {:>8.2} {:>16}  {:>10.2} {:>8.2} {:>16}  {:>6.3}",
+            pa.bytes,
+            pa.time_us,
+            pa.busbw,
+            format!("{}/{}", pa.algo, pa.proto),
+            pb.time_us,
+            pb.busbw,
+            format!("{}/{}", pb.algo, pb.proto),
+            ratio
+        );
+        csv += &format!(
+            "{},{:.3},{:.4},{}/{},{:.3},{:.4},{}/{},{:.5}\n",
+            pa.bytes,
+            pa.time_us,
+            pa.busbw,
+            pa.algo,
+            pa.proto,
+            pb.time_us,
+            pb.busbw,
+            pb.algo,
+            pb.proto,
+            ratio
+        );
+    }
+    if let Some(path) = &args.csv {
+        std::fs::write(path, csv).map_err(|e| format!("{path}: {e}"))?;
+    }
+    if let Some(path) = &args.plot {
+        let line = |r: &[(u64, cost_model::Prediction)]| -> Vec<(f64, f64)> {
+            r.iter()
+                .filter(|x| x.1.bytes > 0)
+                .map(|x| (x.1.bytes as f64, x.1.busbw))
+                .collect()
+        };
+        crate::predict::draw(
+            path,
+            &format!("{}: A vs B", coll.name()),
+            &[
+                ("A".into(), line(&ra), false),
+                ("B".into(), line(&rb), true),
+            ],
+        )?;
+        eprintln!("wrote {path}");
+    }
+    Ok(())
+}
+
+fn sweep(
+    args: &WhatifArgs,
+    spec: &str,
+    coll: Collective,
+    sizes: &[u64],
+    mode: Mode,
+) -> Result<(), String> {
+    let (key, values) = spec
+        .split_once('=')
+        .ok_or_else(|| format!("--sweep-key {spec}: expected KEY=V1,V2,..."))?;
+    let edits: Vec<(String, Edit)> = values
+        .split(',')
+        .filter(|v| !v.is_empty())
+        .map(|v| {
+            Edit::from_key(key, v)
+                .map(|e| (v.to_string(), e))
+                .map_err(|e| e.to_string())
+        })
+        .collect::<Result<_, _>>()?;
+    let fixed = args
+        .set
+        .iter()
+        .map(|s| Edit::parse(s).map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (_, _, dtype, op, _) = parse_sweep(&args.sweep)?;
+    let bar = ProgressBar::new(edits.len() as u64);
+    if !std::io::stderr().is_terminal() {
+        bar.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}").map_err(|e| e.to_string())?,
+    );
+    let results: Vec<Result<(String, Vec<(u64, cost_model::Prediction)>), String>> = edits
+        .par_iter()
+        .map(|(v, e)| {
+            let mut all = fixed.clone();
+            all.push(e.clone());
+            let built = build(&args.system, &[], &all, mode)?;
+            let r = rows(&built.model, coll, sizes, dtype, op)?;
+            bar.inc(1);
+            bar.set_message(format!("{key}={v}"));
+            Ok((v.clone(), r))
+        })
+        .collect();
+    bar.finish_and_clear();
+    let mut csv = format!("{key},size,time_us,algbw,busbw,algo,proto,channels\n");
+    let mut lines = Vec::new();
+    for r in results {
+        let (v, rs) = r?;
+        for (_, p) in &rs {
+            csv += &format!(
+                "{v},{},{:.3},{:.4},{:.4},{},{},{}\n",
+                p.bytes, p.time_us, p.algbw, p.busbw, p.algo, p.proto, p.channels
+            );
+        }
+        lines.push((
+            format!("{key}={v}"),
+            rs.iter()
+                .filter(|x| x.1.bytes > 0)
+                .map(|x| (x.1.bytes as f64, x.1.busbw))
+                .collect(),
+            false,
+        ));
+    }
+    match &args.csv {
+        Some(path) => std::fs::write(path, &csv).map_err(|e| format!("{path}: {e}"))?,
+        None => print!("{csv}"),
+    }
+    if let Some(path) = &args.plot {
+        crate::predict::draw(path, &format!("{}: sweep of {key}", coll.name()), &lines)?;
+        eprintln!("wrote {path}");
+    }
+    Ok(())
+}
