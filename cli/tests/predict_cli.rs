@@ -134,7 +134,7 @@ fn bad_input_is_reported() {
         "--topo",
         "topologies/dgx-a100.xml",
         "--set",
-        "nic.count=99",
+        "nic.count=40",
     ]);
     assert_eq!(rc, 2);
     assert!(err.contains("only"), "{err}");
