@@ -94,9 +94,11 @@ impl System {
                         GraphShape::new(Pattern::Ring, 8, 48.0, 48.0, Nvl, Pix),
                         GraphShape::new(Pattern::Tree, 8, 48.0, 48.0, Nvl, Pix),
                     )
-                    .with_p2p(32, 4);
-                    // Postset doubles to 16, and sm90 multi-node with ring bwIntra > 45 doubles again.
-                    s.n_channels = 32;
+                    .with_p2p(16, 4);
+                    // Postset doubles 8 to 16; the sm90 multi-node doubling needs nChannels < 16, so
+                    // NCCL 2.30 stays at 16 coll / 16 p2p channels (what NCCL printed for DGX H100
+                    // x2, planner/tests/nccl-2.30.7/dgx-h100-2node.txt).
+                    s.n_channels = 16;
                     s
                 } else {
                     CommShape::uniform(
