@@ -318,7 +318,6 @@ pub fn plan_comm_cached(
         host_search.insert(h, hs);
     }
     Ok(assemble(
-        cluster,
         members,
         name,
         settings,
@@ -341,7 +340,6 @@ fn local_gpu_of_label(sys: &System) -> Vec<usize> {
 
 #[allow(clippy::too_many_arguments)]
 fn assemble(
-    cluster: &Cluster,
     members: &[Member],
     name: &str,
     settings: &PlannerSettings,
@@ -469,23 +467,17 @@ fn assemble(
     }
     let mut nvls_support = members.iter().all(|m| host_search[&m.host].nvls_support);
     let collnet_graph = aligned[g_chain].n_channels > 0;
-    let mut collnet_support = settings.collnet_enable
+    let collnet_support = settings.collnet_enable
         && collnet_graph
         && n_nodes as i32 >= settings.collnet_node_threshold;
     if aligned[g_nvls].n_channels == 0 {
         nvls_support = false;
     }
-    let min_cc = members
-        .iter()
-        .map(|m| sm_of(cluster, host_search, m))
-        .min()
-        .unwrap_or(0);
-    let max_cc = members
-        .iter()
-        .map(|m| sm_of(cluster, host_search, m))
-        .max()
-        .unwrap_or(0);
-    let my_cc = sm_of(cluster, host_search, &members[0]);
+    let sms: Vec<i32> = members.iter().map(|m| sm_of(host_search, m)).collect();
+    let min_cc = sms.iter().copied().min().unwrap_or(0);
+    let max_cc = sms.iter().copied().max().unwrap_or(0);
+    let my_cc = sms[0];
+    let min_net_bw = min_net_bw_all(members, host_ranks, host_search);
     let mut nvls_channels = 0usize;
     if nvls_support {
         let mut n = if my_cc >= 100 {
@@ -497,10 +489,9 @@ fn assemble(
         } else {
             16
         };
-        let min_net_bw = min_net_bw_all(members, host_ranks, host_search);
         if min_cc >= 100 && n_nodes > 1 {
+            // ncclNvlsTreeSm100Tuning's channel count (its chunk sizes are not modelled).
             let ppn = min_local;
-            let ty = aligned[g_nvls].type_inter;
             if n_nodes == 2 && min_net_bw >= 48.0 {
                 n = 32;
             } else if min_net_bw >= 96.0 {
@@ -508,7 +499,6 @@ fn assemble(
             } else if min_net_bw >= 48.0 {
                 n = 24;
             }
-            let _ = ty;
         }
         if let Some(c) = settings.nvls_ctas {
             n = c as usize;
@@ -518,9 +508,6 @@ fn assemble(
     let nch = aligned[g_ring].n_channels.min(aligned[g_tree].n_channels) as usize;
     aligned[g_ring].n_channels = nch as i32;
     aligned[g_tree].n_channels = nch as i32;
-    if collnet_support && n_nodes < settings.collnet_node_threshold as usize {
-        collnet_support = false;
-    }
 
     // Preset channel state per rank: ring prev/next -1, intra-node tree chain.
     let mut channels: Vec<Vec<ChannelRank>> = vec![
@@ -769,14 +756,12 @@ fn assemble(
             }
         })
         .collect();
-    let min_net_bw = min_net_bw_all(members, host_ranks, host_search);
     let mut gr = aligned.into_iter();
     let ring = gr.next().expect("5 graphs");
     let tree = gr.next().expect("5 graphs");
     let collnet_chain = gr.next().expect("5 graphs");
     let nvls = gr.next().expect("5 graphs");
     let collnet_direct = gr.next().expect("5 graphs");
-    let _ = cluster;
     CommPlan {
         name: name.to_string(),
         nccl_version: version.to_string(),
@@ -818,7 +803,7 @@ fn assemble(
     }
 }
 
-fn sm_of(_c: &Cluster, hs: &HashMap<usize, Arc<HostSearch>>, m: &Member) -> i32 {
+fn sm_of(hs: &HashMap<usize, Arc<HostSearch>>, m: &Member) -> i32 {
     let sys = &hs[&m.host].topo.system;
     (0..sys.count(NodeKind::Gpu))
         .find(|&g| sys.gpu(g).dev == m.dev)

@@ -557,6 +557,38 @@ impl<'a> Searcher<'a> {
         }
     }
 
+    /// Charge the paths `ends(d)` for d = 0, 1, ... ngpus-1 with `mult(d)`, stopping at the
+    /// first that does not fit; returns how many were charged and whether all were.
+    fn charge_each(
+        &mut self,
+        gr: &mut TopoGraph,
+        ends: impl Fn(usize) -> (End, End),
+        mult: impl Fn(usize) -> f32,
+    ) -> (usize, bool) {
+        for d in 0..self.ngpus {
+            let (a, b) = ends(d);
+            if !self.follow_path(gr, a, b, mult(d)) {
+                return (d, false);
+            }
+        }
+        (self.ngpus, true)
+    }
+
+    /// Undo the first `n` charges of [`Self::charge_each`], last first.
+    fn uncharge_each(
+        &mut self,
+        gr: &mut TopoGraph,
+        n: usize,
+        ends: impl Fn(usize) -> (End, End),
+        mult: impl Fn(usize) -> f32,
+    ) {
+        for d in (0..n).rev() {
+            let (a, b) = ends(d);
+            self.follow_path(gr, a, b, -mult(d));
+        }
+    }
+
+    /// `ncclTopoSearchTryCollnetDirect`: head `g` all-to-all with every GPU at bw/(nGPUs-1).
     fn try_collnet_direct(
         &mut self,
         gr: &mut TopoGraph,
@@ -566,30 +598,11 @@ impl<'a> Searcher<'a> {
     ) {
         let ngpus = self.ngpus;
         let mul = 1.0 / (ngpus as f32 - 1.0);
-        let mut fwd = 0;
-        let mut ok;
-        loop {
-            ok = self.follow_path(gr, End::Gpu(g), End::Gpu(fwd), mul);
-            if !ok {
-                break;
-            }
-            fwd += 1;
-            if fwd >= ngpus {
-                break;
-            }
-        }
+        let fwd = |d: usize| (End::Gpu(g), End::Gpu(d));
+        let bwd = |d: usize| (End::Gpu(d), End::Gpu(g));
+        let (nf, ok) = self.charge_each(gr, fwd, |_| mul);
         if ok {
-            let mut bwd = 0;
-            loop {
-                ok = self.follow_path(gr, End::Gpu(bwd), End::Gpu(g), mul);
-                if !ok {
-                    break;
-                }
-                bwd += 1;
-                if bwd >= ngpus {
-                    break;
-                }
-            }
+            let (nb, ok) = self.charge_each(gr, bwd, |_| mul);
             if ok {
                 let mut step = 1;
                 for index in 0..ngpus {
@@ -600,54 +613,26 @@ impl<'a> Searcher<'a> {
                 }
                 self.rec_gpu(gr, save, None, ngpus as i32, -1, -1, 0, time);
             }
-            while bwd > 0 {
-                bwd -= 1;
-                self.follow_path(gr, End::Gpu(bwd), End::Gpu(g), -mul);
-            }
+            self.uncharge_each(gr, nb, bwd, |_| mul);
         }
-        while fwd > 0 {
-            fwd -= 1;
-            self.follow_path(gr, End::Gpu(g), End::Gpu(fwd), -mul);
-        }
+        self.uncharge_each(gr, nf, fwd, |_| mul);
     }
 
+    /// `ncclTopoSearchTryNvls`: NVSwitch to every GPU and back, twice the bandwidth for head `g`.
     fn try_nvls(&mut self, gr: &mut TopoGraph, save: &mut TopoGraph, g: usize, time: &mut i32) {
         let ngpus = self.ngpus;
         let mult = |d: usize| if d == g { 2.0 } else { 1.0 };
-        let mut d0 = 0;
-        let mut ok;
-        loop {
-            ok = self.follow_path(gr, End::Nvs(0), End::Gpu(d0), mult(d0));
-            d0 += 1;
-            if !ok || d0 >= ngpus {
-                break;
-            }
-        }
-        if !ok {
-            d0 -= 1;
-        } else {
-            let mut d1 = 0;
-            loop {
-                ok = self.follow_path(gr, End::Gpu(d1), End::Nvs(0), mult(d1));
-                d1 += 1;
-                if !ok || d1 >= ngpus {
-                    break;
-                }
-            }
-            if !ok {
-                d1 -= 1;
-            } else {
+        let down = |d: usize| (End::Nvs(0), End::Gpu(d));
+        let up = |d: usize| (End::Gpu(d), End::Nvs(0));
+        let (n0, ok) = self.charge_each(gr, down, mult);
+        if ok {
+            let (n1, ok) = self.charge_each(gr, up, mult);
+            if ok {
                 self.rec_gpu(gr, save, None, ngpus as i32, -1, -1, 0, time);
             }
-            while d1 > 0 {
-                d1 -= 1;
-                self.follow_path(gr, End::Gpu(d1), End::Nvs(0), -mult(d1));
-            }
+            self.uncharge_each(gr, n1, up, mult);
         }
-        while d0 > 0 {
-            d0 -= 1;
-            self.follow_path(gr, End::Nvs(0), End::Gpu(d0), -mult(d0));
-        }
+        self.uncharge_each(gr, n0, down, mult);
     }
 
     /// `ncclTopoCompareGraphs`: whether `gr` should replace `refg`.
@@ -1258,8 +1243,7 @@ impl<'a> Searcher<'a> {
             global_timeout -= time as i64;
             self.rec(&mut tmp, graph, &mut time);
 
-            let mut done =
-                time == -1 || graph.n_channels as f32 * graph.bw_inter >= self.topo.total_bw;
+            let done = time == -1 || graph.n_channels as f32 * graph.bw_inter >= self.topo.total_bw;
             if !done && pass == 1 {
                 if tmp.same_channels == 1
                     && !(cpu_arch_v == cpu_arch::X86
@@ -1275,9 +1259,8 @@ impl<'a> Searcher<'a> {
                 } else {
                     global_timeout = GLOBAL_TIMEOUT;
                 }
-                if global_timeout < 0 && graph.n_channels > 0 {
-                    done = true;
-                } else {
+                // Out of global budget with a solution: go to done. Otherwise relax one constraint.
+                if !(global_timeout < 0 && graph.n_channels > 0) {
                     if cc_min >= 90 && tmp.pattern == Pattern::BalancedTree {
                         tmp.pattern = Pattern::Tree;
                         continue;
@@ -1332,10 +1315,8 @@ impl<'a> Searcher<'a> {
                     }
                     tmp.bw_intra = speeds[speed_index];
                     tmp.bw_inter = speeds[speed_index];
-                    done = true;
                 }
             }
-            let _ = done;
             // done:
             if pass == 1 {
                 time = -1;
