@@ -93,26 +93,8 @@ struct Input {
 }
 
 fn settings(input: &Input) -> Result<TopoSettings, String> {
-    let mut pairs: Vec<(String, String)> = std::env::vars()
-        .filter(|(k, _)| k.starts_with("NCCL"))
-        .collect();
-    for kv in &input.env {
-        let (k, v) = kv
-            .split_once('=')
-            .ok_or_else(|| format!("--env {kv}: expected NAME=VALUE"))?;
-        pairs.push((k.to_string(), v.to_string()));
-    }
-    if let Some(v) = &input.nccl_version {
-        pairs.push(("NCCLSIM_NCCL_VERSION".into(), v.clone()));
-    }
-    TopoSettings::from_lookup(|k| {
-        pairs
-            .iter()
-            .rev()
-            .find(|(n, _)| n == k)
-            .map(|(_, v)| v.clone())
-    })
-    .map_err(|e| e.to_string())
+    let pairs = plan::env_pairs(&input.env, input.nccl_version.as_deref())?;
+    TopoSettings::from_lookup(|k| plan::lookup(&pairs, k)).map_err(|e| e.to_string())
 }
 
 fn load(input: &Input) -> Result<Cluster, String> {

@@ -8,12 +8,8 @@ use topo::Cluster;
 
 #[derive(Args)]
 pub struct PlanArgs {
-    /// Topology XML file of one node.
-    #[arg(long)]
-    pub topo: String,
-    /// Number of identical nodes.
-    #[arg(long, default_value_t = 1)]
-    pub nodes: usize,
+    #[command(flatten)]
+    pub system: crate::predict::SystemArgs,
     /// GPUs (dev numbers) of each node the job uses, e.g. 0-3 or 0,2,4,6 (default: all).
     #[arg(long)]
     pub gpus: Option<String>,
@@ -34,18 +30,6 @@ pub struct PlanArgs {
     /// Only this communicator (world, tp0, dp3, ...).
     #[arg(long)]
     pub comm: Option<String>,
-    /// GPU model to complete skeleton files with.
-    #[arg(long)]
-    pub gpu: Option<String>,
-    /// NIC speed for NIC slots without <net> (e.g. 200G).
-    #[arg(long)]
-    pub nic_speed: Option<String>,
-    /// NCCL release to reproduce (2.18 .. 2.30).
-    #[arg(long)]
-    pub nccl_version: Option<String>,
-    /// NCCL settings, e.g. --env NCCL_CROSS_NIC=0 (NCCL_* variables of the environment are read too).
-    #[arg(long = "env", value_name = "NAME=VALUE")]
-    pub env: Vec<String>,
     /// With --format dot: write SVG to this file (needs Graphviz's `dot`).
     #[arg(long)]
     pub svg: Option<String>,
@@ -68,16 +52,18 @@ pub fn env_pairs(env: &[String], version: Option<&str>) -> Result<Vec<(String, S
     Ok(pairs)
 }
 
+/// The value of setting `k` in name/value pairs (the last one wins).
+pub fn lookup(pairs: &[(String, String)], k: &str) -> Option<String> {
+    pairs
+        .iter()
+        .rev()
+        .find(|(n, _)| n == k)
+        .map(|(_, v)| v.clone())
+}
+
 /// Planner settings from name/value pairs (last one wins).
 pub fn planner_settings(pairs: &[(String, String)]) -> Result<PlannerSettings, String> {
-    PlannerSettings::from_lookup(|k| {
-        pairs
-            .iter()
-            .rev()
-            .find(|(n, _)| n == k)
-            .map(|(_, v)| v.clone())
-    })
-    .map_err(|e| e.to_string())
+    PlannerSettings::from_lookup(|k| lookup(pairs, k)).map_err(|e| e.to_string())
 }
 
 /// Parse `0-3`, `0,2,4` or `0-1,4-5`.
@@ -121,14 +107,15 @@ fn members(cluster: &Cluster, gpus: Option<&[i32]>) -> Result<Vec<Member>, Strin
 
 /// Load the cluster and plan the job.
 pub fn plan(args: &PlanArgs) -> Result<(Cluster, JobPlan), String> {
-    let pairs = env_pairs(&args.env, args.nccl_version.as_deref())?;
+    let sys = &args.system;
+    let pairs = env_pairs(&sys.env, sys.nccl_version.as_deref())?;
     let settings = planner_settings(&pairs)?;
     let cluster = crate::load_cluster(
-        &args.topo,
-        args.nodes,
+        &sys.topo,
+        sys.nodes,
         &settings.topo,
-        args.gpu.as_deref(),
-        args.nic_speed.as_deref(),
+        sys.gpu.as_deref(),
+        sys.nic_speed.as_deref(),
     )?;
     let gpus = args.gpus.as_deref().map(parse_gpus).transpose()?;
     let members = members(&cluster, gpus.as_deref())?;

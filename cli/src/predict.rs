@@ -122,13 +122,7 @@ pub fn build(
 ) -> Result<Built, String> {
     let mut pairs = crate::plan::env_pairs(&sys.env, sys.nccl_version.as_deref())?;
     pairs.extend(extra_env.iter().cloned());
-    let lookup = |k: &str| {
-        pairs
-            .iter()
-            .rev()
-            .find(|(n, _)| n == k)
-            .map(|(_, v)| v.clone())
-    };
+    let lookup = |k: &str| crate::plan::lookup(&pairs, k);
     let psettings = crate::plan::planner_settings(&pairs)?;
     let tsettings = TunerSettings::from_lookup(lookup).map_err(|e| e.to_string())?;
     let mut xml: XmlElement = topo::read_xml(&sys.topo).map_err(|e| e.to_string())?;
