@@ -100,7 +100,32 @@ pub fn speed_arrays(cc_min: i32, version: topo::NcclVersion) -> (Vec<f32>, Vec<f
 
 /// `SUB_ROUND`: subtract and round to 1e-3 in single precision.
 fn sub_round(a: f32, b: f32) -> f32 {
-    ((a - b) * 1000.0).round() / 1000.0
+    round_half_away((a - b) * 1000.0) / 1000.0
+}
+
+/// `roundf` (halfway cases away from zero) without the libm call it compiles to on baseline
+/// x86-64; bit-identical to [`f32::round`].
+#[inline]
+fn round_half_away(x: f32) -> f32 {
+    // From 2^23 on every f32 is an integer (and NaN/inf round to themselves).
+    if x.is_nan() || x.abs() >= 8_388_608.0 {
+        return x;
+    }
+    let t = x as i32 as f32; // truncation toward zero, exact in this range
+    let f = x - t; // exact: the fraction of x
+    let r = if f >= 0.5 {
+        t + 1.0
+    } else if f <= -0.5 {
+        t - 1.0
+    } else {
+        t
+    };
+    // Keep the sign of zero as roundf does (e.g. -0.3 -> -0.0).
+    if r == 0.0 {
+        0.0f32.copysign(x)
+    } else {
+        r
+    }
 }
 
 /// Node kinds an end of a path can be.
@@ -111,6 +136,65 @@ enum End {
     Net(usize),
     Nvs(usize),
 }
+
+/// Memo of recursion subtrees that finished without improving the saved graph.
+///
+/// NCCL walks its search budget step by step, and on a multi-node DGX most of those steps
+/// re-explore the same situation: on an NVSwitch a partial ring's link usage depends on which
+/// GPUs it visited and where it stands, not in which order, so every permutation of the same
+/// prefix leads into an identical subtree. A subtree's walk is a pure function of the search
+/// state (residual link and NET bandwidths, the used-GPU flags, the recursion arguments, and the
+/// few graph entries the recursion reads back), and while the saved graph is unchanged a subtree
+/// that once finished without improving it will again finish without improving it and consume
+/// the same number of steps. Such a subtree is answered from here: the budget is charged with
+/// the steps NCCL would walk (or emptied, when it would run out inside), which gives the same
+/// result as walking it. Any improvement of the saved graph clears the memo.
+#[derive(Default)]
+struct Memo {
+    /// `sum(weight * (value - start value))` over the mutable arrays: a hash of the current
+    /// residual bandwidths and used flags.
+    state: u128,
+    link_w: Vec<u128>,
+    net_w: Vec<u128>,
+    used_w: Vec<u128>,
+    /// Subtree key -> (budget consumed, NCCL steps taken).
+    table: rustc_hash::FxHashMap<u128, (i32, u64)>,
+    /// Attempt key -> (budget left, NCCL steps taken), for attempts that did not improve.
+    attempts: rustc_hash::FxHashMap<u128, (i32, u64)>,
+    /// Bumped whenever the saved graph improves.
+    save_gen: u64,
+}
+
+const TAG_LINK: u64 = 1;
+const TAG_NET: u64 = 2;
+const TAG_USED: u64 = 3;
+
+/// A random odd 128-bit multiplier for one array entry. The state hash is
+/// `sum(weight(entry) * value)` mod 2^128 (a universal hash of the value vector: two different
+/// vectors collide with probability below 2^-96), updated with one multiplication per change.
+fn weight(tag: u64, index: usize) -> u128 {
+    let k = mix64((tag << 48) ^ index as u64);
+    let a = mix64(k ^ 0x243f_6a88_85a3_08d3);
+    let b = mix64(k.wrapping_add(0x1319_8a2e_0370_7344));
+    (((a as u128) << 64) | b as u128) | 1
+}
+
+/// splitmix64's finalizer.
+fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Fold one more value into a 128-bit key.
+fn fold(k: u128, x: u64) -> u128 {
+    const M: u128 = 0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835;
+    let k = (k ^ x as u128).wrapping_mul(M);
+    k ^ (k >> 71)
+}
+
+/// Next-GPU candidates (a handful; no allocation in the hot loop).
+type GpuList = smallvec::SmallVec<[usize; 8]>;
 
 /// The search over one node's topology.
 pub struct Searcher<'a> {
@@ -141,8 +225,14 @@ pub struct Searcher<'a> {
     inter: bool,
     cpu: (i32, i32, i32),
     version: topo::NcclVersion,
-    /// Total recursion steps taken (for reports and benchmarks).
+    /// Recursion steps NCCL takes for the same search (what its budgets count).
     pub steps: u64,
+    /// Recursion steps this search actually walked (the rest were answered by [`Memo`]).
+    pub walked: u64,
+    memo: Memo,
+    /// Path types present among intra-node (GPU/NVSwitch) and NET paths, sorted.
+    types_intra: Vec<PathType>,
+    types_inter: Vec<PathType>,
     /// INFO lines the search printed (fallback notices).
     pub notes: Vec<String>,
 }
@@ -175,6 +265,32 @@ impl<'a> Searcher<'a> {
     pub fn new(topo: &'a Topology, settings: &PlannerSettings) -> Searcher<'a> {
         let mut s = Self::new_unprepared(topo, settings);
         s.build_table();
+        s.memo.link_w = (0..s.link_bw.len()).map(|i| weight(TAG_LINK, i)).collect();
+        s.memo.net_w = (0..s.net_bw.len()).map(|i| weight(TAG_NET, i)).collect();
+        s.memo.used_w = (0..s.ngpus).map(|i| weight(TAG_USED, i)).collect();
+        // Path types the recursion can test against typeIntra (GPU/NVSwitch ends only) and
+        // typeInter (a NET at either end).
+        let ends: Vec<End> = (0..s.ngpus)
+            .map(End::Gpu)
+            .chain((0..s.nets.len()).map(End::Net))
+            .chain((0..s.nvs.len()).map(End::Nvs))
+            .collect();
+        let (mut intra, mut inter) = (Vec::new(), Vec::new());
+        for &a in &ends {
+            for &b in &ends {
+                let ty = s.pinfo(a, b).ty;
+                if matches!(a, End::Net(_)) || matches!(b, End::Net(_)) {
+                    inter.push(ty);
+                } else {
+                    intra.push(ty);
+                }
+            }
+        }
+        for v in [&mut intra, &mut inter] {
+            v.sort();
+            v.dedup();
+        }
+        (s.types_intra, s.types_inter) = (intra, inter);
         s.gpu_pci = (0..s.ngpus).map(|g| s.pci_edges(g)).collect();
         s
     }
@@ -216,6 +332,10 @@ impl<'a> Searcher<'a> {
             cpu: sys.cpu_type(),
             version: sys.version,
             steps: 0,
+            walked: 0,
+            memo: Memo::default(),
+            types_intra: Vec::new(),
+            types_inter: Vec::new(),
             notes: Vec::new(),
         }
     }
@@ -358,13 +478,22 @@ impl<'a> Searcher<'a> {
             if self.link_bw[e] < fw || rev_short {
                 return step;
             }
-            self.link_bw[e] = sub_round(self.link_bw[e], fw);
+            self.set_link_bw(e, sub_round(self.link_bw[e], fw));
             if rev_bw != 0.0 {
                 let r = l.rev as usize;
-                self.link_bw[r] = sub_round(self.link_bw[r], rev_bw);
+                self.set_link_bw(r, sub_round(self.link_bw[r], rev_bw));
             }
         }
         max_steps
+    }
+
+    fn set_link_bw(&mut self, e: usize, v: f32) {
+        let d = (v.to_bits() as u128).wrapping_sub(self.link_bw[e].to_bits() as u128);
+        self.memo.state = self
+            .memo
+            .state
+            .wrapping_add(self.memo.link_w[e].wrapping_mul(d));
+        self.link_bw[e] = v;
     }
 
     /// `ncclTopoFollowPath`: returns whether the destination was reached (bandwidth charged).
@@ -436,7 +565,38 @@ impl<'a> Searcher<'a> {
     }
 
     /// `ncclTopoSearchNextGpuSort`.
-    fn next_gpu_sort(&self, gr: &TopoGraph, g: usize, sort_net: i32) -> Vec<usize> {
+    fn next_gpu_sort(&self, gr: &TopoGraph, g: usize, sort_net: i32) -> GpuList {
+        let flag = 1u64 << gr.n_channels;
+        let ngpus = self.ngpus;
+        if !self.nvs.is_empty() {
+            // Behind an NVSwitch only the ring neighbours are kept (in the pattern's order), so
+            // the score sort cannot change the answer: only whether each neighbour is a candidate.
+            let candidate = |p: usize| {
+                p != g
+                    && self.pinfo(End::Gpu(g), End::Gpu(p)).count != 0
+                    && self.used[p] & flag == 0
+            };
+            let prev_gpu = (g + ngpus - 1) % ngpus;
+            let next_gpu = (g + 1) % ngpus;
+            // Moving each to the front in turn leaves the last one first.
+            let order: &[usize] = match gr.pattern {
+                Pattern::Ring => &[prev_gpu, next_gpu],
+                Pattern::SplitTree | Pattern::BalancedTree => &[next_gpu, prev_gpu],
+                _ => &[next_gpu],
+            };
+            let mut out = GpuList::new();
+            for &p in order {
+                if candidate(p) && !out.contains(&p) {
+                    out.push(p);
+                }
+            }
+            return out;
+        }
+        self.next_gpu_sort_scored(gr, g, sort_net)
+    }
+
+    /// `ncclTopoSearchNextGpuSort` without NVSwitch: candidates sorted by their scores.
+    fn next_gpu_sort_scored(&self, gr: &TopoGraph, g: usize, sort_net: i32) -> GpuList {
         #[derive(Clone, Copy)]
         struct Score {
             g: usize,
@@ -454,7 +614,7 @@ impl<'a> Searcher<'a> {
         } else {
             None
         };
-        let mut scores = Vec::with_capacity(ngpus);
+        let mut scores: smallvec::SmallVec<[Score; 16]> = smallvec::SmallVec::new();
         for i in 1..ngpus {
             let p = (g + i) % ngpus;
             let path = self.pinfo(End::Gpu(g), End::Gpu(p));
@@ -490,12 +650,19 @@ impl<'a> Searcher<'a> {
         let same_intra = scores
             .iter()
             .all(|s| s.intra_bw == scores[0].intra_bw && s.intra_nhops == scores[0].intra_nhops);
-        let mut next: Vec<usize> = if sort_net == -1 && same_intra {
+        let next: GpuList = if sort_net == -1 && same_intra {
             scores.iter().rev().map(|s| s.g).collect()
         } else {
             scores.iter().map(|s| s.g).collect()
         };
-        if !self.nvs.is_empty() {
+        next
+    }
+
+    #[cfg(test)]
+    fn next_gpu_sort_nvs_reference(&self, gr: &TopoGraph, g: usize, sort_net: i32) -> Vec<usize> {
+        let mut next: Vec<usize> = self.next_gpu_sort_scored(gr, g, sort_net).to_vec();
+        let ngpus = self.ngpus;
+        {
             let prev_gpu = (g + ngpus - 1) % ngpus;
             let next_gpu = (g + 1) % ngpus;
             let mut first: Vec<usize> = match gr.pattern {
@@ -541,7 +708,7 @@ impl<'a> Searcher<'a> {
     ) {
         let flag = 1u64 << gr.n_channels;
         if self.follow_path(gr, from, End::Gpu(g), 1.0) {
-            self.used[g] ^= flag;
+            self.toggle_used(g, flag);
             self.rec_gpu(
                 gr,
                 save,
@@ -552,9 +719,82 @@ impl<'a> Searcher<'a> {
                 forced,
                 time,
             );
-            self.used[g] ^= flag;
+            self.toggle_used(g, flag);
             self.follow_path(gr, from, End::Gpu(g), -1.0);
         }
+    }
+
+    fn toggle_used(&mut self, g: usize, flag: u64) {
+        let (old, v) = (self.used[g], self.used[g] ^ flag);
+        let d = (v as u128).wrapping_sub(old as u128);
+        self.memo.state = self
+            .memo
+            .state
+            .wrapping_add(self.memo.used_w[g].wrapping_mul(d));
+        self.used[g] = v;
+    }
+
+    /// The key of a recursion subtree: the hashed residual state plus every argument and graph
+    /// entry the subtree reads. The order of the current channel's GPUs is only read back when a
+    /// later channel can replay it (intra-node searches always try a replay first; inter-node
+    /// ones when `sameChannels` is set); the previous channel's order while replaying it; the
+    /// channel heads by the NVLS/CollNet duplicate checks; the NETs of this and the previous
+    /// channel by the NET checks.
+    #[allow(clippy::too_many_arguments)]
+    fn memo_key(
+        &self,
+        gr: &TopoGraph,
+        gpu: Option<usize>,
+        step: i32,
+        back_to_net: i32,
+        back_to_first_rank: i32,
+        forced: i32,
+    ) -> u128 {
+        let ngpus = self.ngpus;
+        let c = gr.n_channels as usize;
+        let mut k = self.memo.state;
+        k = fold(k, gpu.map_or(u64::MAX, |g| g as u64));
+        k = fold(k, step as u32 as u64 | (back_to_net as u32 as u64) << 32);
+        k = fold(
+            k,
+            back_to_first_rank as u32 as u64 | (forced as u32 as u64) << 32,
+        );
+        k = fold(k, c as u64 | (gr.n_hops as u32 as u64) << 32);
+        k = fold(
+            k,
+            gr.bw_inter.to_bits() as u64 | (gr.bw_intra.to_bits() as u64) << 32,
+        );
+        if self.inter {
+            // The entry NET is set before step 0; the exit NET once the channel went back to the
+            // network (until then the slot holds a stale value that is never read).
+            k = fold(k, gr.inter[2 * c] as u64);
+            if back_to_net != self.params(gr.pattern).0 {
+                k = fold(k, gr.inter[2 * c + 1] as u64);
+            }
+            // crossNic=2 rings pair each odd channel with the NETs of the channel before.
+            if c > 0 && gr.cross_nic == 2 {
+                k = fold(k, gr.inter[2 * c - 2] as u64);
+                k = fold(k, gr.inter[2 * c - 1] as u64);
+            }
+        }
+        let base = c * ngpus;
+        let written = (step.max(0) as usize).min(ngpus);
+        let replay = !self.inter || gr.same_channels == 1;
+        let upto = if replay { written } else { written.min(1) };
+        for i in 0..upto {
+            k = fold(k, gr.intra[base + i] as u32 as u64);
+        }
+        if forced == FORCED_ORDER_REPLAY && c > 0 {
+            for i in 0..ngpus {
+                k = fold(k, gr.intra[base - ngpus + i] as u32 as u64);
+            }
+        }
+        if matches!(gr.pattern, Pattern::Nvls | Pattern::CollnetDirect) {
+            for ch in 0..c {
+                k = fold(k, gr.intra[ch * ngpus] as u32 as u64);
+            }
+        }
+        k
     }
 
     /// Charge the paths `ends(d)` for d = 0, 1, ... ngpus-1 with `mult(d)`, stopping at the
@@ -764,6 +1004,7 @@ impl<'a> Searcher<'a> {
         true
     }
 
+    /// `ncclTopoSearchRecGpu`, answered from the [`Memo`] when this subtree was walked before.
     #[allow(clippy::too_many_arguments)]
     fn rec_gpu(
         &mut self,
@@ -779,13 +1020,60 @@ impl<'a> Searcher<'a> {
         if *time <= 0 {
             return;
         }
+        let key = self.memo_key(gr, gpu, step, back_to_net, back_to_first_rank, forced);
+        if let Some(&(consumed, steps)) = self.memo.table.get(&key) {
+            if *time > consumed {
+                *time -= consumed;
+                self.steps += steps;
+            } else {
+                // The walk would run out of budget inside this subtree, finding nothing.
+                self.steps += *time as u64;
+                *time = 0;
+            }
+            return;
+        }
+        let (time0, steps0, gen0) = (*time, self.steps, self.memo.save_gen);
+        self.walk_gpu(
+            gr,
+            save,
+            gpu,
+            step,
+            back_to_net,
+            back_to_first_rank,
+            forced,
+            time,
+        );
+        // Only a subtree that finished inside its budget without improving `save` is reusable.
+        if *time > 0 && self.memo.save_gen == gen0 {
+            self.memo
+                .table
+                .insert(key, (time0 - *time, self.steps - steps0));
+        }
+    }
+
+    /// The body of `ncclTopoSearchRecGpu`: one recursion step.
+    #[allow(clippy::too_many_arguments)]
+    fn walk_gpu(
+        &mut self,
+        gr: &mut TopoGraph,
+        save: &mut TopoGraph,
+        gpu: Option<usize>,
+        step: i32,
+        back_to_net: i32,
+        back_to_first_rank: i32,
+        forced: i32,
+        time: &mut i32,
+    ) {
         *time -= 1;
         self.steps += 1;
+        self.walked += 1;
         let ngpus = self.ngpus;
         if step as usize == ngpus {
             gr.n_channels += 1;
             if self.better(gr, save) {
                 *save = gr.clone();
+                self.memo.save_gen += 1;
+                self.memo.table.clear();
                 if gr.n_channels == gr.max_channels {
                     *time = -1;
                 }
@@ -841,10 +1129,10 @@ impl<'a> Searcher<'a> {
         } else if gr.pattern == Pattern::CollnetDirect {
             self.try_collnet_direct(gr, save, g, time);
         } else if (step as usize) < ngpus - 1 {
-            let next: Vec<usize> = if forced == FORCED_ORDER_PCI {
-                vec![step as usize + 1]
+            let next: GpuList = if forced == FORCED_ORDER_PCI {
+                smallvec::smallvec![step as usize + 1]
             } else if forced == FORCED_ORDER_REPLAY {
-                vec![self.replay_get_gpu(gr, step)]
+                smallvec::smallvec![self.replay_get_gpu(gr, step)]
             } else {
                 let sort_net = if back_to_net == -1 {
                     0
@@ -1017,9 +1305,60 @@ impl<'a> Searcher<'a> {
         let (asic, port) = (self.net_asic[n], self.net_port[n]);
         for i in 0..self.nets.len() {
             if self.net_asic[i] == asic && self.net_port[i] == port {
-                self.net_bw[i] += delta;
+                let v = self.net_bw[i] + delta;
+                let d = (v.to_bits() as u128).wrapping_sub(self.net_bw[i].to_bits() as u128);
+                self.memo.state = self
+                    .memo
+                    .state
+                    .wrapping_add(self.memo.net_w[i].wrapping_mul(d));
+                self.net_bw[i] = v;
             }
         }
+    }
+
+    /// One search attempt: `ncclTopoSearchRec` from the top with a fresh budget `time`.
+    ///
+    /// Relaxing a path type that no path of this node has (say PXB on a box whose NICs are all
+    /// PIX or PXN from the GPUs) does not change a single decision of the recursion, so NCCL
+    /// walks the same tree again; such an attempt is answered from the memo of attempts that ran
+    /// without improving `graph`, keyed by what the recursion can observe.
+    fn attempt(&mut self, tmp: &mut TopoGraph, graph: &mut TopoGraph, time: &mut i32) {
+        let mut k = self.memo.state;
+        for x in [
+            tmp.pattern.number() as u64,
+            tmp.same_channels as u32 as u64,
+            tmp.cross_nic as u32 as u64,
+            tmp.coll_net as u64,
+            self.effective_type(&self.types_intra, tmp.type_intra),
+            self.effective_type(&self.types_inter, tmp.type_inter),
+            tmp.bw_intra.to_bits() as u64 | (tmp.bw_inter.to_bits() as u64) << 32,
+            tmp.min_channels as u32 as u64 | (tmp.max_channels as u32 as u64) << 32,
+            tmp.n_hops as u32 as u64 | (*time as u32 as u64) << 32,
+            self.memo.save_gen,
+        ] {
+            k = fold(k, x);
+        }
+        if let Some(&(t, steps)) = self.memo.attempts.get(&k) {
+            *time = t;
+            self.steps += steps;
+            return;
+        }
+        self.memo.table.clear();
+        let (gen0, steps0) = (self.memo.save_gen, self.steps);
+        self.rec(tmp, graph, time);
+        if self.memo.save_gen == gen0 && *time != -1 {
+            self.memo.attempts.insert(k, (*time, self.steps - steps0));
+        }
+    }
+
+    /// The largest path type in `types` (sorted) that a threshold `t` admits: thresholds with
+    /// the same answer admit exactly the same paths.
+    fn effective_type(&self, types: &[PathType], t: PathType) -> u64 {
+        types
+            .iter()
+            .rev()
+            .find(|&&x| x <= t)
+            .map_or(u64::MAX, |&x| x as u64)
     }
 
     /// `ncclTopoSearchParams`.
@@ -1116,6 +1455,9 @@ impl<'a> Searcher<'a> {
     /// `ncclTopoCompute`: search `graph` (its id, pattern, min/max channels and collNet set by
     /// the caller). `loaded` is the graph from `NCCL_GRAPH_FILE` for this id, if any.
     pub fn compute(&mut self, graph: &mut TopoGraph, loaded: Option<&TopoGraph>) {
+        // A new graph to improve: nothing remembered applies to it.
+        self.memo.save_gen += 1;
+        self.memo.attempts.clear();
         let ngpus = self.ngpus;
         let topo = self.topo;
         let sys = &topo.system;
@@ -1241,7 +1583,7 @@ impl<'a> Searcher<'a> {
             };
             tmp.n_channels = 0;
             global_timeout -= time as i64;
-            self.rec(&mut tmp, graph, &mut time);
+            self.attempt(&mut tmp, graph, &mut time);
 
             let done = time == -1 || graph.n_channels as f32 * graph.bw_inter >= self.topo.total_bw;
             if !done && pass == 1 {
@@ -1394,4 +1736,95 @@ fn next_type(t: PathType) -> PathType {
     let all = PathType::ALL;
     let i = all.iter().position(|&x| x == t).expect("listed");
     all[(i + 1).min(all.len() - 1)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn round_half_away_matches_roundf_on_edges() {
+        for x in [
+            0.0f32,
+            -0.0,
+            0.3,
+            -0.3,
+            0.5,
+            -0.5,
+            1.5,
+            -1.5,
+            2.5,
+            0.499_999_97,
+            -0.499_999_97,
+            8_388_607.5,
+            -8_388_607.5,
+            8_388_608.0,
+            1e20,
+            -1e20,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            239_999.5,
+        ] {
+            assert_eq!(round_half_away(x).to_bits(), x.round().to_bits(), "{x}");
+        }
+        assert!(round_half_away(f32::NAN).is_nan());
+    }
+
+    proptest! {
+        #[test]
+        fn round_half_away_matches_roundf(bits in any::<u32>()) {
+            let x = f32::from_bits(bits);
+            prop_assume!(!x.is_nan());
+            prop_assert_eq!(round_half_away(x).to_bits(), x.round().to_bits());
+        }
+
+        #[test]
+        fn round_half_away_matches_roundf_on_bandwidths(a in 0.0f32..5000.0, b in 0.0f32..500.0) {
+            let x = (a - b) * 1000.0;
+            prop_assert_eq!(round_half_away(x).to_bits(), x.round().to_bits());
+        }
+    }
+
+    fn topology(file: &str, nodes: usize) -> std::sync::Arc<Topology> {
+        let path = format!("{}/../topologies/{file}", env!("CARGO_MANIFEST_DIR"));
+        let s = PlannerSettings::default();
+        let c = topo::Cluster::load(&path, nodes, &s.topo, None).unwrap();
+        c.nodes[0].topo.clone()
+    }
+
+    /// The NVSwitch shortcut in `next_gpu_sort` gives what the full sort-then-filter gives, for
+    /// every GPU, pattern and used-GPU set.
+    #[test]
+    fn nvswitch_next_gpu_order_is_the_sorted_one() {
+        for (file, nodes) in [("dgx-h100.xml", 2), ("dgx-a100.xml", 1)] {
+            let topo = topology(file, nodes);
+            let mut s = Searcher::new(&topo, &PlannerSettings::default());
+            assert!(!s.nvs.is_empty(), "{file} has NVSwitches");
+            let n = s.ngpus;
+            for pattern in [
+                Pattern::Ring,
+                Pattern::Tree,
+                Pattern::SplitTree,
+                Pattern::BalancedTree,
+            ] {
+                let mut gr = TopoGraph::new(0, pattern, 1, 32);
+                gr.intra = vec![0; MAXCHANNELS * n];
+                gr.inter = vec![s.net_id.first().copied().unwrap_or(0); MAXCHANNELS * 2];
+                for mask in 0..(1u32 << n) {
+                    s.used = (0..n).map(|g| ((mask >> g) & 1) as u64).collect();
+                    for g in 0..n {
+                        for sort_net in [-1, 0, 1] {
+                            if sort_net != 0 && !s.inter {
+                                continue;
+                            }
+                            let fast = s.next_gpu_sort(&gr, g, sort_net).to_vec();
+                            let full = s.next_gpu_sort_nvs_reference(&gr, g, sort_net);
+                            assert_eq!(fast, full, "{file} {pattern:?} g{g} used {mask:b}");
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
