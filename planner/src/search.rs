@@ -163,6 +163,8 @@ struct Memo {
     attempts: rustc_hash::FxHashMap<u128, (i32, u64)>,
     /// Bumped whenever the saved graph improves.
     save_gen: u64,
+    /// Answer from the memo (off only to check that it changes nothing).
+    on: bool,
 }
 
 const TAG_LINK: u64 = 1;
@@ -333,7 +335,10 @@ impl<'a> Searcher<'a> {
             version: sys.version,
             steps: 0,
             walked: 0,
-            memo: Memo::default(),
+            memo: Memo {
+                on: true,
+                ..Memo::default()
+            },
             types_intra: Vec::new(),
             types_inter: Vec::new(),
             notes: Vec::new(),
@@ -1021,7 +1026,7 @@ impl<'a> Searcher<'a> {
             return;
         }
         let key = self.memo_key(gr, gpu, step, back_to_net, back_to_first_rank, forced);
-        if let Some(&(consumed, steps)) = self.memo.table.get(&key) {
+        if let Some(&(consumed, steps)) = self.memo.table.get(&key).filter(|_| self.memo.on) {
             if *time > consumed {
                 *time -= consumed;
                 self.steps += steps;
@@ -1338,7 +1343,7 @@ impl<'a> Searcher<'a> {
         ] {
             k = fold(k, x);
         }
-        if let Some(&(t, steps)) = self.memo.attempts.get(&k) {
+        if let Some(&(t, steps)) = self.memo.attempts.get(&k).filter(|_| self.memo.on) {
             *time = t;
             self.steps += steps;
             return;
@@ -1824,6 +1829,42 @@ mod tests {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// The memo only saves work: with and without it every graph of a search that spends
+    /// NCCL's whole budget (2-node DGX A100, H100) is the same, and so is the step count.
+    #[test]
+    fn memo_changes_no_graph() {
+        for (file, nodes) in [
+            ("dgx-a100.xml", 2),
+            ("dgx-h100.xml", 2),
+            ("dgx-h100.xml", 1),
+        ] {
+            let topo = topology(file, nodes);
+            let settings = PlannerSettings::default();
+            let run = |on: bool| {
+                let mut s = Searcher::new(&topo, &settings);
+                s.memo.on = on;
+                let mut out = Vec::new();
+                for pattern in [Pattern::Ring, Pattern::BalancedTree, Pattern::Nvls] {
+                    let mut g = TopoGraph::new(0, pattern, 1, MAXCHANNELS as i32 / 2);
+                    s.compute(&mut g, None);
+                    out.push(format!("{g:?}"));
+                }
+                (out, s.steps, s.walked)
+            };
+            let (with, steps_with, walked_with) = run(true);
+            let (without, steps_without, walked_without) = run(false);
+            assert_eq!(with, without, "{file} x{nodes}");
+            assert_eq!(steps_with, steps_without, "{file} x{nodes}");
+            assert_eq!(walked_without, steps_without);
+            if file == "dgx-a100.xml" {
+                assert!(
+                    walked_with * 4 < walked_without,
+                    "{walked_with} vs {walked_without}"
+                );
             }
         }
     }
