@@ -250,7 +250,7 @@ mod tests {
         assert_eq!(devs[7].pci.to_string(), "0000:bd:00.0");
         assert_eq!(devs[3].sm_major(), 8);
         assert_eq!(devs[3].sm_minor(), 0);
-        assert_eq!(devs[0].memory_bytes, 80 * 1024 * 1024 * 1024);
+        assert_eq!(devs[0].memory_bytes, 40 * 1024 * 1024 * 1024);
         let mut uuids: Vec<_> = devs.iter().map(|d| d.uuid).collect();
         uuids.dedup();
         assert_eq!(uuids.len(), 8);

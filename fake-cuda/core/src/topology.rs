@@ -282,6 +282,7 @@ pub fn arch_facts(model_key: &str) -> ArchFacts {
     match model_key {
         "V100-SXM2" => f(80, 1530, 877, 4096, 6, 96, 900.0, 12.0),
         "A100-SXM4" => f(108, 1410, 1593, 5120, 40, 164, 2039.0, 24.0),
+        "A100-SXM4-40GB" => f(108, 1410, 1215, 5120, 40, 164, 1555.0, 24.0),
         "A100-PCIE" => f(108, 1410, 1512, 5120, 40, 164, 1935.0, 24.0),
         "H100-SXM5" => f(132, 1980, 2619, 5120, 50, 228, 3350.0, 50.0),
         "H100-PCIE" => f(114, 1755, 1593, 5120, 50, 228, 2000.0, 50.0),
@@ -310,9 +311,10 @@ mod tests {
         assert_eq!(d.len(), 8);
         let buses: Vec<u32> = d.iter().map(|x| x.pci.bus).collect();
         assert_eq!(buses, [0x07, 0x0f, 0x47, 0x4e, 0x87, 0x90, 0xb7, 0xbd]);
-        assert_eq!(d[0].name, "NVIDIA A100-SXM4-80GB");
+        // PCI id 0x20b0 is the 40 GB board of the original DGX A100.
+        assert_eq!(d[0].name, "NVIDIA A100-SXM4-40GB");
         assert_eq!(d[0].sm_version, 80);
-        assert_eq!(d[0].memory_bytes, 80 << 30);
+        assert_eq!(d[0].memory_bytes, 40 << 30);
         assert_eq!(d[0].multiprocessor_count, 108);
         assert_eq!(d[0].pci_device_id, 0x20b0);
         // 12 NVLinks, 2 to each of the 6 NVSwitches.

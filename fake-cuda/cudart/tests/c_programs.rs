@@ -75,10 +75,10 @@ fn device_properties_and_attributes() {
     let text = stdout(&run(&mut command(&["props"])));
     assert!(text.contains("count 8\n"), "{text}");
     assert!(
-        text.contains("device 0 NVIDIA A100-SXM4-80GB sm 8.0 mem 85899345920 bus 0000:07:00.0"),
+        text.contains("device 0 NVIDIA A100-SXM4-40GB sm 8.0 mem 42949672960 bus 0000:07:00.0"),
         "{text}"
     );
-    assert!(text.contains("device 7 NVIDIA A100-SXM4-80GB sm 8.0 mem 85899345920 bus 0000:bd:00.0"));
+    assert!(text.contains("device 7 NVIDIA A100-SXM4-40GB sm 8.0 mem 42949672960 bus 0000:bd:00.0"));
     assert!(text.contains("PASS props"));
 }
 
@@ -86,8 +86,8 @@ fn device_properties_and_attributes() {
 fn cuda_visible_devices_is_honoured() {
     let text = stdout(&run(command(&["props"]).env("CUDA_VISIBLE_DEVICES", "4,2")));
     assert!(text.contains("count 2\n"), "{text}");
-    assert!(text.contains("device 0 NVIDIA A100-SXM4-80GB sm 8.0 mem 85899345920 bus 0000:87:00.0"));
-    assert!(text.contains("device 1 NVIDIA A100-SXM4-80GB sm 8.0 mem 85899345920 bus 0000:47:00.0"));
+    assert!(text.contains("device 0 NVIDIA A100-SXM4-40GB sm 8.0 mem 42949672960 bus 0000:87:00.0"));
+    assert!(text.contains("device 1 NVIDIA A100-SXM4-40GB sm 8.0 mem 42949672960 bus 0000:47:00.0"));
 }
 
 #[test]

@@ -34,10 +34,10 @@ fn run(args: &[&str], env: &[(&str, &str)]) -> String {
 fn device_properties_have_the_cuda_13_layout() {
     let text = run(&["props"], &[]);
     assert!(
-        text.contains("device 0 NVIDIA A100-SXM4-80GB sm 8.0 mem 85899345920 sms 108 bus 07\n"),
+        text.contains("device 0 NVIDIA A100-SXM4-40GB sm 8.0 mem 42949672960 sms 108 bus 07\n"),
         "{text}"
     );
-    assert!(text.contains("device 7 NVIDIA A100-SXM4-80GB sm 8.0 mem 85899345920 sms 108 bus bd\n"));
+    assert!(text.contains("device 7 NVIDIA A100-SXM4-40GB sm 8.0 mem 42949672960 sms 108 bus bd\n"));
     assert!(text.contains("PASS props"));
 }
 

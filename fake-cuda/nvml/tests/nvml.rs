@@ -47,11 +47,11 @@ fn devices_handles_and_properties_agree_with_cuda() {
     assert!(text.contains("count 8\n"), "{text}");
     assert!(
         text.contains(
-            "nvml 0 NVIDIA A100-SXM4-80GB 00000000:07:00.0 0000:07:00.0 20b010de sm 8.0\n"
+            "nvml 0 NVIDIA A100-SXM4-40GB 00000000:07:00.0 0000:07:00.0 20b010de sm 8.0\n"
         ),
         "{text}"
     );
-    assert!(text.contains("nvml 7 NVIDIA A100-SXM4-80GB 00000000:BD:00.0 0000:BD:00.0"));
+    assert!(text.contains("nvml 7 NVIDIA A100-SXM4-40GB 00000000:BD:00.0 0000:BD:00.0"));
     assert!(text.contains("cuda 7 = nvml 7\n"));
     // DGX A100: GPUs 0 and 1 share a PCIe switch tree, GPU 2 is on the other CPU; all reach
     // each other over NVSwitch.

@@ -91,22 +91,23 @@ static int memory(void) {
 }
 
 static int oom(void) {
+    /* The bundled DGX A100 has the 40 GB board (PCI id 0x20b0). */
     size_t GiB = (size_t)1 << 30, free_, total;
     void *a, *b, *c;
     OK(cudaMemGetInfo(&free_, &total));
-    CHECK(total == 80 * GiB);
-    OK(cudaMalloc(&a, 60 * GiB));
-    CHECK(cudaMalloc(&b, 30 * GiB) == 2);
+    CHECK(total == 40 * GiB);
+    OK(cudaMalloc(&a, 30 * GiB));
+    CHECK(cudaMalloc(&b, 15 * GiB) == 2);
     CHECK(cudaGetLastError() == 2);
-    OK(cudaMalloc(&c, 20 * GiB));
+    OK(cudaMalloc(&c, 10 * GiB));
     OK(cudaMemGetInfo(&free_, &total));
     CHECK(free_ == 0);
     CHECK(cudaMalloc(&b, 1) == 2);
     OK(cudaFree(a));
-    OK(cudaMalloc(&b, 30 * GiB));
-    /* Another device has its own 80 GiB. */
+    OK(cudaMalloc(&b, 15 * GiB));
+    /* Another device has its own 40 GiB. */
     OK(cudaSetDevice(1));
-    OK(cudaMalloc(&a, 70 * GiB));
+    OK(cudaMalloc(&a, 35 * GiB));
     return 0;
 }
 
@@ -495,7 +496,7 @@ static int driver(void) {
     OK(cuDeviceGetCount(&n));
     CHECK(n == 8);
     OK(cuDeviceGetName(name, sizeof name, 3));
-    CHECK(strcmp(name, "NVIDIA A100-SXM4-80GB") == 0);
+    CHECK(strcmp(name, "NVIDIA A100-SXM4-40GB") == 0);
     OK(cuDevicePrimaryCtxGetState(0, &flags, &active));
     CHECK(active == 1);
     OK(cudaMalloc(&d, 4096));
