@@ -183,9 +183,7 @@ impl CommShape {
             p2p_channels_per_peer: p.p2p_channels_per_peer,
             all_nvlink: p.all_nvlink,
             min_net_bw: p.min_net_bw,
-            // The plan does not carry the NVSwitch count: NVLink to every peer of a node with
-            // more than two GPUs (or NVLS) means NVSwitches.
-            has_nvswitch: p.nvls_support || (p.all_nvlink && p.max_local_ranks > 2),
+            has_nvswitch: p.nvs_count > 0,
         }
     }
 

@@ -706,6 +706,10 @@ fn assemble(
     );
 
     let cpu = host_search[&members[0].host].topo.system.cpu_type();
+    let nvs_count = host_search[&members[0].host]
+        .topo
+        .system
+        .count(NodeKind::Nvs);
     let all_nvlink = host_order.iter().all(|h| {
         host_search[h].topo.gpu_path_range(NodeKind::Gpu).1 < PathType::Pix
             || host_search[h].topo.system.count(NodeKind::Gpu) < 2
@@ -800,6 +804,7 @@ fn assemble(
         tree_lines,
         all_nvlink,
         min_net_bw,
+        nvs_count,
     }
 }
 

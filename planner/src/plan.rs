@@ -145,4 +145,7 @@ pub struct CommPlan {
     pub all_nvlink: bool,
     /// Slowest NET bandwidth any rank sees (`comm->minNetBw`, GB/s; 0 without NETs).
     pub min_net_bw: f32,
+    /// NVSwitches in rank 0's node topology (`ncclTopoGetNvsCount`; NCCL's tuning turns
+    /// CollNet direct off without one).
+    pub nvs_count: usize,
 }
