@@ -148,4 +148,8 @@ pub struct CommPlan {
     /// NVSwitches in rank 0's node topology (`ncclTopoGetNvsCount`; NCCL's tuning turns
     /// CollNet direct off without one).
     pub nvs_count: usize,
+    /// Bandwidth of rank 0's GPU link to its PCIe parent (GB/s, NCCL's width x generation
+    /// value; 0 when unknown). With the NICs' bandwidth it says how loaded a GPU's PCIe link is
+    /// by network traffic, which the calibrated cost model reads.
+    pub gpu_pci_bw: f32,
 }
