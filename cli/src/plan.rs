@@ -1,6 +1,7 @@
 //! `ncclsim plan`: the world communicator and its split children as NCCL would build them.
 
 use clap::Args;
+use cost_model::{CostModel, Mode, TunerSettings};
 use planner::split::{parse_dims, parse_split_by};
 use planner::{CommPlan, JobPlan, Member, PlannerSettings, SplitSpec};
 use std::fmt::Write as _;
@@ -282,11 +283,19 @@ pub fn run(args: &PlanArgs) -> Result<(), String> {
             }
         }
         _ => {
+            let pairs = env_pairs(&args.system.env, args.system.nccl_version.as_deref())?;
+            let tsettings =
+                TunerSettings::from_lookup(|k| lookup(&pairs, k)).map_err(|e| e.to_string())?;
             for c in comms {
                 let r = view_rank(c, args.rank);
+                // What ncclTopoTuneModel prints (the TUNING table on rank 0, threadThresholds).
+                let tuning = CostModel::from_plan(c, &tsettings, Mode::Nccl)
+                    .map_err(|e| format!("communicator {}: {e}", c.name))?
+                    .nccl
+                    .init_lines(&tsettings, r);
                 println!("{}", summary(c));
                 println!("# INFO lines as rank {r} of {} prints them", c.name);
-                for line in planner::format::info_lines(c, r) {
+                for line in planner::format::info_lines_with(c, r, &tuning) {
                     println!("NCCL INFO {line}");
                 }
                 println!();

@@ -122,6 +122,49 @@ fn tp_dp_job() {
     assert!(comms[0].starts_with("# comm world: 16 rank(s) on 2 node(s)"));
     assert!(comms[1].starts_with("# comm tp0: 8 rank(s) on 1 node(s)"));
     assert!(comms[10].starts_with("# comm dp7: 2 rank(s) on 2 node(s)"));
+    // Every communicator ends with ncclTopoTuneModel's lines as its rank 0 prints them: the
+    // TUNING table (three blocks of three algorithms) and threadThresholds (Ring LL scales with
+    // the rank count), then the channel counts.
+    let tables = out
+        .lines()
+        .filter(|l| l.starts_with("NCCL INFO   Algorithm   |"))
+        .count();
+    assert_eq!(tables, 3 * 11);
+    assert_eq!(
+        out.matches("threadThresholds 8/8/64 | 128/8/64 |").count(),
+        1
+    );
+    assert_eq!(
+        out.matches("threadThresholds 8/8/64 | 64/8/64 |").count(),
+        2
+    );
+    assert_eq!(
+        out.matches("threadThresholds 8/8/64 | 16/8/64 |").count(),
+        8
+    );
+    let dp0 = out.split("# comm dp0:").nth(1).unwrap();
+    let dp0 = &dp0[..dp0.find("\n\n").unwrap()];
+    insta::assert_snapshot!("plan_dgx_a100_2n_dp0_info", dp0);
+    // Seen from world rank 9 (rank 9 of world, rank 1 of tp1 and dp1): those three print no
+    // table; tp0 and the other dp communicators are shown from their rank 0.
+    let (code, out9, err) = ncclsim(&[
+        "plan",
+        "--topo",
+        "topologies/dgx-a100.xml",
+        "--nodes",
+        "2",
+        "--split",
+        "tp=8,dp=2",
+        "--rank",
+        "9",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let tables9 = out9
+        .lines()
+        .filter(|l| l.starts_with("NCCL INFO   Algorithm   |"))
+        .count();
+    assert_eq!(tables9, 3 * 8);
+    assert_eq!(out9.matches("NCCL INFO threadThresholds").count(), 11);
     let (code, dot, _) = ncclsim(&[
         "plan",
         "--topo",
@@ -138,6 +181,32 @@ fn tp_dp_job() {
     assert_eq!(code, 0);
     assert!(dot.starts_with("digraph \"dp3\""));
     assert!(dot.contains("r0 -> r1 [color="));
+}
+
+#[test]
+fn tuning_settings_reach_the_table() {
+    let (code, out, err) = ncclsim(&[
+        "plan",
+        "--topo",
+        "topologies/dgx-a100.xml",
+        "--env",
+        "NCCL_PROTO=^LL128",
+        "--env",
+        "NCCL_THREAD_THRESHOLDS=1 2 3",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    let at = |prefix: &str| lines.iter().position(|l| l.starts_with(prefix)).unwrap();
+    // NCCL's order: the setting echoes, the enable matrix, the table, thresholds, channel counts.
+    assert!(at("NCCL INFO Trees") < at("NCCL INFO NCCL_PROTO set by environment to ^LL128"));
+    assert!(at("NCCL INFO NCCL_PROTO set") < at("NCCL INFO Enabled NCCL Func/Proto/Algo Matrix:"));
+    assert!(at("NCCL INFO Enabled NCCL") < at("NCCL INFO   Algorithm   |"));
+    assert!(at("NCCL INFO   Algorithm   |") < at("NCCL INFO threadThresholds 1/2/3 | 64/8/64"));
+    assert!(at("NCCL INFO threadThresholds") < at("NCCL INFO 24 coll channels"));
+    // LL128 off: Ring and Tree LL128 keep their latency, lose their bandwidth.
+    assert!(out.contains(
+        "NCCL INFO     AllReduce |    15.2/  29.1 |    31.5/   0.0 |    64.4/ 110.4 |    15.0/  50.1 |    40.6/   0.0 |    56.0/ 137.1 |"
+    ));
 }
 
 #[test]
@@ -185,6 +254,16 @@ fn bad_input() {
                 "NCCL_CROSS_NIC=x",
             ],
             "NCCL_CROSS_NIC",
+        ),
+        (
+            vec![
+                "plan",
+                "--topo",
+                "topologies/dgx-a100.xml",
+                "--env",
+                "NCCL_ALGO=ring,bogus",
+            ],
+            "NCCL_ALGO",
         ),
     ] {
         let (code, _, err) = ncclsim(&args);

@@ -10,7 +10,15 @@
 //! A_cal = eta[nvls] * nCh * bwIntra (NVLS: the switch reduces, so a GPU's algorithm bandwidth is
 //!                                    its NVLink bandwidth whatever the number of GPUs)
 //! A_cal = busbw_cap / busbw_factor  (PCIe boxes without GPU peer-to-peer: host-memory bound)
+//! 1/eta_eff = 1/eta[family] + net_load_coef * load^2   (multi-node: see `net_load`)
 //! ```
+//!
+//! `L` and `A` come from NCCL 2.30.7's tables even when an older release made the selection
+//! (`pricing_model`): the hardware is the same, and older releases' bandwidth formulas (NVLSTree
+//! before 2.28, for instance) would otherwise have to be absorbed by the fitted efficiencies.
+//! `load` is the network traffic NCCL's ring puts on each GPU's PCIe link relative to that link:
+//! with one 400G NIC per Gen5 GPU the link carries the NIC's line rate both ways and the network
+//! runs below NCCL's model, with one NIC per two GPUs it does not.
 //!
 //! `eta` is the effective fraction of NCCL's modelled link bandwidth, `lat_scale` scales NCCL's
 //! per-step latencies, and `(S_half, gamma)` describe the pipeline efficiency at small and mid
@@ -116,6 +124,12 @@ pub struct ClassParams {
     pub s_half: f64,
     /// Steepness of the ramp.
     pub gamma: f64,
+    /// Extra inverse efficiency per unit of network load on a GPU's PCIe link ([`net_load`]):
+    /// `1/eta_eff = 1/eta[family] + net_load_coef * net_load`.
+    pub net_load_coef: f64,
+    /// Range of the contention term ([`net_load`] squared) over the rows fitted: predictions
+    /// clamp to it rather than extrapolate the efficiency to loads no measurement had.
+    pub contention_range: (f64, f64),
     /// Host-bound bus bandwidth caps (GB/s): GPUs on one CPU socket, across sockets.
     pub busbw_cap: [Option<f64>; 2],
     /// Rows this class was fitted to.
@@ -132,6 +146,8 @@ impl ClassParams {
             eta: [1.0; 4],
             s_half: 0.0,
             gamma: 1.0,
+            net_load_coef: 0.0,
+            contention_range: (0.0, 0.0),
             busbw_cap: [None, None],
             n_rows: 0,
         }
@@ -185,14 +201,27 @@ impl Calibration {
         }
     }
 
-    /// Calibrated time (µs) of an algorithm/protocol NCCL chose.
-    pub fn time_us(&self, m: &NcclModel, f: Func, a: Algo, p: Proto, bytes: u64) -> f64 {
-        let Some((lat, bw)) = m.lat_bw(f, a, p, bytes, 1) else {
+    /// Calibrated time (µs) of an algorithm/protocol NCCL chose; `pricing` is
+    /// [`pricing_model`]'s reference tables when the selecting release is an older one.
+    pub fn time_us(
+        &self,
+        m: &NcclModel,
+        pricing: Option<&NcclModel>,
+        f: Func,
+        a: Algo,
+        p: Proto,
+        bytes: u64,
+    ) -> f64 {
+        let Some((lat, bw)) = priced_lat_bw(m, pricing, f, a, p, bytes) else {
             return f64::NAN;
         };
         let x = self.bandwidth_term(m, f, a, bw as f64, bytes);
-        self.params.lat_scale * lat as f64
-            + x / self.params.eta[family(a)] * ramp(&self.params, bytes, m.shape.n_nodes)
+        let (lo, hi) = self.params.contention_range;
+        let load = contention(net_load(&m.shape)).clamp(lo, hi.max(lo));
+        let inv_eta = 1.0 / self.params.eta[family(a)] + self.params.net_load_coef * load;
+        self.params.lat_fixed
+            + self.params.lat_scale * lat as f64
+            + x * inv_eta * ramp(&self.params, bytes, m.shape.n_nodes)
     }
 
     /// `S / (1000 * A)` with NCCL's structure changed where calibrated mode differs (NVLS, caps),
@@ -217,6 +246,55 @@ impl Calibration {
     pub fn p2p_time_us(&self, t: f64, _bytes: u64) -> f64 {
         t / self.params.eta[0]
     }
+}
+
+/// How much of a GPU's PCIe link the network traffic takes: the inter-node bandwidth NCCL's ring
+/// gives each GPU (`nChannels * bwInter / ppn`) over the GPU's PCIe link bandwidth. About 1 when
+/// every GPU has its own NIC of its PCIe link's speed (8x 400G on Gen5, 8x HDR on Gen4: the GPU
+/// link carries the NIC's line rate both ways next to its other PCIe traffic), 0.5 with one NIC
+/// per two GPUs; 0 on one node or when the PCIe bandwidth is unknown.
+pub fn net_load(s: &CommShape) -> f64 {
+    if s.n_nodes < 2 || s.gpu_pci_bw <= 0.0 || s.n_ranks == 0 {
+        return 0.0;
+    }
+    let ppn = s.n_ranks as f64 / s.n_nodes as f64;
+    s.ring.n_channels as f64 * s.ring.bw_inter as f64 / ppn / s.gpu_pci_bw as f64
+}
+
+/// The contention term of a load: convex (queueing-like), negligible for lightly loaded links.
+fn contention(load: f64) -> f64 {
+    load * load
+}
+
+/// The tuning tables calibrated mode prices with: NCCL 2.30's (the most recent model of the same
+/// hardware) when the selection comes from an older release. The hardware does not change with
+/// the release whose tuner picks the algorithm, so one set of calibrated parameters should not
+/// have to absorb differences between releases' bandwidth formulas (e.g. NVLSTree before 2.28).
+pub fn pricing_model(m: &NcclModel, settings: &TunerSettings) -> Option<NcclModel> {
+    let reference = NcclVersion::DEFAULT.to_string();
+    if m.profile.version == reference {
+        return None;
+    }
+    let st = TunerSettings {
+        version: None,
+        ..settings.clone()
+    };
+    NcclModel::new(&m.shape, &st, NcclVersion::DEFAULT).ok()
+}
+
+/// `(latency, bandwidth)` of a chosen algorithm/protocol in the pricing tables, falling back to
+/// the selecting release's own when the reference release has no such combination.
+pub fn priced_lat_bw(
+    m: &NcclModel,
+    pricing: Option<&NcclModel>,
+    f: Func,
+    a: Algo,
+    p: Proto,
+    bytes: u64,
+) -> Option<(f32, f32)> {
+    pricing
+        .and_then(|r| r.lat_bw(f, a, p, bytes, 1))
+        .or_else(|| m.lat_bw(f, a, p, bytes, 1))
 }
 
 fn ramp(p: &ClassParams, bytes: u64, n_nodes: usize) -> f64 {
@@ -280,6 +358,7 @@ pub fn row_model(r: &Row, mode: Mode) -> CostModel {
 
 struct Prepared {
     class: HwClass,
+    load: f64,
     family: usize,
     lat: f64,
     x: f64,
@@ -298,7 +377,8 @@ fn prepare(r: &Row) -> Option<Prepared> {
         .ok()?;
     let algo = Algo::ALL.into_iter().find(|a| a.name() == pred.algo)?;
     let proto = Proto::ALL.into_iter().find(|p| p.name() == pred.proto)?;
-    let (lat, bw) = cm.nccl.lat_bw(f, algo, proto, r.bytes, 1)?;
+    let pricing = pricing_model(&cm.nccl, &cm.settings);
+    let (lat, bw) = priced_lat_bw(&cm.nccl, pricing.as_ref(), f, algo, proto, r.bytes)?;
     let calib = Calibration {
         params: ClassParams::identity(HwClass::of(cm.shape())),
     };
@@ -311,6 +391,7 @@ fn prepare(r: &Row) -> Option<Prepared> {
     let class = HwClass::of(cm.shape());
     Some(Prepared {
         class,
+        load: contention(net_load(cm.shape())),
         family: family(algo),
         lat: lat as f64,
         x,
@@ -331,12 +412,7 @@ const LAT_FIXED_RANGE: (f64, f64) = (0.0, 60.0);
 /// Weighted least squares for (lat_fixed, lat_scale, 1/eta per family present) at a fixed ramp;
 /// returns the parameters and the weighted sum of squared relative errors. Rows of 1 GB and more
 /// count twice: that is the regime the model is judged on first.
-fn solve(
-    rows: &[&Prepared],
-    s_half: f64,
-    gamma: f64,
-    fit_lat: bool,
-) -> Option<(f64, f64, [f64; 4], f64)> {
+fn solve(rows: &[&Prepared], s_half: f64, gamma: f64, fit_lat: bool) -> Option<Solved> {
     // A small active set: the free fit first, then with the fixed latency at 0, then with NCCL's
     // latency scale, then both; the best fit inside the plausible ranges wins.
     let variants: &[(bool, bool)] = if fit_lat {
@@ -347,7 +423,16 @@ fn solve(
     variants
         .iter()
         .filter_map(|&(c0, lam)| solve_with(rows, s_half, gamma, c0, lam))
-        .min_by(|a, b| a.3.total_cmp(&b.3))
+        .min_by(|a, b| a.err.total_cmp(&b.err))
+}
+
+/// One least-squares solution.
+struct Solved {
+    lat_fixed: f64,
+    lat_scale: f64,
+    eta: [f64; 4],
+    net_load_coef: f64,
+    err: f64,
 }
 
 fn solve_with(
@@ -356,12 +441,19 @@ fn solve_with(
     gamma: f64,
     fit_fixed: bool,
     fit_scale: bool,
-) -> Option<(f64, f64, [f64; 4], f64)> {
+) -> Option<Solved> {
     let fams: Vec<usize> = (0..4)
         .filter(|&k| rows.iter().any(|r| r.family == k))
         .collect();
+    // The network-load term needs rows at more than one load within one family to be told apart
+    // from that family's efficiency.
+    let fit_load = fams.iter().any(|&k| {
+        let mut loads = rows.iter().filter(|r| r.family == k).map(|r| r.load);
+        let first = loads.next().unwrap_or(0.0);
+        loads.any(|l| (l - first).abs() > 1e-6)
+    });
     let nlat = fit_fixed as usize + fit_scale as usize;
-    let ncol = fams.len() + nlat;
+    let ncol = fams.len() + nlat + fit_load as usize;
     if rows.len() < ncol || ncol == 0 {
         return None;
     }
@@ -388,6 +480,9 @@ fn solve_with(
                 a[(i, nlat + j)] = xr * w;
             }
         }
+        if fit_load {
+            a[(i, ncol - 1)] = xr * r.load * w;
+        }
         let known = if fit_scale { 0.0 } else { r.lat };
         b[i] = (r.t_meas - known) * w;
     }
@@ -403,16 +498,30 @@ fn solve_with(
     if !(inside(lat_fixed, LAT_FIXED_RANGE) && inside(lat_scale, LAT_SCALE_RANGE)) {
         return None;
     }
+    let net_load_coef = if fit_load { sol[ncol - 1] } else { 0.0 };
     let mut eta = [1.0; 4];
     for (j, &k) in fams.iter().enumerate() {
         let inv = sol[nlat + j];
-        if inv <= 0.0 || !inside(1.0 / inv, ETA_RANGE) {
+        // Efficiencies stay plausible at every load the rows have (and at no load).
+        let ok = rows
+            .iter()
+            .filter(|r| r.family == k)
+            .map(|r| inv + net_load_coef * r.load)
+            .chain(std::iter::once(inv))
+            .all(|v| v > 0.0 && inside(1.0 / v, ETA_RANGE));
+        if !ok {
             return None;
         }
         eta[k] = 1.0 / inv;
     }
     let resid = &a * &sol - &b;
-    Some((lat_fixed, lat_scale, eta, resid.norm_squared()))
+    Some(Solved {
+        lat_fixed,
+        lat_scale,
+        eta,
+        net_load_coef,
+        err: resid.norm_squared(),
+    })
 }
 
 /// Fit every class to a set of rows.
@@ -464,14 +573,18 @@ pub fn fit(rows: &[Row]) -> Fit {
             vec![(0.0, 1.0)]
         };
         for (h, g) in ramps {
-            if let Some((lat_fixed, lat_scale, eta, err)) = solve(&rs, h, g, has_small) {
-                if best.as_ref().is_none_or(|(e, _)| err < *e) {
+            if let Some(v) = solve(&rs, h, g, has_small) {
+                if best.as_ref().is_none_or(|(e, _)| v.err < *e) {
                     best = Some((
-                        err,
+                        v.err,
                         ClassParams {
-                            lat_fixed,
-                            lat_scale,
-                            eta,
+                            lat_fixed: v.lat_fixed,
+                            lat_scale: v.lat_scale,
+                            eta: v.eta,
+                            net_load_coef: v.net_load_coef,
+                            contention_range: rs.iter().fold((f64::MAX, 0.0f64), |(lo, hi), r| {
+                                (lo.min(r.load), hi.max(r.load))
+                            }),
                             s_half: h,
                             gamma: g,
                             ..p
@@ -628,12 +741,12 @@ pub fn accuracy_report() -> String {
         );
     }
     s += "\n## Fitted parameters\n\n";
-    s += "| class | rows | lat_fixed (µs) | lat_scale | eta ring / tree / nvls / nvls-tree | S_half | gamma | busbw cap (same socket / cross socket) |\n";
-    s += "|---|---|---|---|---|---|---|---|\n";
+    s += "| class | rows | lat_fixed (µs) | lat_scale | eta ring / tree / nvls / nvls-tree | net load coef (load² range) | S_half | gamma | busbw cap (same socket / cross socket) |\n";
+    s += "|---|---|---|---|---|---|---|---|---|\n";
     let opt = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "-".into());
     for p in &fit.classes {
         s += &format!(
-            "| {} | {} | {:.2} | {:.3} | {:.3} / {:.3} / {:.3} / {:.3} | {} | {:.2} | {} / {} |\n",
+            "| {} | {} | {:.2} | {:.3} | {:.3} / {:.3} / {:.3} / {:.3} | {:.3} ({:.2}-{:.2}) | {} | {:.2} | {} / {} |\n",
             p.class.name(),
             p.n_rows,
             p.lat_fixed,
@@ -642,6 +755,9 @@ pub fn accuracy_report() -> String {
             p.eta[1],
             p.eta[2],
             p.eta[3],
+            p.net_load_coef,
+            p.contention_range.0,
+            p.contention_range.1,
             if p.s_half > 0.0 {
                 crate::calibration::size_label(p.s_half.round() as u64)
             } else {
@@ -652,7 +768,7 @@ pub fn accuracy_report() -> String {
             opt(p.busbw_cap[1]),
         );
     }
-    s += "\nS_half is per node for the multi-node class. Systems and how their shapes were obtained:\n\n";
+    s += "\nTimes are priced with NCCL 2.30.7's tables whatever release made the selection. `eta` is a family's efficiency with no network load; a multi-node communicator's inverse efficiency grows by `net load coef x load²`, load = the ring's network bandwidth per GPU over the GPU's PCIe link bandwidth (1.0 for 8x 400G on Gen5 GPUs, 0.5 for 4x 400G), clamped to the range the rows cover. S_half is per node for the multi-node class. Systems and how their shapes were obtained:\n\n";
     let mut seen: Vec<System> = Vec::new();
     for r in ROWS {
         if !seen.contains(&r.system) {

@@ -47,6 +47,12 @@ impl System {
             self,
             System::DgxA100 | System::DgxH100 | System::H100FourNic
         );
+        // GPU PCIe links (NCCL's bandwidth: 1.2 GB/s per GT/s-lane unit, Gen4 x16 24, Gen5 x16 48).
+        s.gpu_pci_bw = match self {
+            System::DgxA100 => 24.0,
+            System::DgxH100 | System::H100FourNic | System::H100PcieBridge => 48.0,
+            System::Rtx5090Box => 48.0,
+        };
         s
     }
 

@@ -128,9 +128,14 @@ impl CostModel {
                 p.threads = info.threads;
                 p.time_us = match self.mode {
                     crate::Mode::Nccl => info.time_us as f64,
-                    crate::Mode::Calibrated => self
-                        .calibration
-                        .time_us(&self.nccl, f, info.algo, info.proto, n_bytes),
+                    crate::Mode::Calibrated => self.calibration.time_us(
+                        &self.nccl,
+                        self.pricing.as_deref(),
+                        f,
+                        info.algo,
+                        info.proto,
+                        n_bytes,
+                    ),
                 };
                 p.algbw = if p.time_us > 0.0 {
                     n_bytes as f64 / p.time_us / 1000.0

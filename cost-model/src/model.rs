@@ -80,6 +80,22 @@ fn get_nthreads(env: Option<i32>, min: i32, max: i32, def: i32) -> i32 {
     }
 }
 
+/// `getNthreads`'s note when a thread-count setting is rejected or clamped.
+fn nthreads_note(name: &str, env: Option<i32>, min: i32, max: i32) -> Option<String> {
+    let nt = env.filter(|&n| n > 0)?;
+    if nt % WARP_SIZE != 0 {
+        Some(format!(
+            "Invalid {name} {nt} (must be a multiple of {WARP_SIZE})"
+        ))
+    } else if nt > max {
+        Some(format!("Invalid {name} {nt} (maximum {max})."))
+    } else if nt < min {
+        Some(format!("Invalid {name} {nt} (minimum {min})."))
+    } else {
+        None
+    }
+}
+
 impl NcclModel {
     /// Number of algorithms this release has (PAT from 2.23).
     pub fn n_algos(&self) -> usize {
@@ -776,6 +792,62 @@ impl NcclModel {
             channels: nc as i32,
             threads: (nt / WARP_SIZE as i64 * WARP_SIZE as i64) as i32,
         }
+    }
+
+    /// Every INFO line `ncclTopoTuneModel` prints at init, in NCCL's order, as communicator rank
+    /// `rank` prints them (the `host:pid:tid [dev] NCCL INFO ` prefix left off; the enable
+    /// matrix is one line with embedded newlines, as NCCL logs it): rejected thread counts,
+    /// `NCCL_PROTO`/`NCCL_ALGO` echoes, the enable matrix (rank 0), the LL128-over-C2C note, the
+    /// TUNING table (rank 0), the `NCCL_THREAD_THRESHOLDS` echo and `threadThresholds`. A
+    /// one-rank communicator prints only the thread-count notes (NCCL returns early).
+    pub fn init_lines(&self, st: &TunerSettings, rank: usize) -> Vec<String> {
+        let mut out = Vec::new();
+        // getNthreads: Ring Simple, Tree Simple and LL read NCCL_NTHREADS, LL128 its own.
+        for _ in 0..3 {
+            out.extend(nthreads_note(
+                "NCCL_NTHREADS",
+                st.nthreads,
+                2 * WARP_SIZE,
+                SIMPLE_MAX_NTHREADS,
+            ));
+        }
+        out.extend(nthreads_note(
+            "NCCL_LL128_NTHREADS",
+            st.ll128_nthreads,
+            LL128_MAX_NTHREADS / 4,
+            LL128_MAX_NTHREADS,
+        ));
+        if self.shape.n_ranks <= 1 {
+            return out;
+        }
+        out.extend(self.env_lines.iter().cloned());
+        if rank == 0 {
+            out.extend(self.enable_matrix(st));
+        }
+        if st.ll128_c2c.is_some_and(|v| v == 0) && self.shape.min_comp_cap >= 90 {
+            // Printed for every function and algorithm whose LL128 is left at the default rule.
+            let n = self
+                .proto_enable
+                .iter()
+                .filter(|pe| pe[Proto::Ll128 as usize] == 2)
+                .count()
+                * self.n_algos();
+            for _ in 0..n {
+                out.push(
+                    "Disabling LL128 over all PxN connections (PXB and C2C). This ensures that no \
+                     C2C link will be used by LL128."
+                        .to_string(),
+                );
+            }
+        }
+        if rank == 0 {
+            out.extend(self.tuning_table());
+        }
+        if let Some(t) = &st.thread_thresholds {
+            out.push(format!("NCCL_THREAD_THRESHOLDS set by environment to {t}"));
+        }
+        out.push(self.thread_thresholds_line());
+        out
     }
 
     /// The INFO(TUNING) table rank 0 prints at init, one string per line, in NCCL's format

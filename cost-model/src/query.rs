@@ -72,6 +72,9 @@ pub struct CostModel {
     pub calibration: Calibration,
     /// Point-to-point paths.
     pub p2p: P2pPaths,
+    /// Calibrated mode: the reference release's tables it prices with when `nccl` is an older
+    /// release's (`calibrated::pricing_model`).
+    pub pricing: Option<Box<NcclModel>>,
 }
 
 impl CostModel {
@@ -84,7 +87,12 @@ impl CostModel {
     ) -> Result<Self> {
         let nccl = NcclModel::new(shape, settings, version)?;
         let p2p = P2pPaths::new(shape, &nccl.profile);
+        let pricing = match mode {
+            Mode::Calibrated => crate::calibrated::pricing_model(&nccl, settings).map(Box::new),
+            Mode::Nccl => None,
+        };
         Ok(CostModel {
+            pricing,
             // NCCL mode never reads the calibration (and the fit itself builds NCCL-mode models).
             calibration: match mode {
                 Mode::Calibrated => Calibration::for_shape(shape),
@@ -133,9 +141,14 @@ impl CostModel {
     fn time_for(&self, f: Func, info: &AlgoInfo, bytes: u64) -> f64 {
         match self.mode {
             Mode::Nccl => info.time_us as f64,
-            Mode::Calibrated => self
-                .calibration
-                .time_us(&self.nccl, f, info.algo, info.proto, bytes),
+            Mode::Calibrated => self.calibration.time_us(
+                &self.nccl,
+                self.pricing.as_deref(),
+                f,
+                info.algo,
+                info.proto,
+                bytes,
+            ),
         }
     }
 

@@ -128,6 +128,9 @@ pub struct CommShape {
     pub min_net_bw: f32,
     /// Whether the nodes have an NVSwitch (`ncclTopoGetNvsCount` > 0; CollNet direct needs one).
     pub has_nvswitch: bool,
+    /// Bandwidth of a GPU's PCIe link (GB/s; 0 when unknown): with the ring's network bandwidth
+    /// per GPU it gives the PCIe load network traffic puts on each GPU (calibrated mode).
+    pub gpu_pci_bw: f32,
 }
 
 impl CommShape {
@@ -183,9 +186,8 @@ impl CommShape {
             p2p_channels_per_peer: p.p2p_channels_per_peer,
             all_nvlink: p.all_nvlink,
             min_net_bw: p.min_net_bw,
-            // The plan does not carry the NVSwitch count: NVLink to every peer of a node with
-            // more than two GPUs (or NVLS) means NVSwitches.
-            has_nvswitch: p.nvls_support || (p.all_nvlink && p.max_local_ranks > 2),
+            has_nvswitch: p.nvs_count > 0,
+            gpu_pci_bw: p.gpu_pci_bw,
         }
     }
 
@@ -222,6 +224,7 @@ impl CommShape {
             min_net_bw: if n_nodes > 1 { ring.bw_inter } else { 0.0 },
             // NVLink to every peer of a node with more than two GPUs means NVSwitches.
             has_nvswitch: ring.type_intra <= PathType::Nvl && ppn > 2,
+            gpu_pci_bw: 0.0,
         }
     }
     /// Add an NVLS graph (`nvls_channels` launched).

@@ -706,6 +706,22 @@ fn assemble(
     );
 
     let cpu = host_search[&members[0].host].topo.system.cpu_type();
+    let nvs_count = host_search[&members[0].host]
+        .topo
+        .system
+        .count(NodeKind::Nvs);
+    let gpu_pci_bw = {
+        let sys = &host_search[&members[0].host].topo.system;
+        let label = host_ranks[&members[0].host]
+            .iter()
+            .position(|&x| x == 0)
+            .unwrap_or(0);
+        let g = sys.nodes(NodeKind::Gpu)[local_gpu_of_label(sys)[label]];
+        sys.links(sys.gpu_attach(g))
+            .filter(|(_, _, l)| l.ty == topo::LinkType::Pci)
+            .map(|(_, _, l)| l.bw)
+            .fold(0.0f32, f32::max)
+    };
     let all_nvlink = host_order.iter().all(|h| {
         host_search[h].topo.gpu_path_range(NodeKind::Gpu).1 < PathType::Pix
             || host_search[h].topo.system.count(NodeKind::Gpu) < 2
@@ -800,6 +816,8 @@ fn assemble(
         tree_lines,
         all_nvlink,
         min_net_bw,
+        nvs_count,
+        gpu_pci_bw,
     }
 }
 

@@ -98,6 +98,14 @@ pub fn ring_line(c: usize, nrings: usize, ring: &[usize], v: topo::NcclVersion) 
 
 /// Every INFO line of the plan as rank `rank` prints it (rank 0 also prints the rings).
 pub fn info_lines(plan: &CommPlan, rank: usize) -> Vec<String> {
+    info_lines_with(plan, rank, &[])
+}
+
+/// [`info_lines`] with the lines of NCCL's tuning step (`ncclTopoTuneModel`: the TUNING table,
+/// `threadThresholds`, ...) put where NCCL prints them: after the P2P tuning line, right before
+/// the channel-count line. The planner does not price anything; the caller (the CLI, with the
+/// cost model) supplies `tuning`.
+pub fn info_lines_with(plan: &CommPlan, rank: usize, tuning: &[String]) -> Vec<String> {
     let v: topo::NcclVersion = plan.nccl_version.parse().unwrap_or_default();
     let me = &plan.ranks[rank];
     let search = &plan.searches[me.node];
@@ -171,6 +179,7 @@ pub fn info_lines(plan: &CommPlan, rank: usize) -> Vec<String> {
             plan.p2p_max_peers
         ));
     }
+    out.extend(tuning.iter().cloned());
     if v.at_least(2, 20) {
         out.push(format!(
             "{} coll channels, {} collnet channels, {} nvls channels, {} p2p channels, {} p2p channels per peer",

@@ -145,4 +145,11 @@ pub struct CommPlan {
     pub all_nvlink: bool,
     /// Slowest NET bandwidth any rank sees (`comm->minNetBw`, GB/s; 0 without NETs).
     pub min_net_bw: f32,
+    /// NVSwitches in rank 0's node topology (`ncclTopoGetNvsCount`; NCCL's tuning turns
+    /// CollNet direct off without one).
+    pub nvs_count: usize,
+    /// Bandwidth of rank 0's GPU link to its PCIe parent (GB/s, NCCL's width x generation
+    /// value; 0 when unknown). With the NICs' bandwidth it says how loaded a GPU's PCIe link is
+    /// by network traffic, which the calibrated cost model reads.
+    pub gpu_pci_bw: f32,
 }
