@@ -18,8 +18,10 @@
 //!   physical ones.
 //! - Each new device gets a `<net>` under the first PCI device above the ports' common ancestor
 //!   (a new PCI device with a fresh bus id when that is a PCI bridge or a CPU), in that element's
-//!   first `<nic>`. From 2.28, when the ports meet at PIX/PXB/PHB level, the PCI widths on the way
-//!   are set to the ports' summed width. The fused physical `<net>`s are dropped (`keep=0`).
+//!   first `<nic>`. When the ports meet at PIX/PXB/PHB level, the PCI widths on the way are set to
+//!   the ports' summed width. The fused physical `<net>`s are dropped (`keep=0`).
+//! - Not modelled: the IB plugin's refusal to fuse ports of different link layers (the XML does not
+//!   say), and its cap on the number of devices.
 //!
 //! Before 2.30 the releases that fuse (2.24-2.29) do it differently (2.24-2.26 also turn single
 //! ports into renumbered devices, 2.27-2.29 keep the physical ports next to the fused ones); that
@@ -525,13 +527,7 @@ fn plan_vnics(
 
 /// Add a virtual NIC's `<net>` to the XML where NCCL 2.30.7 puts it (`ncclTopoGetVNicParent`,
 /// `ncclTopoFillNet`, `ncclTopoPopulateNics`).
-fn place_vnic(
-    root: &mut XmlElement,
-    vn: &VNic,
-    ports: &[Port],
-    v: NcclVersion,
-    file: &str,
-) -> Result<()> {
+fn place_vnic(root: &mut XmlElement, vn: &VNic, ports: &[Port], file: &str) -> Result<()> {
     let first = &ports[vn.ports[0]];
     let net = match find_kv(root, "net", "name", &vn.name) {
         Some(p) => p,
@@ -542,19 +538,15 @@ fn place_vnic(
                 .map(|&d| find_kv(root, "net", "name", &ports[d].name).expect("port in the XML"))
                 .collect();
             let (path, mut parent) = get_path(root, &nodes);
-            let width = if v.at_least(2, 28)
-                && matches!(path, PathType::Phb | PathType::Pxb | PathType::Pix)
-            {
+            let width = if matches!(path, PathType::Phb | PathType::Pxb | PathType::Pix) {
                 link_width(root, &parent, &nodes)
             } else {
                 0
             };
             let net_parent = parent.clone();
             match at(root, &parent).name.as_str() {
-                "pci" => {
-                    if at(root, &parent).get("class") == Some(PCI_BRIDGE_CLASS) {
-                        parent = make_pci_parent(root, &parent, &nodes[0])?;
-                    }
+                "pci" if at(root, &parent).get("class") == Some(PCI_BRIDGE_CLASS) => {
+                    parent = make_pci_parent(root, &parent, &nodes[0])?;
                 }
                 "cpu" => parent = make_pci_parent(root, &parent, &nodes[0])?,
                 "system" => {
@@ -621,6 +613,11 @@ fn place_vnic(
         e.init("maxconn", m);
     }
     e.init("gdr", src.get("gdr").unwrap_or("0"));
+    // A CollNet plugin fuses the same ports into a device of the same name first; ports marked
+    // `coll` stand for that plugin's devices.
+    if let Some(c) = src.get("coll") {
+        e.init("coll", c);
+    }
     e.set("net", 1);
     Ok(())
 }
@@ -638,7 +635,8 @@ pub fn fuse_nics(
         return Ok(None);
     }
     let (ports, max_dev) = physical_ports(root)?;
-    if ports.len() < 2 && fusion.force_merge.is_none() {
+    // No port, nothing to do (not even NCCL_NET_FORCE_MERGE is looked at).
+    if ports.is_empty() {
         return Ok(None);
     }
     let first_dev = (ports.len() as i64).max(max_dev + 1);
@@ -648,7 +646,7 @@ pub fn fuse_nics(
     }
     let mut out = root.clone();
     for vn in &vnics {
-        place_vnic(&mut out, vn, &ports, v, file)?;
+        place_vnic(&mut out, vn, &ports, file)?;
     }
     // The fused ports leave the topology (`keep=0`, then trimmed).
     let mut gone: Vec<NodePath> = vnics
