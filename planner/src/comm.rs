@@ -284,6 +284,7 @@ pub fn plan_comm_cached(
                     gpus: Some(devs.clone()),
                     rank_base: 0,
                     inter,
+                    fusion: settings.topo.nic_fusion.clone(),
                 };
                 let sys = System::from_xml(&node.xml, &node.source, &opts)?;
                 if sys.count(NodeKind::Gpu) != devs.len() {

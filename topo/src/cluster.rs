@@ -73,6 +73,7 @@ impl Cluster {
                         gpus: None,
                         rank_base: 0,
                         inter,
+                        fusion: settings.nic_fusion.clone(),
                     };
                     let sys = System::from_xml(&x, source, &opts)?;
                     if sys.count(NodeKind::Gpu) == 0 {

@@ -13,6 +13,7 @@ pub mod cluster;
 pub mod consts;
 pub mod dot;
 pub mod error;
+pub mod fusion;
 pub mod lint;
 pub mod path;
 pub mod paths;

@@ -17,6 +17,65 @@ pub enum NetDevsPolicy {
     Max(u32),
 }
 
+/// `NCCL_NET_MERGE_POLICY` (NCCL 2.30.7; earlier releases always merge as `All`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub enum NetMergePolicy {
+    /// Fuse every port within the merge level, whatever its rail (default).
+    #[default]
+    All,
+    /// Fuse only ports with the same, defined rail id.
+    Rail,
+}
+
+/// How NCCL fuses physical NIC ports into virtual NICs (NCCL 2.30.7 `ncclTopoMakeVNics`), see
+/// [`crate::fusion`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct NicFusion {
+    /// `NCCL_NET_MERGE_LEVEL`: the farthest XML distance at which two ports are fused automatically.
+    /// NCCL's `PORT` level (two ports of one NIC) is the same number as `PATH_NVL`, so it is
+    /// [`PathType::Nvl`] here; `LOC` turns automatic fusion off. Default `PORT`.
+    pub merge_level: PathType,
+    /// `NCCL_NET_FORCE_MERGE`: `;`-separated groups of `,`-separated `name[:port]` entries, fused
+    /// before the automatic pass.
+    pub force_merge: Option<String>,
+    /// `NCCL_NET_MERGE_POLICY`.
+    pub merge_policy: NetMergePolicy,
+    /// `NCCL_IB_MERGE_NICS` (the IB plugin refuses to build a multi-port device when 0).
+    pub ib_merge_nics: bool,
+}
+
+impl Default for NicFusion {
+    fn default() -> Self {
+        NicFusion {
+            merge_level: PathType::Nvl,
+            force_merge: None,
+            merge_policy: NetMergePolicy::All,
+            ib_merge_nics: true,
+        }
+    }
+}
+
+/// `NCCL_NET_MERGE_LEVEL` the way NCCL 2.30.7 reads it (`kvConvertToInt` over LOC, PORT, PIX, PXB,
+/// P2C, PXN, PHB, SYS): the first name the value *starts with*, case-sensitive; anything else
+/// falls back to LOC (no fusion), with only an INFO line in NCCL.
+pub fn parse_merge_level(value: &str) -> PathType {
+    const LEVELS: [(&str, PathType); 8] = [
+        ("LOC", PathType::Loc),
+        ("PORT", PathType::Nvl),
+        ("PIX", PathType::Pix),
+        ("PXB", PathType::Pxb),
+        ("P2C", PathType::P2c),
+        ("PXN", PathType::Pxn),
+        ("PHB", PathType::Phb),
+        ("SYS", PathType::Sys),
+    ];
+    LEVELS
+        .iter()
+        .find(|(n, _)| value.starts_with(n))
+        .map(|x| x.1)
+        .unwrap_or(PathType::Loc)
+}
+
 /// Settings that change the topology model. Defaults are NCCL's.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TopoSettings {
@@ -40,6 +99,8 @@ pub struct TopoSettings {
     pub ignore_disabled_p2p: i32,
     /// `NCCL_NETDEVS_POLICY`.
     pub netdevs_policy: NetDevsPolicy,
+    /// `NCCL_NET_MERGE_LEVEL`, `NCCL_NET_FORCE_MERGE`, `NCCL_NET_MERGE_POLICY`, `NCCL_IB_MERGE_NICS`.
+    pub nic_fusion: NicFusion,
 }
 
 impl Default for TopoSettings {
@@ -55,6 +116,7 @@ impl Default for TopoSettings {
             pxn_c2c: true,
             ignore_disabled_p2p: 0,
             netdevs_policy: NetDevsPolicy::Auto,
+            nic_fusion: NicFusion::default(),
         }
     }
 }
@@ -170,6 +232,19 @@ impl TopoSettings {
             } else {
                 NetDevsPolicy::Auto
             };
+        }
+        if let Some(v) = get("NCCL_NET_MERGE_LEVEL") {
+            s.nic_fusion.merge_level = parse_merge_level(&v);
+        }
+        s.nic_fusion.force_merge = get("NCCL_NET_FORCE_MERGE");
+        if let Some(v) = get("NCCL_NET_MERGE_POLICY") {
+            // NCCL warns about anything but ALL/RAIL (any case) and keeps ALL.
+            if v.eq_ignore_ascii_case("RAIL") {
+                s.nic_fusion.merge_policy = NetMergePolicy::Rail;
+            }
+        }
+        if let Some(v) = int("NCCL_IB_MERGE_NICS")? {
+            s.nic_fusion.ib_merge_nics = v != 0;
         }
         Ok(s)
     }

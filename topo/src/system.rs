@@ -249,6 +249,8 @@ pub struct BuildOptions {
     pub rank_base: i32,
     /// Whether the communicator spans several hosts (sets `system->inter`).
     pub inter: bool,
+    /// How NIC ports are fused into virtual NICs (2.30+).
+    pub fusion: crate::settings::NicFusion,
 }
 
 impl System {
@@ -349,9 +351,9 @@ fn topo_id(system_id: u64, local: u64) -> u64 {
     (system_id << 56) + (local & LOCAL_MASK)
 }
 
-/// Apply NCCL's claim-and-trim step to a copy of the XML: GPUs not claimed by a rank are dropped
-/// together with PCI/CPU/NIC/NET subtrees that hold nothing kept (`ncclTopoTrimXml`); claimed GPUs get
-/// their rank.
+/// Apply NCCL's NIC fusion ([`crate::fusion`]) and claim-and-trim step to a copy of the XML: GPUs not
+/// claimed by a rank are dropped together with PCI/CPU/NIC/NET subtrees that hold nothing kept
+/// (`ncclTopoTrimXml`); claimed GPUs get their rank.
 fn prepare_xml(root: &XmlElement, file: &str, opts: &BuildOptions) -> Result<XmlElement> {
     if root.name != "system" {
         return Err(TopoError::Semantic {
@@ -379,6 +381,12 @@ fn prepare_xml(root: &XmlElement, file: &str, opts: &BuildOptions) -> Result<Xml
             })
         }
     }
+    // NIC fusion comes before the trim; every local rank fuses the same file the same way.
+    let fused = crate::fusion::fuse_nics(root, file, &opts.fusion, opts.version)?;
+    let root = match &fused {
+        Some((x, _)) => x,
+        None => root,
+    };
     // Which GPU devs are claimed, and with which rank.
     let mut devs: Vec<i32> = Vec::new();
     root.walk(&mut |e, _| {

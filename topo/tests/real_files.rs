@@ -70,7 +70,8 @@ fn all_real_files() -> Vec<String> {
 
 #[test]
 fn every_real_file_parses_and_full_dumps_report_real_counts() {
-    // (file, GPUs, NVSwitch chips named by the NVLinks, NETs); None = skeleton
+    // (file, GPUs, NVSwitch chips named by the NVLinks, NETs); None = skeleton. NETs as NCCL 2.30.7
+    // sees them: the OCI files' 16 ports are 8 dual-port NICs, which NCCL fuses into 8 NETs.
     let expect: &[(&str, Option<(usize, usize, usize)>)] = &[
         ("alibaba/topo_1A100_1CX6.xml", Some((1, 6, 2))),
         ("alibaba/topo_2A100_1CX6.xml", Some((2, 6, 2))),
@@ -84,8 +85,8 @@ fn every_real_file_parses_and_full_dumps_report_real_counts() {
         ("azure/ndv2-topo.xml", None),
         ("azure/ndv4-topo.xml", None),
         ("azure/ndv5-topo.xml", None),
-        ("oci/H100-topology-kubernetes.xml", Some((8, 4, 16))),
-        ("oci/H100-topology.xml", Some((8, 4, 16))),
+        ("oci/H100-topology-kubernetes.xml", Some((8, 4, 8))),
+        ("oci/H100-topology.xml", Some((8, 4, 8))),
         ("oci/topo-flattened-b4.xml", None),
         ("oci/topo-flattened.xml", None),
         ("pcie-rtx3090/topo.xml", Some((8, 0, 1))),
@@ -399,5 +400,53 @@ fn semantic_errors_name_file_line_and_column() {
             .unwrap_err()
             .to_string();
         assert!(err.starts_with(want), "{err}");
+    }
+}
+
+#[test]
+fn oci_dual_port_nics_are_fused_as_nccl_prints_them() {
+    // NCCL 2.30.7's own system print for these files on 2 nodes (rank 0): each dual-port NIC is
+    // one NET numbered after the 16 ports, at the summed speed (2 x 180 Gb/s = 45 GB/s, 2 x 200 Gb/s
+    // = 50 GB/s), with the first port's guid and port.
+    let cases = [
+        (
+            "oci/H100-topology.xml",
+            "=== System : maxBw 45.0 totalBw 370.8 ===",
+            "+ NET[45.0] - NET/0-10 (0/9a70500003ae6d94/1/45.000000)",
+            "+ NET[45.0] - NET/0-17",
+        ),
+        (
+            "oci/H100-topology-kubernetes.xml",
+            "=== System : maxBw 48.0 totalBw 370.8 ===",
+            "+ NET[50.0] - NET/0-10 (0/9a70500003ae6d94/1/50.000000)",
+            "+ NET[50.0] - NET/0-17 (0/8011e0003ae6d96/1/50.000000)",
+        ),
+    ];
+    for (rel, header, first, last) in cases {
+        let c = Cluster::load(&shared(rel), 2, &TopoSettings::default(), None).unwrap();
+        let lines = topo::print::system(&c.nodes[0].topo);
+        assert_eq!(lines[0], header, "{rel}");
+        let nets: Vec<&str> = lines
+            .iter()
+            .map(|l| l.trim_start())
+            .filter(|l| l.starts_with("+ NET["))
+            .collect();
+        assert_eq!(nets.len(), 8, "{rel}: {nets:#?}");
+        assert_eq!(nets[0], first, "{rel}");
+        assert!(nets[7].starts_with(last), "{rel}: {}", nets[7]);
+        // Each NET still hangs off its NIC's own PCI device (no PCI device added at PORT level).
+        let nics: Vec<&str> = lines
+            .iter()
+            .map(|l| l.trim_start())
+            .filter(|l| l.contains(" - NIC/"))
+            .collect();
+        assert_eq!(nics.len(), 8, "{rel}");
+        assert_eq!(nics[0], "+ PCI[48.0] - NIC/0-c000", "{rel}");
+        // Without fusion (NCCL_NET_MERGE_LEVEL=LOC) the 16 ports come back at their own speed.
+        let loc =
+            TopoSettings::from_lookup(|k| (k == "NCCL_NET_MERGE_LEVEL").then(|| "LOC".into()))
+                .unwrap();
+        let c = Cluster::load(&shared(rel), 2, &loc, None).unwrap();
+        assert_eq!(c.nodes[0].topo.system.count(NodeKind::Net), 16, "{rel}");
     }
 }
