@@ -167,6 +167,14 @@ struct Memo {
     on: bool,
 }
 
+impl Memo {
+    /// Account for an entry of weight `w` changing from `old` to `new` in the state hash.
+    fn account(&mut self, w: u128, old: u64, new: u64) {
+        let d = (new as u128).wrapping_sub(old as u128);
+        self.state = self.state.wrapping_add(w.wrapping_mul(d));
+    }
+}
+
 const TAG_LINK: u64 = 1;
 const TAG_NET: u64 = 2;
 const TAG_USED: u64 = 3;
@@ -272,11 +280,7 @@ impl<'a> Searcher<'a> {
         s.memo.used_w = (0..s.ngpus).map(|i| weight(TAG_USED, i)).collect();
         // Path types the recursion can test against typeIntra (GPU/NVSwitch ends only) and
         // typeInter (a NET at either end).
-        let ends: Vec<End> = (0..s.ngpus)
-            .map(End::Gpu)
-            .chain((0..s.nets.len()).map(End::Net))
-            .chain((0..s.nvs.len()).map(End::Nvs))
-            .collect();
+        let ends = s.ends();
         let (mut intra, mut inter) = (Vec::new(), Vec::new());
         for &a in &ends {
             for &b in &ends {
@@ -388,16 +392,21 @@ impl<'a> Searcher<'a> {
         }
     }
 
+    /// Every search end, in [`Self::end_index`] order: GPUs, NETs, NVSwitches.
+    fn ends(&self) -> Vec<End> {
+        (0..self.ngpus)
+            .map(End::Gpu)
+            .chain((0..self.nets.len()).map(End::Net))
+            .chain((0..self.nvs.len()).map(End::Nvs))
+            .collect()
+    }
+
     /// Precompute, for every pair of search ends (GPUs, NETs, NVSwitch), what `followPath` needs:
     /// the links with their reverse-charge rules, so the hot loop never walks the graph.
     fn build_table(&mut self) {
         let topo = self.topo;
         let sys = &topo.system;
-        let ends: Vec<End> = (0..self.ngpus)
-            .map(End::Gpu)
-            .chain((0..self.nets.len()).map(End::Net))
-            .chain((0..self.nvs.len()).map(End::Nvs))
-            .collect();
+        let ends = self.ends();
         let n = ends.len();
         let dev_kind = self.dev_kind();
         self.table = Vec::with_capacity(n * n);
@@ -493,11 +502,9 @@ impl<'a> Searcher<'a> {
     }
 
     fn set_link_bw(&mut self, e: usize, v: f32) {
-        let d = (v.to_bits() as u128).wrapping_sub(self.link_bw[e].to_bits() as u128);
-        self.memo.state = self
-            .memo
-            .state
-            .wrapping_add(self.memo.link_w[e].wrapping_mul(d));
+        let w = self.memo.link_w[e];
+        self.memo
+            .account(w, self.link_bw[e].to_bits() as u64, v.to_bits() as u64);
         self.link_bw[e] = v;
     }
 
@@ -731,11 +738,8 @@ impl<'a> Searcher<'a> {
 
     fn toggle_used(&mut self, g: usize, flag: u64) {
         let (old, v) = (self.used[g], self.used[g] ^ flag);
-        let d = (v as u128).wrapping_sub(old as u128);
-        self.memo.state = self
-            .memo
-            .state
-            .wrapping_add(self.memo.used_w[g].wrapping_mul(d));
+        let w = self.memo.used_w[g];
+        self.memo.account(w, old, v);
         self.used[g] = v;
     }
 
@@ -1311,11 +1315,9 @@ impl<'a> Searcher<'a> {
         for i in 0..self.nets.len() {
             if self.net_asic[i] == asic && self.net_port[i] == port {
                 let v = self.net_bw[i] + delta;
-                let d = (v.to_bits() as u128).wrapping_sub(self.net_bw[i].to_bits() as u128);
-                self.memo.state = self
-                    .memo
-                    .state
-                    .wrapping_add(self.memo.net_w[i].wrapping_mul(d));
+                let w = self.memo.net_w[i];
+                self.memo
+                    .account(w, self.net_bw[i].to_bits() as u64, v.to_bits() as u64);
                 self.net_bw[i] = v;
             }
         }
