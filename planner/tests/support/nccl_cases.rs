@@ -1,0 +1,70 @@
+//! The NCCL 2.30.7 ground-truth cases (`<topology>-<n>node`, see planner/tests/nccl-2.30.7/
+//! README.md), shared by the planner's INFO-line test and the cost model's TUNING-table test
+//! (included there with `#[path]`; both crates sit at the same depth of the workspace).
+
+use planner::{plan_world, CommPlan, PlannerSettings};
+use std::sync::Arc;
+use topo::{Cluster, Completion};
+
+/// The case names (fixture files `<case>.txt` in `dir`), sorted; at least `min` of them.
+pub fn case_names(dir: &str, min: usize) -> Vec<String> {
+    let mut cases: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter_map(|f| f.strip_suffix(".txt").map(String::from))
+        .collect();
+    cases.sort();
+    assert!(
+        cases.len() >= min,
+        "expected the recorded cases, found {}",
+        cases.len()
+    );
+    cases
+}
+
+/// The lines NCCL printed for a case.
+pub fn expected_lines(dir: &str, case: &str) -> Vec<String> {
+    std::fs::read_to_string(format!("{dir}/{case}.txt"))
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+/// The topology file and node count of a case.
+fn topo_file(case: &str) -> (String, usize) {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let (base, n) = case.rsplit_once('-').expect("case-<n>node");
+    let n: usize = n.trim_end_matches("node").parse().expect("node count");
+    let base = base.trim_end_matches("-p2pdisabled");
+    if let Some(rest) = base.strip_prefix("real-") {
+        let (vendor, file) = if let Some(f) = rest.strip_prefix("pcie-rtx3090-") {
+            ("pcie-rtx3090", f)
+        } else {
+            rest.split_once('-').expect("vendor-file")
+        };
+        (
+            format!("{root}/../../shared/topologies-real/{vendor}/{file}.xml"),
+            n,
+        )
+    } else {
+        (format!("{root}/../topologies/{base}.xml"), n)
+    }
+}
+
+/// The world communicator of a case, with the settings the harness ran it with (GeForce boxes
+/// with `NCCL_IGNORE_DISABLED_P2P=2` unless the case is the P2P-disabled variant).
+pub fn plan_case(case: &str) -> CommPlan {
+    let geforce =
+        (case.contains("4090") || case.contains("rtx3090")) && !case.contains("p2pdisabled");
+    let s = PlannerSettings::from_lookup(|k| {
+        (geforce && k == "NCCL_IGNORE_DISABLED_P2P").then(|| "2".to_string())
+    })
+    .unwrap();
+    let (file, n) = topo_file(case);
+    let xml = Arc::new(topo::read_xml(&file).unwrap());
+    let hosts: Vec<_> = (0..n).map(|_| (file.clone(), xml.clone())).collect();
+    let c = Cluster::from_hosts(&hosts, &s.topo, Completion::default()).unwrap();
+    plan_world(&c, &s).unwrap()
+}
