@@ -52,6 +52,20 @@ const INTEL_SPR: (&str, &str, u32, u32) = ("x86_64", "GenuineIntel", 6, 143);
 const INTEL_EMR: (&str, &str, u32, u32) = ("x86_64", "GenuineIntel", 6, 207);
 const GRACE: (&str, &str, u32, u32) = ("arm64", "", 0, 0);
 
+const A100_SXM4_80GB: GpuModel = GpuModel {
+    keys: &["A100-SXM4", "a100", "a100-sxm4-80gb"],
+    name: "NVIDIA A100-SXM4-80GB",
+    pci_devices: &[0x20b2],
+    sm: 80,
+    mem_gib: 80,
+    fabric: NvlinkFabric::NvSwitch(&[2, 2, 2, 2, 2, 2]),
+    p2p: true,
+    gdr: true,
+    pcie_gen: 4,
+    c2c: None,
+    host_cpu: AMD_ROME,
+};
+
 /// The boards we know. Sources: NVIDIA product briefs and datasheets (V100, A100, H100, H200, B200,
 /// GB200, A10G, GeForce RTX 3090/4090), PCI ids from the public pci.ids database.
 pub const GPU_MODELS: &[GpuModel] = &[
@@ -68,32 +82,15 @@ pub const GPU_MODELS: &[GpuModel] = &[
         c2c: None,
         host_cpu: INTEL_BDW,
     },
+    A100_SXM4_80GB,
     GpuModel {
-        keys: &["A100-SXM4", "a100", "a100-sxm4-80gb"],
-        name: "NVIDIA A100-SXM4-80GB",
-        pci_devices: &[0x20b2],
-        sm: 80,
-        mem_gib: 80,
-        fabric: NvlinkFabric::NvSwitch(&[2, 2, 2, 2, 2, 2]),
-        p2p: true,
-        gdr: true,
-        pcie_gen: 4,
-        c2c: None,
-        host_cpu: AMD_ROME,
-    },
-    GpuModel {
-        // The original DGX A100 board (PCI id 0x20b0), as in topologies/dgx-a100.xml.
+        // The original DGX A100 board (PCI id 0x20b0), as in topologies/dgx-a100.xml: the
+        // 80 GB board with half the memory.
         keys: &["A100-SXM4-40GB", "a100-40gb"],
         name: "NVIDIA A100-SXM4-40GB",
         pci_devices: &[0x20b0],
-        sm: 80,
         mem_gib: 40,
-        fabric: NvlinkFabric::NvSwitch(&[2, 2, 2, 2, 2, 2]),
-        p2p: true,
-        gdr: true,
-        pcie_gen: 4,
-        c2c: None,
-        host_cpu: AMD_ROME,
+        ..A100_SXM4_80GB
     },
     GpuModel {
         keys: &["A100-PCIE", "a100-pcie-80gb", "a100-pcie-40gb"],
