@@ -106,11 +106,10 @@ fn members(cluster: &Cluster, gpus: Option<&[i32]>) -> Result<Vec<Member>, Strin
     Ok(all.into_iter().filter(|m| sel.contains(&m.dev)).collect())
 }
 
-/// Load the cluster and plan the job.
-pub fn plan(args: &PlanArgs) -> Result<(Cluster, JobPlan), String> {
+/// Load the cluster and plan the job with the NCCL settings `pairs` (see [`env_pairs`]).
+pub fn plan(args: &PlanArgs, pairs: &[(String, String)]) -> Result<(Cluster, JobPlan), String> {
     let sys = &args.system;
-    let pairs = env_pairs(&sys.env, sys.nccl_version.as_deref())?;
-    let settings = planner_settings(&pairs)?;
+    let settings = planner_settings(pairs)?;
     let cluster = crate::load_cluster(
         &sys.topo,
         sys.nodes,
@@ -229,7 +228,8 @@ pub fn dot(c: &CommPlan, max_channels: usize) -> String {
 
 /// Run `ncclsim plan`.
 pub fn run(args: &PlanArgs) -> Result<(), String> {
-    let (_cluster, job) = plan(args)?;
+    let pairs = env_pairs(&args.system.env, args.system.nccl_version.as_deref())?;
+    let (_cluster, job) = plan(args, &pairs)?;
     let comms: Vec<&CommPlan> = std::iter::once(&job.world)
         .chain(job.splits.iter())
         .filter(|c| args.comm.as_deref().is_none_or(|n| n == c.name))
@@ -283,7 +283,6 @@ pub fn run(args: &PlanArgs) -> Result<(), String> {
             }
         }
         _ => {
-            let pairs = env_pairs(&args.system.env, args.system.nccl_version.as_deref())?;
             let tsettings =
                 TunerSettings::from_lookup(|k| lookup(&pairs, k)).map_err(|e| e.to_string())?;
             for c in comms {
