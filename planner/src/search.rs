@@ -19,6 +19,8 @@ use topo::path::{LinkType, PathType};
 use topo::settings::NetDevsPolicy;
 use topo::{NodeKind, Path, Topology};
 
+mod dominance;
+
 const MAXCHANNELS: usize = 64;
 const NCCL_TOPO_MAX_NODES: usize = 576;
 const NCCL_MAX_NVLS_ARITY: i32 = 32;
@@ -161,6 +163,8 @@ struct Memo {
     table: rustc_hash::FxHashMap<u128, (i32, u64)>,
     /// Attempt key -> (budget left, NCCL steps taken), for attempts that did not improve.
     attempts: rustc_hash::FxHashMap<u128, (i32, u64)>,
+    /// Attempts of the current `compute` that ran out of budget.
+    exhausted: Vec<dominance::Exhausted>,
     /// Bumped whenever the saved graph improves.
     save_gen: u64,
     /// Answer from the memo (off only to check that it changes nothing).
@@ -245,6 +249,7 @@ pub struct Searcher<'a> {
     types_inter: Vec<PathType>,
     /// INFO lines the search printed (fallback notices).
     pub notes: Vec<String>,
+    statics: dominance::Statics,
 }
 
 /// A precomputed path between two search ends.
@@ -298,6 +303,7 @@ impl<'a> Searcher<'a> {
         }
         (s.types_intra, s.types_inter) = (intra, inter);
         s.gpu_pci = (0..s.ngpus).map(|g| s.pci_edges(g)).collect();
+        s.statics = s.dominance_statics();
         s
     }
 
@@ -346,6 +352,7 @@ impl<'a> Searcher<'a> {
             types_intra: Vec::new(),
             types_inter: Vec::new(),
             notes: Vec::new(),
+            statics: dominance::Statics::default(),
         }
     }
 
@@ -1345,16 +1352,34 @@ impl<'a> Searcher<'a> {
         ] {
             k = fold(k, x);
         }
+        let (start, budget) = (self.memo.state, *time);
         if let Some(&(t, steps)) = self.memo.attempts.get(&k).filter(|_| self.memo.on) {
             *time = t;
             self.steps += steps;
-            return;
+        } else if self.memo.on && self.dominated(tmp, graph, *time) {
+            // Contains the tree of an attempt that ran out of budget and cannot improve
+            // `graph` (see `dominance`): it runs out of budget too, finding nothing. Without an
+            // NVSwitch the first channel also tries each NET's PCI order on a budget of its own,
+            // which NCCL walks whatever is left of the attempt's: walk those alone (a budget of
+            // 0 skips everything else) for NCCL's step count.
+            self.steps += *time as u64;
+            *time = 0;
+            if self.inter && self.nvs.is_empty() {
+                self.memo.table.clear();
+                let mut none = 0;
+                self.rec(tmp, graph, &mut none);
+            }
+        } else {
+            self.memo.table.clear();
+            let (gen0, steps0) = (self.memo.save_gen, self.steps);
+            self.rec(tmp, graph, time);
+            if self.memo.save_gen == gen0 && *time != -1 {
+                self.memo.attempts.insert(k, (*time, self.steps - steps0));
+            }
         }
-        self.memo.table.clear();
-        let (gen0, steps0) = (self.memo.save_gen, self.steps);
-        self.rec(tmp, graph, time);
-        if self.memo.save_gen == gen0 && *time != -1 {
-            self.memo.attempts.insert(k, (*time, self.steps - steps0));
+        if *time == 0 {
+            let e = dominance::Exhausted::new(tmp, budget, start);
+            self.memo.exhausted.push(e);
         }
     }
 
@@ -1465,6 +1490,7 @@ impl<'a> Searcher<'a> {
         // A new graph to improve: nothing remembered applies to it.
         self.memo.save_gen += 1;
         self.memo.attempts.clear();
+        self.memo.exhausted.clear();
         let ngpus = self.ngpus;
         let topo = self.topo;
         let sys = &topo.system;
@@ -1839,13 +1865,22 @@ mod tests {
     /// NCCL's whole budget (2-node DGX A100, H100) is the same, and so is the step count.
     #[test]
     fn memo_changes_no_graph() {
-        for (file, nodes) in [
-            ("dgx-a100.xml", 2),
-            ("dgx-h100.xml", 2),
-            ("dgx-h100.xml", 1),
+        // (file, nodes, NCCL_CROSS_NIC, whether the memo and dominance must cut the walk 4x)
+        for (file, nodes, cross_nic, cut) in [
+            ("dgx-a100.xml", 2, 2, true),
+            ("dgx-a100.xml", 2, 0, true),
+            ("dgx-a100.xml", 2, 1, false),
+            ("dgx-h100.xml", 2, 2, false),
+            ("dgx-h100.xml", 1, 2, false),
+            ("dgx1-v100.xml", 2, 2, false),
+            ("pcie-4xa100.xml", 2, 2, false),
+            ("pcie-8x4090.xml", 1, 2, false),
         ] {
             let topo = topology(file, nodes);
-            let settings = PlannerSettings::default();
+            let settings = PlannerSettings {
+                cross_nic,
+                ..PlannerSettings::default()
+            };
             let run = |on: bool| {
                 let mut s = Searcher::new(&topo, &settings);
                 s.memo.on = on;
@@ -1859,15 +1894,17 @@ mod tests {
             };
             let (with, steps_with, walked_with) = run(true);
             let (without, steps_without, walked_without) = run(false);
-            assert_eq!(with, without, "{file} x{nodes}");
-            assert_eq!(steps_with, steps_without, "{file} x{nodes}");
+            let what = format!("{file} x{nodes} crossNic {cross_nic}");
+            assert_eq!(with, without, "{what}");
+            assert_eq!(steps_with, steps_without, "{what}");
             assert_eq!(walked_without, steps_without);
-            if file == "dgx-a100.xml" {
+            if cut {
                 assert!(
                     walked_with * 4 < walked_without,
-                    "{walked_with} vs {walked_without}"
+                    "{what}: {walked_with} vs {walked_without}"
                 );
             }
+            eprintln!("{what}: walked {walked_with} of {steps_with}");
         }
     }
 }
