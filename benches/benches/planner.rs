@@ -20,6 +20,9 @@ fn bench(c: &mut Criterion) {
     c.bench_function("planner/tp8 dp2 job, 2 x dgx-a100 (11 comms)", |b| {
         b.iter(|| black_box(plan_job(&two, &members, &s, &spec).unwrap()))
     });
+    c.bench_function("planner/world 2 x dgx-a100", |b| {
+        b.iter(|| black_box(plan_world(&two, &s).unwrap()))
+    });
     let one = Cluster::load(&file("dgx-a100.xml"), 1, &s.topo, None).unwrap();
     c.bench_function("planner/world 1 x dgx-a100", |b| {
         b.iter(|| black_box(plan_world(&one, &s).unwrap()))

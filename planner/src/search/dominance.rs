@@ -121,8 +121,10 @@ fn net_exact(v: f32) -> bool {
 pub(super) struct Statics {
     /// Whether containment holds at all here (no NET leaks its bandwidth).
     pub(super) sound: bool,
-    /// Distinct first links of the paths out of each GPU.
-    first_links: Vec<Vec<usize>>,
+    /// Per GPU, cuts of its paths to GPUs and NETs: for each hop i, the links at hop i.
+    cuts: Vec<Vec<Vec<usize>>>,
+    /// The same for its paths to other GPUs only.
+    cuts_intra: Vec<Vec<Vec<usize>>>,
     /// Every link some path charges (forward or reverse).
     links: Vec<usize>,
     /// Fewest hops a ring channel can have (inter-node: NET in, GPU hops, NET out).
@@ -172,20 +174,34 @@ impl Searcher<'_> {
         links.sort_unstable();
         links.dedup();
         st.links = links;
-        st.first_links = (0..ngpus)
-            .map(|g| {
-                let mut v: Vec<usize> = ends
-                    .iter()
-                    .filter(|e| matches!(e, End::Gpu(_) | End::Net(_)))
-                    .map(|&e| self.pinfo(End::Gpu(g), e))
-                    .filter(|p| p.count > 0 && p.ty < PathType::Dis)
-                    .map(|p| self.table_links[p.first as usize].e as usize)
-                    .collect();
-                v.sort_unstable();
-                v.dedup();
-                v
-            })
-            .collect();
+        // Cuts of each GPU's out-paths: the links at hop i of every path (every path has more
+        // than i hops), for each i.
+        let cuts = |g: usize, to_nets: bool| {
+            let paths: Vec<super::PInfo> = ends
+                .iter()
+                .filter(|&&e| match e {
+                    End::Gpu(p) => p != g,
+                    End::Net(_) => to_nets,
+                    _ => false,
+                })
+                .map(|&e| self.pinfo(End::Gpu(g), e))
+                .filter(|p| p.count > 0 && p.ty < PathType::Dis)
+                .collect();
+            let hops = paths.iter().map(|p| p.count).min().unwrap_or(0);
+            (0..hops)
+                .map(|i| {
+                    let mut v: Vec<usize> = paths
+                        .iter()
+                        .map(|p| self.table_links[(p.first + i) as usize].e as usize)
+                        .collect();
+                    v.sort_unstable();
+                    v.dedup();
+                    v
+                })
+                .collect::<Vec<_>>()
+        };
+        st.cuts = (0..ngpus).map(|g| cuts(g, true)).collect();
+        st.cuts_intra = (0..ngpus).map(|g| cuts(g, false)).collect();
         let min_count = |pairs: &mut dyn Iterator<Item = (End, End)>| {
             pairs
                 .map(|(a, b)| self.pinfo(a, b))
@@ -287,22 +303,60 @@ impl Searcher<'_> {
         if self.inter {
             k = k.min(self.port_bound(gr.bw_inter as i32 as f32));
         }
-        let ring = gr.pattern == Pattern::Ring && (self.inter || self.ngpus >= 2);
-        if ring {
-            // Every GPU sends one path per ring channel, charging at least the smaller speed on
-            // the first link of it.
+        if gr.pattern == Pattern::Ring && (self.inter || self.ngpus >= 2) {
+            // Every GPU sends one path per ring channel (to the next GPU or the NET), charging
+            // at least the smaller speed on every hop of it.
             let a = grid_units(gr.bw_intra.min(gr.bw_inter)).unwrap_or(0);
-            if a > 0 {
-                for links in &self.statics.first_links {
-                    let fits: i64 = links
-                        .iter()
-                        .map(|&e| exact_units(self.link_bw[e], true).unwrap_or(i64::MAX / 128) / a)
-                        .sum();
-                    k = k.min(fits);
-                }
+            for fits in self.sends_fit(&self.statics.cuts, a) {
+                k = k.min(fits);
             }
         }
+        let tree = matches!(
+            gr.pattern,
+            Pattern::BalancedTree | Pattern::SplitTree | Pattern::Tree
+        );
+        if tree && self.ngpus >= 2 {
+            // A tree channel chains all GPUs: ngpus - 1 GPU-to-GPU sends at the intra speed,
+            // each GPU sending at most once.
+            let fits = self.sends_fit(
+                &self.statics.cuts_intra,
+                grid_units(gr.bw_intra).unwrap_or(0),
+            );
+            let sends = (self.ngpus - 1) as i64;
+            let mut most = 0;
+            while most < k {
+                let next = most + 1;
+                let room: i64 = fits.iter().map(|&f| f.min(next)).sum();
+                if next * sends > room {
+                    break;
+                }
+                most = next;
+            }
+            k = most;
+        }
         k
+    }
+
+    /// Per GPU, how many paths charging `a` thousandths each fit through the tightest of its
+    /// cuts (unbounded when `a` is 0).
+    fn sends_fit(&self, cuts: &[Vec<Vec<usize>>], a: i64) -> Vec<i64> {
+        const UNBOUNDED: i64 = i64::MAX / 128;
+        cuts.iter()
+            .map(|gpu_cuts| {
+                if a <= 0 {
+                    return UNBOUNDED;
+                }
+                gpu_cuts
+                    .iter()
+                    .map(|cut| {
+                        cut.iter()
+                            .map(|&e| exact_units(self.link_bw[e], true).unwrap_or(UNBOUNDED) / a)
+                            .fold(0i64, i64::saturating_add)
+                    })
+                    .min()
+                    .unwrap_or(UNBOUNDED)
+            })
+            .collect()
     }
 
     /// Channels the NET ports can start at `bwf` each: every channel holds one charge on the
