@@ -417,17 +417,14 @@ fn prepare_xml(root: &XmlElement, file: &str, opts: &BuildOptions) -> Result<Xml
     };
     if !opts.version.at_least(2, 23) || order.len() <= 1 {
         // Up to 2.22 every rank fills the topology of all its node's GPUs from one XML.
-        let mut out = root.clone();
-        claim_and_trim(&mut out, &order, opts.rank_base);
-        return Ok(out);
+        return Ok(claimed_copy(root, &order, opts.rank_base));
     }
     // 2.23+: each local rank trims the XML to its own GPU (plus the NICs), then the ranks' XMLs
     // are fused in local-rank order (`ncclTopoFuseXml`): branches a later rank adds go after the
     // ones already there, which is how NCCL's GPU order can differ from the file's.
     let mut fused: Option<XmlElement> = None;
     for (i, &dev) in order.iter().enumerate() {
-        let mut mine = root.clone();
-        claim_and_trim(&mut mine, &[dev], opts.rank_base + i as i32);
+        let mine = claimed_copy(root, &[dev], opts.rank_base + i as i32);
         match &mut fused {
             None => fused = Some(mine),
             Some(dst) => fuse(dst, &mine),
@@ -452,44 +449,52 @@ fn fuse(dst: &mut XmlElement, src: &XmlElement) {
     }
 }
 
-/// Returns whether the element holds something kept.
-fn claim_and_trim(e: &mut XmlElement, order: &[i32], rank_base: i32) -> bool {
+/// Whether `e` holds a GPU this rank claims or a NET with a device ([`claimed_copy`]'s rule),
+/// without copying anything.
+fn holds_claimed(e: &XmlElement, order: &[i32]) -> bool {
     match e.name.as_str() {
         "gpu" => {
-            if e.get("rank").is_none() {
-                return false;
-            }
-            let dev = e
-                .get("dev")
-                .and_then(crate::settings::parse_c_int)
-                .map(|d| d as i32);
-            match dev.and_then(|d| order.iter().position(|&o| o == d)) {
-                Some(i) => {
-                    e.set("rank", rank_base + i as i32);
-                    true
-                }
-                None => {
-                    // Not this rank's GPU: NCCL drops its PCI branch, and it must not keep a
-                    // stale rank from a dumped file.
-                    false
-                }
-            }
+            e.get("rank").is_some()
+                && e.get("dev")
+                    .and_then(crate::settings::parse_c_int)
+                    .is_some_and(|d| order.contains(&(d as i32)))
         }
         "net" => e.get("dev").is_some(),
-        _ => {
-            let mut keep = false;
-            let trimmable = matches!(e.name.as_str(), "pci" | "cpu" | "nic");
-            let mut kids = std::mem::take(&mut e.children);
-            kids.retain_mut(|c| {
-                let k = claim_and_trim(c, order, rank_base);
-                keep |= k;
-                // Unclaimed GPUs stay in the XML (NCCL's AddPci drops their PCI subtree itself);
-                // only the containers NCCL trims go away.
-                k || !matches!(c.name.as_str(), "pci" | "cpu" | "nic" | "net")
-            });
-            e.children = kids;
-            keep || !trimmable
+        "pci" | "cpu" | "nic" => e.children.iter().any(|c| holds_claimed(c, order)),
+        _ => true,
+    }
+}
+
+/// A copy of `e` with this rank's GPUs claimed (their `rank` set, in `order` from `rank_base`)
+/// and the PCI/CPU/NIC/NET subtrees that hold nothing claimed left out (`ncclTopoTrimXml`).
+/// Unclaimed GPUs outside such subtrees stay (NCCL's AddPci drops their PCI branch itself);
+/// what is left out is never copied.
+fn claimed_copy(e: &XmlElement, order: &[i32], rank_base: i32) -> XmlElement {
+    if e.name == "net" {
+        return e.clone();
+    }
+    if e.name == "gpu" {
+        let mut out = e.clone();
+        if e.get("rank").is_some() {
+            let dev = e.get("dev").and_then(crate::settings::parse_c_int);
+            if let Some(i) = dev.and_then(|d| order.iter().position(|&o| o == d as i32)) {
+                out.set("rank", rank_base + i as i32);
+            }
         }
+        return out;
+    }
+    let trimmable = |c: &XmlElement| matches!(c.name.as_str(), "pci" | "cpu" | "nic" | "net");
+    XmlElement {
+        name: e.name.clone(),
+        attrs: e.attrs.clone(),
+        children: e
+            .children
+            .iter()
+            .filter(|c| !trimmable(c) || holds_claimed(c, order))
+            .map(|c| claimed_copy(c, order, rank_base))
+            .collect(),
+        line: e.line,
+        col: e.col,
     }
 }
 
