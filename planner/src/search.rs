@@ -250,6 +250,8 @@ pub struct Searcher<'a> {
     /// INFO lines the search printed (fallback notices).
     pub notes: Vec<String>,
     statics: dominance::Statics,
+    /// The GPUs closest to each NET (`ncclTopoGetLocal`; static).
+    net_locals: Vec<std::rc::Rc<[usize]>>,
 }
 
 /// A precomputed path between two search ends.
@@ -313,6 +315,7 @@ impl<'a> Searcher<'a> {
         let nets = sys.nodes(NodeKind::Net).to_vec();
         let nvs = sys.nodes(NodeKind::Nvs).to_vec();
         let link_bw = sys.graph.edge_weights().map(|l| l.bw).collect();
+        let nets_len = nets.len();
         let netinfo: Vec<&topo::system::NetInfo> = nets
             .iter()
             .map(|&n| sys.node(n).net().expect("NET nodes carry NET data"))
@@ -353,6 +356,9 @@ impl<'a> Searcher<'a> {
             types_inter: Vec::new(),
             notes: Vec::new(),
             statics: dominance::Statics::default(),
+            net_locals: (0..nets_len)
+                .map(|n| topo.get_local(NodeKind::Net, n, NodeKind::Gpu).into())
+                .collect(),
         }
     }
 
@@ -1286,7 +1292,7 @@ impl<'a> Searcher<'a> {
                         local as usize,
                     );
                 }
-                let locals = self.topo.get_local(NodeKind::Net, n, NodeKind::Gpu);
+                let locals = self.net_locals[n].clone();
                 let path_ty = locals
                     .first()
                     .map(|&g| self.path(End::Net(n), End::Gpu(g)).ty)
@@ -1295,7 +1301,7 @@ impl<'a> Searcher<'a> {
                     // NCCL `continue`s here without giving the port its bandwidth back.
                     continue;
                 }
-                for g in locals {
+                for &g in locals.iter() {
                     if g as i32 == local {
                         continue;
                     }

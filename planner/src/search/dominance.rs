@@ -143,10 +143,7 @@ impl Searcher<'_> {
         };
         if self.inter {
             for n in 0..self.nets.len() {
-                let locals = self
-                    .topo
-                    .get_local(topo::NodeKind::Net, n, topo::NodeKind::Gpu);
-                let ty = locals
+                let ty = self.net_locals[n]
                     .first()
                     .map(|&g| self.path(End::Net(n), End::Gpu(g)).ty)
                     .unwrap_or(PathType::Dis);
