@@ -214,6 +214,111 @@ struct TopoRanks {
     nvls_heads: Vec<i32>,
 }
 
+/// What makes two host searches the same: the host's XML, the devs of the ranks on it (in
+/// local-rank order) and whether the communicator spans hosts.
+fn search_key(cluster: &Cluster, host: usize, devs: &[i32], inter: bool) -> SearchKey {
+    (
+        Arc::as_ptr(&cluster.nodes[host].xml) as usize,
+        devs.to_vec(),
+        inter,
+    )
+}
+
+/// Build the topology of `host` for the ranks on `devs` and search its graphs.
+fn build_host(
+    cluster: &Cluster,
+    h: usize,
+    devs: &[i32],
+    inter: bool,
+    name: &str,
+    settings: &PlannerSettings,
+    graph_file: Option<&topo::XmlElement>,
+) -> topo::Result<HostSearch> {
+    let node = &cluster.nodes[h];
+    let opts = BuildOptions {
+        version: settings.topo.version,
+        gpus: Some(devs.to_vec()),
+        rank_base: 0,
+        inter,
+        fusion: settings.topo.nic_fusion.clone(),
+    };
+    let sys = System::from_xml(&node.xml, &node.source, &opts)?;
+    if sys.count(NodeKind::Gpu) != devs.len() {
+        return Err(TopoError::Model(format!(
+            "communicator {name}: host {h} ({}) has no GPU with dev {:?}",
+            node.source,
+            devs.iter()
+                .find(|d| !(0..sys.count(NodeKind::Gpu)).any(|g| sys.gpu(g).dev == **d))
+                .unwrap_or(&-1)
+        )));
+    }
+    let topo = Arc::new(Topology::new(sys, &settings.topo));
+    let collnet = settings.collnet_enable
+        && inter
+        && (0..topo.system.count(NodeKind::Net)).any(|n| {
+            topo.system
+                .node(topo.system.nodes(NodeKind::Net)[n])
+                .net()
+                .is_some_and(|x| x.coll)
+        });
+    search_host(
+        topo,
+        settings,
+        graph_file,
+        collnet,
+        settings.graph_file.as_deref().unwrap_or(""),
+    )
+}
+
+impl SearchCache {
+    /// Run, in parallel, every host search the communicators `comms` (member lists) will need
+    /// and the cache does not hold yet. Searches that fail are left out: planning the
+    /// communicator then repeats them and reports the error in order.
+    pub fn prefetch(
+        &mut self,
+        cluster: &Cluster,
+        comms: &[Vec<Member>],
+        settings: &PlannerSettings,
+    ) {
+        use rayon::prelude::*;
+        let Ok(graph_file) = load_graph_file(settings) else {
+            return;
+        };
+        let mut todo: Vec<(SearchKey, usize, Vec<i32>, bool)> = Vec::new();
+        for members in comms {
+            let mut hosts: Vec<usize> = Vec::new();
+            for m in members {
+                if m.host < cluster.nodes.len() && !hosts.contains(&m.host) {
+                    hosts.push(m.host);
+                }
+            }
+            let inter = hosts.len() > 1;
+            for &h in &hosts {
+                let devs: Vec<i32> = members
+                    .iter()
+                    .filter(|m| m.host == h)
+                    .map(|m| m.dev)
+                    .collect();
+                let key = search_key(cluster, h, &devs, inter);
+                if !self.map.contains_key(&key) && !todo.iter().any(|t| t.0 == key) {
+                    todo.push((key, h, devs, inter));
+                }
+            }
+        }
+        let done: Vec<(SearchKey, HostSearch)> = todo
+            .into_par_iter()
+            .filter_map(|(key, h, devs, inter)| {
+                build_host(cluster, h, &devs, inter, "", settings, graph_file.as_ref())
+                    .ok()
+                    .map(|hs| (key, hs))
+            })
+            .collect();
+        for (key, hs) in done {
+            self.map.insert(key, Arc::new(hs));
+        }
+    }
+}
+
 /// Plan a communicator over `members` (comm rank = index). `parent` is the communicator it was
 /// split from, if any.
 pub fn plan_comm(
@@ -273,44 +378,19 @@ pub fn plan_comm_cached(
     // Search every host.
     let mut host_search: HashMap<usize, Arc<HostSearch>> = HashMap::new();
     for &h in &host_order {
-        let node = &cluster.nodes[h];
         let devs: Vec<i32> = host_ranks[&h].iter().map(|&r| members[r].dev).collect();
-        let key = (Arc::as_ptr(&node.xml) as usize, devs.clone(), inter);
+        let key = search_key(cluster, h, &devs, inter);
         let hs = match cache.map.get(&key) {
             Some(x) => x.clone(),
             None => {
-                let opts = BuildOptions {
-                    version: settings.topo.version,
-                    gpus: Some(devs.clone()),
-                    rank_base: 0,
+                let hs = Arc::new(build_host(
+                    cluster,
+                    h,
+                    &devs,
                     inter,
-                    fusion: settings.topo.nic_fusion.clone(),
-                };
-                let sys = System::from_xml(&node.xml, &node.source, &opts)?;
-                if sys.count(NodeKind::Gpu) != devs.len() {
-                    return Err(TopoError::Model(format!(
-                        "communicator {name}: host {h} ({}) has no GPU with dev {:?}",
-                        node.source,
-                        devs.iter()
-                            .find(|d| !(0..sys.count(NodeKind::Gpu)).any(|g| sys.gpu(g).dev == **d))
-                            .unwrap_or(&-1)
-                    )));
-                }
-                let topo = Arc::new(Topology::new(sys, &settings.topo));
-                let collnet = settings.collnet_enable
-                    && inter
-                    && (0..topo.system.count(NodeKind::Net)).any(|n| {
-                        topo.system
-                            .node(topo.system.nodes(NodeKind::Net)[n])
-                            .net()
-                            .is_some_and(|x| x.coll)
-                    });
-                let hs = Arc::new(search_host(
-                    topo,
+                    name,
                     settings,
                     graph_file.as_ref(),
-                    collnet,
-                    settings.graph_file.as_deref().unwrap_or(""),
                 )?);
                 cache.map.insert(key, hs.clone());
                 hs

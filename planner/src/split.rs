@@ -326,24 +326,40 @@ pub fn plan_job(
     settings: &PlannerSettings,
     specs: &[SplitSpec],
 ) -> topo::Result<JobPlan> {
-    let mut cache = SearchCache::new();
-    let world = plan_comm_cached(cluster, members, "world", settings, None, &mut cache)?;
-    let mut splits = Vec::new();
-    for spec in specs {
-        for (name, cs) in colors(spec, world.n_ranks)? {
-            for (i, (_color, ranks)) in split_groups(&cs).into_iter().enumerate() {
-                let m: Vec<Member> = ranks.iter().map(|&r| members[r]).collect();
-                let child_name = format!("{name}{i}");
-                splits.push(plan_comm_cached(
-                    cluster,
-                    &m,
-                    &child_name,
-                    settings,
-                    Some(&world),
-                    &mut cache,
-                )?);
+    // Every communicator's members first, so that all their host searches (independent of
+    // each other) run in parallel before the communicators are put together in order.
+    let comms = || -> topo::Result<Vec<(String, Vec<Member>)>> {
+        let mut comms = Vec::new();
+        for spec in specs {
+            for (name, cs) in colors(spec, members.len())? {
+                for (i, (_color, ranks)) in split_groups(&cs).into_iter().enumerate() {
+                    let m: Vec<Member> = ranks.iter().map(|&r| members[r]).collect();
+                    comms.push((format!("{name}{i}"), m));
+                }
             }
         }
+        Ok(comms)
+    };
+    let comms = comms();
+    let mut cache = SearchCache::new();
+    let mut all: Vec<Vec<Member>> = vec![members.to_vec()];
+    if let Ok(c) = &comms {
+        all.extend(c.iter().map(|(_, m)| m.clone()));
+    }
+    cache.prefetch(cluster, &all, settings);
+    // The world's errors come first, as when it is planned on its own.
+    let world = plan_comm_cached(cluster, members, "world", settings, None, &mut cache)?;
+    let comms = comms?;
+    let mut splits = Vec::new();
+    for (name, m) in &comms {
+        splits.push(plan_comm_cached(
+            cluster,
+            m,
+            name,
+            settings,
+            Some(&world),
+            &mut cache,
+        )?);
     }
     Ok(JobPlan { world, splits })
 }
