@@ -1,7 +1,7 @@
 //! Text output in NCCL's formats: the `=== System : ...` graph print with its path lines
 //! (NCCL 2.30.7 `ncclTopoPrint`, `printNodePaths`), and an `nvidia-smi topo -m`-style matrix.
 
-use crate::path::LinkType;
+use crate::path::{LinkType, PathType};
 use crate::paths::Topology;
 use crate::system::{NodeData, NodeKind, System, TopoNode};
 use petgraph::graph::NodeIndex;
@@ -81,7 +81,16 @@ pub fn path_lines(t: &Topology) -> Vec<String> {
         for &n in sys.nodes(kind) {
             let mut line = format!("{} :", sys.node(n).label());
             for base in NodeKind::ALL {
+                // NCCL allocates a node's paths towards a kind when a search from a node of that
+                // kind reaches it, and prints only those: a NET has no paths to an NVSwitch.
                 if !t.has_paths_to(base) {
+                    continue;
+                }
+                let reached = (0..sys.count(base)).any(|i| {
+                    let p = t.path(n, base, i);
+                    p.count() > 0 || p.ty != PathType::Dis
+                });
+                if !reached {
                     continue;
                 }
                 for (i, &b) in sys.nodes(base).iter().enumerate() {

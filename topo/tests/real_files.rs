@@ -450,3 +450,30 @@ fn oci_dual_port_nics_are_fused_as_nccl_prints_them() {
         assert_eq!(c.nodes[0].topo.system.count(NodeKind::Net), 16, "{rel}");
     }
 }
+
+#[test]
+fn net_path_lines_leave_out_kinds_nccl_never_reached() {
+    // NCCL 2.30.7's path print on one DGX A100 (rank 0): a GPU line lists the NVSwitch, a NET
+    // line does not (the search from the NVSwitch never reaches a NET, so NCCL has no paths
+    // there to print), nor any other kind it has no paths to.
+    let t = load(&lib("dgx-a100.xml"));
+    let lines = topo::print::path_lines(&t);
+    let gpu = lines
+        .iter()
+        .find(|l| l.starts_with("GPU/0-7000 :"))
+        .unwrap();
+    assert!(gpu.contains(" NVS/0-0 (2/240.0/NVL) "), "{gpu}");
+    let net = lines.iter().find(|l| l.starts_with("NET/0-0 :")).unwrap();
+    assert_eq!(
+        net.trim_end(),
+        "NET/0-0 :GPU/0-7000 (4/24.0/PIX) GPU/0-f000 (4/24.0/PIX) GPU/0-47000 (7/16.0/SYS) \
+         GPU/0-4e000 (7/16.0/SYS) GPU/0-87000 (7/16.0/SYS) GPU/0-90000 (7/16.0/SYS) \
+         GPU/0-b7000 (7/16.0/SYS) GPU/0-bd000 (7/16.0/SYS) CPU/0-3 (3/24.0/PHB) \
+         CPU/0-1 (4/16.0/SYS) CPU/0-7 (4/16.0/SYS) CPU/0-5 (4/16.0/SYS) \
+         NET/0-0 (0/5000.0/LOC) NET/0-1 (4/24.0/PIX) NET/0-2 (7/16.0/SYS) NET/0-3 (7/16.0/SYS) \
+         NET/0-4 (7/16.0/SYS) NET/0-5 (7/16.0/SYS) NET/0-6 (7/16.0/SYS) NET/0-7 (7/16.0/SYS) \
+         DEV/0-7000 (3/24.0/PIX) DEV/0-f000 (3/24.0/PIX) DEV/0-47000 (6/16.0/SYS) \
+         DEV/0-4e000 (6/16.0/SYS) DEV/0-87000 (6/16.0/SYS) DEV/0-90000 (6/16.0/SYS) \
+         DEV/0-b7000 (6/16.0/SYS) DEV/0-bd000 (6/16.0/SYS)"
+    );
+}
