@@ -49,6 +49,8 @@ type SearchKey = (usize, Vec<i32>, bool);
 #[derive(Default)]
 pub struct SearchCache {
     map: HashMap<SearchKey, Arc<HostSearch>>,
+    /// The NCCL_GRAPH_FILE, once read.
+    graph_file: Option<Option<Arc<topo::XmlElement>>>,
 }
 
 impl SearchCache {
@@ -56,13 +58,21 @@ impl SearchCache {
     pub fn new() -> Self {
         Self::default()
     }
-}
 
-/// The graphs of the NCCL_GRAPH_FILE, parsed once.
-fn load_graph_file(settings: &PlannerSettings) -> topo::Result<Option<topo::XmlElement>> {
-    match &settings.graph_file {
-        None => Ok(None),
-        Some(f) => topo::read_xml(f).map(Some),
+    /// The graphs of the NCCL_GRAPH_FILE, read and parsed on first use (a failed read is not
+    /// remembered, so every communicator reports it).
+    fn graph_file(
+        &mut self,
+        settings: &PlannerSettings,
+    ) -> topo::Result<Option<Arc<topo::XmlElement>>> {
+        if self.graph_file.is_none() {
+            let x = match &settings.graph_file {
+                None => None,
+                Some(f) => Some(Arc::new(topo::read_xml(f)?)),
+            };
+            self.graph_file = Some(x);
+        }
+        Ok(self.graph_file.clone().flatten())
     }
 }
 
@@ -214,6 +224,19 @@ struct TopoRanks {
     nvls_heads: Vec<i32>,
 }
 
+/// The hosts of `members` in order of first appearance, and the comm ranks on each.
+fn hosts_of(members: &[Member]) -> (Vec<usize>, HashMap<usize, Vec<usize>>) {
+    let mut order: Vec<usize> = Vec::new();
+    let mut ranks: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (r, m) in members.iter().enumerate() {
+        ranks.entry(m.host).or_default().push(r);
+        if !order.contains(&m.host) {
+            order.push(m.host);
+        }
+    }
+    (order, ranks)
+}
+
 /// What makes two host searches the same: the host's XML, the devs of the ranks on it (in
 /// local-rank order) and whether the communicator spans hosts.
 fn search_key(cluster: &Cluster, host: usize, devs: &[i32], inter: bool) -> SearchKey {
@@ -281,24 +304,18 @@ impl SearchCache {
         settings: &PlannerSettings,
     ) {
         use rayon::prelude::*;
-        let Ok(graph_file) = load_graph_file(settings) else {
+        let Ok(graph_file) = self.graph_file(settings) else {
             return;
         };
         let mut todo: Vec<(SearchKey, usize, Vec<i32>, bool)> = Vec::new();
         for members in comms {
-            let mut hosts: Vec<usize> = Vec::new();
-            for m in members {
-                if m.host < cluster.nodes.len() && !hosts.contains(&m.host) {
-                    hosts.push(m.host);
-                }
+            if members.iter().any(|m| m.host >= cluster.nodes.len()) {
+                continue;
             }
+            let (hosts, ranks) = hosts_of(members);
             let inter = hosts.len() > 1;
             for &h in &hosts {
-                let devs: Vec<i32> = members
-                    .iter()
-                    .filter(|m| m.host == h)
-                    .map(|m| m.dev)
-                    .collect();
+                let devs: Vec<i32> = ranks[&h].iter().map(|&r| members[r].dev).collect();
                 let key = search_key(cluster, h, &devs, inter);
                 if !self.map.contains_key(&key) && !todo.iter().any(|t| t.0 == key) {
                     todo.push((key, h, devs, inter));
@@ -308,9 +325,17 @@ impl SearchCache {
         let done: Vec<(SearchKey, HostSearch)> = todo
             .into_par_iter()
             .filter_map(|(key, h, devs, inter)| {
-                build_host(cluster, h, &devs, inter, "", settings, graph_file.as_ref())
-                    .ok()
-                    .map(|hs| (key, hs))
+                build_host(
+                    cluster,
+                    h,
+                    &devs,
+                    inter,
+                    "",
+                    settings,
+                    graph_file.as_deref(),
+                )
+                .ok()
+                .map(|hs| (key, hs))
             })
             .collect();
         for (key, hs) in done {
@@ -351,9 +376,6 @@ pub fn plan_comm_cached(
     if nranks == 0 {
         return Err(TopoError::Model(format!("communicator {name}: no ranks")));
     }
-    // Hosts in order of first appearance; the comm's ranks on each.
-    let mut host_order: Vec<usize> = Vec::new();
-    let mut host_ranks: HashMap<usize, Vec<usize>> = HashMap::new();
     for (r, m) in members.iter().enumerate() {
         if m.host >= cluster.nodes.len() {
             return Err(TopoError::Model(format!(
@@ -368,13 +390,10 @@ pub fn plan_comm_cached(
                 m.host, m.dev
             )));
         }
-        host_ranks.entry(m.host).or_default().push(r);
-        if !host_order.contains(&m.host) {
-            host_order.push(m.host);
-        }
     }
+    let (host_order, host_ranks) = hosts_of(members);
     let inter = host_order.len() > 1;
-    let graph_file = load_graph_file(settings)?;
+    let graph_file = cache.graph_file(settings)?;
     // Search every host.
     let mut host_search: HashMap<usize, Arc<HostSearch>> = HashMap::new();
     for &h in &host_order {
@@ -390,7 +409,7 @@ pub fn plan_comm_cached(
                     inter,
                     name,
                     settings,
-                    graph_file.as_ref(),
+                    graph_file.as_deref(),
                 )?);
                 cache.map.insert(key, hs.clone());
                 hs

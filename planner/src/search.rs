@@ -480,6 +480,11 @@ impl<'a> Searcher<'a> {
         self.nends = n;
     }
 
+    /// The links of a precomputed path, in order.
+    fn plinks(&self, p: PInfo) -> &[PLink] {
+        &self.table_links[p.first as usize..(p.first + p.count) as usize]
+    }
+
     fn pinfo(&self, from: End, to: End) -> PInfo {
         self.table[self.end_index(from) * self.nends + self.end_index(to)]
     }

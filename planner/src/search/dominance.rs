@@ -158,7 +158,7 @@ impl Searcher<'_> {
             for &b in &ends {
                 let p = self.pinfo(a, b);
                 st.any_intel_phb |= p.intel_phb;
-                for l in &self.table_links[p.first as usize..(p.first + p.count) as usize] {
+                for l in self.plinks(p) {
                     links.push(l.e as usize);
                     if l.rev != u32::MAX {
                         links.push(l.rev as usize);
@@ -189,7 +189,7 @@ impl Searcher<'_> {
                 .map(|i| {
                     let mut v: Vec<usize> = paths
                         .iter()
-                        .map(|p| self.table_links[(p.first + i) as usize].e as usize)
+                        .map(|p| self.plinks(*p)[i as usize].e as usize)
                         .collect();
                     v.sort_unstable();
                     v.dedup();
