@@ -20,6 +20,7 @@ use topo::settings::NetDevsPolicy;
 use topo::{NodeKind, Path, Topology};
 
 mod dominance;
+mod futile;
 
 const MAXCHANNELS: usize = 64;
 const NCCL_TOPO_MAX_NODES: usize = 576;
@@ -252,6 +253,13 @@ pub struct Searcher<'a> {
     statics: dominance::Statics,
     /// The GPUs closest to each NET (`ncclTopoGetLocal`; static).
     net_locals: Vec<std::rc::Rc<[usize]>>,
+    /// What the rest of the current pass can still find (see `futile`), while it is known.
+    outlook: Option<futile::Outlook>,
+    /// The current attempt was abandoned: nothing left in its pass can improve the graph.
+    abandoned: bool,
+    /// End passes that cannot change the graph any more (off only to check that it changes
+    /// nothing).
+    pub end_hopeless: bool,
 }
 
 /// A precomputed path between two search ends.
@@ -357,8 +365,15 @@ impl<'a> Searcher<'a> {
             notes: Vec::new(),
             statics: dominance::Statics::default(),
             net_locals: (0..nets_len)
-                .map(|n| topo.get_local(NodeKind::Net, n, NodeKind::Gpu).into())
+                .map(|n| {
+                    topo.get_local(NodeKind::Net, n, NodeKind::Gpu)
+                        .to_vec()
+                        .into()
+                })
                 .collect(),
+            outlook: None,
+            abandoned: false,
+            end_hopeless: true,
         }
     }
 
@@ -1103,6 +1118,14 @@ impl<'a> Searcher<'a> {
                 self.memo.table.clear();
                 if gr.n_channels == gr.max_channels {
                     *time = -1;
+                } else if self
+                    .outlook
+                    .as_ref()
+                    .is_some_and(|o| self.hopeless(o, save))
+                {
+                    // Nothing the rest of this pass can find beats it: stop here.
+                    self.abandoned = true;
+                    *time = 0;
                 }
             }
             if gr.n_channels < gr.max_channels {
@@ -1266,7 +1289,7 @@ impl<'a> Searcher<'a> {
                     g,
                 );
             } else {
-                if gr.n_channels == 0 && self.nvs.is_empty() {
+                if gr.n_channels == 0 && self.nvs.is_empty() && !self.abandoned {
                     let mut t = 1 << 10;
                     self.try_gpu(
                         gr,
@@ -1388,7 +1411,7 @@ impl<'a> Searcher<'a> {
                 self.memo.attempts.insert(k, (*time, self.steps - steps0));
             }
         }
-        if *time == 0 {
+        if *time == 0 && !self.abandoned {
             let e = dominance::Exhausted::new(tmp, budget, start);
             self.memo.exhausted.push(e);
         }
@@ -1616,20 +1639,49 @@ impl<'a> Searcher<'a> {
             GLOBAL_TIMEOUT_2_18
         };
 
+        let mut time;
         loop {
-            // search:
-            let mut time = if tmp.same_channels != 0 {
-                TIMEOUT_SAMECHANNELS
-            } else if tmp.pattern == Pattern::Tree {
-                TIMEOUT_TREE
+            // What this pass can still find: when nothing beats the saved graph, the pass ends
+            // with it whatever the budgets say (see `futile`).
+            self.outlook = if self.end_hopeless {
+                let at = futile::LoopState {
+                    pass,
+                    speeds: &speeds,
+                    speed_index,
+                    cc_min,
+                };
+                self.outlook(&tmp, graph, &at)
             } else {
-                TIMEOUT
+                None
             };
-            tmp.n_channels = 0;
-            global_timeout -= time as i64;
-            self.attempt(&mut tmp, graph, &mut time);
-
-            let done = time == -1 || graph.n_channels as f32 * graph.bw_inter >= self.topo.total_bw;
+            let hopeless = self
+                .outlook
+                .as_ref()
+                .is_some_and(|o| self.hopeless(o, graph));
+            let (mut done, mut abandoned) = (hopeless, false);
+            time = -1;
+            if !hopeless {
+                // search:
+                time = if tmp.same_channels != 0 {
+                    TIMEOUT_SAMECHANNELS
+                } else if tmp.pattern == Pattern::Tree {
+                    TIMEOUT_TREE
+                } else {
+                    TIMEOUT
+                };
+                tmp.n_channels = 0;
+                global_timeout -= time as i64;
+                self.abandoned = false;
+                self.attempt(&mut tmp, graph, &mut time);
+                abandoned = std::mem::take(&mut self.abandoned);
+                done = abandoned
+                    || time == -1
+                    || graph.n_channels as f32 * graph.bw_inter >= self.topo.total_bw;
+            }
+            self.outlook = None;
+            if pass == 2 && (hopeless || abandoned) {
+                break;
+            }
             if !done && pass == 1 {
                 if tmp.same_channels == 1
                     && !(cpu_arch_v == cpu_arch::X86
@@ -1876,46 +1928,71 @@ mod tests {
     /// NCCL's whole budget (2-node DGX A100, H100) is the same, and so is the step count.
     #[test]
     fn memo_changes_no_graph() {
-        // (file, nodes, NCCL_CROSS_NIC, whether the memo and dominance must cut the walk 4x)
-        for (file, nodes, cross_nic, cut) in [
-            ("dgx-a100.xml", 2, 2, true),
-            ("dgx-a100.xml", 2, 0, true),
-            ("dgx-a100.xml", 2, 1, false),
-            ("dgx-h100.xml", 2, 2, false),
-            ("dgx-h100.xml", 1, 2, false),
-            ("dgx1-v100.xml", 2, 2, false),
-            ("pcie-4xa100.xml", 2, 2, false),
-            ("pcie-8x4090.xml", 1, 2, false),
+        // (file, nodes, NCCL_CROSS_NIC, whether the memo and dominance must cut the walk 4x,
+        // whether ending hopeless passes must cut the steps of a host's ring and tree 4x)
+        for (file, nodes, cross_nic, cut, ended) in [
+            ("dgx-a100.xml", 2, 2, true, true),
+            ("dgx-a100.xml", 2, 0, true, true),
+            ("dgx-a100.xml", 2, 1, false, true),
+            ("dgx-h100.xml", 2, 2, false, false),
+            ("dgx-h100.xml", 1, 2, false, false),
+            ("dgx1-v100.xml", 2, 2, false, false),
+            ("pcie-4xa100.xml", 2, 2, false, false),
+            ("pcie-8x4090.xml", 1, 2, false, false),
         ] {
             let topo = topology(file, nodes);
             let settings = PlannerSettings {
                 cross_nic,
                 ..PlannerSettings::default()
             };
-            let run = |on: bool| {
+            let run = |on: bool, end_hopeless: bool| {
                 let mut s = Searcher::new(&topo, &settings);
                 s.memo.on = on;
-                let mut out = Vec::new();
+                s.end_hopeless = end_hopeless;
+                let (mut out, mut host_steps) = (Vec::new(), 0);
                 for pattern in [Pattern::Ring, Pattern::BalancedTree, Pattern::Nvls] {
                     let mut g = TopoGraph::new(0, pattern, 1, MAXCHANNELS as i32 / 2);
+                    let s0 = s.steps;
                     s.compute(&mut g, None);
                     out.push(format!("{g:?}"));
+                    // The tree as `search_host` asks for it: as many channels as the ring.
+                    if pattern == Pattern::Ring {
+                        let n = g.n_channels;
+                        let mut t = TopoGraph::new(1, Pattern::BalancedTree, n, n);
+                        s.compute(&mut t, None);
+                        out.push(format!("{t:?}"));
+                        host_steps = s.steps - s0;
+                    }
                 }
-                (out, s.steps, s.walked)
+                (out, s.steps, s.walked, host_steps)
             };
-            let (with, steps_with, walked_with) = run(true);
-            let (without, steps_without, walked_without) = run(false);
+            let (with, steps_with, walked_with, host_with) = run(true, false);
+            let (without, steps_without, walked_without, _) = run(false, false);
+            let (ended_early, steps_ended, walked_ended, host_ended) = run(true, true);
             let what = format!("{file} x{nodes} crossNic {cross_nic}");
             assert_eq!(with, without, "{what}");
+            assert_eq!(ended_early, without, "{what}: ending hopeless passes");
             assert_eq!(steps_with, steps_without, "{what}");
             assert_eq!(walked_without, steps_without);
+            assert!(steps_ended <= steps_with, "{what}");
             if cut {
                 assert!(
                     walked_with * 4 < walked_without,
                     "{what}: {walked_with} vs {walked_without}"
                 );
             }
-            eprintln!("{what}: walked {walked_with} of {steps_with}");
+            // The ring and tree a host search makes: their later attempts cannot beat what the
+            // first ones find.
+            if ended {
+                assert!(
+                    host_ended * 4 < host_with,
+                    "{what}: {host_ended} vs {host_with}"
+                );
+            }
+            eprintln!(
+                "{what}: walked {walked_with} of {steps_with}; ending hopeless passes: \
+                 walked {walked_ended} of {steps_ended}"
+            );
         }
     }
 }

@@ -45,6 +45,9 @@ pub enum GdrMode {
     Pci,
 }
 
+/// The nodes `Topology::get_local` returns (a handful; no allocation).
+pub type Locals = smallvec::SmallVec<[usize; 8]>;
+
 /// A system with its paths computed.
 #[derive(Debug, Clone)]
 pub struct Topology {
@@ -225,15 +228,15 @@ impl Topology {
 
     /// `ncclTopoGetLocal`: the nodes of `result` with the best path from the `i`-th node of `kind`
     /// (highest bandwidth, then lowest type).
-    pub fn get_local(&self, kind: NodeKind, i: usize, result: NodeKind) -> Vec<usize> {
+    pub fn get_local(&self, kind: NodeKind, i: usize, result: NodeKind) -> Locals {
         let Some(tab) = &self.table[result.idx()] else {
-            return Vec::new();
+            return Locals::new();
         };
         let node = self.system.nodes(kind)[i];
         let paths = &tab[node.index()];
         let mut min_ty = PathType::Dis;
         let mut max_bw = 0.0f32;
-        let mut out = Vec::new();
+        let mut out = Locals::new();
         for (j, p) in paths.iter().enumerate() {
             if p.bw > max_bw || (p.bw == max_bw && p.ty < min_ty) {
                 max_bw = p.bw;
@@ -542,16 +545,18 @@ impl Topology {
                             } else {
                                 PathType::Pxb
                             };
-                            let peer_net = self.gpu_net(peer, n).clone();
-                            let mine = self.gpu_net(g, n).clone();
+                            let peer_net = self.gpu_net(peer, n);
+                            let (peer_ty, peer_bw) = (peer_net.ty, peer_net.bw);
+                            let mine = self.gpu_net(g, n);
+                            let (mine_ty, mine_bw) = (mine.ty, mine.bw);
                             let sys = &self.system;
                             let same_sys = sys.node(sys.nodes(NodeKind::Gpu)[peer]).system_id()
                                 == sys.node(sys.nodes(NodeKind::Gpu)[g]).system_id();
-                            if peer_net.ty <= pxn_ty
+                            if peer_ty <= pxn_ty
                                 && gdr != GdrMode::Disabled
                                 && self.gpu_gpu(peer, g).ty <= PathType::Nvl
                                 && same_sys
-                                && (peer_net.bw > mine.bw || mine.ty > PathType::Pxn)
+                                && (peer_bw > mine_bw || mine_ty > PathType::Pxn)
                             {
                                 self.add_inter_step(
                                     NodeKind::Gpu,

@@ -86,6 +86,30 @@ impl Exhausted {
     }
 }
 
+/// The parameters of an attempt that bound what it can find.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Prospect {
+    pub(super) pattern: Pattern,
+    pub(super) cross_nic: i32,
+    pub(super) bw_intra: f32,
+    pub(super) bw_inter: f32,
+    pub(super) min_channels: i32,
+    pub(super) max_channels: i32,
+}
+
+impl Prospect {
+    pub(super) fn of(gr: &TopoGraph) -> Prospect {
+        Prospect {
+            pattern: gr.pattern,
+            cross_nic: gr.cross_nic,
+            bw_intra: gr.bw_intra,
+            bw_inter: gr.bw_inter,
+            min_channels: gr.min_channels,
+            max_channels: gr.max_channels,
+        }
+    }
+}
+
 /// Largest capacity or amount (GB/s) for which `SUB_ROUND` is exact integer arithmetic on
 /// thousandths.
 const GRID_MAX: f32 = 1000.0;
@@ -251,7 +275,7 @@ impl Searcher<'_> {
     }
 
     /// Every link capacity exact (see [`exact_units`]), every NET bandwidth exact.
-    fn exact_state(&self, dyadic_amounts: bool) -> bool {
+    pub(super) fn exact_state(&self, dyadic_amounts: bool) -> bool {
         self.statics
             .links
             .iter()
@@ -261,7 +285,12 @@ impl Searcher<'_> {
 
     /// Whether every amount `follow_links` can charge at these speeds is on the grid (`None`
     /// if not), and whether they are all multiples of 1/8 as well.
-    fn exact_amounts(&self, pattern: Pattern, bw_intra: f32, bw_inter: f32) -> Option<bool> {
+    pub(super) fn exact_amounts(
+        &self,
+        pattern: Pattern,
+        bw_intra: f32,
+        bw_inter: f32,
+    ) -> Option<bool> {
         let mut bws = vec![bw_intra, bw_inter];
         if pattern == Pattern::BalancedTree {
             bws.push(bw_inter / 2.0);
@@ -295,7 +324,7 @@ impl Searcher<'_> {
     }
 
     /// How many channels of `gr` can be complete at once, at most.
-    fn channel_bound(&self, gr: &TopoGraph) -> i64 {
+    pub(super) fn channel_bound(&self, gr: &Prospect) -> i64 {
         let mut k = gr.max_channels as i64;
         if self.inter {
             k = k.min(self.port_bound(gr.bw_inter as i32 as f32));
@@ -380,12 +409,18 @@ impl Searcher<'_> {
 
     /// Whether no graph the attempt `gr` can build is better than `save`.
     fn cannot_improve(&self, gr: &TopoGraph, save: &TopoGraph) -> bool {
-        let k = self.channel_bound(gr);
-        if k < gr.min_channels as i64 {
+        let p = Prospect::of(gr);
+        self.bound_loses(&p, self.channel_bound(&p), save)
+    }
+
+    /// Whether an attempt `p` that completes at most `k` channels at once can build nothing
+    /// better than `save` (`ncclTopoCompareGraphs`).
+    pub(super) fn bound_loses(&self, p: &Prospect, k: i64, save: &TopoGraph) -> bool {
+        if k < p.min_channels as i64 {
             return true;
         }
         let k = k.min(i32::MAX as i64) as i32;
-        let best = k as f32 * gr.bw_intra;
+        let best = k as f32 * p.bw_intra;
         let saved = save.n_channels as f32 * save.bw_intra;
         if best < saved {
             return true;
@@ -394,10 +429,10 @@ impl Searcher<'_> {
             return false;
         }
         // A tie at `k` channels is broken by fewer hops, with the same pattern and crossNic.
-        if gr.pattern != save.pattern || gr.cross_nic != save.cross_nic {
+        if p.pattern != save.pattern || p.cross_nic != save.cross_nic {
             return true;
         }
-        gr.pattern == Pattern::Ring && k as i64 * self.statics.min_ring_hops >= save.n_hops as i64
+        p.pattern == Pattern::Ring && k as i64 * self.statics.min_ring_hops >= save.n_hops as i64
     }
 }
 
