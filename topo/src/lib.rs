@@ -31,7 +31,7 @@ pub use paths::{GdrMode, Path, Topology};
 pub use settings::TopoSettings;
 pub use system::{BuildOptions, NodeKind, System};
 pub use version::NcclVersion;
-pub use xml::XmlElement;
+pub use xml::{XStr, XmlElement};
 
 /// Read and parse a topology (or graph) XML file.
 pub fn read_xml(path: &str) -> Result<XmlElement> {

@@ -13,17 +13,20 @@ use petgraph::graph::{EdgeIndex, NodeIndex};
 #[derive(Debug, Clone, PartialEq)]
 pub struct Path {
     /// Links in order, starting at the node the path belongs to.
-    pub links: Vec<EdgeIndex>,
+    pub links: PathLinks,
     /// Bottleneck bandwidth (GB/s).
     pub bw: f32,
     /// Path type.
     pub ty: PathType,
 }
 
+/// A path's links (paths inside a node are short: no allocation up to 12 hops).
+pub type PathLinks = smallvec::SmallVec<[EdgeIndex; 12]>;
+
 impl Path {
     fn dis() -> Path {
         Path {
-            links: Vec::new(),
+            links: PathLinks::new(),
             bw: 0.0,
             ty: PathType::Dis,
         }
@@ -43,6 +46,21 @@ pub enum GdrMode {
     Default,
     /// Forced PCIe mapping (C2C platforms, NIC not behind C2C).
     Pci,
+}
+
+/// The NETs closest to a GPU and where its channels start in them (`ncclTopoGetLocalNet`).
+struct LocalNets {
+    nets: Locals,
+    first: usize,
+    per_gpu: usize,
+}
+
+impl LocalNets {
+    /// The NET channel `channel` uses.
+    fn on(&self, channel: i32) -> usize {
+        let net = self.first + channel as usize % self.per_gpu;
+        self.nets[net % self.nets.len()]
+    }
 }
 
 /// The nodes `Topology::get_local` returns (a handful; no allocation).
@@ -127,7 +145,7 @@ impl Topology {
         let table =
             self.table[bk.idx()].get_or_insert_with(|| vec![vec![Path::dis(); nbase]; nodes]);
         table[base.index()][bi] = Path {
-            links: Vec::new(),
+            links: PathLinks::new(),
             bw: LOC_BW,
             ty: PathType::Loc,
         };
@@ -213,7 +231,7 @@ impl Topology {
                         // (asymmetric NVLinks, pcilinks) simply do not carry paths back.
                         continue;
                     };
-                    let mut links = Vec::with_capacity(path.count() + 1);
+                    let mut links = PathLinks::new();
                     links.push(rev);
                     links.extend_from_slice(&path.links);
                     table[rem.index()][bi] = Path { links, bw, ty };
@@ -266,12 +284,19 @@ impl Topology {
 
     /// `ncclTopoGetLocalNet`: the NET (index) GPU `g` uses on `channel`.
     pub fn local_net(&self, g: usize, channel: i32) -> Option<usize> {
+        self.local_nets(g).map(|l| l.on(channel))
+    }
+
+    /// What [`Self::local_net`] needs for GPU `g`, for any channel.
+    fn local_nets(&self, g: usize) -> Option<LocalNets> {
         let nets = self.get_local(NodeKind::Gpu, g, NodeKind::Net);
         if nets.is_empty() {
             return None;
         }
-        let gpus = self.get_local(NodeKind::Net, nets[0], NodeKind::Gpu);
-        let n_gpus = gpus.len().max(1);
+        let n_gpus = self
+            .get_local(NodeKind::Net, nets[0], NodeKind::Gpu)
+            .len()
+            .max(1);
         let per_gpu = match self.settings.netdevs_policy {
             NetDevsPolicy::Auto => nets.len().div_ceil(n_gpus),
             NetDevsPolicy::All => nets.len(),
@@ -279,24 +304,28 @@ impl Topology {
         }
         .max(1);
         let dev = self.system.gpu(g).dev.max(0) as usize;
-        let mut net = if self.system.version.at_least(2, 30) {
+        let mut first = if self.system.version.at_least(2, 30) {
             dev % n_gpus
         } else {
             dev
         };
         if nets.len().is_power_of_two() {
-            net = mirror_bits(net, nets.len());
+            first = mirror_bits(first, nets.len());
         }
-        net += channel as usize % per_gpu;
-        Some(nets[net % nets.len()])
+        Some(LocalNets {
+            nets,
+            first,
+            per_gpu,
+        })
     }
 
     /// `ncclTopoGetLocalGpu`: the GPU (index) that uses NET `n` first.
     pub fn local_gpu_of_net(&self, n: usize) -> Option<usize> {
         let gpus = self.get_local(NodeKind::Net, n, NodeKind::Gpu);
+        let locals: Vec<Option<LocalNets>> = gpus.iter().map(|&g| self.local_nets(g)).collect();
         for c in 0..MAXCHANNELS {
-            for &g in &gpus {
-                if self.local_net(g, c) == Some(n) {
+            for (&g, l) in gpus.iter().zip(&locals) {
+                if l.as_ref().map(|l| l.on(c as i32)) == Some(n) {
                     return Some(g);
                 }
             }

@@ -358,7 +358,7 @@ fn prepare_xml(root: &XmlElement, file: &str, opts: &BuildOptions) -> Result<Xml
     if root.name != "system" {
         return Err(TopoError::Semantic {
             at: root.location(file),
-            element: root.name.clone(),
+            element: root.name.to_string(),
             msg: "is not a topology: the top element must be <system version=\"1\">".into(),
         });
     }
@@ -535,7 +535,7 @@ impl<'f> Builder<'f> {
     fn err(&self, e: &XmlElement, msg: impl Into<String>) -> TopoError {
         TopoError::Semantic {
             at: e.location(self.file),
-            element: e.name.clone(),
+            element: e.name.to_string(),
             msg: msg.into(),
         }
     }

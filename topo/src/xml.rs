@@ -9,13 +9,73 @@ use crate::error::{Location, Result, TopoError};
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::Reader;
 
+/// An immutable, shared string: copying an element (each rank's trimmed copy of the topology,
+/// the fused XML) shares its names and values instead of allocating them again.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct XStr(std::sync::Arc<str>);
+
+impl XStr {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for XStr {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for XStr {
+    fn from(s: &str) -> Self {
+        XStr(s.into())
+    }
+}
+
+impl From<String> for XStr {
+    fn from(s: String) -> Self {
+        XStr(s.into())
+    }
+}
+
+impl PartialEq<str> for XStr {
+    fn eq(&self, other: &str) -> bool {
+        &*self.0 == other
+    }
+}
+
+impl PartialEq<&str> for XStr {
+    fn eq(&self, other: &&str) -> bool {
+        &*self.0 == *other
+    }
+}
+
+impl PartialEq<String> for XStr {
+    fn eq(&self, other: &String) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl std::fmt::Display for XStr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::fmt::Debug for XStr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
 /// One element: name, attributes in file order, children, and where it starts in the source.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct XmlElement {
     /// Tag name.
-    pub name: String,
+    pub name: XStr,
     /// Attributes in the order they were read or inserted (the order NCCL dumps them in).
-    pub attrs: Vec<(String, String)>,
+    pub attrs: Vec<(XStr, XStr)>,
     /// Child elements in document order.
     pub children: Vec<XmlElement>,
     /// Start position in the source (line 0 for elements made in memory).
@@ -28,7 +88,7 @@ impl XmlElement {
     /// A new element without attributes or children.
     pub fn new(name: &str) -> Self {
         XmlElement {
-            name: name.to_string(),
+            name: name.into(),
             ..Default::default()
         }
     }
@@ -55,17 +115,17 @@ impl XmlElement {
 
     /// Set an attribute, keeping its position if it exists, appending otherwise.
     pub fn set(&mut self, key: &str, value: impl ToString) {
-        let value = value.to_string();
+        let value: XStr = value.to_string().into();
         match self.attrs.iter_mut().find(|(k, _)| k == key) {
             Some(slot) => slot.1 = value,
-            None => self.attrs.push((key.to_string(), value)),
+            None => self.attrs.push((key.into(), value)),
         }
     }
 
     /// Set an attribute only if it is absent (NCCL's `xmlInitAttr*`).
     pub fn init(&mut self, key: &str, value: impl ToString) {
         if self.get(key).is_none() {
-            self.attrs.push((key.to_string(), value.to_string()));
+            self.attrs.push((key.into(), value.to_string().into()));
         }
     }
 
@@ -196,7 +256,7 @@ fn shorten(s: &str) -> String {
 fn element(e: &BytesStart<'_>, lines: &LineIndex, file: &str, start: usize) -> Result<XmlElement> {
     let at = lines.locate(file, start);
     let name = String::from_utf8_lossy(e.name().as_ref()).to_string();
-    let mut attrs: Vec<(String, String)> = Vec::new();
+    let mut attrs: Vec<(XStr, XStr)> = Vec::new();
     for a in e.attributes() {
         let a = a.map_err(|err| TopoError::Syntax {
             at: at.clone(),
@@ -216,10 +276,10 @@ fn element(e: &BytesStart<'_>, lines: &LineIndex, file: &str, start: usize) -> R
                 msg: format!("<{name}>: attribute {key} given twice"),
             });
         }
-        attrs.push((key, value));
+        attrs.push((key.into(), value.into()));
     }
     Ok(XmlElement {
-        name,
+        name: name.into(),
         attrs,
         children: Vec::new(),
         line: at.line,
