@@ -170,6 +170,11 @@ struct Memo {
     save_gen: u64,
     /// Answer from the memo (off only to check that it changes nothing).
     on: bool,
+    /// `futile`'s static and per-state facts: whether a pattern's amounts at some speeds are
+    /// exact, whether a state is, and the channel bound of a prospect from a state.
+    amounts: std::cell::RefCell<rustc_hash::FxHashMap<(u8, u32, u32), Option<bool>>>,
+    exact: std::cell::RefCell<rustc_hash::FxHashMap<(u128, bool), bool>>,
+    bounds: std::cell::RefCell<rustc_hash::FxHashMap<(u128, u8, u32, u32, i32), i64>>,
 }
 
 impl Memo {

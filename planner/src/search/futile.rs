@@ -113,12 +113,48 @@ impl Searcher<'_> {
         }
         let mut dyadic = true;
         for p in &distinct {
-            dyadic &= self.exact_amounts(p.pattern, p.bw_intra, p.bw_inter)?;
+            let key = (
+                p.pattern.number() as u8,
+                p.bw_intra.to_bits(),
+                p.bw_inter.to_bits(),
+            );
+            let exact = *self
+                .memo
+                .amounts
+                .borrow_mut()
+                .entry(key)
+                .or_insert_with(|| self.exact_amounts(p.pattern, p.bw_intra, p.bw_inter));
+            dyadic &= exact?;
         }
-        if !self.exact_state(dyadic) {
+        let state = self.memo.state;
+        let exact = *self
+            .memo
+            .exact
+            .borrow_mut()
+            .entry((state, dyadic))
+            .or_insert_with(|| self.exact_state(dyadic));
+        if !exact {
             return None;
         }
-        let bounds: Vec<i64> = distinct.iter().map(|p| self.channel_bound(p)).collect();
+        // Bounds depend on the state and the prospect only: remembered across attempts.
+        let bounds: Vec<i64> = distinct
+            .iter()
+            .map(|p| {
+                let key = (
+                    state,
+                    p.pattern.number() as u8,
+                    p.bw_intra.to_bits(),
+                    p.bw_inter.to_bits(),
+                    p.max_channels,
+                );
+                *self
+                    .memo
+                    .bounds
+                    .borrow_mut()
+                    .entry(key)
+                    .or_insert_with(|| self.channel_bound(p))
+            })
+            .collect();
         let bound = |p: &Prospect| {
             let i = distinct.iter().position(|q| same_bound(p, q));
             bounds[i.expect("every prospect has a distinct representative")]
