@@ -172,10 +172,13 @@ struct Memo {
     on: bool,
     /// `futile`'s static and per-state facts: whether a pattern's amounts at some speeds are
     /// exact, whether a state is, and the channel bound of a prospect from a state.
-    amounts: std::cell::RefCell<rustc_hash::FxHashMap<(u8, u32, u32), Option<bool>>>,
-    exact: std::cell::RefCell<rustc_hash::FxHashMap<(u128, bool), bool>>,
-    bounds: std::cell::RefCell<rustc_hash::FxHashMap<(u128, u8, u32, u32, i32), i64>>,
+    amounts: RememberedBy<(u8, u32, u32), Option<bool>>,
+    exact: RememberedBy<(u128, bool), bool>,
+    bounds: RememberedBy<(u128, u8, u32, u32, i32), i64>,
 }
+
+/// Answers remembered by key, filled in from `&self` methods.
+type RememberedBy<K, V> = std::cell::RefCell<rustc_hash::FxHashMap<K, V>>;
 
 impl Memo {
     /// Account for an entry of weight `w` changing from `old` to `new` in the state hash.
