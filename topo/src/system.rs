@@ -440,7 +440,9 @@ fn fuse(dst: &mut XmlElement, src: &XmlElement) {
         let same = |n: &XmlElement| {
             n.name == c.name
                 && n.attrs.len() == c.attrs.len()
-                && c.attrs.iter().all(|(k, v)| n.get(k) == Some(v.as_str()))
+                && c.attrs
+                    .iter()
+                    .all(|(k, v)| n.attrs.iter().any(|(nk, nv)| nk == k && nv == v))
         };
         match dst.children.iter_mut().find(|n| same(n)) {
             Some(d) => fuse(d, c),

@@ -86,10 +86,14 @@ impl Exhausted {
     }
 }
 
+/// [`Prospect::cross_nic`] standing for attempts with every crossNic value.
+pub(super) const ANY_CROSS_NIC: i32 = -1;
+
 /// The parameters of an attempt that bound what it can find.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Prospect {
     pub(super) pattern: Pattern,
+    /// Or [`ANY_CROSS_NIC`]: a tie then counts as a possible improvement.
     pub(super) cross_nic: i32,
     pub(super) bw_intra: f32,
     pub(super) bw_inter: f32,
@@ -429,7 +433,9 @@ impl Searcher<'_> {
             return false;
         }
         // A tie at `k` channels is broken by fewer hops, with the same pattern and crossNic.
-        if p.pattern != save.pattern || p.cross_nic != save.cross_nic {
+        if p.pattern != save.pattern
+            || (p.cross_nic != ANY_CROSS_NIC && p.cross_nic != save.cross_nic)
+        {
             return true;
         }
         p.pattern == Pattern::Ring && k as i64 * self.statics.min_ring_hops >= save.n_hops as i64

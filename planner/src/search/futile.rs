@@ -31,7 +31,7 @@
 //! out (their graphs compare differently). The NCCL step count ([`Searcher::steps`]) no longer
 //! includes the steps of the attempts skipped this way.
 
-use super::dominance::Prospect;
+use super::dominance::{Prospect, ANY_CROSS_NIC};
 use super::Searcher;
 use crate::graph::{Pattern, TopoGraph};
 
@@ -78,15 +78,13 @@ impl Searcher<'_> {
                     break;
                 }
                 for &pattern in &patterns {
-                    for cross_nic in 0..=2 {
-                        out.push(Prospect {
-                            pattern,
-                            cross_nic,
-                            bw_intra: s,
-                            bw_inter: s,
-                            ..Prospect::of(tmp)
-                        });
-                    }
+                    out.push(Prospect {
+                        pattern,
+                        cross_nic: ANY_CROSS_NIC,
+                        bw_intra: s,
+                        bw_inter: s,
+                        ..Prospect::of(tmp)
+                    });
                 }
             }
         } else {
