@@ -172,13 +172,13 @@ struct Memo {
     on: bool,
     /// `futile`'s static and per-state facts: whether a pattern's amounts at some speeds are
     /// exact, whether a state is, and the channel bound of a prospect from a state.
-    amounts: RememberedBy<(u8, u32, u32), Option<bool>>,
-    exact: RememberedBy<(u128, bool), bool>,
-    bounds: RememberedBy<(u128, u8, u32, u32, i32), i64>,
+    amounts: rustc_hash::FxHashMap<(u8, u32, u32), Option<bool>>,
+    exact: rustc_hash::FxHashMap<(u128, bool), bool>,
+    bounds: rustc_hash::FxHashMap<BoundKey, i64>,
 }
 
-/// Answers remembered by key, filled in from `&self` methods.
-type RememberedBy<K, V> = std::cell::RefCell<rustc_hash::FxHashMap<K, V>>;
+/// A channel bound's key: the state hash, the pattern, both speeds (bits) and maxChannels.
+type BoundKey = (u128, u8, u32, u32, i32);
 
 impl Memo {
     /// Account for an entry of weight `w` changing from `old` to `new` in the state hash.
@@ -374,9 +374,7 @@ impl<'a> Searcher<'a> {
             statics: dominance::Statics::default(),
             net_locals: (0..nets_len)
                 .map(|n| {
-                    topo.get_local(NodeKind::Net, n, NodeKind::Gpu)
-                        .to_vec()
-                        .into()
+                    std::rc::Rc::from(topo.get_local(NodeKind::Net, n, NodeKind::Gpu).as_slice())
                 })
                 .collect(),
             outlook: None,
@@ -1679,7 +1677,6 @@ impl<'a> Searcher<'a> {
                 };
                 tmp.n_channels = 0;
                 global_timeout -= time as i64;
-                self.abandoned = false;
                 self.attempt(&mut tmp, graph, &mut time);
                 abandoned = std::mem::take(&mut self.abandoned);
                 done = abandoned

@@ -325,7 +325,7 @@ impl Topology {
         let locals: Vec<Option<LocalNets>> = gpus.iter().map(|&g| self.local_nets(g)).collect();
         for c in 0..MAXCHANNELS {
             for (&g, l) in gpus.iter().zip(&locals) {
-                if l.as_ref().map(|l| l.on(c as i32)) == Some(n) {
+                if l.as_ref().map(|l| l.on(c)) == Some(n) {
                     return Some(g);
                 }
             }
@@ -575,17 +575,15 @@ impl Topology {
                                 PathType::Pxb
                             };
                             let peer_net = self.gpu_net(peer, n);
-                            let (peer_ty, peer_bw) = (peer_net.ty, peer_net.bw);
                             let mine = self.gpu_net(g, n);
-                            let (mine_ty, mine_bw) = (mine.ty, mine.bw);
                             let sys = &self.system;
                             let same_sys = sys.node(sys.nodes(NodeKind::Gpu)[peer]).system_id()
                                 == sys.node(sys.nodes(NodeKind::Gpu)[g]).system_id();
-                            if peer_ty <= pxn_ty
+                            if peer_net.ty <= pxn_ty
                                 && gdr != GdrMode::Disabled
                                 && self.gpu_gpu(peer, g).ty <= PathType::Nvl
                                 && same_sys
-                                && (peer_bw > mine_bw || mine_ty > PathType::Pxn)
+                                && (peer_net.bw > mine.bw || mine.ty > PathType::Pxn)
                             {
                                 self.add_inter_step(
                                     NodeKind::Gpu,

@@ -50,7 +50,7 @@ impl Searcher<'_> {
     /// Every attempt the loop can still make from here (`tmp` is the next one), bounded from
     /// the current state; `None` where the bounds do not apply.
     pub(super) fn outlook(
-        &self,
+        &mut self,
         tmp: &TopoGraph,
         graph: &TopoGraph,
         at: &LoopState,
@@ -67,8 +67,14 @@ impl Searcher<'_> {
         let mut out = vec![Prospect::of(tmp)];
         let (speeds, si) = (at.speeds, at.speed_index);
         if at.pass == 1 {
-            let mut patterns = vec![tmp.pattern, graph.pattern];
-            if at.cc_min >= 90 && graph.pattern == Pattern::BalancedTree {
+            let mut patterns = vec![tmp.pattern];
+            if graph.pattern != tmp.pattern {
+                patterns.push(graph.pattern);
+            }
+            if at.cc_min >= 90
+                && graph.pattern == Pattern::BalancedTree
+                && !patterns.contains(&Pattern::Tree)
+            {
                 patterns.push(Pattern::Tree);
             }
             // Lower speeds are tried while they stay above 0.49 of the saved graph's.
@@ -102,74 +108,61 @@ impl Searcher<'_> {
                 });
             }
         }
-        // The bound does not depend on crossNic: one per pattern and speeds.
-        let mut distinct: Vec<Prospect> = Vec::new();
-        for p in &out {
-            if !distinct.iter().any(|q| same_bound(p, q)) {
-                distinct.push(*p);
-            }
-        }
+        // Exactness of the amounts is static, that of a state and the bounds from it depend
+        // on the state only: all remembered across attempts.
         let mut dyadic = true;
-        for p in &distinct {
+        for p in &out {
             let key = (
                 p.pattern.number() as u8,
                 p.bw_intra.to_bits(),
                 p.bw_inter.to_bits(),
             );
-            let exact = *self
-                .memo
-                .amounts
-                .borrow_mut()
-                .entry(key)
-                .or_insert_with(|| self.exact_amounts(p.pattern, p.bw_intra, p.bw_inter));
+            let exact = match self.memo.amounts.get(&key) {
+                Some(&e) => e,
+                None => {
+                    let e = self.exact_amounts(p.pattern, p.bw_intra, p.bw_inter);
+                    self.memo.amounts.insert(key, e);
+                    e
+                }
+            };
             dyadic &= exact?;
         }
         let state = self.memo.state;
-        let exact = *self
-            .memo
-            .exact
-            .borrow_mut()
-            .entry((state, dyadic))
-            .or_insert_with(|| self.exact_state(dyadic));
+        let exact = match self.memo.exact.get(&(state, dyadic)) {
+            Some(&e) => e,
+            None => {
+                let e = self.exact_state(dyadic);
+                self.memo.exact.insert((state, dyadic), e);
+                e
+            }
+        };
         if !exact {
             return None;
         }
-        // Bounds depend on the state and the prospect only: remembered across attempts.
-        let bounds: Vec<i64> = distinct
-            .iter()
-            .map(|p| {
-                let key = (
-                    state,
-                    p.pattern.number() as u8,
-                    p.bw_intra.to_bits(),
-                    p.bw_inter.to_bits(),
-                    p.max_channels,
-                );
-                *self
-                    .memo
-                    .bounds
-                    .borrow_mut()
-                    .entry(key)
-                    .or_insert_with(|| self.channel_bound(p))
-            })
-            .collect();
-        let bound = |p: &Prospect| {
-            let i = distinct.iter().position(|q| same_bound(p, q));
-            bounds[i.expect("every prospect has a distinct representative")]
-        };
-        Some(out.iter().map(|p| (*p, bound(p))).collect())
+        let mut bounded = Vec::with_capacity(out.len());
+        for p in out {
+            let key = (
+                state,
+                p.pattern.number() as u8,
+                p.bw_intra.to_bits(),
+                p.bw_inter.to_bits(),
+                p.max_channels,
+            );
+            let k = match self.memo.bounds.get(&key) {
+                Some(&k) => k,
+                None => {
+                    let k = self.channel_bound(&p);
+                    self.memo.bounds.insert(key, k);
+                    k
+                }
+            };
+            bounded.push((p, k));
+        }
+        Some(bounded)
     }
 
     /// Whether no attempt of `outlook` can build a graph better than `save`.
     pub(super) fn hopeless(&self, outlook: &Outlook, save: &TopoGraph) -> bool {
         outlook.iter().all(|(p, k)| self.bound_loses(p, *k, save))
     }
-}
-
-/// Whether two prospects have the same channel bound (it does not read crossNic or the minimum).
-fn same_bound(a: &Prospect, b: &Prospect) -> bool {
-    a.pattern == b.pattern
-        && a.bw_intra.to_bits() == b.bw_intra.to_bits()
-        && a.bw_inter.to_bits() == b.bw_inter.to_bits()
-        && a.max_channels == b.max_channels
 }
