@@ -14,7 +14,7 @@ use crate::search::Searcher;
 use crate::settings::PlannerSettings;
 use std::collections::HashMap;
 use std::sync::Arc;
-use topo::{BuildOptions, Cluster, NodeKind, PathType, System, TopoError, Topology};
+use topo::{BuildOptions, Cluster, HostXml, NodeKind, PathType, System, TopoError, Topology};
 
 const MAXCHANNELS: usize = 64;
 
@@ -49,6 +49,8 @@ type SearchKey = (usize, Vec<i32>, bool);
 #[derive(Default)]
 pub struct SearchCache {
     map: HashMap<SearchKey, Arc<HostSearch>>,
+    /// Each host XML (by address) checked and NIC-fused.
+    host_xml: HashMap<usize, Arc<HostXml>>,
     /// The NCCL_GRAPH_FILE, once read.
     graph_file: Option<Option<Arc<topo::XmlElement>>>,
 }
@@ -247,16 +249,17 @@ fn search_key(cluster: &Cluster, host: usize, devs: &[i32], inter: bool) -> Sear
     )
 }
 
-/// Build the topology of `host` for the ranks on `devs` and search its graphs.
-fn build_host(
+/// Build the topology of host `h` for the ranks on `devs` (the paths do not depend on whether
+/// the communicator spans hosts; `inter` is set on the result).
+fn build_topology(
     cluster: &Cluster,
+    host_xml: &HostXml,
     h: usize,
     devs: &[i32],
     inter: bool,
     name: &str,
     settings: &PlannerSettings,
-    graph_file: Option<&topo::XmlElement>,
-) -> topo::Result<HostSearch> {
+) -> topo::Result<Topology> {
     let node = &cluster.nodes[h];
     let opts = BuildOptions {
         version: settings.topo.version,
@@ -265,7 +268,7 @@ fn build_host(
         inter,
         fusion: settings.topo.nic_fusion.clone(),
     };
-    let sys = System::from_xml(&node.xml, &node.source, &opts)?;
+    let sys = System::from_host_xml(host_xml, &node.source, &opts)?;
     if sys.count(NodeKind::Gpu) != devs.len() {
         return Err(TopoError::Model(format!(
             "communicator {name}: host {h} ({}) has no GPU with dev {:?}",
@@ -275,9 +278,17 @@ fn build_host(
                 .unwrap_or(&-1)
         )));
     }
-    let topo = Arc::new(Topology::new(sys, &settings.topo));
+    Ok(Topology::new(sys, &settings.topo))
+}
+
+/// Search a host's graphs on `topo` (CollNet only when a NET of the host supports it).
+fn search_topology(
+    topo: Arc<Topology>,
+    settings: &PlannerSettings,
+    graph_file: Option<&topo::XmlElement>,
+) -> topo::Result<HostSearch> {
     let collnet = settings.collnet_enable
-        && inter
+        && topo.system.inter
         && (0..topo.system.count(NodeKind::Net)).any(|n| {
             topo.system
                 .node(topo.system.nodes(NodeKind::Net)[n])
@@ -294,9 +305,33 @@ fn build_host(
 }
 
 impl SearchCache {
+    /// The checked, NIC-fused XML of host `h` (made once per distinct XML).
+    fn host_xml(
+        &mut self,
+        cluster: &Cluster,
+        h: usize,
+        settings: &PlannerSettings,
+    ) -> topo::Result<Arc<HostXml>> {
+        let node = &cluster.nodes[h];
+        let key = Arc::as_ptr(&node.xml) as usize;
+        if let Some(x) = self.host_xml.get(&key) {
+            return Ok(x.clone());
+        }
+        let x = Arc::new(HostXml::prepare(
+            &node.xml,
+            &node.source,
+            &settings.topo.nic_fusion,
+            settings.topo.version,
+        )?);
+        self.host_xml.insert(key, x.clone());
+        Ok(x)
+    }
+
     /// Run, in parallel, every host search the communicators `comms` (member lists) will need
-    /// and the cache does not hold yet. Searches that fail are left out: planning the
-    /// communicator then repeats them and reports the error in order.
+    /// and the cache does not hold yet. Searches on the same host GPUs share one topology (a
+    /// communicator inside a host and one spanning hosts differ only in `inter`). Searches that
+    /// fail are left out: planning the communicator then repeats them and reports the error in
+    /// order.
     pub fn prefetch(
         &mut self,
         cluster: &Cluster,
@@ -307,7 +342,14 @@ impl SearchCache {
         let Ok(graph_file) = self.graph_file(settings) else {
             return;
         };
-        let mut todo: Vec<(SearchKey, usize, Vec<i32>, bool)> = Vec::new();
+        // One group per (host XML, devs): the host to build it on and the `inter` values wanted.
+        struct Group {
+            host_xml: Arc<HostXml>,
+            h: usize,
+            devs: Vec<i32>,
+            inters: Vec<bool>,
+        }
+        let mut groups: Vec<Group> = Vec::new();
         for members in comms {
             if members.iter().any(|m| m.host >= cluster.nodes.len()) {
                 continue;
@@ -317,25 +359,55 @@ impl SearchCache {
             for &h in &hosts {
                 let devs: Vec<i32> = ranks[&h].iter().map(|&r| members[r].dev).collect();
                 let key = search_key(cluster, h, &devs, inter);
-                if !self.map.contains_key(&key) && !todo.iter().any(|t| t.0 == key) {
-                    todo.push((key, h, devs, inter));
+                if self.map.contains_key(&key) {
+                    continue;
+                }
+                let Ok(host_xml) = self.host_xml(cluster, h, settings) else {
+                    continue;
+                };
+                match groups
+                    .iter_mut()
+                    .find(|g| Arc::ptr_eq(&g.host_xml, &host_xml) && g.devs == devs)
+                {
+                    Some(g) if !g.inters.contains(&inter) => g.inters.push(inter),
+                    Some(_) => {}
+                    None => groups.push(Group {
+                        host_xml,
+                        h,
+                        devs,
+                        inters: vec![inter],
+                    }),
                 }
             }
         }
-        let done: Vec<(SearchKey, HostSearch)> = todo
+        // Largest first, so that the two cores finish together.
+        groups.sort_by_key(|g| std::cmp::Reverse(g.devs.len() * g.inters.len()));
+        let done: Vec<(SearchKey, HostSearch)> = groups
             .into_par_iter()
-            .filter_map(|(key, h, devs, inter)| {
-                build_host(
+            .flat_map_iter(|g| {
+                let built = build_topology(
                     cluster,
-                    h,
-                    &devs,
-                    inter,
+                    &g.host_xml,
+                    g.h,
+                    &g.devs,
+                    g.inters[0],
                     "",
                     settings,
-                    graph_file.as_deref(),
-                )
-                .ok()
-                .map(|hs| (key, hs))
+                );
+                let mut out = Vec::new();
+                if let Ok(topo) = built {
+                    let others: Vec<Topology> =
+                        g.inters[1..].iter().map(|&i| topo.with_inter(i)).collect();
+                    let all = std::iter::once(topo).chain(others);
+                    for (&inter, t) in g.inters.iter().zip(all) {
+                        if let Ok(hs) =
+                            search_topology(Arc::new(t), settings, graph_file.as_deref())
+                        {
+                            out.push((search_key(cluster, g.h, &g.devs, inter), hs));
+                        }
+                    }
+                }
+                out
             })
             .collect();
         for (key, hs) in done {
@@ -402,12 +474,10 @@ pub fn plan_comm_cached(
         let hs = match cache.map.get(&key) {
             Some(x) => x.clone(),
             None => {
-                let hs = Arc::new(build_host(
-                    cluster,
-                    h,
-                    &devs,
-                    inter,
-                    name,
+                let host_xml = cache.host_xml(cluster, h, settings)?;
+                let topo = build_topology(cluster, &host_xml, h, &devs, inter, name, settings)?;
+                let hs = Arc::new(search_topology(
+                    Arc::new(topo),
                     settings,
                     graph_file.as_deref(),
                 )?);

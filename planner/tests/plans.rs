@@ -139,6 +139,25 @@ fn tp8_dp2_job() {
         assert!(g.type_inter <= PathType::Pxb);
         assert_ne!(g.type_inter, PathType::Dis);
     }
+    // The job shares work between communicators (one topology for the world's and the TP
+    // group's GPUs of a host, one checked XML per host, searches run ahead in parallel); every
+    // communicator must come out exactly as when it is planned on its own.
+    let alone = |name: &str, m: &[planner::Member], parent: Option<&CommPlan>| {
+        serde_json::to_string(&planner::plan_comm(&c, m, name, &s, parent).unwrap()).unwrap()
+    };
+    assert_eq!(
+        serde_json::to_string(&job.world).unwrap(),
+        alone("world", &members, None)
+    );
+    for split in &job.splits {
+        let m: Vec<planner::Member> = split.ranks.iter().map(|r| members[r.world_rank]).collect();
+        assert_eq!(
+            serde_json::to_string(split).unwrap(),
+            alone(&split.name, &m, Some(&job.world)),
+            "{}",
+            split.name
+        );
+    }
 }
 
 #[test]

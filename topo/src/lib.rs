@@ -29,7 +29,7 @@ pub use error::{Result, TopoError};
 pub use path::{LinkType, PathType};
 pub use paths::{GdrMode, Path, Topology};
 pub use settings::TopoSettings;
-pub use system::{BuildOptions, NodeKind, System};
+pub use system::{BuildOptions, HostXml, NodeKind, System};
 pub use version::NcclVersion;
 pub use xml::{XStr, XmlElement};
 

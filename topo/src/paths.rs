@@ -108,6 +108,16 @@ impl Topology {
         t
     }
 
+    /// This topology as a communicator that does (`inter`) or does not span hosts sees it: the
+    /// paths are the same, only `system->inter` and what `ncclTopoSearchInit` derives from it
+    /// change.
+    pub fn with_inter(&self, inter: bool) -> Topology {
+        let mut t = self.clone();
+        t.system.inter = inter;
+        t.search_init();
+        t
+    }
+
     /// The path from `node` to the `i`-th node of kind `base`.
     pub fn path(&self, node: NodeIndex, base: NodeKind, i: usize) -> &Path {
         &self.table[base.idx()]

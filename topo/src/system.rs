@@ -13,6 +13,7 @@ use crate::profiles;
 use crate::version::NcclVersion;
 use crate::xml::XmlElement;
 use petgraph::graph::{DiGraph, EdgeIndex, NodeIndex};
+use std::sync::Arc;
 
 /// Node types, in NCCL's numbering order (`topoNodeTypeStr`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -256,7 +257,21 @@ pub struct BuildOptions {
 impl System {
     /// Build the system from a topology XML tree the way NCCL does at init.
     pub fn from_xml(root: &XmlElement, file: &str, opts: &BuildOptions) -> Result<System> {
-        let xml = prepare_xml(root, file, opts)?;
+        let (fused, devs) = check_and_fuse(root, file, &opts.fusion, opts.version)?;
+        let xml = claim_and_trim(fused.as_ref().unwrap_or(root), &devs, file, opts)?;
+        let mut b = Builder::new(file, opts.version);
+        b.build(&xml)?;
+        Ok(b.finish(opts.inter))
+    }
+
+    /// [`Self::from_xml`] on a host XML already checked and NIC-fused for `opts.version` and
+    /// `opts.fusion` (made once, used by every communicator on that host).
+    pub fn from_host_xml(host: &HostXml, file: &str, opts: &BuildOptions) -> Result<System> {
+        if host.version != opts.version || host.fusion != opts.fusion {
+            let again = HostXml::prepare(&host.root, file, &opts.fusion, opts.version)?;
+            return Self::from_host_xml(&again, file, opts);
+        }
+        let xml = claim_and_trim(&host.root, &host.devs, file, opts)?;
         let mut b = Builder::new(file, opts.version);
         b.build(&xml)?;
         Ok(b.finish(opts.inter))
@@ -351,10 +366,48 @@ fn topo_id(system_id: u64, local: u64) -> u64 {
     (system_id << 56) + (local & LOCAL_MASK)
 }
 
-/// Apply NCCL's NIC fusion ([`crate::fusion`]) and claim-and-trim step to a copy of the XML: GPUs not
-/// claimed by a rank are dropped together with PCI/CPU/NIC/NET subtrees that hold nothing kept
-/// (`ncclTopoTrimXml`); claimed GPUs get their rank.
-fn prepare_xml(root: &XmlElement, file: &str, opts: &BuildOptions) -> Result<XmlElement> {
+/// A host's topology XML as every local rank has it before claiming its GPU: checked, with NCCL's
+/// NIC fusion ([`crate::fusion`]) applied, and the devs of its GPUs that have a rank. Every rank of
+/// a host fuses the same file the same way, so this is made once per host and kept.
+#[derive(Debug, Clone)]
+pub struct HostXml {
+    root: Arc<XmlElement>,
+    devs: Vec<i32>,
+    version: NcclVersion,
+    fusion: crate::settings::NicFusion,
+}
+
+impl HostXml {
+    /// Check `root` and fuse its NIC ports as NCCL `version` does under `fusion`.
+    pub fn prepare(
+        root: &Arc<XmlElement>,
+        file: &str,
+        fusion: &crate::settings::NicFusion,
+        version: NcclVersion,
+    ) -> Result<HostXml> {
+        let (fused, devs) = check_and_fuse(root, file, fusion, version)?;
+        Ok(HostXml {
+            root: fused.map(Arc::new).unwrap_or_else(|| root.clone()),
+            devs,
+            version,
+            fusion: fusion.clone(),
+        })
+    }
+
+    /// The devs of the GPUs that have a rank, in increasing order.
+    pub fn devs(&self) -> &[i32] {
+        &self.devs
+    }
+}
+
+/// Check that `root` is a topology, fuse its NIC ports (`None` when nothing is fused) and list
+/// the devs of its GPUs that have a rank, in increasing order.
+fn check_and_fuse(
+    root: &XmlElement,
+    file: &str,
+    fusion: &crate::settings::NicFusion,
+    version: NcclVersion,
+) -> Result<(Option<XmlElement>, Vec<i32>)> {
     if root.name != "system" {
         return Err(TopoError::Semantic {
             at: root.location(file),
@@ -382,14 +435,10 @@ fn prepare_xml(root: &XmlElement, file: &str, opts: &BuildOptions) -> Result<Xml
         }
     }
     // NIC fusion comes before the trim; every local rank fuses the same file the same way.
-    let fused = crate::fusion::fuse_nics(root, file, &opts.fusion, opts.version)?;
-    let root = match &fused {
-        Some((x, _)) => x,
-        None => root,
-    };
-    // Which GPU devs are claimed, and with which rank.
+    let fused = crate::fusion::fuse_nics(root, file, fusion, version)?.map(|(x, _)| x);
+    // Which GPU devs can be claimed.
     let mut devs: Vec<i32> = Vec::new();
-    root.walk(&mut |e, _| {
+    fused.as_ref().unwrap_or(root).walk(&mut |e, _| {
         if e.name == "gpu" && e.get("rank").is_some() {
             if let Some(d) = e.get("dev").and_then(crate::settings::parse_c_int) {
                 devs.push(d as i32);
@@ -397,6 +446,18 @@ fn prepare_xml(root: &XmlElement, file: &str, opts: &BuildOptions) -> Result<Xml
         }
     });
     devs.sort_unstable();
+    Ok((fused, devs))
+}
+
+/// NCCL's claim-and-trim step on a prepared host XML: GPUs not claimed by a rank are dropped
+/// together with PCI/CPU/NIC/NET subtrees that hold nothing kept (`ncclTopoTrimXml`); claimed GPUs
+/// get their rank.
+fn claim_and_trim(
+    root: &XmlElement,
+    devs: &[i32],
+    file: &str,
+    opts: &BuildOptions,
+) -> Result<XmlElement> {
     let order: Vec<i32> = match &opts.gpus {
         Some(list) => {
             for d in list {
@@ -413,7 +474,7 @@ fn prepare_xml(root: &XmlElement, file: &str, opts: &BuildOptions) -> Result<Xml
             }
             list.clone()
         }
-        None => devs,
+        None => devs.to_vec(),
     };
     if !opts.version.at_least(2, 23) || order.len() <= 1 {
         // Up to 2.22 every rank fills the topology of all its node's GPUs from one XML.
