@@ -66,6 +66,21 @@ impl LocalNets {
 /// The nodes `Topology::get_local` returns (a handful; no allocation).
 pub type Locals = smallvec::SmallVec<[usize; 8]>;
 
+/// Paths towards each base kind: `kinds[base kind] = (count of base nodes, paths)`, with the
+/// path from node `n` to the `i`-th base node at `n * count + i`.
+#[derive(Debug, Clone, Default)]
+struct PathTable {
+    kinds: [Option<(usize, Vec<Path>)>; 7],
+}
+
+impl PathTable {
+    /// Paths from `node` to every node of kind `base`.
+    fn from(&self, node: NodeIndex, base: NodeKind) -> Option<&[Path]> {
+        let (nb, v) = self.kinds[base.idx()].as_ref()?;
+        Some(&v[node.index() * nb..(node.index() + 1) * nb])
+    }
+}
+
 /// A system with its paths computed.
 #[derive(Debug, Clone)]
 pub struct Topology {
@@ -73,8 +88,8 @@ pub struct Topology {
     pub system: System,
     /// The settings the paths were computed under.
     pub settings: TopoSettings,
-    /// `paths[base kind][node index][base i]`.
-    table: Vec<Option<Vec<Vec<Path>>>>,
+    /// The paths, shared by the variants [`Self::with_inter`] makes.
+    table: std::sync::Arc<PathTable>,
     /// `system->maxBw`.
     pub max_bw: f32,
     /// `system->totalBw`.
@@ -98,7 +113,7 @@ impl Topology {
         let mut t = Topology {
             system,
             settings: settings.clone(),
-            table: vec![None; 7],
+            table: Default::default(),
             max_bw: 0.0,
             total_bw: 0.0,
             net_local_gpu: Vec::new(),
@@ -120,18 +135,20 @@ impl Topology {
 
     /// The path from `node` to the `i`-th node of kind `base`.
     pub fn path(&self, node: NodeIndex, base: NodeKind, i: usize) -> &Path {
-        &self.table[base.idx()]
-            .as_ref()
-            .expect("paths are computed for CPU, DEV, GPU, NET and NVS")[node.index()][i]
+        &self
+            .table
+            .from(node, base)
+            .expect("paths are computed for CPU, DEV, GPU, NET and NVS")[i]
     }
     fn path_mut(&mut self, node: NodeIndex, base: NodeKind, i: usize) -> &mut Path {
-        &mut self.table[base.idx()]
+        let (nb, v) = std::sync::Arc::make_mut(&mut self.table).kinds[base.idx()]
             .as_mut()
-            .expect("paths are computed for CPU, DEV, GPU, NET and NVS")[node.index()][i]
+            .expect("paths are computed for CPU, DEV, GPU, NET and NVS");
+        &mut v[node.index() * *nb + i]
     }
     /// Whether paths towards a kind were computed.
     pub fn has_paths_to(&self, base: NodeKind) -> bool {
-        self.table[base.idx()].is_some()
+        self.table.kinds[base.idx()].is_some()
     }
     /// GPU `g` to GPU `p` (indices in NCCL GPU order).
     pub fn gpu_gpu(&self, g: usize, p: usize) -> &Path {
@@ -152,9 +169,10 @@ impl Topology {
         let bi = sys.index_of(base);
         let nodes = sys.graph.node_count();
         let nbase = sys.count(bk);
-        let table =
-            self.table[bk.idx()].get_or_insert_with(|| vec![vec![Path::dis(); nbase]; nodes]);
-        table[base.index()][bi] = Path {
+        let (_, table) = std::sync::Arc::make_mut(&mut self.table).kinds[bk.idx()]
+            .get_or_insert_with(|| (nbase, (0..nodes * nbase).map(|_| Path::dis()).collect()));
+        let at = |n: NodeIndex| n.index() * nbase + bi;
+        table[at(base)] = Path {
             links: PathLinks::new(),
             bw: LOC_BW,
             ty: PathType::Loc,
@@ -168,13 +186,14 @@ impl Topology {
         while !list.is_empty() {
             let mut next: Vec<NodeIndex> = Vec::new();
             for &node in &list {
-                let path = table[node.index()][bi].clone();
+                let path = &table[at(node)];
+                let (p_bw, p_ty, p_count) = (path.bw, path.ty, path.count());
                 let nk = sys.node(node).kind;
                 for &e in &sys.adj[node.index()] {
                     let link = sys.graph[e];
                     let (_, rem) = sys.graph.edge_endpoints(e).expect("edge of this graph");
                     let rk = sys.node(rem).kind;
-                    let bw = path.bw.min(link.bw);
+                    let bw = p_bw.min(link.bw);
                     if v2_30 {
                         if node != base_dev
                             && nk == NodeKind::Dev
@@ -182,7 +201,7 @@ impl Topology {
                             && (nvb_disable
                                 || link.ty != LinkType::Nvl
                                 || rk != NodeKind::Dev
-                                || path.count() > path_max)
+                                || p_count > path_max)
                         {
                             continue;
                         }
@@ -191,7 +210,7 @@ impl Topology {
                         && (nvb_disable
                             || link.ty != LinkType::Nvl
                             || rk != NodeKind::Gpu
-                            || path.count() > 1)
+                            || p_count > 1)
                     {
                         continue;
                     }
@@ -202,31 +221,31 @@ impl Topology {
                     if link.ty == LinkType::Pci && (nk == NodeKind::Cpu || rk == NodeKind::Cpu) {
                         ty = PathType::Phb;
                     }
-                    let rem_path = &table[rem.index()][bi];
+                    let rem_path = &table[at(rem)];
                     let update = if v2_30 {
                         if nk == NodeKind::Dev
-                            && path.ty == PathType::Nvl
+                            && p_ty == PathType::Nvl
                             && ty == PathType::Nvl
-                            && path.count() == path_max
+                            && p_count == path_max
                         {
                             ty = PathType::Nvb;
                         }
-                        ty = ty.max(path.ty);
+                        ty = ty.max(p_ty);
                         ty < rem_path.ty
                             || (ty == rem_path.ty && rem_path.bw < bw)
                             || (ty == rem_path.ty
                                 && rem_path.bw == bw
-                                && rem_path.count() > path.count() + 1)
+                                && rem_path.count() > p_count + 1)
                     } else {
                         if nk == NodeKind::Gpu
-                            && path.ty == PathType::Nvl
+                            && p_ty == PathType::Nvl
                             && ty == PathType::Nvl
-                            && path.count() + 1 > 1
+                            && p_count + 1 > 1
                         {
                             ty = PathType::Nvb;
                         }
-                        ty = ty.max(path.ty);
-                        (rem_path.bw == 0.0 || rem_path.count() > path.count()) && rem_path.bw < bw
+                        ty = ty.max(p_ty);
+                        (rem_path.bw == 0.0 || rem_path.count() > p_count) && rem_path.bw < bw
                     };
                     if !update {
                         continue;
@@ -243,8 +262,8 @@ impl Topology {
                     };
                     let mut links = PathLinks::new();
                     links.push(rev);
-                    links.extend_from_slice(&path.links);
-                    table[rem.index()][bi] = Path { links, bw, ty };
+                    links.extend_from_slice(&table[at(node)].links);
+                    table[at(rem)] = Path { links, bw, ty };
                     if !next.contains(&rem) {
                         next.push(rem);
                     }
@@ -257,11 +276,10 @@ impl Topology {
     /// `ncclTopoGetLocal`: the nodes of `result` with the best path from the `i`-th node of `kind`
     /// (highest bandwidth, then lowest type).
     pub fn get_local(&self, kind: NodeKind, i: usize, result: NodeKind) -> Locals {
-        let Some(tab) = &self.table[result.idx()] else {
+        let node = self.system.nodes(kind)[i];
+        let Some(paths) = self.table.from(node, result) else {
             return Locals::new();
         };
-        let node = self.system.nodes(kind)[i];
-        let paths = &tab[node.index()];
         let mut min_ty = PathType::Dis;
         let mut max_bw = 0.0f32;
         let mut out = Locals::new();
@@ -534,7 +552,8 @@ impl Topology {
         for k in BASES {
             let n = self.system.graph.node_count();
             let nb = self.system.count(k);
-            self.table[k.idx()] = Some(vec![vec![Path::dis(); nb]; n]);
+            std::sync::Arc::make_mut(&mut self.table).kinds[k.idx()] =
+                Some((nb, (0..n * nb).map(|_| Path::dis()).collect()));
             for b in self.system.nodes(k).to_vec() {
                 self.bfs(b);
             }
@@ -644,8 +663,8 @@ impl Topology {
         let target = if inter { NodeKind::Net } else { peer_kind };
         let (mut max_bw, mut total_bw) = (0.0f32, 0.0f32);
         for d in devs {
-            if let Some(tab) = &self.table[target.idx()] {
-                for p in &tab[d.index()] {
+            if let Some(tab) = self.table.from(d, target) {
+                for p in tab {
                     if p.count() == 0 {
                         continue;
                     }
