@@ -9,7 +9,7 @@
 
 use crate::graph::{graph_id, Pattern, TopoGraph};
 use crate::graph_xml;
-use crate::plan::{ChannelRank, CommGraphs, CommPlan, NodeSearch, RankInfo};
+use crate::plan::{ChannelRank, CommGraphs, CommPlan, NodeSearch, RankInfo, TreeLine};
 use crate::search::Searcher;
 use crate::settings::PlannerSettings;
 use std::collections::HashMap;
@@ -444,25 +444,7 @@ pub fn plan_comm_cached(
     parent: Option<&CommPlan>,
     cache: &mut SearchCache,
 ) -> topo::Result<CommPlan> {
-    let nranks = members.len();
-    if nranks == 0 {
-        return Err(TopoError::Model(format!("communicator {name}: no ranks")));
-    }
-    for (r, m) in members.iter().enumerate() {
-        if m.host >= cluster.nodes.len() {
-            return Err(TopoError::Model(format!(
-                "communicator {name}: rank {r} is on host {} but the cluster has {} host(s)",
-                m.host,
-                cluster.nodes.len()
-            )));
-        }
-        if members[..r].contains(m) {
-            return Err(TopoError::Model(format!(
-                "communicator {name}: rank {r} uses host {} GPU dev {} like an earlier rank (NCCL needs one rank per GPU)",
-                m.host, m.dev
-            )));
-        }
-    }
+    check_members(cluster, members, name)?;
     let (host_order, host_ranks) = hosts_of(members);
     let inter = host_order.len() > 1;
     let graph_file = cache.graph_file(settings)?;
@@ -496,6 +478,64 @@ pub fn plan_comm_cached(
         &host_ranks,
         &host_search,
     ))
+}
+
+/// [`plan_comm_cached`] when `cache` already holds every search the communicator needs (`None`
+/// when it does not); needs no exclusive access, so communicators can be put together in
+/// parallel.
+pub fn plan_comm_from_cache(
+    cluster: &Cluster,
+    members: &[Member],
+    name: &str,
+    settings: &PlannerSettings,
+    parent: Option<&CommPlan>,
+    cache: &SearchCache,
+) -> Option<topo::Result<CommPlan>> {
+    if let Err(e) = check_members(cluster, members, name) {
+        return Some(Err(e));
+    }
+    let (host_order, host_ranks) = hosts_of(members);
+    let inter = host_order.len() > 1;
+    let mut host_search: HashMap<usize, Arc<HostSearch>> = HashMap::new();
+    for &h in &host_order {
+        let devs: Vec<i32> = host_ranks[&h].iter().map(|&r| members[r].dev).collect();
+        let hs = cache.map.get(&search_key(cluster, h, &devs, inter))?;
+        host_search.insert(h, hs.clone());
+    }
+    Some(Ok(assemble(
+        members,
+        name,
+        settings,
+        parent,
+        &host_order,
+        &host_ranks,
+        &host_search,
+    )))
+}
+
+/// The errors a member list can have before anything is built: none, a host outside the
+/// cluster, or a GPU used twice.
+fn check_members(cluster: &Cluster, members: &[Member], name: &str) -> topo::Result<()> {
+    let nranks = members.len();
+    if nranks == 0 {
+        return Err(TopoError::Model(format!("communicator {name}: no ranks")));
+    }
+    for (r, m) in members.iter().enumerate() {
+        if m.host >= cluster.nodes.len() {
+            return Err(TopoError::Model(format!(
+                "communicator {name}: rank {r} is on host {} but the cluster has {} host(s)",
+                m.host,
+                cluster.nodes.len()
+            )));
+        }
+        if members[..r].contains(m) {
+            return Err(TopoError::Model(format!(
+                "communicator {name}: rank {r} uses host {} GPU dev {} like an earlier rank (NCCL needs one rank per GPU)",
+                m.host, m.dev
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Local GPU index (in the host system) of each local rank label.
@@ -737,7 +777,7 @@ fn assemble(
         }
     }
     // connectTrees
-    let mut tree_lines: Vec<Vec<String>> = vec![Vec::new(); nranks];
+    let mut tree_lines: Vec<Vec<TreeLine>> = vec![Vec::new(); nranks];
     let depth = nranks / n_nodes - 1 + log2i(n_nodes);
     for r in 0..nranks {
         let node = rank_to_node[r];
@@ -780,10 +820,11 @@ fn assemble(
             }
             if ri == ttp(node) || ri == ttc0(node) || ri == ttc1(node) {
                 for (cc, ch) in [(c, channels[c][r]), (c + nch, channels[c + nch][r])] {
-                    tree_lines[r].push(format!(
-                        "Tree {} : {} -> {} -> {}/{}/{}",
-                        cc, ch.tree_up, r, ch.tree_down[0], ch.tree_down[1], ch.tree_down[2]
-                    ));
+                    tree_lines[r].push(TreeLine {
+                        channel: cc,
+                        up: ch.tree_up,
+                        down: ch.tree_down,
+                    });
                 }
             }
         }
@@ -1015,16 +1056,7 @@ fn min_net_bw_all(
             .unwrap_or(0);
         let g = local_gpu_of_label(sys)[label];
         let mut bw = f32::MAX;
-        let mut first = None;
-        for c in 0..MAXCHANNELS as i32 {
-            let Some(n) = topo.local_net(g, c) else {
-                break;
-            };
-            if first.is_none() {
-                first = Some(n);
-            } else if first == Some(n) {
-                break;
-            }
+        for n in topo.local_net_cycle(g) {
             bw = bw.min(topo.gpu_net(g, n).bw);
         }
         min = min.min(if bw < f32::MAX { bw } else { 0.0 });
@@ -1047,16 +1079,7 @@ fn local_net_count_by_bw(topo: &Topology, g: usize) -> (usize, f32) {
         .unwrap_or(0.0);
     let mut count = 0;
     let mut total = 0.0f32;
-    let mut first = None;
-    for c in 0..MAXCHANNELS as i32 {
-        let Some(n) = topo.local_net(g, c) else {
-            break;
-        };
-        if first.is_none() {
-            first = Some(n);
-        } else if first == Some(n) {
-            break;
-        }
+    for n in topo.local_net_cycle(g) {
         total += topo.gpu_net(g, n).bw;
         count += 1;
         if total >= gpu_bw {

@@ -136,7 +136,12 @@ pub fn info_lines_with(plan: &CommPlan, rank: usize, tuning: &[String]) -> Vec<S
         plan.node_ranks[me.node].len(),
         me.local_rank
     ));
-    out.extend(plan.tree_lines[rank].iter().cloned());
+    out.extend(plan.tree_lines[rank].iter().map(|t| {
+        format!(
+            "Tree {} : {} -> {} -> {}/{}/{}",
+            t.channel, t.up, rank, t.down[0], t.down[1], t.down[2]
+        )
+    }));
     if plan.nvls_support && plan.n_nodes > 1 && me.node == 0 {
         for (h, heads) in plan.nvls_heads.iter().enumerate() {
             let mut line = format!("NVLS Head {h:2}:");

@@ -13,7 +13,10 @@ pub mod search;
 pub mod settings;
 pub mod split;
 
-pub use comm::{plan_comm, plan_comm_cached, plan_world, world_members, Member, SearchCache};
+pub use comm::{
+    plan_comm, plan_comm_cached, plan_comm_from_cache, plan_world, world_members, Member,
+    SearchCache,
+};
 pub use graph::{Pattern, TopoGraph};
 pub use plan::{ChannelRank, CommGraphs, CommPlan, NodeSearch, RankInfo};
 pub use settings::PlannerSettings;

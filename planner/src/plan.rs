@@ -78,6 +78,17 @@ pub struct ChannelRank {
     pub tree_down: [i32; 3],
 }
 
+/// What one `Tree %d : up -> rank -> down0/down1/down2` line of `connectTrees` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TreeLine {
+    /// Channel.
+    pub channel: usize,
+    /// Parent rank (-1 for none).
+    pub up: i32,
+    /// Children (-1 for none).
+    pub down: [i32; 3],
+}
+
 /// A planned communicator.
 #[derive(Debug, Clone, Serialize)]
 pub struct CommPlan {
@@ -140,7 +151,7 @@ pub struct CommPlan {
     /// `Tree %d : up -> rank -> down` INFO lines each rank prints in `connectTrees` (only the
     /// ranks that connect their node to other nodes print them).
     #[serde(skip)]
-    pub tree_lines: Vec<Vec<String>>,
+    pub tree_lines: Vec<Vec<TreeLine>>,
     /// Whether every GPU pair on every node is connected by NVLink (`ncclTopoPathAllNVLink`).
     pub all_nvlink: bool,
     /// Slowest NET bandwidth any rank sees (`comm->minNetBw`, GB/s; 0 without NETs).

@@ -971,17 +971,7 @@ impl<'a> Searcher<'a> {
             if gpu.is_some_and(|x| x != g) {
                 continue;
             }
-            let mut locals: Vec<usize> = Vec::new();
-            for c in 0..MAXCHANNELS {
-                let Some(n) = self.topo.local_net(g, c as i32) else {
-                    break;
-                };
-                if !locals.is_empty() && n == locals[0] {
-                    break;
-                }
-                locals.push(n);
-            }
-            for n in locals {
+            for n in self.topo.local_net_cycle(g) {
                 push(&mut nets, n);
             }
         }

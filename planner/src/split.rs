@@ -4,7 +4,7 @@
 //! ways the CLI describes splits: parallelism dimensions (`tp=8,dp=2`, innermost first, as
 //! Megatron lays ranks out) and a color/key expression of `rank` (`color=rank/8,key=rank`).
 
-use crate::comm::{plan_comm_cached, Member, SearchCache};
+use crate::comm::{plan_comm_cached, plan_comm_from_cache, Member, SearchCache};
 use crate::plan::CommPlan;
 use crate::settings::PlannerSettings;
 use topo::{Cluster, TopoError};
@@ -350,16 +350,19 @@ pub fn plan_job(
     // The world's errors come first, as when it is planned on its own.
     let world = plan_comm_cached(cluster, members, "world", settings, None, &mut cache)?;
     let comms = comms?;
+    // The children from the searches done above, in parallel; one whose search failed above is
+    // planned again in order, so that the first failing communicator reports its error.
+    use rayon::prelude::*;
+    let ready: Vec<Option<topo::Result<CommPlan>>> = comms
+        .par_iter()
+        .map(|(name, m)| plan_comm_from_cache(cluster, m, name, settings, Some(&world), &cache))
+        .collect();
     let mut splits = Vec::new();
-    for (name, m) in &comms {
-        splits.push(plan_comm_cached(
-            cluster,
-            m,
-            name,
-            settings,
-            Some(&world),
-            &mut cache,
-        )?);
+    for ((name, m), r) in comms.iter().zip(ready) {
+        splits.push(match r {
+            Some(r) => r?,
+            None => plan_comm_cached(cluster, m, name, settings, Some(&world), &mut cache)?,
+        });
     }
     Ok(JobPlan { world, splits })
 }

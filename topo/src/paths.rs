@@ -315,6 +315,22 @@ impl Topology {
         self.local_nets(g).map(|l| l.on(channel))
     }
 
+    /// The NETs GPU `g` uses on channels 0, 1, ... up to (not including) the first channel that
+    /// comes back to channel 0's NET: how NCCL walks `ncclTopoGetLocalNet` to list a GPU's NETs.
+    pub fn local_net_cycle(&self, g: usize) -> Locals {
+        let mut out = Locals::new();
+        if let Some(l) = self.local_nets(g) {
+            for c in 0..MAXCHANNELS as i32 {
+                let n = l.on(c);
+                if out.first() == Some(&n) {
+                    break;
+                }
+                out.push(n);
+            }
+        }
+        out
+    }
+
     /// What [`Self::local_net`] needs for GPU `g`, for any channel.
     fn local_nets(&self, g: usize) -> Option<LocalNets> {
         let nets = self.get_local(NodeKind::Gpu, g, NodeKind::Net);
