@@ -607,38 +607,42 @@ impl Topology {
                 }
             }
         }
-        // PXN and GPUDirect RDMA.
+        // PXN and GPUDirect RDMA. NCCL asks for the NET's local GPU (and that GPU's GDR mode) for
+        // every GPU; they only change when a path does, so they are kept until one does.
         for n in 0..nnets {
+            let mut peer_of_net: Option<Option<(usize, GdrMode)>> = None;
             for g in 0..ngpus {
                 if !self.settings.pxn_disable {
-                    if let Some(peer) = self.local_gpu_of_net(n) {
-                        if peer != g {
-                            let gdr = self.check_gdr(peer, n, true);
-                            let pxn_ty = if self.settings.pxn_c2c {
-                                PathType::P2c
-                            } else {
-                                PathType::Pxb
-                            };
-                            let peer_net = self.gpu_net(peer, n);
-                            let mine = self.gpu_net(g, n);
-                            let sys = &self.system;
-                            let same_sys = sys.node(sys.nodes(NodeKind::Gpu)[peer]).system_id()
-                                == sys.node(sys.nodes(NodeKind::Gpu)[g]).system_id();
-                            if peer_net.ty <= pxn_ty
-                                && gdr != GdrMode::Disabled
-                                && self.gpu_gpu(peer, g).ty <= PathType::Nvl
-                                && same_sys
-                                && (peer_net.bw > mine.bw || mine.ty > PathType::Pxn)
-                            {
-                                self.add_inter_step(
-                                    NodeKind::Gpu,
-                                    peer,
-                                    NodeKind::Gpu,
-                                    g,
-                                    NodeKind::Net,
-                                    n,
-                                );
-                            }
+                    let peer = *peer_of_net.get_or_insert_with(|| {
+                        self.local_gpu_of_net(n)
+                            .map(|peer| (peer, self.check_gdr(peer, n, true)))
+                    });
+                    if let Some((peer, gdr)) = peer.filter(|p| p.0 != g) {
+                        let pxn_ty = if self.settings.pxn_c2c {
+                            PathType::P2c
+                        } else {
+                            PathType::Pxb
+                        };
+                        let peer_net = self.gpu_net(peer, n);
+                        let mine = self.gpu_net(g, n);
+                        let sys = &self.system;
+                        let same_sys = sys.node(sys.nodes(NodeKind::Gpu)[peer]).system_id()
+                            == sys.node(sys.nodes(NodeKind::Gpu)[g]).system_id();
+                        if peer_net.ty <= pxn_ty
+                            && gdr != GdrMode::Disabled
+                            && self.gpu_gpu(peer, g).ty <= PathType::Nvl
+                            && same_sys
+                            && (peer_net.bw > mine.bw || mine.ty > PathType::Pxn)
+                        {
+                            self.add_inter_step(
+                                NodeKind::Gpu,
+                                peer,
+                                NodeKind::Gpu,
+                                g,
+                                NodeKind::Net,
+                                n,
+                            );
+                            peer_of_net = None;
                         }
                     }
                 }
@@ -648,6 +652,7 @@ impl Topology {
                     if let Some(c) = self.local_cpu(g) {
                         self.add_inter_step(NodeKind::Cpu, c, NodeKind::Net, n, NodeKind::Gpu, g);
                         self.add_inter_step(NodeKind::Cpu, c, NodeKind::Gpu, g, NodeKind::Net, n);
+                        peer_of_net = None;
                     }
                 }
             }
