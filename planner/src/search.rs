@@ -445,22 +445,40 @@ impl<'a> Searcher<'a> {
         let dev_kind = self.dev_kind();
         self.table = Vec::with_capacity(n * n);
         self.table_links.clear();
+        // What the loop below asks of a path's nodes, once per node: an Intel x86 CPU, a POWER
+        // CPU, a pre-sm80 device.
+        const INTEL: u8 = 1;
+        const POWER: u8 = 2;
+        const OLD_DEV: u8 = 4;
+        let flags: Vec<u8> = sys
+            .graph
+            .node_weights()
+            .map(|nd| {
+                let mut f = 0;
+                if let Some(c) = nd.cpu() {
+                    if c.arch == cpu_arch::X86 && c.vendor == cpu_vendor::INTEL {
+                        f |= INTEL;
+                    }
+                    if c.arch == cpu_arch::POWER {
+                        f |= POWER;
+                    }
+                }
+                if nd.kind == dev_kind && nd.sm().unwrap_or(0) < 80 {
+                    f |= OLD_DEV;
+                }
+                f
+            })
+            .collect();
         for &from in &ends {
             for &to in &ends {
                 let path = self.path(from, to);
                 let start = self.node_of(from);
                 let start_is_gpu = matches!(from, End::Gpu(_));
                 let mut intel_phb = false;
-                for &e in &path.links {
-                    let (_, rem) = sys.graph.edge_endpoints(e).expect("path edges exist");
-                    if let Some(c) = sys.node(rem).cpu() {
-                        if path.ty == PathType::Phb
-                            && start_is_gpu
-                            && c.arch == cpu_arch::X86
-                            && c.vendor == cpu_vendor::INTEL
-                        {
-                            intel_phb = true;
-                        }
+                if path.ty == PathType::Phb && start_is_gpu {
+                    for &e in &path.links {
+                        let (_, rem) = sys.graph.edge_endpoints(e).expect("path edges exist");
+                        intel_phb |= flags[rem.index()] & INTEL != 0;
                     }
                 }
                 let first = self.table_links.len() as u32;
@@ -468,12 +486,9 @@ impl<'a> Searcher<'a> {
                 for &e in &path.links {
                     let link = sys.graph[e];
                     let (_, rem) = sys.graph.edge_endpoints(e).expect("path edges exist");
-                    let remn = sys.node(rem);
-                    let eighth =
-                        remn.kind == dev_kind && remn.sm().unwrap_or(0) < 80 && !start_is_gpu;
-                    let power = remn
-                        .cpu()
-                        .is_some_and(|c| c.arch == cpu_arch::POWER && link.ty == LinkType::Nvl);
+                    let f = flags[rem.index()];
+                    let eighth = f & OLD_DEV != 0 && !start_is_gpu;
+                    let power = f & POWER != 0 && link.ty == LinkType::Nvl;
                     let rev = if eighth || power {
                         self.rev_link(node, rem, link.ty)
                             .map_or(u32::MAX, |r| r as u32)

@@ -81,6 +81,46 @@ impl PathTable {
     }
 }
 
+/// What the breadth-first search reads of the graph, in flat arrays: each node's kind and each
+/// link's far end, type, bandwidth and reverse link.
+struct Flat {
+    kind: Vec<NodeKind>,
+    links: Vec<FlatLink>,
+}
+
+#[derive(Clone, Copy)]
+struct FlatLink {
+    to: NodeIndex,
+    ty: LinkType,
+    bw: f32,
+    /// The first link back (`to` -> from, same type) in `to`'s link order (`findRevLink`).
+    rev: Option<EdgeIndex>,
+}
+
+impl Flat {
+    fn new(sys: &System) -> Flat {
+        let kind = sys.graph.node_weights().map(|n| n.kind).collect();
+        let links = sys
+            .graph
+            .edge_indices()
+            .map(|e| {
+                let (from, to) = sys.graph.edge_endpoints(e).expect("edge of this graph");
+                let ty = sys.graph[e].ty;
+                let rev = sys.adj[to.index()].iter().copied().find(|&r| {
+                    sys.graph.edge_endpoints(r).map(|x| x.1) == Some(from) && sys.graph[r].ty == ty
+                });
+                FlatLink {
+                    to,
+                    ty,
+                    bw: sys.graph[e].bw,
+                    rev,
+                }
+            })
+            .collect();
+        Flat { kind, links }
+    }
+}
+
 /// A system with its paths computed.
 #[derive(Debug, Clone)]
 pub struct Topology {
@@ -163,7 +203,7 @@ impl Topology {
         self.path(self.system.nodes(NodeKind::Net)[n], NodeKind::Gpu, g)
     }
 
-    fn bfs(&mut self, base: NodeIndex) {
+    fn bfs(&mut self, base: NodeIndex, g: &Flat) {
         let sys = &self.system;
         let bk = sys.node(base).kind;
         let bi = sys.index_of(base);
@@ -188,11 +228,11 @@ impl Topology {
             for &node in &list {
                 let path = &table[at(node)];
                 let (p_bw, p_ty, p_count) = (path.bw, path.ty, path.count());
-                let nk = sys.node(node).kind;
+                let nk = g.kind[node.index()];
                 for &e in &sys.adj[node.index()] {
-                    let link = sys.graph[e];
-                    let (_, rem) = sys.graph.edge_endpoints(e).expect("edge of this graph");
-                    let rk = sys.node(rem).kind;
+                    let link = g.links[e.index()];
+                    let rem = link.to;
+                    let rk = g.kind[rem.index()];
                     let bw = p_bw.min(link.bw);
                     if v2_30 {
                         if node != base_dev
@@ -251,11 +291,7 @@ impl Topology {
                         continue;
                     }
                     // The reverse link (rem -> node, same type) starts the new path.
-                    let rev = sys.adj[rem.index()].iter().copied().find(|&r| {
-                        sys.graph.edge_endpoints(r).map(|x| x.1) == Some(node)
-                            && sys.graph[r].ty == link.ty
-                    });
-                    let Some(rev) = rev else {
+                    let Some(rev) = link.rev else {
                         // NCCL fails init here ("Failed to find reverse path"); one-way links
                         // (asymmetric NVLinks, pcilinks) simply do not carry paths back.
                         continue;
@@ -363,18 +399,24 @@ impl Topology {
         })
     }
 
-    /// `ncclTopoGetLocalGpu`: the GPU (index) that uses NET `n` first.
+    /// `ncclTopoGetLocalGpu`: the GPU (index) that uses NET `n` first. NCCL tries channel 0, 1, ...
+    /// up to MAXCHANNELS and, on each, the NET's local GPUs in order; a GPU's NET repeats with the
+    /// period of its NETs per GPU, so each GPU's first channel on `n` is within one period.
     pub fn local_gpu_of_net(&self, n: usize) -> Option<usize> {
         let gpus = self.get_local(NodeKind::Net, n, NodeKind::Gpu);
-        let locals: Vec<Option<LocalNets>> = gpus.iter().map(|&g| self.local_nets(g)).collect();
-        for c in 0..MAXCHANNELS {
-            for (&g, l) in gpus.iter().zip(&locals) {
-                if l.as_ref().map(|l| l.on(c)) == Some(n) {
-                    return Some(g);
+        let mut best: Option<(usize, usize)> = None;
+        for &g in &gpus {
+            let Some(l) = self.local_nets(g) else {
+                continue;
+            };
+            let period = l.per_gpu.min(MAXCHANNELS as usize);
+            if let Some(c) = (0..period).find(|&c| l.on(c as i32) == n) {
+                if best.is_none_or(|(bc, _)| c < bc) {
+                    best = Some((c, g));
                 }
             }
         }
-        None
+        best.map(|(_, g)| g)
     }
 
     /// The default P2P level for this system, or the user's.
@@ -565,13 +607,14 @@ impl Topology {
     }
 
     fn compute(&mut self) {
+        let flat = Flat::new(&self.system);
         for k in BASES {
             let n = self.system.graph.node_count();
             let nb = self.system.count(k);
             std::sync::Arc::make_mut(&mut self.table).kinds[k.idx()] =
                 Some((nb, (0..n * nb).map(|_| Path::dis()).collect()));
             for b in self.system.nodes(k).to_vec() {
-                self.bfs(b);
+                self.bfs(b, &flat);
             }
         }
         let ngpus = self.system.count(NodeKind::Gpu);
@@ -608,15 +651,21 @@ impl Topology {
             }
         }
         // PXN and GPUDirect RDMA. NCCL asks for the NET's local GPU (and that GPU's GDR mode) for
-        // every GPU; they only change when a path does, so they are kept until one does.
+        // every GPU; they are kept until a path they read changes: a PXN step for GPU g changes
+        // only g's path to the NET, which matters only when g is one of the NET's local GPUs; a
+        // step through the CPU changes the NET's paths too.
         for n in 0..nnets {
-            let mut peer_of_net: Option<Option<(usize, GdrMode)>> = None;
+            let mut peer_of_net: Option<(Locals, Option<(usize, GdrMode)>)> = None;
             for g in 0..ngpus {
                 if !self.settings.pxn_disable {
-                    let peer = *peer_of_net.get_or_insert_with(|| {
-                        self.local_gpu_of_net(n)
-                            .map(|peer| (peer, self.check_gdr(peer, n, true)))
+                    let (net_gpus, peer) = peer_of_net.get_or_insert_with(|| {
+                        (
+                            self.get_local(NodeKind::Net, n, NodeKind::Gpu),
+                            self.local_gpu_of_net(n)
+                                .map(|peer| (peer, self.check_gdr(peer, n, true))),
+                        )
                     });
+                    let g_is_local = net_gpus.contains(&g);
                     if let Some((peer, gdr)) = peer.filter(|p| p.0 != g) {
                         let pxn_ty = if self.settings.pxn_c2c {
                             PathType::P2c
@@ -642,7 +691,9 @@ impl Topology {
                                 NodeKind::Net,
                                 n,
                             );
-                            peer_of_net = None;
+                            if g_is_local {
+                                peer_of_net = None;
+                            }
                         }
                     }
                 }

@@ -477,3 +477,60 @@ fn net_path_lines_leave_out_kinds_nccl_never_reached() {
          DEV/0-b7000 (6/16.0/SYS) DEV/0-bd000 (6/16.0/SYS)"
     );
 }
+
+/// `local_gpu_of_net` answers in one period of each GPU's NET cycle what NCCL's
+/// `ncclTopoGetLocalGpu` finds by trying channel 0..MAXCHANNELS on every local GPU in turn.
+#[test]
+fn local_gpu_of_net_is_nccls_channel_walk() {
+    let mut files: Vec<(String, Option<&str>)> = std::fs::read_dir(root().join("topologies"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "xml"))
+        .map(|p| (p.to_string_lossy().into_owned(), None))
+        .collect();
+    for rel in [
+        "alibaba/topo_8A100_4CX6.xml",
+        "alibaba/topo_4A100_2CX6.xml",
+        "oci/H100-topology.xml",
+        "pcie-rtx3090/topo.xml",
+    ] {
+        files.push((shared(rel), None));
+    }
+    for (rel, gpu) in [
+        ("aws/p4d-24xl-topo.xml", "a100"),
+        ("aws/p5.48xl-topo.xml", "h100"),
+        ("azure/ndv4-topo.xml", "a100"),
+        ("azure/ndv2-topo.xml", "v100"),
+    ] {
+        files.push((shared(rel), Some(gpu)));
+    }
+    let mut checked = 0;
+    for (file, gpu) in &files {
+        for policy in [
+            topo::settings::NetDevsPolicy::Auto,
+            topo::settings::NetDevsPolicy::All,
+            topo::settings::NetDevsPolicy::Max(1),
+            topo::settings::NetDevsPolicy::Max(3),
+        ] {
+            let settings = TopoSettings {
+                netdevs_policy: policy,
+                ..TopoSettings::default()
+            };
+            let completion = gpu.map(|g| Completion {
+                gpu: Some(gpu_model(g).unwrap()),
+                nic_speed_mbps: None,
+            });
+            let c = Cluster::load(file, 2, &settings, completion).unwrap();
+            let t = &c.nodes[0].topo;
+            for n in 0..t.system.count(NodeKind::Net) {
+                let gpus = t.get_local(NodeKind::Net, n, NodeKind::Gpu);
+                let walk = (0..64)
+                    .find_map(|c| gpus.iter().copied().find(|&g| t.local_net(g, c) == Some(n)));
+                assert_eq!(t.local_gpu_of_net(n), walk, "{file} {policy:?} NET {n}");
+                assert_eq!(t.net_local_gpu[n], walk.map_or(-1, |g| g as i32));
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 200, "{checked}");
+}

@@ -181,24 +181,22 @@ impl Searcher<'_> {
             }
         }
         let ends = self.ends();
-        let mut links = Vec::new();
+        let mut charged = vec![false; self.link_bw.len()];
         for &a in &ends {
             for &b in &ends {
                 let p = self.pinfo(a, b);
                 st.any_intel_phb |= p.intel_phb;
                 for l in self.plinks(p) {
-                    links.push(l.e as usize);
+                    charged[l.e as usize] = true;
                     if l.rev != u32::MAX {
-                        links.push(l.rev as usize);
+                        charged[l.rev as usize] = true;
                     }
                     st.any_eighth |= l.eighth;
                     st.any_power |= l.power;
                 }
             }
         }
-        links.sort_unstable();
-        links.dedup();
-        st.links = links;
+        st.links = (0..charged.len()).filter(|&l| charged[l]).collect();
         // Cuts of each GPU's out-paths: the links at hop i of every path (every path has more
         // than i hops), for each i.
         let cuts = |g: usize, to_nets: bool| {
