@@ -325,7 +325,7 @@ fn make_pci_parent(root: &mut XmlElement, parent: &[usize], port0: &[usize]) -> 
             continue;
         }
         let mut e = XmlElement::new("pci").with("busid", &busid);
-        for (k, v) in &pci.attrs {
+        for (k, v) in pci.attrs.iter() {
             e.set(k, v);
         }
         e.set("busid", &busid);

@@ -500,10 +500,11 @@ fn fuse(dst: &mut XmlElement, src: &XmlElement) {
     for c in &src.children {
         let same = |n: &XmlElement| {
             n.name == c.name
-                && n.attrs.len() == c.attrs.len()
-                && c.attrs
-                    .iter()
-                    .all(|(k, v)| n.attrs.iter().any(|(nk, nv)| nk == k && nv == v))
+                && (Arc::ptr_eq(&n.attrs, &c.attrs)
+                    || (n.attrs.len() == c.attrs.len()
+                        && c.attrs
+                            .iter()
+                            .all(|(k, v)| n.attrs.iter().any(|(nk, nv)| nk == k && nv == v))))
         };
         match dst.children.iter_mut().find(|n| same(n)) {
             Some(d) => fuse(d, c),

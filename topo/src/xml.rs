@@ -81,8 +81,9 @@ impl std::fmt::Debug for XStr {
 pub struct XmlElement {
     /// Tag name.
     pub name: XStr,
-    /// Attributes in the order they were read or inserted (the order NCCL dumps them in).
-    pub attrs: Vec<(XStr, XStr)>,
+    /// Attributes in the order they were read or inserted (the order NCCL dumps them in). Shared
+    /// between copies of the element until one of them changes (copy on write).
+    pub attrs: std::sync::Arc<Vec<(XStr, XStr)>>,
     /// Child elements in document order.
     pub children: Vec<XmlElement>,
     /// Start position in the source (line 0 for elements made in memory).
@@ -123,22 +124,25 @@ impl XmlElement {
     /// Set an attribute, keeping its position if it exists, appending otherwise.
     pub fn set(&mut self, key: &str, value: impl ToString) {
         let value: XStr = value.to_string().into();
-        match self.attrs.iter_mut().find(|(k, _)| k == key) {
+        let attrs = std::sync::Arc::make_mut(&mut self.attrs);
+        match attrs.iter_mut().find(|(k, _)| k == key) {
             Some(slot) => slot.1 = value,
-            None => self.attrs.push((key.into(), value)),
+            None => attrs.push((key.into(), value)),
         }
     }
 
     /// Set an attribute only if it is absent (NCCL's `xmlInitAttr*`).
     pub fn init(&mut self, key: &str, value: impl ToString) {
         if self.get(key).is_none() {
-            self.attrs.push((key.into(), value.to_string().into()));
+            std::sync::Arc::make_mut(&mut self.attrs).push((key.into(), value.to_string().into()));
         }
     }
 
     /// Remove an attribute.
     pub fn remove(&mut self, key: &str) {
-        self.attrs.retain(|(k, _)| k != key);
+        if self.get(key).is_some() {
+            std::sync::Arc::make_mut(&mut self.attrs).retain(|(k, _)| k != key);
+        }
     }
 
     /// Children with a given tag name.
@@ -287,7 +291,7 @@ fn element(e: &BytesStart<'_>, lines: &LineIndex, file: &str, start: usize) -> R
     }
     Ok(XmlElement {
         name: name.into(),
-        attrs,
+        attrs: attrs.into(),
         children: Vec::new(),
         line: at.line,
         col: at.col,
@@ -337,7 +341,7 @@ fn write_rec(e: &XmlElement, depth: usize, out: &mut String) {
     }
     out.push('<');
     out.push_str(&e.name);
-    for (k, v) in &e.attrs {
+    for (k, v) in e.attrs.iter() {
         out.push(' ');
         out.push_str(k);
         out.push_str("=\"");
