@@ -296,10 +296,15 @@ impl Topology {
                         // (asymmetric NVLinks, pcilinks) simply do not carry paths back.
                         continue;
                     };
-                    let mut links = PathLinks::new();
-                    links.push(rev);
-                    links.extend_from_slice(&table[at(node)].links);
-                    table[at(rem)] = Path { links, bw, ty };
+                    // (A link back to its own node never improves that node's path.)
+                    let Ok([src, dst]) = table.get_disjoint_mut([at(node), at(rem)]) else {
+                        continue;
+                    };
+                    dst.links.clear();
+                    dst.links.push(rev);
+                    dst.links.extend(src.links.iter().copied());
+                    dst.bw = bw;
+                    dst.ty = ty;
                     if !next.contains(&rem) {
                         next.push(rem);
                     }

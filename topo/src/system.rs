@@ -1191,17 +1191,20 @@ impl<'f> Builder<'f> {
         }
     }
 
-    fn finish(self, inter: bool) -> System {
-        let mut graph = DiGraph::new();
+    fn finish(mut self, inter: bool) -> System {
+        let mut graph = DiGraph::with_capacity(
+            self.nodes.len(),
+            self.nodes.iter().map(|n| n.links.len()).sum(),
+        );
         let mut map = vec![NodeIndex::end(); self.nodes.len()];
         let mut by_kind: [Vec<NodeIndex>; 7] = Default::default();
         for k in NodeKind::ALL {
             for &i in &self.by_kind[k.idx()] {
-                let n = &self.nodes[i];
+                let n = &mut self.nodes[i];
                 let ni = graph.add_node(TopoNode {
                     kind: n.kind,
                     id: n.id,
-                    data: n.data.clone(),
+                    data: std::mem::replace(&mut n.data, NodeData::Nic),
                 });
                 map[i] = ni;
                 by_kind[k.idx()].push(ni);
