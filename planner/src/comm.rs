@@ -12,7 +12,7 @@ use crate::graph_xml;
 use crate::plan::{ChannelRank, CommGraphs, CommPlan, NodeSearch, RankInfo, TreeLine};
 use crate::search::Searcher;
 use crate::settings::PlannerSettings;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 use topo::{BuildOptions, Cluster, HostXml, NodeKind, PathType, System, TopoError, Topology};
 
@@ -41,6 +41,11 @@ pub struct HostSearch {
     pub nvls_support: bool,
     /// Search steps used.
     pub steps: u64,
+    /// GPU index of each local rank label.
+    pub labels: Vec<usize>,
+    /// Per GPU: the slowest of its NETs (`ncclTopoGetMinNetBw`'s per-rank part; 0 without
+    /// NETs) and `ncclTopoGetLocalNetCountByBw` (count, bw).
+    pub gpu_nets: Vec<(f32, usize, f32)>,
 }
 
 type SearchKey = (usize, Vec<i32>, bool);
@@ -126,7 +131,20 @@ fn search_host(
     if nvls_support {
         s.compute(&mut nvls, loaded(graph_id::NVLS)?.as_ref());
     }
+    let gpu_nets = (0..ngpus)
+        .map(|g| {
+            let bw = topo
+                .local_net_cycle(g)
+                .iter()
+                .map(|&n| topo.gpu_net(g, n).bw)
+                .fold(f32::MAX, f32::min);
+            let (count, total) = local_net_count_by_bw(&topo, g);
+            (if bw < f32::MAX { bw } else { 0.0 }, count, total)
+        })
+        .collect();
     Ok(HostSearch {
+        labels: local_gpu_of_label(&topo.system),
+        gpu_nets,
         graphs: vec![ring, tree, chain, nvls, direct],
         notes: std::mem::take(&mut s.notes),
         steps: s.steps,
@@ -229,7 +247,7 @@ struct TopoRanks {
 /// The hosts of `members` in order of first appearance, and the comm ranks on each.
 fn hosts_of(members: &[Member]) -> (Vec<usize>, HashMap<usize, Vec<usize>>) {
     let mut order: Vec<usize> = Vec::new();
-    let mut ranks: HashMap<usize, Vec<usize>> = HashMap::new();
+    let mut ranks: HashMap<usize, Vec<usize>> = HashMap::default();
     for (r, m) in members.iter().enumerate() {
         ranks.entry(m.host).or_default().push(r);
         if !order.contains(&m.host) {
@@ -449,7 +467,7 @@ pub fn plan_comm_cached(
     let inter = host_order.len() > 1;
     let graph_file = cache.graph_file(settings)?;
     // Search every host.
-    let mut host_search: HashMap<usize, Arc<HostSearch>> = HashMap::new();
+    let mut host_search: HashMap<usize, Arc<HostSearch>> = HashMap::default();
     for &h in &host_order {
         let devs: Vec<i32> = host_ranks[&h].iter().map(|&r| members[r].dev).collect();
         let key = search_key(cluster, h, &devs, inter);
@@ -496,7 +514,7 @@ pub fn plan_comm_from_cache(
     }
     let (host_order, host_ranks) = hosts_of(members);
     let inter = host_order.len() > 1;
-    let mut host_search: HashMap<usize, Arc<HostSearch>> = HashMap::new();
+    let mut host_search: HashMap<usize, Arc<HostSearch>> = HashMap::default();
     for &h in &host_order {
         let devs: Vec<i32> = host_ranks[&h].iter().map(|&r| members[r].dev).collect();
         let hs = cache.map.get(&search_key(cluster, h, &devs, inter))?;
@@ -927,7 +945,7 @@ fn assemble(
             .iter()
             .position(|&x| x == 0)
             .unwrap_or(0);
-        let g = sys.nodes(NodeKind::Gpu)[local_gpu_of_label(sys)[label]];
+        let g = sys.nodes(NodeKind::Gpu)[host_search[&members[0].host].labels[label]];
         sys.links(sys.gpu_attach(g))
             .filter(|(_, _, l)| l.ty == topo::LinkType::Pci)
             .map(|(_, _, l)| l.bw)
@@ -947,7 +965,7 @@ fn assemble(
                 .iter()
                 .position(|&x| x == r)
                 .unwrap_or(0);
-            let g = local_gpu_of_label(sys)[label];
+            let g = hs.labels[label];
             RankInfo {
                 rank: r,
                 host: m.host,
@@ -965,7 +983,7 @@ fn assemble(
             let h = members[fr(n)].host;
             let hs = &host_search[&h];
             let sys = &hs.topo.system;
-            let labels = local_gpu_of_label(sys);
+            let labels = &hs.labels;
             let ranks_h = &host_ranks[&h];
             let mut gpu_ids = vec![(0, 0); ranks_h.len()];
             for (label, &g) in labels.iter().enumerate() {
@@ -1048,18 +1066,12 @@ fn min_net_bw_all(
 ) -> f32 {
     let mut min = f32::MAX;
     for (r, m) in members.iter().enumerate() {
-        let topo = &hs[&m.host].topo;
-        let sys = &topo.system;
+        let h = &hs[&m.host];
         let label = host_ranks[&m.host]
             .iter()
             .position(|&x| x == r)
             .unwrap_or(0);
-        let g = local_gpu_of_label(sys)[label];
-        let mut bw = f32::MAX;
-        for n in topo.local_net_cycle(g) {
-            bw = bw.min(topo.gpu_net(g, n).bw);
-        }
-        min = min.min(if bw < f32::MAX { bw } else { 0.0 });
+        min = min.min(h.gpu_nets[h.labels[label]].0);
     }
     if min == f32::MAX {
         0.0
@@ -1104,7 +1116,7 @@ fn p2p_channels(
     for (r, m) in members.iter().enumerate() {
         let topo = &hs[&m.host].topo;
         let sys = &topo.system;
-        let labels = local_gpu_of_label(sys);
+        let labels = &hs[&m.host].labels;
         let mine = &host_ranks[&m.host];
         let label = mine.iter().position(|&x| x == r).unwrap_or(0);
         let g = labels[label];
@@ -1128,7 +1140,7 @@ fn p2p_channels(
             let n = match settings.nchannels_per_net_peer {
                 Some(v) => v.max(0) as usize,
                 None => {
-                    let (count, bw) = local_net_count_by_bw(topo, g);
+                    let (_, count, bw) = hs[&m.host].gpu_nets[g];
                     if count > 0 {
                         count.max(
                             (bw as usize).div_ceil(settings.p2p_per_channel_net_bw.max(1) as usize),
