@@ -297,8 +297,17 @@ impl Topology {
                         continue;
                     };
                     // (A link back to its own node never improves that node's path.)
-                    let Ok([src, dst]) = table.get_disjoint_mut([at(node), at(rem)]) else {
-                        continue;
+                    let (i, j) = (at(node), at(rem));
+                    let (src, dst) = match i.cmp(&j) {
+                        std::cmp::Ordering::Less => {
+                            let (a, b) = table.split_at_mut(j);
+                            (&a[i], &mut b[0])
+                        }
+                        std::cmp::Ordering::Greater => {
+                            let (a, b) = table.split_at_mut(i);
+                            (&b[0], &mut a[j])
+                        }
+                        std::cmp::Ordering::Equal => continue,
                     };
                     dst.links.clear();
                     dst.links.push(rev);
