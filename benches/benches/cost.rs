@@ -6,6 +6,12 @@ use cost_model::*;
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 
+/// The allocator the `ncclsim` binary uses; `--features system-alloc` measures with the system
+/// allocator instead.
+#[cfg(not(feature = "system-alloc"))]
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn model(nodes: usize) -> CostModel {
     let s = planner::PlannerSettings::default();
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../topologies/dgx-h100.xml");

@@ -8,6 +8,12 @@ use planner::{plan_job, plan_world, PlannerSettings};
 use std::hint::black_box;
 use topo::Cluster;
 
+/// The allocator the `ncclsim` binary uses; `--features system-alloc` measures with the system
+/// allocator instead (BENCHMARKS.md gives both).
+#[cfg(not(feature = "system-alloc"))]
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn file(name: &str) -> String {
     format!("{}/../topologies/{name}", env!("CARGO_MANIFEST_DIR"))
 }

@@ -6,6 +6,12 @@ use std::hint::black_box;
 use std::sync::Arc;
 use topo::{Cluster, Completion, TopoSettings};
 
+/// The allocator the `ncclsim` binary uses; `--features system-alloc` measures with the system
+/// allocator instead.
+#[cfg(not(feature = "system-alloc"))]
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn file(name: &str) -> String {
     format!("{}/../topologies/{name}", env!("CARGO_MANIFEST_DIR"))
 }
