@@ -1204,7 +1204,7 @@ impl<'a> Searcher<'a> {
                 };
                 self.next_gpu_sort(gr, g, sort_net)
             };
-            for p in next {
+            for &p in next.iter() {
                 self.try_gpu(
                     gr,
                     save,
