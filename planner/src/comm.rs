@@ -402,7 +402,7 @@ impl SearchCache {
         groups.sort_by_key(|g| std::cmp::Reverse(g.devs.len() * g.inters.len()));
         let done: Vec<(SearchKey, HostSearch)> = groups
             .into_par_iter()
-            .flat_map_iter(|g| {
+            .flat_map(|g| {
                 let built = build_topology(
                     cluster,
                     &g.host_xml,
@@ -412,20 +412,22 @@ impl SearchCache {
                     "",
                     settings,
                 );
-                let mut out = Vec::new();
-                if let Ok(topo) = built {
-                    let others: Vec<Topology> =
-                        g.inters[1..].iter().map(|&i| topo.with_inter(i)).collect();
-                    let all = std::iter::once(topo).chain(others);
-                    for (&inter, t) in g.inters.iter().zip(all) {
-                        if let Ok(hs) =
-                            search_topology(Arc::new(t), settings, graph_file.as_deref())
-                        {
-                            out.push((search_key(cluster, g.h, &g.devs, inter), hs));
-                        }
+                // The searches on one topology run in parallel too.
+                let variants: Vec<(bool, Topology)> = match built {
+                    Ok(topo) => {
+                        let others: Vec<Topology> =
+                            g.inters[1..].iter().map(|&i| topo.with_inter(i)).collect();
+                        let all = std::iter::once(topo).chain(others);
+                        g.inters.iter().copied().zip(all).collect()
                     }
-                }
-                out
+                    Err(_) => Vec::new(),
+                };
+                let (h, devs, graph_file) = (g.h, g.devs, graph_file.as_deref());
+                variants.into_par_iter().filter_map(move |(inter, t)| {
+                    search_topology(Arc::new(t), settings, graph_file)
+                        .ok()
+                        .map(|hs| (search_key(cluster, h, &devs, inter), hs))
+                })
             })
             .collect();
         for (key, hs) in done {
