@@ -468,36 +468,19 @@ pub fn plan_comm_cached(
     let (host_order, host_ranks) = hosts_of(members);
     let inter = host_order.len() > 1;
     let graph_file = cache.graph_file(settings)?;
-    // Search every host.
-    let mut host_search: HashMap<usize, Arc<HostSearch>> = HashMap::default();
+    // Search every host the cache does not hold yet.
     for &h in &host_order {
         let devs: Vec<i32> = host_ranks[&h].iter().map(|&r| members[r].dev).collect();
         let key = search_key(cluster, h, &devs, inter);
-        let hs = match cache.map.get(&key) {
-            Some(x) => x.clone(),
-            None => {
-                let host_xml = cache.host_xml(cluster, h, settings)?;
-                let topo = build_topology(cluster, &host_xml, h, &devs, inter, name, settings)?;
-                let hs = Arc::new(search_topology(
-                    Arc::new(topo),
-                    settings,
-                    graph_file.as_deref(),
-                )?);
-                cache.map.insert(key, hs.clone());
-                hs
-            }
-        };
-        host_search.insert(h, hs);
+        if !cache.map.contains_key(&key) {
+            let host_xml = cache.host_xml(cluster, h, settings)?;
+            let topo = build_topology(cluster, &host_xml, h, &devs, inter, name, settings)?;
+            let hs = search_topology(Arc::new(topo), settings, graph_file.as_deref())?;
+            cache.map.insert(key, Arc::new(hs));
+        }
     }
-    Ok(assemble(
-        members,
-        name,
-        settings,
-        parent,
-        &host_order,
-        &host_ranks,
-        &host_search,
-    ))
+    plan_comm_from_cache(cluster, members, name, settings, parent, cache)
+        .expect("the cache holds every host search now")
 }
 
 /// [`plan_comm_cached`] when `cache` already holds every search the communicator needs (`None`
