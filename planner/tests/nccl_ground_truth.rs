@@ -1,5 +1,6 @@
-//! ncclsim's INFO lines against what NCCL 2.30.7 itself printed for the same topologies (rank 0;
-//! see tests/nccl-2.30.7/README.md for where the expected lines come from).
+//! ncclsim's INFO lines against what NCCL 2.30.7 itself printed for the same topologies (rank 0,
+//! and rank 1 and the last rank of each case; see tests/nccl-2.30.7/README.md for where the
+//! expected lines come from).
 
 mod support {
     pub mod nccl_cases;
@@ -18,12 +19,9 @@ const KEEP: &[&str] = &[
 ];
 
 fn kept(line: &str) -> bool {
-    KEEP.iter().any(|k| line.starts_with(k)) || line.contains(" coll channels, ") || {
-        // per-channel graph lines: "%2d :"
-        let t = line.trim_start();
-        let digits = t.chars().take_while(|c| c.is_ascii_digit()).count();
-        digits > 0 && t[digits..].starts_with(" :")
-    }
+    KEEP.iter().any(|k| line.starts_with(k))
+        || line.contains(" coll channels, ")
+        || graph_channel_line(line)
 }
 
 #[test]
@@ -58,4 +56,54 @@ fn rank0_lines_match_nccl() {
         cases.len(),
         failures.join("\n")
     );
+}
+
+/// Rank 1 and the last rank of each case (`ranks/<case>@<rank>.txt`): their own `Tree`, `NVLS`,
+/// `Ring` and `Trees` lines (the GRAPH lines are their host's search, as in rank 0's file). On
+/// 2-node cases the last rank sits on the odd node, where crossNic=2 rings are exchanged.
+#[test]
+fn other_ranks_lines_match_nccl() {
+    let dir = format!("{}/tests/nccl-2.30.7/ranks", env!("CARGO_MANIFEST_DIR"));
+    let files = case_names(&dir, 60);
+    let mut failures = Vec::new();
+    let mut planned: Option<(String, planner::CommPlan)> = None;
+    for file in &files {
+        let (case, rank) = file.split_once('@').expect("<case>@<rank>");
+        let rank: usize = rank.parse().expect("rank number");
+        let expected = expected_lines(&dir, file);
+        if planned.as_ref().is_none_or(|(c, _)| c != case) {
+            planned = Some((case.to_string(), plan_case(case)));
+        }
+        let plan = &planned.as_ref().expect("planned above").1;
+        let ours: Vec<String> = planner::format::info_lines(plan, rank)
+            .into_iter()
+            .filter(|l| kept(l) && !l.starts_with("Pattern ") && !graph_channel_line(l))
+            .collect();
+        if ours != expected {
+            let at = ours
+                .iter()
+                .zip(&expected)
+                .position(|(a, b)| a != b)
+                .unwrap_or(ours.len().min(expected.len()));
+            failures.push(format!(
+                "{file}: line {at}\n  nccl: {:?}\n  ours: {:?}",
+                expected.get(at),
+                ours.get(at)
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} rank files differ:\n{}",
+        failures.len(),
+        files.len(),
+        failures.join("\n")
+    );
+}
+
+/// A GRAPH per-channel line (`%2d : ...`).
+fn graph_channel_line(line: &str) -> bool {
+    let t = line.trim_start();
+    let digits = t.chars().take_while(|c| c.is_ascii_digit()).count();
+    digits > 0 && t[digits..].starts_with(" :")
 }
