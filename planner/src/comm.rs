@@ -16,8 +16,6 @@ use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 use topo::{BuildOptions, Cluster, HostXml, NodeKind, PathType, System, TopoError, Topology};
 
-const MAXCHANNELS: usize = 64;
-
 /// One GPU of a cluster: host index and CUDA/NVML device index on that host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 pub struct Member {
@@ -25,6 +23,19 @@ pub struct Member {
     pub host: usize,
     /// `dev` of the GPU in the host's topology XML.
     pub dev: i32,
+}
+
+/// What a host search records about each GPU's NETs.
+#[derive(Debug, Clone, Copy)]
+pub struct GpuNets {
+    /// The slowest of its NETs (`ncclTopoGetMinNetBw`'s per-rank part; 0 without NETs).
+    pub min_bw: f32,
+    /// `ncclTopoGetLocalNetCountByBw` (2.29+): NETs in channel order until their bandwidth
+    /// reaches the GPU's bandwidth to its CPU, and their total bandwidth.
+    pub count_by_bw: (usize, f32),
+    /// `getLocalNetCountByBw` of 2.20-2.28: the closest NETs, in index order, while their total
+    /// stays below the bandwidth of a link from the GPU straight to a CPU (none behind a switch).
+    pub count_by_bw_2_20: usize,
 }
 
 /// A host's search: the topology its ranks see and the graphs found, in local rank labels
@@ -43,9 +54,8 @@ pub struct HostSearch {
     pub steps: u64,
     /// GPU index of each local rank label.
     pub labels: Vec<usize>,
-    /// Per GPU: the slowest of its NETs (`ncclTopoGetMinNetBw`'s per-rank part; 0 without
-    /// NETs) and `ncclTopoGetLocalNetCountByBw` (count, bw).
-    pub gpu_nets: Vec<(f32, usize, f32)>,
+    /// Per GPU: its NET facts.
+    pub gpu_nets: Vec<GpuNets>,
 }
 
 type SearchKey = (usize, Vec<i32>, bool);
@@ -99,7 +109,8 @@ fn search_host(
             Some(x) => graph_xml::graph_from_xml(x, &topo.system, id, file),
         }
     };
-    let mut ring = TopoGraph::new(graph_id::RING, Pattern::Ring, 1, (MAXCHANNELS / 2) as i32);
+    let maxch = settings.topo.version.max_channels();
+    let mut ring = TopoGraph::new(graph_id::RING, Pattern::Ring, 1, (maxch / 2) as i32);
     s.compute(&mut ring, loaded(graph_id::RING)?.as_ref());
     let mut tree = TopoGraph::new(
         graph_id::TREE,
@@ -119,14 +130,14 @@ fn search_host(
         graph_id::COLLNET_DIRECT,
         Pattern::CollnetDirect,
         1,
-        MAXCHANNELS as i32,
+        maxch as i32,
     );
     direct.coll_net = true;
     if collnet {
         s.compute(&mut chain, loaded(graph_id::COLLNET_CHAIN)?.as_ref());
         s.compute(&mut direct, loaded(graph_id::COLLNET_DIRECT)?.as_ref());
     }
-    let mut nvls = TopoGraph::new(graph_id::NVLS, Pattern::Nvls, 1, MAXCHANNELS as i32);
+    let mut nvls = TopoGraph::new(graph_id::NVLS, Pattern::Nvls, 1, maxch as i32);
     let nvls_support = nvls_supported(&topo.system, settings, ngpus);
     if nvls_support {
         s.compute(&mut nvls, loaded(graph_id::NVLS)?.as_ref());
@@ -138,8 +149,11 @@ fn search_host(
                 .iter()
                 .map(|&n| topo.gpu_net(g, n).bw)
                 .fold(f32::MAX, f32::min);
-            let (count, total) = local_net_count_by_bw(&topo, g);
-            (if bw < f32::MAX { bw } else { 0.0 }, count, total)
+            GpuNets {
+                min_bw: if bw < f32::MAX { bw } else { 0.0 },
+                count_by_bw: local_net_count_by_bw(&topo, g),
+                count_by_bw_2_20: local_net_count_by_bw_2_20(&topo, g),
+            }
         })
         .collect();
     Ok(HostSearch {
@@ -563,6 +577,7 @@ fn assemble(
 ) -> CommPlan {
     let nranks = members.len();
     let version = settings.topo.version;
+    let maxch = version.max_channels();
     // Translate a host's graphs from local labels to comm ranks.
     let to_comm = |h: usize, g: &TopoGraph| -> TopoGraph {
         let ranks = &host_ranks[&h];
@@ -841,10 +856,10 @@ fn assemble(
             }
         }
     }
-    let mut n_channels = MAXCHANNELS.min(nch * 2);
+    let mut n_channels = maxch.min(nch * 2);
     channels.truncate(n_channels);
     let copy_channels = |channels: &mut Vec<Vec<ChannelRank>>, start: usize, end: usize| -> usize {
-        let end = end.min(MAXCHANNELS);
+        let end = end.min(maxch);
         for c in start..end {
             let src = channels[c - start].clone();
             channels.push(src);
@@ -855,7 +870,7 @@ fn assemble(
     if collnet_support {
         let chain = &aligned[g_chain];
         if chain.bw_intra > chain.bw_inter && nranks > n_nodes {
-            let target = MAXCHANNELS.min(n_channels + n_channels / 2);
+            let target = maxch.min(n_channels + n_channels / 2);
             n_channels = copy_channels(&mut channels, n_channels, target);
         }
     }
@@ -866,7 +881,7 @@ fn assemble(
             && n_nodes > 1
             && aligned[g_ring].bw_intra > 45.0
             && n_channels < 16
-            && 2 * n_channels <= MAXCHANNELS
+            && 2 * n_channels <= maxch
     };
     if sm90_double {
         n_channels = copy_channels(&mut channels, n_channels, 2 * n_channels);
@@ -1056,7 +1071,7 @@ fn min_net_bw_all(
             .iter()
             .position(|&x| x == r)
             .unwrap_or(0);
-        min = min.min(h.gpu_nets[h.labels[label]].0);
+        min = min.min(h.gpu_nets[h.labels[label]].min_bw);
     }
     if min == f32::MAX {
         0.0
@@ -1086,7 +1101,52 @@ fn local_net_count_by_bw(topo: &Topology, g: usize) -> (usize, f32) {
     (count, total)
 }
 
-/// `ncclTopoComputeP2pChannelsPerPeer` (per rank, then the min) and `ncclTopoComputeP2pChannels`.
+/// `getLocalNetCountByBw` as 2.20-2.28 count: the GPU's bandwidth is that of its link to a CPU
+/// (the last one; 0 when it sits behind a PCI switch), and the closest NETs are taken in index
+/// order while their total stays below it.
+fn local_net_count_by_bw_2_20(topo: &Topology, g: usize) -> usize {
+    let sys = &topo.system;
+    let gpu_bw = sys
+        .links(sys.nodes(NodeKind::Gpu)[g])
+        .filter(|(_, r, _)| sys.node(*r).kind == NodeKind::Cpu)
+        .map(|(_, _, l)| l.bw)
+        .last()
+        .unwrap_or(0.0);
+    let mut total = 0.0f32;
+    let mut count = 0;
+    for n in topo.get_local(NodeKind::Gpu, g, NodeKind::Net) {
+        if total >= gpu_bw {
+            break;
+        }
+        total += topo.gpu_net(g, n).bw;
+        count += 1;
+    }
+    count
+}
+
+/// `ncclTopoGetNchannels`' answer for a peer on the same host: NVLink paths get
+/// `2*max(1, bw/nvlBw)` (2.30 counts NVB paths as NVLink too), others 2.
+fn p2p_local_channels(topo: &Topology, p: usize, g: usize, version: topo::NcclVersion) -> usize {
+    let path = topo.gpu_gpu(p, g);
+    let nvlink = path.ty == PathType::Nvl || (version.at_least(2, 30) && path.ty == PathType::Nvb);
+    if nvlink {
+        let nvl = topo::consts::nvlink_bw(topo.system.gpu(g).sm, version);
+        2 * 1.max((path.bw / nvl) as i32) as usize
+    } else {
+        2
+    }
+}
+
+/// P2P channels and channels per peer, as each release computes them (`ncclTopoComputeP2pChannels`,
+/// and from 2.29 `ncclTopoComputeP2pChannelsPerPeer` with the min over ranks):
+/// - up to 2.28 each rank takes the min over every GPU of its host and every peer, starting
+///   from the P2P channel count; a remote peer counts `NCCL_NCHANNELS_PER_NET_PEER` (2.19: default
+///   2; 2.20-2.28: unset means 2 halved while `2*nRanks > 4*p2pnChannels`, at least the NETs
+///   needed by bandwidth). Releases before 2.29 do not share the result between ranks: this is
+///   rank 0's host's value.
+/// - 2.29+ each rank takes the min over its own GPU's peers, remote ones by NET count and
+///   bandwidth, then the min over ranks; with several nodes the result is halved to fit
+///   `maxP2pPeers` (2.29: nRanks) peers per round.
 fn p2p_channels(
     members: &[Member],
     host_ranks: &HashMap<usize, Vec<usize>>,
@@ -1097,35 +1157,61 @@ fn p2p_channels(
     version: topo::NcclVersion,
 ) -> (usize, usize, usize) {
     let nranks = members.len();
+    let mut p2p = n_channels.min(settings.max_p2p_nchannels.max(1) as usize);
+    p2p = p2p.max(settings.min_p2p_nchannels.max(1) as usize);
+    if !version.at_least(2, 29) {
+        let h = &hs[&members[0].host];
+        let topo = &h.topo;
+        let mine = &host_ranks[&members[0].host];
+        let mut min_ch = p2p;
+        for g in 0..topo.system.count(NodeKind::Gpu) {
+            for r in 0..nranks {
+                let n = match mine.iter().position(|&x| x == r) {
+                    Some(label) if h.labels[label] == g => continue,
+                    Some(label) => p2p_local_channels(topo, h.labels[label], g, version),
+                    None => match settings.nchannels_per_net_peer {
+                        Some(v) => v.max(0) as usize,
+                        None if !version.at_least(2, 20) => 2,
+                        None => {
+                            let mut most = 2;
+                            while most * nranks > p2p * 4 && most > 1 {
+                                most /= 2;
+                            }
+                            most.max(h.gpu_nets[g].count_by_bw_2_20)
+                        }
+                    },
+                };
+                min_ch = min_ch.min(n);
+            }
+        }
+        let mut per_peer = pow2_up(min_ch);
+        p2p = pow2_up(p2p);
+        if version.at_least(2, 22) {
+            p2p = p2p.min(pow2_down(version.max_channels()));
+            per_peer = per_peer.min(p2p);
+        }
+        return (p2p, per_peer, nranks);
+    }
     let mut per_peer = usize::MAX;
     for (r, m) in members.iter().enumerate() {
         let topo = &hs[&m.host].topo;
-        let sys = &topo.system;
         let labels = &hs[&m.host].labels;
         let mine = &host_ranks[&m.host];
         let label = mine.iter().position(|&x| x == r).unwrap_or(0);
         let g = labels[label];
-        let mut min_ch = MAXCHANNELS;
+        let mut min_ch = version.max_channels();
         let remote = nranks > mine.len();
         for (pl, &pr) in mine.iter().enumerate() {
             if pr == r {
                 continue;
             }
-            let p = labels[pl];
-            let path = topo.gpu_gpu(p, g);
-            let n = if matches!(path.ty, PathType::Nvl | PathType::Nvb) {
-                let nvl = topo::consts::nvlink_bw(sys.gpu(g).sm, version);
-                2 * 1.max((path.bw / nvl) as i32) as usize
-            } else {
-                2
-            };
-            min_ch = min_ch.min(n);
+            min_ch = min_ch.min(p2p_local_channels(topo, labels[pl], g, version));
         }
         if remote {
             let n = match settings.nchannels_per_net_peer {
                 Some(v) => v.max(0) as usize,
                 None => {
-                    let (_, count, bw) = hs[&m.host].gpu_nets[g];
+                    let (count, bw) = hs[&m.host].gpu_nets[g].count_by_bw;
                     if count > 0 {
                         count.max(
                             (bw as usize).div_ceil(settings.p2p_per_channel_net_bw.max(1) as usize),
@@ -1139,14 +1225,12 @@ fn p2p_channels(
         }
         per_peer = per_peer.min(min_ch);
     }
-    let max_peers = settings
-        .max_p2p_peers
-        .map(|m| (m.max(1) as usize).min(nranks))
-        .unwrap_or(nranks);
-    let mut p2p = n_channels.min(settings.max_p2p_nchannels.max(1) as usize);
-    p2p = p2p.max(settings.min_p2p_nchannels.max(1) as usize);
+    let max_peers = match settings.max_p2p_peers {
+        Some(m) if version.at_least(2, 30) => (m.max(1) as usize).min(nranks),
+        _ => nranks,
+    };
     let mut per_peer = pow2_up(per_peer);
-    p2p = pow2_up(p2p).min(pow2_down(MAXCHANNELS));
+    p2p = pow2_up(p2p).min(pow2_down(version.max_channels()));
     if n_nodes > 1 && settings.nchannels_per_net_peer.is_none() {
         while per_peer * max_peers.div_ceil(8) > p2p && per_peer > 1 {
             per_peer /= 2;

@@ -1007,7 +1007,7 @@ impl<'a> Searcher<'a> {
                 if gpu.is_some_and(|x| x != g) {
                     continue;
                 }
-                for n in 0..self.nets.len().min(MAXCHANNELS) {
+                for n in 0..self.nets.len().min(self.version.max_channels()) {
                     if self.path(End::Gpu(g), End::Net(n)).ty as i32 == t {
                         push(&mut nets, n);
                         if nets.len() >= max_dev {

@@ -134,10 +134,12 @@ impl PlannerSettings {
 
     /// `ncclMinNchannels()`.
     pub fn min_channels(&self) -> i32 {
-        self.min_nchannels.unwrap_or(0).clamp(0, 64)
+        let max = self.topo.version.max_channels() as i32;
+        self.min_nchannels.unwrap_or(0).clamp(0, max)
     }
-    /// `ncclMaxNchannels()`.
+    /// `ncclMaxNchannels()` (default MAXCHANNELS of the release).
     pub fn max_channels(&self) -> i32 {
-        self.max_nchannels.unwrap_or(64).clamp(1, 64)
+        let max = self.topo.version.max_channels() as i32;
+        self.max_nchannels.unwrap_or(max).clamp(1, max)
     }
 }

@@ -56,10 +56,18 @@ fn topo_file(case: &str) -> (String, usize) {
 /// The world communicator of a case, with the settings the harness ran it with (GeForce boxes
 /// with `NCCL_IGNORE_DISABLED_P2P=2` unless the case is the P2P-disabled variant).
 pub fn plan_case(case: &str) -> CommPlan {
+    plan_case_as(case, None)
+}
+
+/// [`plan_case`] with the profile of NCCL `version` (e.g. "2.19.4"; `None` = the default).
+#[allow(dead_code)] // not every test crate that includes this module plans other releases
+pub fn plan_case_as(case: &str, version: Option<&str>) -> CommPlan {
     let geforce =
         (case.contains("4090") || case.contains("rtx3090")) && !case.contains("p2pdisabled");
-    let s = PlannerSettings::from_lookup(|k| {
-        (geforce && k == "NCCL_IGNORE_DISABLED_P2P").then(|| "2".to_string())
+    let s = PlannerSettings::from_lookup(|k| match k {
+        "NCCL_IGNORE_DISABLED_P2P" if geforce => Some("2".to_string()),
+        "NCCLSIM_NCCL_VERSION" => version.map(String::from),
+        _ => None,
     })
     .unwrap();
     let (file, n) = topo_file(case);
