@@ -25,7 +25,7 @@ pub const YONGFENG_ZPI_BW: f32 = 9.0;
 pub const P9_BW: f32 = 32.0;
 /// ARM inter-socket.
 pub const ARM_BW: f32 = 6.0;
-/// Maximum channels (`MAXCHANNELS`), also the default `maxconn` of a NET.
+/// Maximum channels (`MAXCHANNELS`) from 2.25 on; `NcclVersion::max_channels` gives each release's.
 pub const MAXCHANNELS: i32 = 64;
 
 /// Per-link NVLink bandwidth for a compute capability (`ncclTopoNVLinkBw`), per version.

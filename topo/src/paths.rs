@@ -3,7 +3,7 @@
 //! and the path type, then the P2P check (rerouting through the CPU), P2C, PXN and GPUDirect RDMA
 //! rules, and `maxBw` / `totalBw` as `ncclTopoSearchInit` computes them.
 
-use crate::consts::{cpu_arch, cpu_vendor, LOC_BW, MAXCHANNELS};
+use crate::consts::{cpu_arch, cpu_vendor, LOC_BW};
 use crate::path::{LinkType, PathType};
 use crate::settings::{NetDevsPolicy, TopoSettings};
 use crate::system::{NodeKind, System};
@@ -370,7 +370,7 @@ impl Topology {
     pub fn local_net_cycle(&self, g: usize) -> Locals {
         let mut out = Locals::new();
         if let Some(l) = self.local_nets(g) {
-            for c in 0..MAXCHANNELS as i32 {
+            for c in 0..self.system.version.max_channels() as i32 {
                 let n = l.on(c);
                 if out.first() == Some(&n) {
                     break;
@@ -414,7 +414,7 @@ impl Topology {
     }
 
     /// `ncclTopoGetLocalGpu`: the GPU (index) that uses NET `n` first. NCCL tries channel 0, 1, ...
-    /// up to MAXCHANNELS and, on each, the NET's local GPUs in order; a GPU's NET repeats with the
+    /// up to MAXCHANNELS (per version) and, on each, the NET's local GPUs in order; a GPU's NET repeats with the
     /// period of its NETs per GPU, so each GPU's first channel on `n` is within one period.
     pub fn local_gpu_of_net(&self, n: usize) -> Option<usize> {
         let gpus = self.get_local(NodeKind::Net, n, NodeKind::Gpu);
@@ -423,7 +423,7 @@ impl Topology {
             let Some(l) = self.local_nets(g) else {
                 continue;
             };
-            let period = l.per_gpu.min(MAXCHANNELS as usize);
+            let period = l.per_gpu.min(self.system.version.max_channels());
             if let Some(c) = (0..period).find(|&c| l.on(c as i32) == n) {
                 if best.is_none_or(|(bc, _)| c < bc) {
                     best = Some((c, g));

@@ -904,7 +904,7 @@ impl<'f> Builder<'f> {
                 latency,
                 gdr: self.attr_int_default(n, "gdr", 0) != 0,
                 coll: self.attr_int_default(n, "coll", 0) != 0,
-                max_channels: self.attr_int_default(n, "maxconn", consts::MAXCHANNELS as i64)
+                max_channels: self.attr_int_default(n, "maxconn", self.v.max_channels() as i64)
                     as i32,
                 rail: self.attr_int_default(n, "rail", -1) as i32,
                 plane: self.attr_int_default(n, "plane", -1) as i32,

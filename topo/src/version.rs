@@ -50,6 +50,16 @@ impl NcclVersion {
     pub fn typed_path_update(&self) -> bool {
         self.at_least(2, 30)
     }
+    /// `MAXCHANNELS`: 32 up to 2.24, 64 from 2.25 (the channel arrays, the ring search's
+    /// maxChannels of MAXCHANNELS/2, channel doubling caps, `NCCL_MAX_NCHANNELS` and `maxCTAs`
+    /// defaults, a NET's default `maxconn`, the channels `ncclTopoGetLocalNet` walks).
+    pub fn max_channels(&self) -> usize {
+        if self.at_least(2, 25) {
+            64
+        } else {
+            32
+        }
+    }
     /// NCCL_VERSION_CODE for this release.
     pub fn code(&self) -> u32 {
         if self.major <= 2 && self.minor <= 8 {
