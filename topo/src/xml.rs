@@ -11,13 +11,20 @@ use quick_xml::Reader;
 
 /// An immutable, shared string: copying an element (each rank's trimmed copy of the topology,
 /// the fused XML) shares its names and values instead of allocating them again.
-#[derive(Clone, Eq, PartialOrd, Ord, Hash, Default)]
+#[derive(Clone, Eq, PartialOrd, Ord, Default)]
 pub struct XStr(std::sync::Arc<str>);
 
 impl PartialEq for XStr {
     fn eq(&self, other: &XStr) -> bool {
         // Copies of one element share their strings: equal without comparing bytes.
         std::sync::Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+    }
+}
+
+/// Hashes the text, as equality compares it (a shared pointer only short-cuts equal texts).
+impl std::hash::Hash for XStr {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
     }
 }
 
