@@ -1259,6 +1259,6 @@ mod tests {
     fn busids() {
         assert_eq!(busid_to_int("0000:07:00.0"), 0x7000);
         assert_eq!(busid_to_int("0001:00:00.0"), 0x10_0000);
-        assert_eq!(busid_to_int("ffff:ff:01.0"), 0xf_fff_f01_0);
+        assert_eq!(busid_to_int("ffff:ff:01.0"), 0xf_ffff_f010);
     }
 }
