@@ -113,7 +113,10 @@ fn find_kv(root: &XmlElement, tag: &str, key: &str, value: &str) -> Option<NodeP
 fn physical_ports(root: &XmlElement) -> Result<(Vec<Port>, i64)> {
     let mut nets: Vec<(i64, Port, i64)> = Vec::new();
     root.walk(&mut |e, _| {
-        if e.name == "net" && e.get("dev").is_some() && int_attr(e, "net", 1) != 0 {
+        // The net plugin reports devices by name and NCCL finds their `<net>` by that name: a
+        // `<net>` without one is not a port the plugin can report (it stays a plain NET).
+        let named = e.get("name").is_some_and(|n| !n.is_empty());
+        if e.name == "net" && named && e.get("dev").is_some() && int_attr(e, "net", 1) != 0 {
             nets.push((
                 int_attr(e, "dev", 0),
                 Port {
