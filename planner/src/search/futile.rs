@@ -109,8 +109,11 @@ impl Searcher<'_> {
             }
         }
         // Exactness of the amounts is static, that of a state and the bounds from it depend
-        // on the state only: all remembered across attempts.
-        let mut dyadic = true;
+        // on the state only: all remembered across attempts. A state exact on the grid alone
+        // needs every amount on the grid; otherwise every amount must also be a multiple of 1/8
+        // (checked first, so that a hopeless case is refused after one look-up).
+        let state = self.memo.state;
+        let grid_state = self.state_exact(state, false);
         for p in &out {
             let key = (
                 p.pattern.number() as u8,
@@ -125,18 +128,12 @@ impl Searcher<'_> {
                     e
                 }
             };
-            dyadic &= exact?;
-        }
-        let state = self.memo.state;
-        let exact = match self.memo.exact.get(&(state, dyadic)) {
-            Some(&e) => e,
-            None => {
-                let e = self.exact_state(dyadic);
-                self.memo.exact.insert((state, dyadic), e);
-                e
+            let dyadic = exact?;
+            if !grid_state && !dyadic {
+                return None;
             }
-        };
-        if !exact {
+        }
+        if !grid_state && !self.state_exact(state, true) {
             return None;
         }
         let mut bounded = Vec::with_capacity(out.len());
@@ -159,6 +156,16 @@ impl Searcher<'_> {
             bounded.push((p, k));
         }
         Some(bounded)
+    }
+
+    /// [`Searcher::exact_state`] of the state with hash `state`, remembered.
+    fn state_exact(&mut self, state: u128, dyadic: bool) -> bool {
+        if let Some(&e) = self.memo.exact.get(&(state, dyadic)) {
+            return e;
+        }
+        let e = self.exact_state(dyadic);
+        self.memo.exact.insert((state, dyadic), e);
+        e
     }
 
     /// Whether no attempt of `outlook` can build a graph better than `save`.
