@@ -160,6 +160,29 @@ fn tp8_dp2_job() {
     }
 }
 
+/// The job's plans do not depend on how many threads plan it (searches, shared topologies and
+/// split communicators run in parallel, results are taken in order).
+#[test]
+fn job_is_the_same_on_one_thread_and_on_many() {
+    let s = PlannerSettings::default();
+    for (f, dims) in [("dgx-a100.xml", "tp=8,dp=2"), ("dgx-h100.xml", "tp=4,dp=4")] {
+        let c = cluster(&lib(f), 2, &s, None);
+        let members = planner::world_members(&c);
+        let spec = [parse_dims(dims).unwrap()];
+        let on = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let job = pool.install(|| plan_job(&c, &members, &s, &spec).unwrap());
+            serde_json::to_string(&(&job.world, &job.splits)).unwrap()
+        };
+        let one = on(1);
+        assert_eq!(one, on(2), "{f}");
+        assert_eq!(one, on(5), "{f}");
+    }
+}
+
 #[test]
 fn graph_file_round_trip() {
     for (f, n) in [
