@@ -708,16 +708,19 @@ fn assemble(
     let min_net_bw = min_net_bw_all(members, host_ranks, host_search);
     let mut nvls_channels = 0usize;
     if nvls_support {
-        let mut n = if my_cc >= 100 {
+        // NVLS_NCHANNELS: 16 up to 2.24; Blackwell 32 from 2.25, 24 within one node from 2.27.
+        let mut n = if my_cc >= 100 && version.at_least(2, 27) {
             if n_nodes > 1 {
                 32
             } else {
                 24
             }
+        } else if my_cc >= 100 && version.at_least(2, 25) {
+            32
         } else {
             16
         };
-        if min_cc >= 100 && n_nodes > 1 {
+        if min_cc >= 100 && n_nodes > 1 && version.at_least(2, 30) {
             // ncclNvlsTreeSm100Tuning's channel count (its chunk sizes are not modelled).
             let ppn = min_local;
             if n_nodes == 2 && min_net_bw >= 48.0 {

@@ -39,7 +39,8 @@ const FORCED_ORDER_REPLAY: i32 = 2;
 /// Per-SM speed arrays (GB/s per channel) for a version: (intra, inter).
 pub fn speed_arrays(cc_min: i32, version: topo::NcclVersion) -> (Vec<f32>, Vec<f32>) {
     let v = |a: &[f32]| a.to_vec();
-    if cc_min >= 100 {
+    // Blackwell arrays from 2.25; before, sm100 takes the sm90 ones.
+    if cc_min >= 100 && version.at_least(2, 25) {
         let intra: Vec<f32> = if version.at_least(2, 29) {
             v(&[
                 90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0,

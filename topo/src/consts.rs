@@ -30,7 +30,8 @@ pub const MAXCHANNELS: i32 = 64;
 
 /// Per-link NVLink bandwidth for a compute capability (`ncclTopoNVLinkBw`), per version.
 pub fn nvlink_bw(sm: i32, v: NcclVersion) -> f32 {
-    if sm >= 100 {
+    // SM100_NVLINK_BW from 2.25; before, sm100 falls under the sm90 rate.
+    if sm >= 100 && v.at_least(2, 25) {
         if v.at_least(2, 28) {
             40.1
         } else {
