@@ -1946,7 +1946,7 @@ mod tests {
             ("dgx-a100.xml", 2, 0, true, true),
             ("dgx-a100.xml", 2, 1, false, true),
             ("dgx-h100.xml", 2, 2, false, false),
-            ("dgx-h100.xml", 1, 2, false, false),
+            ("dgx-h100.xml", 1, 2, false, true),
             ("dgx1-v100.xml", 2, 2, false, false),
             ("pcie-4xa100.xml", 2, 2, false, false),
             ("pcie-8x4090.xml", 1, 2, false, false),

@@ -333,9 +333,15 @@ impl Searcher<'_> {
         }
         if gr.pattern == Pattern::Ring && (self.inter || self.ngpus >= 2) {
             // Every GPU sends one path per ring channel (to the next GPU or the NET), charging
-            // at least the smaller speed on every hop of it.
+            // at least the smaller speed on every hop of it. Inside one node a ring never goes
+            // through a NET: only the GPU-to-GPU paths count.
             let a = grid_units(gr.bw_intra.min(gr.bw_inter)).unwrap_or(0);
-            for fits in self.sends_fit(&self.statics.cuts, a) {
+            let cuts = if self.inter {
+                &self.statics.cuts
+            } else {
+                &self.statics.cuts_intra
+            };
+            for fits in self.sends_fit(cuts, a) {
                 k = k.min(fits);
             }
         }
