@@ -1,6 +1,7 @@
 //! Planner: the 2-node DGX A100 TP=8/DP=2 job (world + 2 TP + 8 DP communicators, each with its
-//! own graph search, as NCCL does at init) and a 1024-node x 8-GPU world. Searches run NCCL's own
-//! step budgets, so these numbers are dominated by how many steps NCCL's search takes.
+//! own graph search, as NCCL does at init), the same job on DGX H100 (with NVLS), and a
+//! 1024-node x 8-GPU world. Searches run NCCL's own step budgets, so these numbers are dominated
+//! by how many steps NCCL's search takes.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use planner::split::parse_dims;
@@ -25,6 +26,11 @@ fn bench(c: &mut Criterion) {
     let spec = [parse_dims("tp=8,dp=2").unwrap()];
     c.bench_function("planner/tp8 dp2 job, 2 x dgx-a100 (11 comms)", |b| {
         b.iter(|| black_box(plan_job(&two, &members, &s, &spec).unwrap()))
+    });
+    let h2 = Cluster::load(&file("dgx-h100.xml"), 2, &s.topo, None).unwrap();
+    let h2_members = planner::world_members(&h2);
+    c.bench_function("planner/tp8 dp2 job, 2 x dgx-h100 (11 comms, NVLS)", |b| {
+        b.iter(|| black_box(plan_job(&h2, &h2_members, &s, &spec).unwrap()))
     });
     c.bench_function("planner/world 2 x dgx-a100", |b| {
         b.iter(|| black_box(plan_world(&two, &s).unwrap()))
