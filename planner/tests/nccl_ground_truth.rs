@@ -36,18 +36,7 @@ fn rank0_lines_match_nccl() {
             .into_iter()
             .filter(|l| kept(l))
             .collect();
-        if ours != expected {
-            let at = ours
-                .iter()
-                .zip(&expected)
-                .position(|(a, b)| a != b)
-                .unwrap_or(ours.len().min(expected.len()));
-            failures.push(format!(
-                "{case}: line {at}\n  nccl: {:?}\n  ours: {:?}",
-                expected.get(at),
-                ours.get(at)
-            ));
-        }
+        failures.extend(first_difference(case, &expected, &ours));
     }
     assert!(
         failures.is_empty(),
@@ -79,18 +68,7 @@ fn other_ranks_lines_match_nccl() {
             .into_iter()
             .filter(|l| kept(l) && !l.starts_with("Pattern ") && !graph_channel_line(l))
             .collect();
-        if ours != expected {
-            let at = ours
-                .iter()
-                .zip(&expected)
-                .position(|(a, b)| a != b)
-                .unwrap_or(ours.len().min(expected.len()));
-            failures.push(format!(
-                "{file}: line {at}\n  nccl: {:?}\n  ours: {:?}",
-                expected.get(at),
-                ours.get(at)
-            ));
-        }
+        failures.extend(first_difference(file, &expected, &ours));
     }
     assert!(
         failures.is_empty(),
@@ -129,18 +107,7 @@ fn rank0_lines_match_nccl_2_19() {
         let known = DIFFERENT_IN_2_19.contains(&case.as_str());
         match (ours == expected, known) {
             (true, true) => now_matching.push(case.clone()),
-            (false, false) => {
-                let at = ours
-                    .iter()
-                    .zip(&expected)
-                    .position(|(a, b)| a != b)
-                    .unwrap_or(ours.len().min(expected.len()));
-                failures.push(format!(
-                    "{case}: line {at}\n  nccl: {:?}\n  ours: {:?}",
-                    expected.get(at),
-                    ours.get(at)
-                ));
-            }
+            (false, false) => failures.extend(first_difference(case, &expected, &ours)),
             _ => {}
         }
     }
@@ -149,6 +116,23 @@ fn rank0_lines_match_nccl_2_19() {
         "differ: {}\nnow match (take them off DIFFERENT_IN_2_19): {now_matching:?}",
         failures.join("\n")
     );
+}
+
+/// The first line where `ours` departs from what NCCL printed, if it does.
+fn first_difference(name: &str, expected: &[String], ours: &[String]) -> Option<String> {
+    if ours == expected {
+        return None;
+    }
+    let at = ours
+        .iter()
+        .zip(expected)
+        .position(|(a, b)| a != b)
+        .unwrap_or(ours.len().min(expected.len()));
+    Some(format!(
+        "{name}: line {at}\n  nccl: {:?}\n  ours: {:?}",
+        expected.get(at),
+        ours.get(at)
+    ))
 }
 
 /// A GRAPH per-channel line (`%2d : ...`).
