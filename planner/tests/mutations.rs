@@ -4,6 +4,10 @@
 
 use planner::{plan_world, PlannerSettings};
 use proptest::prelude::*;
+
+#[path = "../../topo/tests/support/mutate.rs"]
+mod mutate;
+use mutate::{apply, Mutation};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -26,13 +30,6 @@ fn corpus() -> Vec<String> {
     v
 }
 
-#[derive(Debug, Clone)]
-enum Mutation {
-    Delete(usize, usize),
-    Insert(usize, String),
-    Duplicate(usize, usize),
-}
-
 fn mutation() -> impl Strategy<Value = Mutation> {
     let snippet = prop_oneof![
         Just("<gpu dev=\"9\" sm=\"90\" rank=\"9\" gdr=\"1\"/>".to_string()),
@@ -49,38 +46,6 @@ fn mutation() -> impl Strategy<Value = Mutation> {
         (any::<usize>(), snippet).prop_map(|(a, s)| Mutation::Insert(a, s)),
         (any::<usize>(), 1usize..300).prop_map(|(a, n)| Mutation::Duplicate(a, n)),
     ]
-}
-
-fn boundary(s: &str, i: usize) -> usize {
-    let mut i = i % (s.len() + 1);
-    while !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
-}
-
-fn apply(text: &str, muts: &[Mutation]) -> String {
-    let mut s = text.to_string();
-    for m in muts {
-        match m {
-            Mutation::Delete(a, n) => {
-                let a = boundary(&s, *a);
-                let b = boundary(&s, (a + n).min(s.len()));
-                s.replace_range(a..b.max(a), "");
-            }
-            Mutation::Insert(a, t) => {
-                let a = boundary(&s, *a);
-                s.insert_str(a, t);
-            }
-            Mutation::Duplicate(a, n) => {
-                let a = boundary(&s, *a);
-                let b = boundary(&s, (a + n).min(s.len()));
-                let piece = s[a..b.max(a)].to_string();
-                s.insert_str(a, &piece);
-            }
-        }
-    }
-    s
 }
 
 proptest! {

@@ -2,6 +2,10 @@
 //! they parse and build, or give an error.
 
 use proptest::prelude::*;
+
+#[path = "support/mutate.rs"]
+mod mutate;
+use mutate::{apply, Mutation};
 use std::path::PathBuf;
 
 fn corpus() -> Vec<String> {
@@ -14,15 +18,6 @@ fn corpus() -> Vec<String> {
     }
     v.sort();
     v
-}
-
-#[derive(Debug, Clone)]
-enum Mutation {
-    Delete(usize, usize),
-    Insert(usize, String),
-    Replace(usize, String),
-    Truncate(usize),
-    Duplicate(usize, usize),
 }
 
 fn mutation() -> impl Strategy<Value = Mutation> {
@@ -51,47 +46,6 @@ fn mutation() -> impl Strategy<Value = Mutation> {
         any::<usize>().prop_map(Mutation::Truncate),
         (any::<usize>(), 1usize..200).prop_map(|(a, n)| Mutation::Duplicate(a, n)),
     ]
-}
-
-fn boundary(s: &str, i: usize) -> usize {
-    let mut i = i % (s.len() + 1);
-    while !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
-}
-
-fn apply(text: &str, muts: &[Mutation]) -> String {
-    let mut s = text.to_string();
-    for m in muts {
-        match m {
-            Mutation::Delete(a, n) => {
-                let a = boundary(&s, *a);
-                let b = boundary(&s, (a + n).min(s.len()));
-                s.replace_range(a..b.max(a), "");
-            }
-            Mutation::Insert(a, t) => {
-                let a = boundary(&s, *a);
-                s.insert_str(a, t);
-            }
-            Mutation::Replace(a, t) => {
-                let a = boundary(&s, *a);
-                let b = boundary(&s, (a + t.len()).min(s.len()));
-                s.replace_range(a..b.max(a), t);
-            }
-            Mutation::Truncate(a) => {
-                let a = boundary(&s, *a);
-                s.truncate(a);
-            }
-            Mutation::Duplicate(a, n) => {
-                let a = boundary(&s, *a);
-                let b = boundary(&s, (a + n).min(s.len()));
-                let piece = s[a..b.max(a)].to_string();
-                s.insert_str(a, &piece);
-            }
-        }
-    }
-    s
 }
 
 proptest! {
