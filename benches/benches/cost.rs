@@ -6,16 +6,10 @@ use cost_model::*;
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 
-/// The allocator the `ncclsim` binary uses; `--features system-alloc` measures with the system
-/// allocator instead.
-#[cfg(not(feature = "system-alloc"))]
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn model(nodes: usize) -> CostModel {
     let s = planner::PlannerSettings::default();
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../topologies/dgx-h100.xml");
-    let c = topo::Cluster::load(path, nodes, &s.topo, None).unwrap();
+    let path = benches::topology_file("dgx-h100.xml");
+    let c = topo::Cluster::load(&path, nodes, &s.topo, None).unwrap();
     let plan = planner::plan_world(&c, &s).unwrap();
     CostModel::from_plan(&plan, &TunerSettings::default(), Mode::Nccl).unwrap()
 }

@@ -3,31 +3,22 @@
 //! 1024-node x 8-GPU world. Searches run NCCL's own step budgets, so these numbers are dominated
 //! by how many steps NCCL's search takes.
 
+use benches::topology_file;
 use criterion::{criterion_group, criterion_main, Criterion};
 use planner::split::parse_dims;
 use planner::{plan_job, plan_world, PlannerSettings};
 use std::hint::black_box;
 use topo::Cluster;
 
-/// The allocator the `ncclsim` binary uses; `--features system-alloc` measures with the system
-/// allocator instead (BENCHMARKS.md gives both).
-#[cfg(not(feature = "system-alloc"))]
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-fn file(name: &str) -> String {
-    format!("{}/../topologies/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
 fn bench(c: &mut Criterion) {
     let s = PlannerSettings::default();
-    let two = Cluster::load(&file("dgx-a100.xml"), 2, &s.topo, None).unwrap();
+    let two = Cluster::load(&topology_file("dgx-a100.xml"), 2, &s.topo, None).unwrap();
     let members = planner::world_members(&two);
     let spec = [parse_dims("tp=8,dp=2").unwrap()];
     c.bench_function("planner/tp8 dp2 job, 2 x dgx-a100 (11 comms)", |b| {
         b.iter(|| black_box(plan_job(&two, &members, &s, &spec).unwrap()))
     });
-    let h2 = Cluster::load(&file("dgx-h100.xml"), 2, &s.topo, None).unwrap();
+    let h2 = Cluster::load(&topology_file("dgx-h100.xml"), 2, &s.topo, None).unwrap();
     let h2_members = planner::world_members(&h2);
     c.bench_function("planner/tp8 dp2 job, 2 x dgx-h100 (11 comms, NVLS)", |b| {
         b.iter(|| black_box(plan_job(&h2, &h2_members, &s, &spec).unwrap()))
@@ -35,15 +26,15 @@ fn bench(c: &mut Criterion) {
     c.bench_function("planner/world 2 x dgx-a100", |b| {
         b.iter(|| black_box(plan_world(&two, &s).unwrap()))
     });
-    let one = Cluster::load(&file("dgx-a100.xml"), 1, &s.topo, None).unwrap();
+    let one = Cluster::load(&topology_file("dgx-a100.xml"), 1, &s.topo, None).unwrap();
     c.bench_function("planner/world 1 x dgx-a100", |b| {
         b.iter(|| black_box(plan_world(&one, &s).unwrap()))
     });
-    let h = Cluster::load(&file("dgx-h100.xml"), 1, &s.topo, None).unwrap();
+    let h = Cluster::load(&topology_file("dgx-h100.xml"), 1, &s.topo, None).unwrap();
     c.bench_function("planner/world 1 x dgx-h100 (ring, tree, nvls)", |b| {
         b.iter(|| black_box(plan_world(&h, &s).unwrap()))
     });
-    let big = Cluster::load(&file("dgx-a100.xml"), 1024, &s.topo, None).unwrap();
+    let big = Cluster::load(&topology_file("dgx-a100.xml"), 1024, &s.topo, None).unwrap();
     let mut g = c.benchmark_group("planner-large");
     g.sample_size(10);
     g.bench_function("world 1024 x dgx-a100 (8192 ranks)", |b| {

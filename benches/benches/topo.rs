@@ -1,25 +1,16 @@
 //! Topology layer: parse + graph + paths for one 8-GPU node, and a 1024-node cluster of that node
 //! (identical hosts share one computed topology, so this should cost about one node, not 1024).
 
+use benches::topology_file;
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 use std::sync::Arc;
 use topo::{Cluster, Completion, TopoSettings};
 
-/// The allocator the `ncclsim` binary uses; `--features system-alloc` measures with the system
-/// allocator instead.
-#[cfg(not(feature = "system-alloc"))]
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-fn file(name: &str) -> String {
-    format!("{}/../topologies/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
 fn bench(c: &mut Criterion) {
     let s = TopoSettings::default();
     for name in ["dgx-a100.xml", "dgx-h100.xml"] {
-        let text = std::fs::read_to_string(file(name)).unwrap();
+        let text = std::fs::read_to_string(topology_file(name)).unwrap();
         c.bench_function(&format!("topo/parse+paths 1 node {name}"), |b| {
             b.iter(|| {
                 let xml = Arc::new(topo::xml::parse(black_box(&text), name).unwrap());
@@ -28,7 +19,7 @@ fn bench(c: &mut Criterion) {
             })
         });
     }
-    let text = std::fs::read_to_string(file("dgx-a100.xml")).unwrap();
+    let text = std::fs::read_to_string(topology_file("dgx-a100.xml")).unwrap();
     c.bench_function("topo/parse+paths 1024 nodes dgx-a100", |b| {
         b.iter(|| {
             let xml = Arc::new(topo::xml::parse(black_box(&text), "dgx-a100.xml").unwrap());
