@@ -258,10 +258,7 @@ impl System {
     /// Build the system from a topology XML tree the way NCCL does at init.
     pub fn from_xml(root: &XmlElement, file: &str, opts: &BuildOptions) -> Result<System> {
         let (fused, devs) = check_and_fuse(root, file, &opts.fusion, opts.version)?;
-        let xml = claim_and_trim(fused.as_ref().unwrap_or(root), &devs, file, opts)?;
-        let mut b = Builder::new(file, opts.version);
-        b.build(&xml)?;
-        Ok(b.finish(opts.inter))
+        Self::from_claimable(fused.as_ref().unwrap_or(root), &devs, file, opts)
     }
 
     /// [`Self::from_xml`] on a host XML already checked and NIC-fused for `opts.version` and
@@ -271,7 +268,18 @@ impl System {
             let again = HostXml::prepare(&host.root, file, &opts.fusion, opts.version)?;
             return Self::from_host_xml(&again, file, opts);
         }
-        let xml = claim_and_trim(&host.root, &host.devs, file, opts)?;
+        Self::from_claimable(&host.root, &host.devs, file, opts)
+    }
+
+    /// Claim and trim a checked, NIC-fused host XML whose claimable GPU devs are `devs`, then
+    /// build the graph.
+    fn from_claimable(
+        root: &XmlElement,
+        devs: &[i32],
+        file: &str,
+        opts: &BuildOptions,
+    ) -> Result<System> {
+        let xml = claim_and_trim(root, devs, file, opts)?;
         let mut b = Builder::new(file, opts.version);
         b.build(&xml)?;
         Ok(b.finish(opts.inter))
