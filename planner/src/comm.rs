@@ -12,7 +12,7 @@ use crate::graph_xml;
 use crate::plan::{ChannelRank, CommGraphs, CommPlan, NodeSearch, RankInfo, TreeLine};
 use crate::search::Searcher;
 use crate::settings::PlannerSettings;
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::Arc;
 use topo::{BuildOptions, Cluster, HostXml, NodeKind, PathType, System, TopoError, Topology};
 
@@ -493,8 +493,17 @@ pub fn plan_comm_cached(
             cache.map.insert(key, Arc::new(hs));
         }
     }
-    plan_comm_from_cache(cluster, members, name, settings, parent, cache)
-        .expect("the cache holds every host search now")
+    Ok(assemble_from_cache(
+        cluster,
+        members,
+        name,
+        settings,
+        parent,
+        cache,
+        &host_order,
+        &host_ranks,
+    )
+    .expect("the cache holds every host search now"))
 }
 
 /// [`plan_comm_cached`] when `cache` already holds every search the communicator needs (`None`
@@ -512,22 +521,48 @@ pub fn plan_comm_from_cache(
         return Some(Err(e));
     }
     let (host_order, host_ranks) = hosts_of(members);
-    let inter = host_order.len() > 1;
-    let mut host_search: HashMap<usize, Arc<HostSearch>> = HashMap::default();
-    for &h in &host_order {
-        let devs: Vec<i32> = host_ranks[&h].iter().map(|&r| members[r].dev).collect();
-        let hs = cache.map.get(&search_key(cluster, h, &devs, inter))?;
-        host_search.insert(h, hs.clone());
-    }
-    Some(Ok(assemble(
+    assemble_from_cache(
+        cluster,
         members,
         name,
         settings,
         parent,
+        cache,
         &host_order,
         &host_ranks,
+    )
+    .map(Ok)
+}
+
+/// Put a checked communicator together from the searches in `cache` (`None` when one is
+/// missing).
+#[allow(clippy::too_many_arguments)]
+fn assemble_from_cache(
+    cluster: &Cluster,
+    members: &[Member],
+    name: &str,
+    settings: &PlannerSettings,
+    parent: Option<&CommPlan>,
+    cache: &SearchCache,
+    host_order: &[usize],
+    host_ranks: &HashMap<usize, Vec<usize>>,
+) -> Option<CommPlan> {
+    let inter = host_order.len() > 1;
+    let mut host_search: HashMap<usize, Arc<HostSearch>> = HashMap::default();
+    for &h in host_order {
+        let devs: Vec<i32> = host_ranks[&h].iter().map(|&r| members[r].dev).collect();
+        let hs = cache.map.get(&search_key(cluster, h, &devs, inter))?;
+        host_search.insert(h, hs.clone());
+    }
+    Some(assemble(
+        members,
+        name,
+        settings,
+        parent,
+        host_order,
+        host_ranks,
         &host_search,
-    )))
+    ))
 }
 
 /// The errors a member list can have before anything is built: none, a host outside the
@@ -537,6 +572,7 @@ fn check_members(cluster: &Cluster, members: &[Member], name: &str) -> topo::Res
     if nranks == 0 {
         return Err(TopoError::Model(format!("communicator {name}: no ranks")));
     }
+    let mut seen: HashSet<Member> = HashSet::default();
     for (r, m) in members.iter().enumerate() {
         if m.host >= cluster.nodes.len() {
             return Err(TopoError::Model(format!(
@@ -545,7 +581,7 @@ fn check_members(cluster: &Cluster, members: &[Member], name: &str) -> topo::Res
                 cluster.nodes.len()
             )));
         }
-        if members[..r].contains(m) {
+        if !seen.insert(*m) {
             return Err(TopoError::Model(format!(
                 "communicator {name}: rank {r} uses host {} GPU dev {} like an earlier rank (NCCL needs one rank per GPU)",
                 m.host, m.dev
