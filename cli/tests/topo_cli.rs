@@ -3,9 +3,17 @@
 use std::process::Command;
 
 fn ncclsim(args: &[&str]) -> (i32, String, String) {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    for a in args.iter().filter(|a| a.starts_with("../shared/")) {
+        assert!(
+            std::path::Path::new(root).join(a).exists(),
+            "{a} is missing: these tests read the vendor files in ../shared beside the \
+             repository clone (where CI puts them)"
+        );
+    }
     let out = Command::new(env!("CARGO_BIN_EXE_ncclsim"))
         .args(args)
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .current_dir(root)
         .env_remove("NCCL_P2P_LEVEL")
         .output()
         .expect("run ncclsim");
