@@ -71,6 +71,30 @@ pub struct CPointerInfo {
     pub size: usize,
 }
 
+/// Where a device allocation lives, in C form: enough for another process of a communicator
+/// to map the owner's whole arena memfd once (`/proc/<owner_pid>/fd/<fd>`) and find the
+/// allocation in it.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct CArenaLocation {
+    /// Process that owns the arena.
+    pub owner_pid: u32,
+    /// Arena number within the owner (checked against the arena header).
+    pub arena_id: u32,
+    /// The owner's descriptor of the arena memfd.
+    pub fd: i32,
+    /// Physical device the arena backs.
+    pub device: i32,
+    /// Length of the memfd (header and data).
+    pub file_len: u64,
+    /// Offset of the queried pointer from the start of the memfd.
+    pub offset: u64,
+    /// Start of the containing allocation, as an offset from the start of the memfd.
+    pub alloc_offset: u64,
+    /// Size of the containing allocation.
+    pub alloc_size: u64,
+}
+
 /// Stream properties in C form.
 #[repr(C)]
 #[derive(Clone, Copy, Default, Debug)]
@@ -257,4 +281,6 @@ pub struct CoreApiV1 {
     pub graph_launch: unsafe extern "C" fn(exec: u64, stream: u64) -> i32,
     /// Frees every allocation of a visible device (`cudaDeviceReset`).
     pub device_reset: unsafe extern "C" fn(ordinal: i32) -> i32,
+    /// Where the device allocation containing `ptr` lives (this process's arenas only).
+    pub pointer_arena: unsafe extern "C" fn(ptr: usize, out: *mut CArenaLocation) -> i32,
 }

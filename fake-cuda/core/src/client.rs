@@ -197,6 +197,14 @@ impl Client {
         Ok(i)
     }
 
+    /// Where a device allocation of this process lives (its arena memfd and offsets).
+    pub fn pointer_arena(&self, ptr: usize) -> Result<abi::CArenaLocation> {
+        let mut out = abi::CArenaLocation::default();
+        // SAFETY: the loader checked the table's size; `out` is a valid out-pointer.
+        self.check(unsafe { (self.api.pointer_arena)(ptr, &mut out) })?;
+        Ok(out)
+    }
+
     /// Stream-ordered copy.
     pub fn memcpy(&self, dst: usize, src: usize, n: usize, kind: i32, stream: u64) -> Result<()> {
         self.check(unsafe { (self.api.memcpy)(dst, src, n, kind, stream) })

@@ -518,6 +518,38 @@ impl Core {
         }
     }
 
+    /// Where the live device allocation containing `ptr` lives in one of this process's
+    /// arenas, for peers of a communicator that map the arena whole.
+    pub fn arena_location(&self, ptr: usize) -> Result<abi::CArenaLocation> {
+        let st = self.lock();
+        for a in st.arenas.iter().flatten() {
+            if !a.contains(ptr) {
+                continue;
+            }
+            let alloc = a.allocation_at(ptr).ok_or(CoreError::InvalidPointer {
+                ptr,
+                len: 0,
+                why: "not inside a live device allocation",
+            })?;
+            let header = arena::HEADER_BYTES as u64;
+            return Ok(abi::CArenaLocation {
+                owner_pid: std::process::id(),
+                arena_id: a.id(),
+                fd: a.raw_fd(),
+                device: a.device() as i32,
+                file_len: header + a.capacity(),
+                offset: header + (ptr - a.data_base()) as u64,
+                alloc_offset: header + alloc.offset,
+                alloc_size: alloc.size,
+            });
+        }
+        Err(CoreError::InvalidPointer {
+            ptr,
+            len: 0,
+            why: "not inside a device allocation of this process",
+        })
+    }
+
     fn check_device(st: &State, ptr: usize, len: usize) -> Result<DeviceRange> {
         let r = st.device_range(ptr).ok_or(CoreError::InvalidPointer {
             ptr,

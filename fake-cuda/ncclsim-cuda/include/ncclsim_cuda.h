@@ -34,6 +34,7 @@ struct ncclsim_core_api_v1 {
     ncclsim_fn begin_capture, end_capture, capture_info, graph_create, graph_destroy;
     ncclsim_fn graph_node_count, graph_write_dot, graph_instantiate, graph_exec_destroy;
     ncclsim_fn graph_launch, device_reset;
+    ncclsim_fn pointer_arena; /* (uintptr_t ptr, struct { uint32_t owner_pid, arena_id; int32_t fd, device; uint64_t file_len, offset, alloc_offset, alloc_size; } *out) */
 };
 
 const struct ncclsim_core_api_v1 *ncclsim_cuda_core_v1(void);

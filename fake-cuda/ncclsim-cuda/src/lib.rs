@@ -11,7 +11,7 @@
 //! records the calling thread's last error message and returns a [`Status`] code.
 
 use fake_cuda_core::abi::{
-    CDeviceInfo, CDeviceTopology, CHandle, CNvLink, CPointerInfo, CStreamInfo, CWorkFn, CoreApiV1,
+    CArenaLocation, CDeviceInfo, CDeviceTopology, CHandle, CNvLink, CPointerInfo, CStreamInfo, CWorkFn, CoreApiV1,
     CORE_ABI_VERSION, MAX_NVLINKS, MAX_PCI_ANCESTORS,
 };
 use fake_cuda_core::device::{common_ancestor, NvLinkPeer};
@@ -249,6 +249,10 @@ core_fn!(pointer_info(ptr: usize, out: *mut CPointerInfo) {
     put(out, CPointerInfo { kind: i.kind as i32, device: i.device, base: i.base, size: i.size })
 });
 
+core_fn!(pointer_arena(ptr: usize, out: *mut CArenaLocation) {
+    put(out, core()?.arena_location(ptr)?)
+});
+
 core_fn!(memcpy(dst: usize, src: usize, n: usize, kind: i32, stream: u64) {
     core()?.memcpy(dst, src, n, CopyKind::from_raw(kind)?, stream)
 });
@@ -427,6 +431,7 @@ static API: CoreApiV1 = CoreApiV1 {
     graph_exec_destroy,
     graph_launch,
     device_reset,
+    pointer_arena,
 };
 
 /// The one exported symbol: the core's vtable.
