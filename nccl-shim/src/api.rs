@@ -1,0 +1,566 @@
+//! The exported C API: every `nccl*` function of NCCL 2.30.7 (`src/nccl.h.in`,
+//! `src/include/nccl_device/core.h`) and its `pnccl*` twin. Each export only checks and
+//! converts its arguments and calls into the runtime; the panic boundary, the mapping of
+//! errors to `ncclResult_t` and the thread's last-error text are in [`api_fn!`].
+
+#![allow(non_snake_case, clippy::missing_safety_doc)]
+
+use crate::comm::{self, Joining};
+use crate::error::{self, NcclError, Result};
+use crate::group;
+use crate::ops::{Coll, CollKind, Op, P2p};
+use crate::types::{result, CommConfig, CommProperties, DataType, RawConfig, Team, UniqueId, NCCL_VERSION_CODE};
+use std::ffi::{c_char, c_void};
+
+type Comm = usize;
+type Stream = u64;
+
+/// Defines `pnccl<Name>` with the body inside the panic boundary and `nccl<Name>` calling it.
+macro_rules! api_fn {
+    ($(fn $name:ident | $pname:ident ($($arg:ident: $ty:ty),* $(,)?) $body:block)*) => {$(
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $pname($($arg: $ty),*) -> i32 {
+            boundary(stringify!($name), || -> Result<()> { $body })
+        }
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> i32 {
+            // SAFETY: same contract as the twin.
+            unsafe { $pname($($arg),*) }
+        }
+    )*};
+}
+
+/// Runs an export's body: 0 on success, the error's code otherwise (recorded as the thread's
+/// last error), `ncclInternalError` on a panic.
+fn boundary(name: &str, body: impl FnOnce() -> Result<()>) -> i32 {
+    fake_cuda_core::frontend::boundary("libnccl", name, result::INTERNAL_ERROR, &[result::IN_PROGRESS], || {
+        let r = body();
+        if let Err(e) = &r {
+            error::record(name, e);
+        }
+        r
+    })
+}
+
+/// Writes an out-parameter; `ncclInvalidArgument` naming it if null.
+unsafe fn out<T>(p: *mut T, v: T, what: &str) -> Result<()> {
+    // SAFETY: the caller's out-parameter, non-null checked by write_out.
+    unsafe { fake_cuda_core::frontend::write_out(p, v, || NcclError::invalid_argument(format!("{what} is NULL"))) }
+}
+
+fn not_implemented(name: &str) -> Result<()> {
+    Err(NcclError::invalid_usage(format!("{name} is not implemented by ncclsim's libnccl.so.2")))
+}
+
+fn device_buffer(ptr: usize, elems: usize, dtype: DataType, what: &str) -> Result<()> {
+    if elems == 0 {
+        return Ok(());
+    }
+    if ptr == 0 {
+        return Err(NcclError::invalid_argument(format!("{what} is NULL")));
+    }
+    let info = crate::cuda::pointer_info(ptr)?;
+    if info.kind != 2 {
+        return Err(NcclError::invalid_argument(format!("{what} {ptr:#x} is not device memory")));
+    }
+    let need = elems.checked_mul(dtype.size()).ok_or_else(|| NcclError::invalid_argument("count overflows"))?;
+    if ptr + need > info.base + info.size {
+        return Err(NcclError::invalid_argument(format!(
+            "{what} {ptr:#x}: {need} bytes needed but its allocation ends {} bytes after it",
+            info.base + info.size - ptr
+        )));
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn collective(kind: CollKind, send: usize, recv: usize, count: usize, dtype: i32, op: i32, root: i32, comm: Comm, stream: Stream) -> Result<()> {
+    let c = group::comm(comm)?;
+    let dtype = DataType::from_raw(dtype)?;
+    if kind.rooted() && (root < 0 || root as usize >= c.nranks) {
+        return Err(NcclError::invalid_argument(format!("root {root} is not a rank of this communicator (0..{})", c.nranks)));
+    }
+    let root = if kind.rooted() { root as usize } else { 0 };
+    let reducing = matches!(kind, CollKind::AllReduce | CollKind::Reduce | CollKind::ReduceScatter);
+    let red = if reducing {
+        c.redops.lock().map_err(|_| NcclError::internal("redop lock poisoned"))?.resolve(op, dtype, c.nranks)?
+    } else {
+        crate::types::Reduction::Sum
+    };
+    let (se, re) = kind.extents(count, c.nranks, c.rank, root);
+    device_buffer(send, se, dtype, "sendbuff")?;
+    device_buffer(recv, re, dtype, "recvbuff")?;
+    let coll = Coll { kind, dtype, red, op: if reducing { op } else { 0 }, root, count, send: if se > 0 { send } else { 0 }, recv: if re > 0 { recv } else { 0 } };
+    group::op(c, stream, Op::Coll(coll))
+}
+
+fn p2p(send: bool, buf: usize, count: usize, dtype: i32, peer: i32, comm: Comm, stream: Stream) -> Result<()> {
+    let c = group::comm(comm)?;
+    let dtype = DataType::from_raw(dtype)?;
+    if peer < 0 || peer as usize >= c.nranks {
+        return Err(NcclError::invalid_argument(format!("peer {peer} is not a rank of this communicator (0..{})", c.nranks)));
+    }
+    device_buffer(buf, count, dtype, if send { "sendbuff" } else { "recvbuff" })?;
+    group::op(c, stream, Op::P2p(P2p { send, peer: peer as usize, bytes: count * dtype.size(), buf }))
+}
+
+/// Creates a communicator in the background (`f` runs at the group's end, or now, or in a
+/// thread for non-blocking configs). Returns `ncclInProgress` for non-blocking ones.
+fn create(out_comm: *mut Comm, config: &CommConfig, f: impl FnOnce() -> Result<comm::Comm> + Send + 'static) -> Result<()> {
+    if out_comm.is_null() {
+        return Err(NcclError::invalid_argument("newcomm is NULL"));
+    }
+    let (h, slot) = group::new_handle();
+    // SAFETY: non-null out-parameter of the caller.
+    unsafe { *out_comm = h };
+    if !config.blocking {
+        std::thread::spawn(move || slot.finish(f()));
+        return Err(NcclError::new(result::IN_PROGRESS, "communicator is initializing"));
+    }
+    let in_group = group::in_group();
+    let s2 = slot.clone();
+    group::init_job(Box::new(move || s2.finish(f())));
+    if in_group {
+        return Ok(());
+    }
+    let st = slot.state.lock().unwrap_or_else(|e| e.into_inner());
+    if let group::SlotState::Failed(e) = &*st {
+        let e = e.clone();
+        drop(st);
+        let _ = group::remove(h);
+        // SAFETY: as above.
+        unsafe { *out_comm = 0 };
+        return Err(e);
+    }
+    Ok(())
+}
+
+fn init_rank(out_comm: *mut Comm, nranks: i32, id: UniqueId, rank: i32, config: *const RawConfig) -> Result<()> {
+    // SAFETY: the API's contract for a non-null config.
+    let cfg = unsafe { CommConfig::read(config, &CommConfig::default())? };
+    if nranks <= 0 || rank < 0 || rank >= nranks {
+        return Err(NcclError::invalid_argument(format!("rank {rank} / nranks {nranks}: need 0 <= rank < nranks")));
+    }
+    let dev = crate::cuda::current_device()?;
+    let c2 = cfg.clone();
+    create(out_comm, &cfg, move || {
+        comm::init_rank(&id, Joining { rank: rank as usize, nranks: nranks as usize, cuda_dev: dev, config: c2 })
+    })
+}
+
+api_fn! {
+fn ncclGetVersion | pncclGetVersion(version: *mut i32) {
+    unsafe { out(version, NCCL_VERSION_CODE, "version") }
+}
+fn ncclGetUniqueId | pncclGetUniqueId(unique_id: *mut UniqueId) {
+    let id = match crate::bootstrap::comm_id_env()? {
+        Some(at) => crate::bootstrap::encode_id(crate::bootstrap::NCCL_MAGIC, at),
+        None => {
+            let l = crate::bootstrap::listen(None)?;
+            let magic = crate::bootstrap::random_u64();
+            let id = crate::bootstrap::encode_id(magic, crate::bootstrap::local_addr(&l)?);
+            crate::bootstrap::spawn_root(l, magic);
+            id
+        }
+    };
+    unsafe { out(unique_id, id, "uniqueId") }
+}
+fn ncclCommInitRank | pncclCommInitRank(newcomm: *mut Comm, nranks: i32, comm_id: UniqueId, rank: i32) {
+    init_rank(newcomm, nranks, comm_id, rank, std::ptr::null())
+}
+fn ncclCommInitRankConfig | pncclCommInitRankConfig(newcomm: *mut Comm, nranks: i32, comm_id: UniqueId, rank: i32, config: *const RawConfig) {
+    init_rank(newcomm, nranks, comm_id, rank, config)
+}
+fn ncclCommInitRankScalable | pncclCommInitRankScalable(newcomm: *mut Comm, nranks: i32, myrank: i32, n_id: i32, ids: *const UniqueId, config: *const RawConfig) {
+    if n_id < 1 || ids.is_null() {
+        return Err(NcclError::invalid_argument(format!("nId {n_id} / commIds: need at least one id")));
+    }
+    // Every rank gets all ids; the first one's root serves everyone here (one root suffices
+    // for the rank counts a host can run).
+    let id = unsafe { *ids };
+    init_rank(newcomm, nranks, id, myrank, config)
+}
+fn ncclCommInitAll | pncclCommInitAll(comms: *mut Comm, ndev: i32, devlist: *const i32) {
+    if comms.is_null() {
+        return Err(NcclError::invalid_argument("comms is NULL"));
+    }
+    if ndev <= 0 {
+        return Err(NcclError::invalid_argument(format!("ndev {ndev} must be positive")));
+    }
+    let n = ndev as usize;
+    let devs: Vec<i32> = if devlist.is_null() { (0..ndev).collect() } else { unsafe { std::slice::from_raw_parts(devlist, n) }.to_vec() };
+    let count = crate::cuda::device_count()?;
+    if let Some(d) = devs.iter().find(|&&d| d < 0 || d >= count) {
+        return Err(NcclError::invalid_argument(format!("devlist has device {d}; {count} devices are visible")));
+    }
+    let l = crate::bootstrap::listen(Some(std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 0)))?;
+    let magic = crate::bootstrap::random_u64();
+    let id = crate::bootstrap::encode_id(magic, crate::bootstrap::local_addr(&l)?);
+    crate::bootstrap::spawn_root(l, magic);
+    let results: Vec<Result<comm::Comm>> = std::thread::scope(|s| {
+        let hs: Vec<_> = devs.iter().enumerate().map(|(r, &dev)| s.spawn(move || {
+            comm::init_rank(&id, Joining { rank: r, nranks: n, cuda_dev: dev, config: CommConfig::default() })
+        })).collect();
+        hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(NcclError::internal("init thread panicked")))).collect()
+    });
+    if let Some(Err(e)) = results.iter().find(|r| r.is_err()) {
+        return Err(e.clone());
+    }
+    for (r, c) in results.into_iter().enumerate() {
+        let (h, slot) = group::new_handle();
+        slot.finish(c);
+        unsafe { *comms.add(r) = h };
+    }
+    Ok(())
+}
+fn ncclCommSplit | pncclCommSplit(comm: Comm, color: i32, key: i32, newcomm: *mut Comm, config: *const RawConfig) {
+    let parent = group::comm(comm)?;
+    let cfg = unsafe { CommConfig::read(config, &parent.config)? };
+    if newcomm.is_null() {
+        return Err(NcclError::invalid_argument("newcomm is NULL"));
+    }
+    unsafe { *newcomm = 0 };
+    if group::in_group() || !cfg.blocking {
+        let c2 = cfg.clone();
+        return create(newcomm, &cfg, move || match comm::split(&parent, color, key, c2)? {
+            Some(c) => Ok(c),
+            None => Err(NcclError::invalid_usage("NCCL_SPLIT_NOCOLOR: no communicator")),
+        });
+    }
+    if let Some(c) = comm::split(&parent, color, key, cfg)? {
+        let (h, slot) = group::new_handle();
+        slot.finish(Ok(c));
+        unsafe { *newcomm = h };
+    }
+    Ok(())
+}
+fn ncclCommShrink | pncclCommShrink(comm: Comm, exclude: *const i32, nexclude: i32, newcomm: *mut Comm, config: *const RawConfig, _flags: i32) {
+    let parent = group::comm(comm)?;
+    let cfg = unsafe { CommConfig::read(config, &parent.config)? };
+    if nexclude < 0 || (nexclude > 0 && exclude.is_null()) {
+        return Err(NcclError::invalid_argument("excludeRanksList / excludeRanksCount"));
+    }
+    let ex = if nexclude == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(exclude, nexclude as usize) } };
+    if newcomm.is_null() {
+        return Err(NcclError::invalid_argument("newcomm is NULL"));
+    }
+    unsafe { *newcomm = 0 };
+    let color = if ex.contains(&(parent.rank as i32)) { -1 } else { 0 };
+    if let Some(c) = comm::split(&parent, color, parent.rank as i32, cfg)? {
+        let (h, slot) = group::new_handle();
+        slot.finish(Ok(c));
+        unsafe { *newcomm = h };
+    }
+    Ok(())
+}
+fn ncclCommFinalize | pncclCommFinalize(comm: Comm) {
+    group::wait_ready(comm).map(|_| ())
+}
+fn ncclCommDestroy | pncclCommDestroy(comm: Comm) {
+    if comm == 0 {
+        return Ok(());
+    }
+    let _ = group::wait_ready(comm);
+    group::remove(comm).map(|_| ())
+}
+fn ncclCommAbort | pncclCommAbort(comm: Comm) {
+    if comm == 0 {
+        return Ok(());
+    }
+    if let Ok(c) = group::comm(comm) {
+        c.abort.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    group::remove(comm).map(|_| ())
+}
+fn ncclCommRevoke | pncclCommRevoke(comm: Comm, _flags: i32) {
+    let c = group::comm(comm)?;
+    c.abort.store(true, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}
+fn ncclCommGetAsyncError | pncclCommGetAsyncError(comm: Comm, async_error: *mut i32) {
+    let s = group::slot(comm)?;
+    let code = match &*s.state.lock().unwrap_or_else(|e| e.into_inner()) {
+        group::SlotState::Pending => result::IN_PROGRESS,
+        group::SlotState::Failed(e) => e.code,
+        group::SlotState::Ready(c) => c.async_error.load(std::sync::atomic::Ordering::Relaxed),
+    };
+    unsafe { out(async_error, code, "asyncError") }
+}
+fn ncclCommCount | pncclCommCount(comm: Comm, count: *mut i32) {
+    let c = group::comm(comm)?;
+    unsafe { out(count, c.nranks as i32, "count") }
+}
+fn ncclCommCuDevice | pncclCommCuDevice(comm: Comm, device: *mut i32) {
+    let c = group::comm(comm)?;
+    unsafe { out(device, c.cuda_dev, "device") }
+}
+fn ncclCommUserRank | pncclCommUserRank(comm: Comm, rank: *mut i32) {
+    let c = group::comm(comm)?;
+    unsafe { out(rank, c.rank as i32, "rank") }
+}
+fn ncclCommRegister | pncclCommRegister(comm: Comm, buff: *mut c_void, size: usize, handle: *mut *mut c_void) {
+    group::comm(comm)?;
+    device_buffer(buff as usize, size, DataType::Uint8, "buff")?;
+    let h = Box::into_raw(Box::new((buff as usize, size))) as *mut c_void;
+    unsafe { out(handle, h, "handle") }
+}
+fn ncclCommDeregister | pncclCommDeregister(comm: Comm, handle: *mut c_void) {
+    group::comm(comm)?;
+    if handle.is_null() {
+        return Err(NcclError::invalid_argument("handle is NULL"));
+    }
+    // SAFETY: handles come from ncclCommRegister (API contract).
+    drop(unsafe { Box::from_raw(handle as *mut (usize, usize)) });
+    Ok(())
+}
+fn ncclCommWindowRegister | pncclCommWindowRegister(comm: Comm, buff: *mut c_void, size: usize, win: *mut *mut c_void, _flags: i32) {
+    group::comm(comm)?;
+    device_buffer(buff as usize, size, DataType::Uint8, "buff")?;
+    let h = Box::into_raw(Box::new((buff as usize, size))) as *mut c_void;
+    unsafe { out(win, h, "win") }
+}
+fn ncclCommWindowDeregister | pncclCommWindowDeregister(comm: Comm, win: *mut c_void) {
+    group::comm(comm)?;
+    if win.is_null() {
+        return Err(NcclError::invalid_argument("win is NULL"));
+    }
+    // SAFETY: windows come from ncclCommWindowRegister (API contract).
+    drop(unsafe { Box::from_raw(win as *mut (usize, usize)) });
+    Ok(())
+}
+fn ncclWinGetUserPtr | pncclWinGetUserPtr(comm: Comm, win: *mut c_void, user_ptr: *mut *mut c_void) {
+    group::comm(comm)?;
+    if win.is_null() {
+        return Err(NcclError::invalid_argument("win is NULL"));
+    }
+    // SAFETY: windows come from ncclCommWindowRegister.
+    let (p, _) = unsafe { *(win as *const (usize, usize)) };
+    unsafe { out(user_ptr, p as *mut c_void, "outUserPtr") }
+}
+fn ncclCommSuspend | pncclCommSuspend(comm: Comm, _flags: i32) {
+    group::comm(comm).map(|_| ())
+}
+fn ncclCommResume | pncclCommResume(comm: Comm) {
+    group::comm(comm).map(|_| ())
+}
+fn ncclCommMemStats | pncclCommMemStats(comm: Comm, _stat: i32, value: *mut u64) {
+    let c = group::comm(comm)?;
+    unsafe { out(value, c.local.segment.len() as u64, "value") }
+}
+fn ncclCommQueryProperties | pncclCommQueryProperties(comm: Comm, props: *mut CommProperties) {
+    let c = group::comm(comm)?;
+    if props.is_null() {
+        return Err(NcclError::invalid_argument("props is NULL"));
+    }
+    let size = unsafe { (*props).size }.min(std::mem::size_of::<CommProperties>());
+    let p = CommProperties {
+        size: unsafe { (*props).size },
+        magic: unsafe { (*props).magic },
+        version: unsafe { (*props).version },
+        rank: c.rank as i32,
+        n_ranks: c.nranks as i32,
+        cuda_dev: c.cuda_dev,
+        nvml_dev: c.members[c.rank].device.physical,
+        n_lsa_teams: 1,
+        ..Default::default()
+    };
+    // SAFETY: writes no more than the caller's struct size.
+    unsafe { std::ptr::copy_nonoverlapping((&p as *const CommProperties).cast::<u8>(), props.cast::<u8>(), size) };
+    Ok(())
+}
+fn ncclMemAlloc | pncclMemAlloc(ptr: *mut *mut c_void, size: usize) {
+    let dev = crate::cuda::current_device()?;
+    let p = crate::cuda::malloc(dev, size)?;
+    unsafe { out(ptr, p as *mut c_void, "ptr") }
+}
+fn ncclMemFree | pncclMemFree(ptr: *mut c_void) {
+    if ptr.is_null() {
+        return Ok(());
+    }
+    crate::cuda::free(ptr as usize)
+}
+fn ncclRedOpCreatePreMulSum | pncclRedOpCreatePreMulSum(op: *mut i32, scalar: *mut c_void, datatype: i32, residence: i32, comm: Comm) {
+    let c = group::comm(comm)?;
+    let dtype = DataType::from_raw(datatype)?;
+    let id = c.redops.lock().map_err(|_| NcclError::internal("redop lock poisoned"))?.create(dtype, scalar as usize, residence)?;
+    unsafe { out(op, id, "op") }
+}
+fn ncclRedOpDestroy | pncclRedOpDestroy(op: i32, comm: Comm) {
+    let c = group::comm(comm)?;
+    let r = c.redops.lock().map_err(|_| NcclError::internal("redop lock poisoned"))?.destroy(op);
+    r
+}
+fn ncclAllReduce | pncclAllReduce(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: i32, op: i32, comm: Comm, stream: Stream) {
+    collective(CollKind::AllReduce, sendbuff as usize, recvbuff as usize, count, datatype, op, 0, comm, stream)
+}
+fn ncclReduce | pncclReduce(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: i32, op: i32, root: i32, comm: Comm, stream: Stream) {
+    collective(CollKind::Reduce, sendbuff as usize, recvbuff as usize, count, datatype, op, root, comm, stream)
+}
+fn ncclBroadcast | pncclBroadcast(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: i32, root: i32, comm: Comm, stream: Stream) {
+    collective(CollKind::Broadcast, sendbuff as usize, recvbuff as usize, count, datatype, 0, root, comm, stream)
+}
+fn ncclBcast | pncclBcast(buff: *mut c_void, count: usize, datatype: i32, root: i32, comm: Comm, stream: Stream) {
+    collective(CollKind::Broadcast, buff as usize, buff as usize, count, datatype, 0, root, comm, stream)
+}
+fn ncclAllGather | pncclAllGather(sendbuff: *const c_void, recvbuff: *mut c_void, sendcount: usize, datatype: i32, comm: Comm, stream: Stream) {
+    collective(CollKind::AllGather, sendbuff as usize, recvbuff as usize, sendcount, datatype, 0, 0, comm, stream)
+}
+fn ncclReduceScatter | pncclReduceScatter(sendbuff: *const c_void, recvbuff: *mut c_void, recvcount: usize, datatype: i32, op: i32, comm: Comm, stream: Stream) {
+    collective(CollKind::ReduceScatter, sendbuff as usize, recvbuff as usize, recvcount, datatype, op, 0, comm, stream)
+}
+fn ncclAlltoAll | pncclAlltoAll(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: i32, comm: Comm, stream: Stream) {
+    collective(CollKind::AlltoAll, sendbuff as usize, recvbuff as usize, count, datatype, 0, 0, comm, stream)
+}
+fn ncclGather | pncclGather(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: i32, root: i32, comm: Comm, stream: Stream) {
+    collective(CollKind::Gather, sendbuff as usize, recvbuff as usize, count, datatype, 0, root, comm, stream)
+}
+fn ncclScatter | pncclScatter(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: i32, root: i32, comm: Comm, stream: Stream) {
+    collective(CollKind::Scatter, sendbuff as usize, recvbuff as usize, count, datatype, 0, root, comm, stream)
+}
+fn ncclSend | pncclSend(sendbuff: *const c_void, count: usize, datatype: i32, peer: i32, comm: Comm, stream: Stream) {
+    p2p(true, sendbuff as usize, count, datatype, peer, comm, stream)
+}
+fn ncclRecv | pncclRecv(recvbuff: *mut c_void, count: usize, datatype: i32, peer: i32, comm: Comm, stream: Stream) {
+    p2p(false, recvbuff as usize, count, datatype, peer, comm, stream)
+}
+fn ncclGroupStart | pncclGroupStart() {
+    group::start();
+    Ok(())
+}
+fn ncclGroupEnd | pncclGroupEnd() {
+    group::end()
+}
+fn ncclGroupSimulateEnd | pncclGroupSimulateEnd(_sim_info: *mut c_void) {
+    group::discard()?;
+    not_implemented("ncclGroupSimulateEnd (time estimates)")
+}
+fn ncclCommGetUniqueId | pncclCommGetUniqueId(_comm: Comm, _id: *mut UniqueId) { not_implemented("ncclCommGetUniqueId") }
+fn ncclCommGrow | pncclCommGrow(_comm: Comm, _n: i32, _id: *const UniqueId, _rank: i32, _newcomm: *mut Comm, _config: *const RawConfig) { not_implemented("ncclCommGrow") }
+fn ncclPutSignal | pncclPutSignal(_b: *const c_void, _count: usize, _t: i32, _peer: i32, _win: *mut c_void, _off: usize, _sig: i32, _ctx: i32, _flags: u32, _comm: Comm, _stream: Stream) { not_implemented("ncclPutSignal") }
+fn ncclSignal | pncclSignal(_peer: i32, _sig: i32, _ctx: i32, _flags: u32, _comm: Comm, _stream: Stream) { not_implemented("ncclSignal") }
+fn ncclWaitSignal | pncclWaitSignal(_n: i32, _descs: *mut c_void, _comm: Comm, _stream: Stream) { not_implemented("ncclWaitSignal") }
+fn ncclDevCommCreate | pncclDevCommCreate(_comm: Comm, _reqs: *const c_void, _out: *mut c_void) { not_implemented("ncclDevCommCreate (the device API needs GPU kernels)") }
+fn ncclDevCommDestroy | pncclDevCommDestroy(_comm: Comm, _dev: *const c_void) { not_implemented("ncclDevCommDestroy") }
+fn ncclGetLsaMultimemDevicePointer | pncclGetLsaMultimemDevicePointer(_w: *mut c_void, _off: usize, _out: *mut *mut c_void) { not_implemented("ncclGetLsaMultimemDevicePointer") }
+fn ncclGetMultimemDevicePointer | pncclGetMultimemDevicePointer(_w: *mut c_void, _off: usize, _h: *mut c_void, _out: *mut *mut c_void) { not_implemented("ncclGetMultimemDevicePointer") }
+fn ncclGetLsaDevicePointer | pncclGetLsaDevicePointer(_w: *mut c_void, _off: usize, _r: i32, _out: *mut *mut c_void) { not_implemented("ncclGetLsaDevicePointer") }
+fn ncclGetPeerDevicePointer | pncclGetPeerDevicePointer(_w: *mut c_void, _off: usize, _peer: i32, _out: *mut *mut c_void) { not_implemented("ncclGetPeerDevicePointer") }
+fn ncclGinBarrierCreateRequirement | pncclGinBarrierCreateRequirement(_comm: Comm, _team: Team, _n: i32, _h: *mut c_void, _r: *mut c_void) { not_implemented("ncclGinBarrierCreateRequirement") }
+fn ncclGinOutboxCreateRequirement | pncclGinOutboxCreateRequirement(_n: i32, _l: i32, _h: *mut c_void, _r: *mut c_void) { not_implemented("ncclGinOutboxCreateRequirement") }
+fn ncclGinInboxA2ACreateRequirement | pncclGinInboxA2ACreateRequirement(_team: Team, _n: i32, _l: i32, _h: *mut c_void, _r: *mut c_void) { not_implemented("ncclGinInboxA2ACreateRequirement") }
+fn ncclLLA2ACreateRequirement | pncclLLA2ACreateRequirement(_n: i32, _s: i32, _h: *mut c_void, _r: *mut c_void) { not_implemented("ncclLLA2ACreateRequirement") }
+fn ncclLsaBarrierCreateRequirement | pncclLsaBarrierCreateRequirement(_team: Team, _n: i32, _h: *mut c_void, _r: *mut c_void) { not_implemented("ncclLsaBarrierCreateRequirement") }
+fn ncclParamBind | pncclParamBind(_out: *mut *mut c_void, _key: *const c_char) { not_implemented("ncclParamBind") }
+fn ncclParamGetI8 | pncclParamGetI8(_h: *mut c_void, _out: *mut i8) { not_implemented("ncclParamGetI8") }
+fn ncclParamGetI16 | pncclParamGetI16(_h: *mut c_void, _out: *mut i16) { not_implemented("ncclParamGetI16") }
+fn ncclParamGetI32 | pncclParamGetI32(_h: *mut c_void, _out: *mut i32) { not_implemented("ncclParamGetI32") }
+fn ncclParamGetI64 | pncclParamGetI64(_h: *mut c_void, _out: *mut i64) { not_implemented("ncclParamGetI64") }
+fn ncclParamGetU8 | pncclParamGetU8(_h: *mut c_void, _out: *mut u8) { not_implemented("ncclParamGetU8") }
+fn ncclParamGetU16 | pncclParamGetU16(_h: *mut c_void, _out: *mut u16) { not_implemented("ncclParamGetU16") }
+fn ncclParamGetU32 | pncclParamGetU32(_h: *mut c_void, _out: *mut u32) { not_implemented("ncclParamGetU32") }
+fn ncclParamGetU64 | pncclParamGetU64(_h: *mut c_void, _out: *mut u64) { not_implemented("ncclParamGetU64") }
+fn ncclParamGetStr | pncclParamGetStr(_h: *mut c_void, _out: *mut *const c_char) { not_implemented("ncclParamGetStr") }
+fn ncclParamGet | pncclParamGet(_h: *mut c_void, _out: *mut c_void, _max: i32, _len: *mut i32) { not_implemented("ncclParamGet") }
+fn ncclParamGetParameter | pncclParamGetParameter(_key: *const c_char, _v: *mut *const c_char, _len: *mut i32) { not_implemented("ncclParamGetParameter") }
+fn ncclParamGetAllParameterKeys | pncclParamGetAllParameterKeys(_t: *mut *mut *const c_char, _len: *mut i32) { not_implemented("ncclParamGetAllParameterKeys") }
+}
+
+/// `ncclGetErrorString`.
+#[unsafe(no_mangle)]
+pub extern "C" fn pncclGetErrorString(code: i32) -> *const c_char {
+    crate::types::error_string(code).as_ptr()
+}
+/// `ncclGetErrorString`.
+#[unsafe(no_mangle)]
+pub extern "C" fn ncclGetErrorString(code: i32) -> *const c_char {
+    pncclGetErrorString(code)
+}
+
+thread_local! {
+    static LAST_C: std::cell::RefCell<std::ffi::CString> = std::cell::RefCell::new(std::ffi::CString::default());
+}
+
+/// `ncclGetLastError`: the calling thread's last error text (valid until its next call).
+#[unsafe(no_mangle)]
+pub extern "C" fn pncclGetLastError(_comm: Comm) -> *const c_char {
+    let text = error::last().replace('\0', " ");
+    LAST_C.with(|c| {
+        *c.borrow_mut() = std::ffi::CString::new(text).unwrap_or_default();
+        c.borrow().as_ptr()
+    })
+}
+/// `ncclGetLastError`.
+#[unsafe(no_mangle)]
+pub extern "C" fn ncclGetLastError(comm: Comm) -> *const c_char {
+    pncclGetLastError(comm)
+}
+
+/// `ncclResetDebugInit` (deprecated; nothing to reset).
+#[unsafe(no_mangle)]
+pub extern "C" fn pncclResetDebugInit() {}
+/// `ncclResetDebugInit`.
+#[unsafe(no_mangle)]
+pub extern "C" fn ncclResetDebugInit() {}
+/// `ncclParamDumpAll` (no parameter registry here).
+#[unsafe(no_mangle)]
+pub extern "C" fn pncclParamDumpAll() {}
+/// `ncclParamDumpAll`.
+#[unsafe(no_mangle)]
+pub extern "C" fn ncclParamDumpAll() {}
+
+fn team_of(comm: Comm, which: u8) -> Team {
+    std::panic::catch_unwind(|| {
+        let Ok(c) = group::comm(comm) else { return Team::default() };
+        match which {
+            0 => Team { n_ranks: c.nranks as i32, rank: c.rank as i32, stride: 1 },
+            1 => Team { n_ranks: c.local.ranks.len() as i32, rank: c.local.index as i32, stride: 1 },
+            _ => Team { n_ranks: c.host_count() as i32, rank: 0, stride: c.local.ranks.len() as i32 },
+        }
+    })
+    .unwrap_or_default()
+}
+
+/// `ncclTeamWorld`: every rank.
+#[unsafe(no_mangle)]
+pub extern "C" fn pncclTeamWorld(comm: Comm) -> Team { team_of(comm, 0) }
+/// `ncclTeamWorld`.
+#[unsafe(no_mangle)]
+pub extern "C" fn ncclTeamWorld(comm: Comm) -> Team { team_of(comm, 0) }
+/// `ncclTeamLsa`: the ranks sharing memory with this one (its host).
+#[unsafe(no_mangle)]
+pub extern "C" fn pncclTeamLsa(comm: Comm) -> Team { team_of(comm, 1) }
+/// `ncclTeamLsa`.
+#[unsafe(no_mangle)]
+pub extern "C" fn ncclTeamLsa(comm: Comm) -> Team { team_of(comm, 1) }
+/// `ncclTeamRail`: one rank per host.
+#[unsafe(no_mangle)]
+pub extern "C" fn pncclTeamRail(comm: Comm) -> Team { team_of(comm, 2) }
+/// `ncclTeamRail`.
+#[unsafe(no_mangle)]
+pub extern "C" fn ncclTeamRail(comm: Comm) -> Team { team_of(comm, 2) }
+/// `ncclTeamRankToWorld`: world rank of `rank` in `team` relative to this rank.
+#[unsafe(no_mangle)]
+pub extern "C" fn pncclTeamRankToWorld(comm: Comm, team: Team, rank: i32) -> i32 {
+    let me = std::panic::catch_unwind(|| group::comm(comm).map(|c| c.rank as i32).unwrap_or(-1)).unwrap_or(-1);
+    if me < 0 { -1 } else { me + (rank - team.rank) * team.stride }
+}
+/// `ncclTeamRankToWorld`.
+#[unsafe(no_mangle)]
+pub extern "C" fn ncclTeamRankToWorld(comm: Comm, team: Team, rank: i32) -> i32 { pncclTeamRankToWorld(comm, team, rank) }
+/// `ncclTeamRankToLsa`.
+#[unsafe(no_mangle)]
+pub extern "C" fn pncclTeamRankToLsa(comm: Comm, team: Team, rank: i32) -> i32 {
+    let lsa = team_of(comm, 1);
+    let world = pncclTeamRankToWorld(comm, team, rank);
+    let me = pncclTeamRankToWorld(comm, team, team.rank);
+    if world < 0 || me < 0 { -1 } else { lsa.rank + (world - me) }
+}
+/// `ncclTeamRankToLsa`.
+#[unsafe(no_mangle)]
+pub extern "C" fn ncclTeamRankToLsa(comm: Comm, team: Team, rank: i32) -> i32 { pncclTeamRankToLsa(comm, team, rank) }
+/// `ncclLLA2ACalcSlots` (device API; no slots here).
+#[unsafe(no_mangle)]
+pub extern "C" fn pncclLLA2ACalcSlots(_max_elts: i32, _max_elt_size: i32) -> i32 { 0 }
+/// `ncclLLA2ACalcSlots`.
+#[unsafe(no_mangle)]
+pub extern "C" fn ncclLLA2ACalcSlots(max_elts: i32, max_elt_size: i32) -> i32 { pncclLLA2ACalcSlots(max_elts, max_elt_size) }

@@ -1,0 +1,363 @@
+//! Communicators: who the members are, how they reach each other, and how they are created
+//! (`ncclCommInitRank*`, `ncclCommSplit`, `ncclCommShrink`; NCCL 2.30.7 `src/init.cc`).
+//!
+//! Every member is known as (host, simulated node, GPU): the host decides the data path (ranks
+//! with the same host hash share memory), the simulated node and GPU are what the planner
+//! plans on. The simulated node is `NCCLSIM_NODE` of the member's process when set, else the
+//! index of its host in order of first appearance.
+
+use crate::bootstrap::{self, Dec, Enc, Hub};
+use crate::cuda::{self, DeviceIdentity};
+use crate::error::{NcclError, Result};
+use crate::shm::{Mapping, PeerArenas, Waiter};
+use crate::types::CommConfig;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// One member of a communicator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// Host identity (NCCL's host hash: `NCCL_HOSTID`, else host name and boot id).
+    pub host_hash: u64,
+    /// Host name, for messages.
+    pub hostname: String,
+    /// Process id.
+    pub pid: u32,
+    /// CUDA device ordinal in its process.
+    pub cuda_dev: i32,
+    /// The device's physical index and PCI bus id.
+    pub device: DeviceIdentity,
+    /// Simulated node (for plans).
+    pub node: i32,
+    /// Address of its hub listener (meaningful for rank 0 only).
+    pub hub_addr: SocketAddrV4,
+}
+
+impl Member {
+    fn encode(&self) -> Vec<u8> {
+        let mut e = Enc::default();
+        e.u64(self.host_hash)
+            .str(&self.hostname)
+            .u64(self.pid as u64)
+            .i64(self.cuda_dev as i64)
+            .i64(self.device.physical as i64);
+        for w in self.device.pci {
+            e.u64(w as u64);
+        }
+        e.i64(self.node as i64).u64(u32::from(*self.hub_addr.ip()) as u64).u64(self.hub_addr.port() as u64);
+        e.0
+    }
+
+    fn decode(b: &[u8]) -> Result<Member> {
+        let mut d = Dec::new(b);
+        let host_hash = d.u64()?;
+        let hostname = d.str()?;
+        let pid = d.u64()? as u32;
+        let cuda_dev = d.i64()? as i32;
+        let physical = d.i64()? as i32;
+        let mut pci = [0u32; 4];
+        for w in &mut pci {
+            *w = d.u64()? as u32;
+        }
+        let node = d.i64()? as i32;
+        let ip = Ipv4Addr::from(d.u64()? as u32);
+        let port = d.u64()? as u16;
+        Ok(Member {
+            host_hash,
+            hostname,
+            pid,
+            cuda_dev,
+            device: DeviceIdentity { physical, pci },
+            node,
+            hub_addr: SocketAddrV4::new(ip, port),
+        })
+    }
+}
+
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// This process's host hash: `NCCL_HOSTID`, else the host name and the kernel's boot id.
+pub fn host_hash() -> u64 {
+    if let Ok(id) = std::env::var("NCCL_HOSTID") {
+        return fnv(id.as_bytes());
+    }
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    fnv(format!("{}{}", crate::error::host_name(), boot.trim()).as_bytes())
+}
+
+fn env_node() -> Option<i32> {
+    std::env::var("NCCLSIM_NODE").ok()?.trim().parse().ok()
+}
+
+/// The ranks of a communicator on this host and the memory they share.
+pub struct Local {
+    /// Communicator ranks on this host, in rank order.
+    pub ranks: Vec<usize>,
+    /// This rank's index in `ranks`.
+    pub index: usize,
+    /// The shared segment (see `exec::layout`).
+    pub segment: Mapping,
+}
+
+/// A communicator, as one rank holds it.
+pub struct Comm {
+    /// This rank.
+    pub rank: usize,
+    /// Number of ranks.
+    pub nranks: usize,
+    /// CUDA device ordinal in this process.
+    pub cuda_dev: i32,
+    /// Every member, by rank.
+    pub members: Vec<Member>,
+    /// Random per-communicator magic (children derive theirs from it).
+    pub magic: u64,
+    /// Configuration.
+    pub config: CommConfig,
+    /// The hub connections (allgather for split and setup).
+    pub hub: Mutex<Hub>,
+    /// This host's share of the communicator.
+    pub local: Local,
+    /// Peers' arenas mapped so far.
+    pub peers: Mutex<PeerArenas>,
+    /// Operations issued (each collective gets the next number).
+    pub op_seq: AtomicU64,
+    /// Point-to-point messages posted to / taken from each local peer.
+    pub p2p_counts: Mutex<(Vec<u64>, Vec<u64>)>,
+    /// Set by `ncclCommAbort`.
+    pub abort: Arc<AtomicBool>,
+    /// First asynchronous error (`ncclCommGetAsyncError`).
+    pub async_error: AtomicI32,
+    /// Children made by split/shrink (NCCL's childCount).
+    pub child_count: AtomicU32,
+    /// PreMulSum operations created on this communicator.
+    pub redops: Mutex<crate::ops::RedOps>,
+}
+
+impl Comm {
+    /// A waiter for this communicator's operations.
+    pub fn waiter(&self, what: impl Into<String>) -> Waiter {
+        Waiter {
+            deadline: Instant::now() + bootstrap::timeout(),
+            abort: self.abort.clone(),
+            what: what.into(),
+        }
+    }
+
+    /// Number of distinct hosts.
+    pub fn host_count(&self) -> usize {
+        let mut h: Vec<u64> = self.members.iter().map(|m| m.host_hash).collect();
+        h.sort_unstable();
+        h.dedup();
+        h.len()
+    }
+
+    /// Simulated nodes.
+    pub fn node_count(&self) -> usize {
+        let mut n: Vec<i32> = self.members.iter().map(|m| m.node).collect();
+        n.sort_unstable();
+        n.dedup();
+        n.len()
+    }
+}
+
+/// What a rank brings to a communicator it joins.
+pub struct Joining {
+    /// Rank in the new communicator.
+    pub rank: usize,
+    /// Its size.
+    pub nranks: usize,
+    /// CUDA device ordinal.
+    pub cuda_dev: i32,
+    /// Configuration.
+    pub config: CommConfig,
+}
+
+fn my_member(cuda_dev: i32, hub_addr: SocketAddrV4) -> Result<Member> {
+    Ok(Member {
+        host_hash: host_hash(),
+        hostname: crate::error::host_name().to_string(),
+        pid: std::process::id(),
+        cuda_dev,
+        device: cuda::device_identity(cuda_dev)?,
+        node: env_node().unwrap_or(-1),
+        hub_addr,
+    })
+}
+
+/// Fills simulated nodes left unset (-1) with the member's host index.
+fn assign_nodes(members: &mut [Member]) {
+    let mut hosts: Vec<u64> = Vec::new();
+    for m in members.iter_mut() {
+        let idx = match hosts.iter().position(|h| *h == m.host_hash) {
+            Some(i) => i,
+            None => {
+                hosts.push(m.host_hash);
+                hosts.len() - 1
+            }
+        };
+        if m.node < 0 {
+            m.node = idx as i32;
+        }
+    }
+}
+
+fn check_members(members: &[Member]) -> Result<()> {
+    for (i, a) in members.iter().enumerate() {
+        for (j, b) in members.iter().enumerate().skip(i + 1) {
+            if a.node == b.node && a.host_hash == b.host_hash && a.device.physical == b.device.physical {
+                return Err(NcclError::invalid_usage(format!(
+                    "Duplicate GPU detected : rank {i} and rank {j} both on CUDA device {} (bus id {}) of node {}",
+                    a.device.physical,
+                    a.device.bus_id(),
+                    a.node
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Creates a communicator once every member's info is known (`members`) and the hub is
+/// formed: sets up this host's shared segment.
+fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> Result<Comm> {
+    assign_nodes(&mut members);
+    check_members(&members)?;
+    let me = &members[j.rank];
+    let local_ranks: Vec<usize> = (0..j.nranks).filter(|&r| members[r].host_hash == me.host_hash).collect();
+    let index = local_ranks.iter().position(|&r| r == j.rank).expect("invariant: a rank is on its own host");
+    let len = crate::exec::segment_len(local_ranks.len());
+    // The host's first rank creates the segment; everyone learns (pid, fd) through the hub.
+    let created = if index == 0 {
+        let m = Mapping::create("ncclsim-comm", len)?;
+        crate::exec::init_segment(&m, magic, local_ranks.len());
+        Some(m)
+    } else {
+        None
+    };
+    let mut mine = Enc::default();
+    if let Some(m) = &created {
+        mine.u64(std::process::id() as u64).i64(m.raw_fd() as i64);
+    }
+    let all = hub.allgather(&mine.0)?;
+    let segment = match created {
+        Some(m) => m,
+        None => {
+            let mut d = Dec::new(&all[local_ranks[0]]);
+            let (pid, fd) = (d.u64()? as u32, d.i64()? as i32);
+            let m = Mapping::open_peer(pid, fd, len, "ncclsim-comm")?;
+            crate::exec::check_segment(&m, magic, local_ranks.len())?;
+            m
+        }
+    };
+    let n_local = local_ranks.len();
+    Ok(Comm {
+        rank: j.rank,
+        nranks: j.nranks,
+        cuda_dev: j.cuda_dev,
+        members,
+        magic,
+        config: j.config,
+        hub: Mutex::new(hub),
+        local: Local { ranks: local_ranks, index, segment },
+        peers: Mutex::new(PeerArenas::default()),
+        op_seq: AtomicU64::new(0),
+        p2p_counts: Mutex::new((vec![0; n_local], vec![0; n_local])),
+        abort: Arc::new(AtomicBool::new(false)),
+        async_error: AtomicI32::new(0),
+        child_count: AtomicU32::new(0),
+        redops: Mutex::new(Default::default()),
+    })
+}
+
+/// `ncclCommInitRank`: joins the communicator of `id` as `j.rank`.
+pub fn init_rank(id: &crate::types::UniqueId, j: Joining) -> Result<Comm> {
+    if j.nranks == 0 || j.rank >= j.nranks {
+        return Err(NcclError::invalid_argument(format!("rank {} is not in 0..{} (nranks)", j.rank, j.nranks)));
+    }
+    let (magic, root) = bootstrap::decode_id(id)?;
+    // With NCCL_COMM_ID, rank 0 runs the root at that address (no ncclGetUniqueId thread).
+    if magic == bootstrap::NCCL_MAGIC && j.rank == 0 {
+        if let Some(at) = bootstrap::comm_id_env()? {
+            if at == root {
+                let l = bootstrap::listen(Some(at))?;
+                bootstrap::spawn_root(l, magic);
+            }
+        }
+    }
+    cuda::set_device(j.cuda_dev)?;
+    let listener = if j.rank == 0 { Some(bootstrap::listen(None)?) } else { None };
+    let hub_addr = match &listener {
+        Some(l) => bootstrap::local_addr(l)?,
+        None => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+    };
+    let me = my_member(j.cuda_dev, hub_addr)?;
+    let table = bootstrap::exchange_with_root(root, magic, j.rank, j.nranks, &me.encode())?;
+    let members = table.iter().map(|b| Member::decode(b)).collect::<Result<Vec<_>>>()?;
+    let hub = Hub::form(listener, members[0].hub_addr, magic, j.rank, j.nranks)?;
+    let comm = assemble(j, members, magic, hub)?;
+    crate::error::info(&format!(
+        "comm {:#x} rank {} nRanks {} nNodes {} localRanks {} localRank {} - Init COMPLETE",
+        comm.magic, comm.rank, comm.nranks, comm.node_count(), comm.local.ranks.len(), comm.local.index
+    ));
+    Ok(comm)
+}
+
+/// Mixes a parent's magic with a child number (children of one parent get distinct magics
+/// that every member computes alike).
+fn child_magic(parent: u64, child: u32, color: i32) -> u64 {
+    fnv(&[parent.to_le_bytes(), (child as u64).to_le_bytes(), (color as i64).to_le_bytes()].concat())
+}
+
+/// `ncclCommSplit` (and `ncclCommShrink`): collective over `parent`. Members with the same
+/// `color` form a child, ordered by `key` with ties in parent-rank order; `NCCL_SPLIT_NOCOLOR`
+/// (-1) takes part and gets no communicator.
+pub fn split(parent: &Comm, color: i32, key: i32, config: CommConfig) -> Result<Option<Comm>> {
+    if color < -1 {
+        return Err(NcclError::invalid_argument(format!("color {color} is negative (only NCCL_SPLIT_NOCOLOR = -1 is allowed)")));
+    }
+    let child = parent.child_count.fetch_add(1, Ordering::Relaxed) + 1;
+    let mut e = Enc::default();
+    e.i64(color as i64).i64(key as i64);
+    let all = parent.hub.lock().map_err(|_| NcclError::internal("hub lock poisoned"))?.allgather(&e.0)?;
+    let mut pairs = Vec::with_capacity(all.len());
+    for b in &all {
+        let mut d = Dec::new(b);
+        pairs.push((d.i64()? as i32, d.i64()? as i32));
+    }
+    // Child members of my color, ordered by key then parent rank.
+    let mut group: Vec<usize> = (0..parent.nranks).filter(|&r| pairs[r].0 == color && color != -1).collect();
+    group.sort_by_key(|&r| (pairs[r].1, r));
+    // The child's rank 0 opens its hub listener and tells everyone (second exchange).
+    let new_rank = group.iter().position(|&r| r == parent.rank);
+    let listener = if new_rank == Some(0) { Some(bootstrap::listen(None)?) } else { None };
+    let mut e = Enc::default();
+    if let Some(l) = &listener {
+        let a = bootstrap::local_addr(l)?;
+        e.u64(u32::from(*a.ip()) as u64).u64(a.port() as u64);
+    }
+    let addrs = parent.hub.lock().map_err(|_| NcclError::internal("hub lock poisoned"))?.allgather(&e.0)?;
+    let Some(new_rank) = new_rank else {
+        crate::error::info(&format!("Rank {} has color with NCCL_SPLIT_NOCOLOR, not creating a new communicator", parent.rank));
+        return Ok(None);
+    };
+    let mut d = Dec::new(&addrs[group[0]]);
+    let root_addr = SocketAddrV4::new(Ipv4Addr::from(d.u64()? as u32), d.u64()? as u16);
+    let magic = child_magic(parent.magic, child, color);
+    let hub = Hub::form(listener, root_addr, magic, new_rank, group.len())?;
+    let members: Vec<Member> = group.iter().map(|&r| parent.members[r].clone()).collect();
+    let comm = assemble(
+        Joining { rank: new_rank, nranks: group.len(), cuda_dev: parent.cuda_dev, config },
+        members,
+        magic,
+        hub,
+    )?;
+    crate::error::info(&format!(
+        "ncclCommSplit comm {:#x} rank {} nranks {} - parent {:#x} childCount {} color {} key {} - Init COMPLETE",
+        comm.magic, comm.rank, comm.nranks, parent.magic, child, color, key
+    ));
+    Ok(Some(comm))
+}

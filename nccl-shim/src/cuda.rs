@@ -1,0 +1,108 @@
+//! What the runtime asks of the fake CUDA core: the calling thread's device, device
+//! descriptions, where a buffer lives, device allocations, and stream-ordered host work.
+//!
+//! The core is the process's one `libncclsim_cuda.so`, loaded from this library's directory
+//! like every other front-end does (`fake_cuda_core::client`).
+
+use crate::error::{NcclError, Result};
+use fake_cuda_core::abi::{CArenaLocation, CPointerInfo, CWorkFn};
+use fake_cuda_core::client::{client, Client};
+
+fn core() -> Result<&'static Client> {
+    client().map_err(|e| NcclError::cuda("loading the fake CUDA core", e))
+}
+
+/// The calling thread's current device, or `fallback` if there is no core.
+pub fn current_device_or(fallback: i32) -> i32 {
+    core().and_then(|c| c.get_device().map_err(|e| NcclError::cuda("cudaGetDevice", e))).unwrap_or(fallback)
+}
+
+/// The calling thread's current device.
+pub fn current_device() -> Result<i32> {
+    core()?.get_device().map_err(|e| NcclError::cuda("cudaGetDevice", e))
+}
+
+/// Makes `dev` the calling thread's current device.
+pub fn set_device(dev: i32) -> Result<()> {
+    core()?.set_device(dev).map_err(|e| NcclError::cuda(&format!("cudaSetDevice({dev})"), e))
+}
+
+/// Number of visible devices.
+pub fn device_count() -> Result<i32> {
+    core()?.device_count().map_err(|e| NcclError::cuda("cudaGetDeviceCount", e))
+}
+
+/// What the runtime records about a device: its physical index (NVML numbering) and PCI bus id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceIdentity {
+    /// Physical index on the node (ignores `CUDA_VISIBLE_DEVICES`).
+    pub physical: i32,
+    /// PCI domain, bus, device, function.
+    pub pci: [u32; 4],
+}
+
+impl DeviceIdentity {
+    /// `0000:07:00.0`.
+    pub fn bus_id(&self) -> String {
+        format!("{:04x}:{:02x}:{:02x}.{:x}", self.pci[0], self.pci[1], self.pci[2], self.pci[3])
+    }
+    /// NCCL's numeric bus id (`busIdToInt64`): the hex digits of the bus id string.
+    pub fn bus_id_int(&self) -> i64 {
+        ((self.pci[0] as i64) << 20) | ((self.pci[1] as i64) << 12) | ((self.pci[2] as i64) << 4) | self.pci[3] as i64
+    }
+}
+
+/// Physical index and PCI bus id of a visible device.
+pub fn device_identity(dev: i32) -> Result<DeviceIdentity> {
+    let info = core()?
+        .device_info(dev)
+        .map_err(|e| NcclError::invalid_argument(format!("CUDA device {dev}: {e}")))?;
+    Ok(DeviceIdentity {
+        physical: info.physical_index,
+        pci: info.pci,
+    })
+}
+
+/// What a pointer points into.
+pub fn pointer_info(ptr: usize) -> Result<CPointerInfo> {
+    core()?.pointer_info(ptr).map_err(|e| NcclError::cuda("cudaPointerGetAttributes", e))
+}
+
+/// Where a device allocation of this process lives (arena memfd and offsets).
+pub fn arena_location(ptr: usize) -> Result<CArenaLocation> {
+    core()?
+        .pointer_arena(ptr)
+        .map_err(|e| NcclError::invalid_argument(format!("buffer {ptr:#x}: {e}")))
+}
+
+/// Device allocation on `dev` (`ncclMemAlloc`).
+pub fn malloc(dev: i32, size: usize) -> Result<usize> {
+    core()?.malloc(dev, size).map_err(|e| NcclError::cuda(&format!("cudaMalloc({size})"), e))
+}
+
+/// Device free (`ncclMemFree`).
+pub fn free(ptr: usize) -> Result<()> {
+    core()?.free(ptr).map_err(|e| NcclError::cuda(&format!("cudaFree({ptr:#x})"), e))
+}
+
+/// Whether `stream` is capturing into a graph.
+pub fn is_capturing(stream: u64) -> Result<bool> {
+    let (status, _, _) = core()?
+        .capture_info(stream)
+        .map_err(|e| NcclError::cuda(&format!("stream {stream:#x}"), e))?;
+    Ok(status == 1)
+}
+
+/// Enqueues `work(data)` on `stream`, lasting `duration_ns` of virtual time. The core runs it
+/// on the calling thread before returning, unless the stream is capturing, in which case it
+/// is recorded and runs at each graph launch.
+///
+/// # Safety
+/// `data` must stay valid for every call of `work`: until this returns if the stream is not
+/// capturing, else for the life of the graphs that record it.
+pub unsafe fn enqueue(stream: u64, duration_ns: u64, work: CWorkFn, data: *mut std::ffi::c_void) -> Result<()> {
+    let c = core()?;
+    // SAFETY: forwarded from this function's contract.
+    unsafe { c.enqueue_raw(stream, duration_ns, Some(work), data) }
+        .map_err(|e| NcclError::cuda(&format!("enqueue on stream {stream:#x}"), e))
+}

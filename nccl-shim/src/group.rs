@@ -1,0 +1,236 @@
+//! Communicator handles and group semantics (NCCL 2.30.7 `src/group.cc`).
+//!
+//! `ncclComm_t` values are registry keys, never pointers to our memory, so a destroyed or
+//! forged handle is an `ncclInvalidArgument` instead of a use after free. Between
+//! `ncclGroupStart` and the outermost `ncclGroupEnd` a thread's inits and operations are queued;
+//! at the end the inits run concurrently (one thread may create every rank of a communicator,
+//! as `ncclCommInitAll` and nccl-tests `-g` do), then each communicator's operations run,
+//! concurrently across communicators, each enqueued on its stream through the fake CUDA core
+//! (so stream order, capture and graph replay hold).
+
+use crate::comm::Comm;
+use crate::error::{NcclError, Result};
+use crate::ops::{Op, P2p};
+use crate::types::result;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+
+/// A communicator handle's state.
+pub enum SlotState {
+    /// Being created (non-blocking init in the background, or deferred to a group's end).
+    Pending,
+    /// Ready.
+    Ready(Arc<Comm>),
+    /// Creation failed.
+    Failed(NcclError),
+}
+
+/// What an `ncclComm_t` names.
+pub struct Slot {
+    /// Its state.
+    pub state: Mutex<SlotState>,
+    cv: Condvar,
+}
+
+impl Slot {
+    /// Sets the outcome of creation.
+    pub fn finish(&self, r: Result<Comm>) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        *s = match r {
+            Ok(c) => SlotState::Ready(Arc::new(c)),
+            Err(e) => SlotState::Failed(e),
+        };
+        self.cv.notify_all();
+    }
+}
+
+fn registry() -> &'static Mutex<HashMap<usize, Arc<Slot>>> {
+    static R: OnceLock<Mutex<HashMap<usize, Arc<Slot>>>> = OnceLock::new();
+    R.get_or_init(Default::default)
+}
+
+/// A new handle in the Pending state.
+pub fn new_handle() -> (usize, Arc<Slot>) {
+    static NEXT: AtomicUsize = AtomicUsize::new(0x5cc1_0000);
+    let h = NEXT.fetch_add(0x40, Ordering::Relaxed);
+    let slot = Arc::new(Slot { state: Mutex::new(SlotState::Pending), cv: Condvar::new() });
+    registry().lock().unwrap_or_else(|e| e.into_inner()).insert(h, slot.clone());
+    (h, slot)
+}
+
+/// The slot of a handle.
+pub fn slot(handle: usize) -> Result<Arc<Slot>> {
+    if handle == 0 {
+        return Err(NcclError::invalid_argument("comm is NULL"));
+    }
+    registry()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&handle)
+        .cloned()
+        .ok_or_else(|| NcclError::invalid_argument(format!("comm {handle:#x} is not a live communicator (destroyed, or never created)")))
+}
+
+/// The communicator of a ready handle.
+pub fn comm(handle: usize) -> Result<Arc<Comm>> {
+    let s = slot(handle)?;
+    let st = s.state.lock().unwrap_or_else(|e| e.into_inner());
+    match &*st {
+        SlotState::Ready(c) => Ok(c.clone()),
+        SlotState::Pending => Err(NcclError::new(result::IN_PROGRESS, format!("comm {handle:#x} is still being initialized"))),
+        SlotState::Failed(e) => Err(NcclError::new(e.code, format!("comm {handle:#x} failed to initialize: {}", e.message))),
+    }
+}
+
+/// Waits for a pending handle to finish (blocking users of non-blocking comms, destroy).
+pub fn wait_ready(handle: usize) -> Result<Arc<Comm>> {
+    let s = slot(handle)?;
+    let mut st = s.state.lock().unwrap_or_else(|e| e.into_inner());
+    while matches!(*st, SlotState::Pending) {
+        st = s.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+    }
+    drop(st);
+    comm(handle)
+}
+
+/// Forgets a handle (destroy/abort).
+pub fn remove(handle: usize) -> Result<Arc<Slot>> {
+    registry()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&handle)
+        .ok_or_else(|| NcclError::invalid_argument(format!("comm {handle:#x} is not a live communicator")))
+}
+
+type InitJob = Box<dyn FnOnce() + Send>;
+
+#[derive(Default)]
+struct Group {
+    depth: u32,
+    inits: Vec<InitJob>,
+    ops: Vec<(Arc<Comm>, u64, Op)>,
+}
+
+thread_local! {
+    static GROUP: RefCell<Group> = RefCell::new(Group::default());
+}
+
+/// `ncclGroupStart`.
+pub fn start() {
+    GROUP.with(|g| g.borrow_mut().depth += 1);
+}
+
+/// Whether the calling thread is inside a group.
+pub fn in_group() -> bool {
+    GROUP.with(|g| g.borrow().depth > 0)
+}
+
+/// Queues an init job for the group's end, or runs it now outside a group.
+pub fn init_job(job: InitJob) {
+    if in_group() {
+        GROUP.with(|g| g.borrow_mut().inits.push(job));
+    } else {
+        job();
+    }
+}
+
+/// Queues an operation, or runs it now (an implicit group of one) outside a group.
+pub fn op(comm: Arc<Comm>, stream: u64, op: Op) -> Result<()> {
+    if in_group() {
+        GROUP.with(|g| g.borrow_mut().ops.push((comm, stream, op)));
+        Ok(())
+    } else {
+        run_ops(vec![(comm, stream, op)])
+    }
+}
+
+/// `ncclGroupEnd`.
+pub fn end() -> Result<()> {
+    let (inits, ops) = GROUP.with(|g| {
+        let mut g = g.borrow_mut();
+        if g.depth == 0 {
+            return Err(NcclError::invalid_usage("ncclGroupEnd without ncclGroupStart"));
+        }
+        g.depth -= 1;
+        if g.depth > 0 {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        Ok((std::mem::take(&mut g.inits), std::mem::take(&mut g.ops)))
+    })?;
+    run_inits(inits);
+    run_ops(ops)
+}
+
+/// Drops the group's queued work without running it (`ncclGroupSimulateEnd`).
+pub fn discard() -> Result<()> {
+    GROUP.with(|g| {
+        let mut g = g.borrow_mut();
+        if g.depth == 0 {
+            return Err(NcclError::invalid_usage("ncclGroupSimulateEnd without ncclGroupStart"));
+        }
+        g.depth -= 1;
+        if g.depth == 0 {
+            g.ops.clear();
+        }
+        Ok(())
+    })
+}
+
+fn run_inits(inits: Vec<InitJob>) {
+    if inits.len() <= 1 {
+        inits.into_iter().for_each(|j| j());
+        return;
+    }
+    std::thread::scope(|s| {
+        for j in inits {
+            s.spawn(j);
+        }
+    });
+}
+
+/// Runs queued operations: per communicator in call order (collectives one by one, the
+/// communicator's sends/receives as one batch after them), communicators concurrently.
+fn run_ops(ops: Vec<(Arc<Comm>, u64, Op)>) -> Result<()> {
+    let mut per_comm: Vec<(Arc<Comm>, Vec<(u64, Op)>)> = Vec::new();
+    for (c, s, o) in ops {
+        match per_comm.iter_mut().find(|(k, _)| Arc::ptr_eq(k, &c)) {
+            Some((_, v)) => v.push((s, o)),
+            None => per_comm.push((c, vec![(s, o)])),
+        }
+    }
+    if per_comm.len() <= 1 {
+        return per_comm.into_iter().try_for_each(|(c, v)| run_comm(&c, &v, false));
+    }
+    let results: Vec<Result<()>> = std::thread::scope(|s| {
+        let hs: Vec<_> = per_comm.iter().map(|(c, v)| s.spawn(move || run_comm(c, v, true))).collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(NcclError::internal("operation thread panicked"))))
+            .collect()
+    });
+    results.into_iter().collect()
+}
+
+fn run_comm(comm: &Arc<Comm>, ops: &[(u64, Op)], worker: bool) -> Result<()> {
+    let previous = crate::cuda::current_device().ok();
+    if worker || previous != Some(comm.cuda_dev) {
+        crate::cuda::set_device(comm.cuda_dev)?;
+    }
+    let mut result = Ok(());
+    let p2p: Vec<P2p> = ops.iter().filter_map(|(_, o)| if let Op::P2p(p) = o { Some(*p) } else { None }).collect();
+    for (stream, op) in ops {
+        if let Op::Coll(c) = op {
+            result = result.and(crate::task::enqueue(comm, *stream, crate::task::Work::Coll(*c)));
+        }
+    }
+    if let Some((stream, _)) = ops.iter().find(|(_, o)| matches!(o, Op::P2p(_))) {
+        result = result.and(crate::task::enqueue(comm, *stream, crate::task::Work::P2p(p2p)));
+    }
+    if !worker {
+        if let Some(d) = previous.filter(|d| *d != comm.cuda_dev) {
+            let _ = crate::cuda::set_device(d);
+        }
+    }
+    result
+}

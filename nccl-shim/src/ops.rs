@@ -1,0 +1,208 @@
+//! Operations as the runtime queues them: what each collective or point-to-point call asked
+//! for (communicator, kind, type, count, reduction, root or peer, buffers, stream), and the
+//! PreMulSum reductions a communicator created.
+
+use crate::error::{NcclError, Result};
+use crate::types::{redop, residence, DataType, Reduction};
+use std::collections::HashMap;
+
+/// Collective kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum CollKind {
+    /// ncclAllReduce
+    AllReduce = 1,
+    /// ncclReduce
+    Reduce = 2,
+    /// ncclBroadcast / ncclBcast
+    Broadcast = 3,
+    /// ncclAllGather
+    AllGather = 4,
+    /// ncclReduceScatter
+    ReduceScatter = 5,
+    /// ncclAlltoAll
+    AlltoAll = 6,
+    /// ncclGather
+    Gather = 7,
+    /// ncclScatter
+    Scatter = 8,
+}
+
+impl CollKind {
+    /// NCCL's name of the collective.
+    pub fn name(self) -> &'static str {
+        match self {
+            CollKind::AllReduce => "AllReduce",
+            CollKind::Reduce => "Reduce",
+            CollKind::Broadcast => "Broadcast",
+            CollKind::AllGather => "AllGather",
+            CollKind::ReduceScatter => "ReduceScatter",
+            CollKind::AlltoAll => "AlltoAll",
+            CollKind::Gather => "Gather",
+            CollKind::Scatter => "Scatter",
+        }
+    }
+
+    /// From the number stored in the shared segment.
+    pub fn from_raw(v: u32) -> Option<CollKind> {
+        use CollKind::*;
+        [AllReduce, Reduce, Broadcast, AllGather, ReduceScatter, AlltoAll, Gather, Scatter]
+            .into_iter()
+            .find(|k| *k as u32 == v)
+    }
+
+    /// Whether the collective has a root.
+    pub fn rooted(self) -> bool {
+        matches!(self, CollKind::Reduce | CollKind::Broadcast | CollKind::Gather | CollKind::Scatter)
+    }
+
+    /// Elements of the send and receive buffers of rank `rank` for `count` (NCCL's per-call
+    /// count: per-rank count for AllGather/ReduceScatter/AlltoAll/Gather/Scatter blocks).
+    pub fn extents(self, count: usize, nranks: usize, rank: usize, root: usize) -> (usize, usize) {
+        use CollKind::*;
+        match self {
+            AllReduce => (count, count),
+            Reduce => (count, if rank == root { count } else { 0 }),
+            Broadcast => (if rank == root { count } else { 0 }, count),
+            AllGather => (count, count * nranks),
+            ReduceScatter => (count * nranks, count),
+            AlltoAll => (count * nranks, count * nranks),
+            Gather => (count, if rank == root { count * nranks } else { 0 }),
+            Scatter => (if rank == root { count * nranks } else { 0 }, count),
+        }
+    }
+}
+
+/// A collective call.
+#[derive(Debug, Clone, Copy)]
+pub struct Coll {
+    /// Which collective.
+    pub kind: CollKind,
+    /// Element type.
+    pub dtype: DataType,
+    /// Reduction (reducing collectives).
+    pub red: Reduction,
+    /// The `ncclRedOp_t` the caller passed (to compare across ranks).
+    pub op: i32,
+    /// Root rank (rooted collectives), else 0.
+    pub root: usize,
+    /// NCCL's count argument.
+    pub count: usize,
+    /// Send buffer (device address, 0 when unused).
+    pub send: usize,
+    /// Receive buffer.
+    pub recv: usize,
+}
+
+/// A send or receive.
+#[derive(Debug, Clone, Copy)]
+pub struct P2p {
+    /// Send (true) or receive.
+    pub send: bool,
+    /// The peer rank.
+    pub peer: usize,
+    /// Bytes.
+    pub bytes: usize,
+    /// The buffer.
+    pub buf: usize,
+}
+
+/// One queued operation of a communicator, with its stream.
+#[derive(Debug, Clone, Copy)]
+pub enum Op {
+    /// A collective.
+    Coll(Coll),
+    /// A point-to-point transfer.
+    P2p(P2p),
+}
+
+/// A PreMulSum reduction created with `ncclRedOpCreatePreMulSum`.
+#[derive(Debug, Clone, Copy)]
+pub struct PreMulSum {
+    /// Element type it was created for.
+    pub dtype: DataType,
+    /// The scalar's bits, if given as a host value.
+    pub host_scalar: Option<u64>,
+    /// Device address of the scalar, read when an operation runs.
+    pub device_scalar: usize,
+}
+
+/// A communicator's created reductions.
+#[derive(Debug, Default)]
+pub struct RedOps {
+    next: i32,
+    ops: HashMap<i32, PreMulSum>,
+}
+
+impl RedOps {
+    /// Registers a PreMulSum op; returns its `ncclRedOp_t`.
+    pub fn create(&mut self, dtype: DataType, scalar: usize, res: i32) -> Result<i32> {
+        if scalar == 0 {
+            return Err(NcclError::invalid_argument("ncclRedOpCreatePreMulSum: scalar is NULL"));
+        }
+        let def = match res {
+            residence::HOST_IMMEDIATE => {
+                let mut b = [0u8; 8];
+                // SAFETY: the caller's host scalar holds one element of `dtype` (API contract).
+                unsafe { std::ptr::copy_nonoverlapping(scalar as *const u8, b.as_mut_ptr(), dtype.size()) };
+                PreMulSum { dtype, host_scalar: Some(u64::from_le_bytes(b)), device_scalar: 0 }
+            }
+            residence::DEVICE => PreMulSum { dtype, host_scalar: None, device_scalar: scalar },
+            r => {
+                return Err(NcclError::invalid_argument(format!(
+                    "ncclRedOpCreatePreMulSum: residence {r} is not ncclScalarDevice or ncclScalarHostImmediate"
+                )))
+            }
+        };
+        if self.ops.len() >= 1 << 20 {
+            return Err(NcclError::invalid_usage("too many PreMulSum ops alive on this communicator"));
+        }
+        let id = redop::FIRST_DYNAMIC_OP + self.next;
+        self.next = self.next.wrapping_add(1) % (redop::MAX_REDOP - redop::FIRST_DYNAMIC_OP);
+        self.ops.insert(id, def);
+        Ok(id)
+    }
+
+    /// Destroys one.
+    pub fn destroy(&mut self, op: i32) -> Result<()> {
+        if op < redop::FIRST_DYNAMIC_OP {
+            return Err(NcclError::invalid_argument(format!("ncclRedOpDestroy: op {op} is a built-in operation")));
+        }
+        self.ops
+            .remove(&op)
+            .map(|_| ())
+            .ok_or_else(|| NcclError::invalid_argument(format!("ncclRedOpDestroy: op {op} was not created on this communicator")))
+    }
+
+    /// The reduction `op` means for `dtype` on `nranks` ranks.
+    pub fn resolve(&self, op: i32, dtype: DataType, nranks: usize) -> Result<Reduction> {
+        Ok(match op {
+            redop::SUM => Reduction::Sum,
+            redop::PROD => Reduction::Prod,
+            redop::MAX => Reduction::Max,
+            redop::MIN => Reduction::Min,
+            redop::AVG => crate::reduce::average(dtype, nranks),
+            _ => {
+                let d = self
+                    .ops
+                    .get(&op)
+                    .ok_or_else(|| NcclError::invalid_argument(format!("reduction op {op} is not a valid ncclRedOp_t on this communicator")))?;
+                if d.dtype != dtype {
+                    return Err(NcclError::invalid_argument(format!(
+                        "PreMulSum op {op} was created for {:?}, used with {:?}",
+                        d.dtype, dtype
+                    )));
+                }
+                match d.host_scalar {
+                    Some(s) => Reduction::PreMulSum { scalar: s },
+                    // Resolved when the operation runs (stream order), see `exec`.
+                    None => Reduction::PreMulSum { scalar: d.device_scalar as u64 | DEVICE_SCALAR_TAG },
+                }
+            }
+        })
+    }
+}
+
+/// Marks a PreMulSum scalar that is still a device address (read at execution time). Device
+/// addresses of this process never have the top bit set.
+pub const DEVICE_SCALAR_TAG: u64 = 1 << 63;

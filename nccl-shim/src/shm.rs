@@ -1,0 +1,229 @@
+//! Shared memory between the ranks of a communicator on one host: the communicator's segment
+//! (a memfd the host's first rank creates and the others map), futex waits that never spin
+//! long, and the mapping of peers' device arenas.
+//!
+//! A process that joins a communicator shares with the communicator's other processes on the
+//! same host the device buffers it passes to the communicator's operations: for each
+//! operation it publishes, in the segment, the arena memfd (`/proc/<pid>/fd/<n>`) and offset of
+//! its buffers, and peers map that arena once (checking it is an ncclsim arena of that
+//! process) and read or write the buffers in place, as NCCL's P2P transport does with CUDA IPC
+//! handles. Nothing is mapped from a process that has not published it.
+
+use crate::error::{NcclError, Result};
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// A shared mapping of a memfd.
+pub struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+    _fd: Option<OwnedFd>,
+}
+
+// SAFETY: the mapping is plain shared memory; concurrent access is coordinated by atomics in it.
+unsafe impl Send for Mapping {}
+// SAFETY: as above.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Creates an anonymous memfd of `len` bytes (zeroed) and maps it.
+    pub fn create(name: &str, len: usize) -> Result<Mapping> {
+        let cname = std::ffi::CString::new(name).map_err(|_| NcclError::internal("memfd name with NUL"))?;
+        // SAFETY: valid NUL-terminated name.
+        let raw = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) };
+        if raw < 0 {
+            return Err(NcclError::system("memfd_create", std::io::Error::last_os_error()));
+        }
+        // SAFETY: a fresh descriptor we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: valid descriptor.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
+            return Err(NcclError::system("ftruncate", std::io::Error::last_os_error()));
+        }
+        let ptr = map(fd.as_raw_fd(), len)?;
+        Ok(Mapping { ptr, len, _fd: Some(fd) })
+    }
+
+    /// Maps `/proc/<pid>/fd/<fd>` whole after checking its length is `len`; `name_prefix` must
+    /// start the memfd's name.
+    pub fn open_peer(pid: u32, fd: i32, len: usize, name_prefix: &str) -> Result<Mapping> {
+        let path = format!("/proc/{pid}/fd/{fd}");
+        let target = std::fs::read_link(&path).map_err(|e| NcclError::system(&format!("readlink {path}"), e))?;
+        let target = target.to_string_lossy();
+        if !target.starts_with(&format!("/memfd:{name_prefix}")) {
+            return Err(NcclError::remote(format!("{path} is {target}, not a memfd {name_prefix}*")));
+        }
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| NcclError::system(&format!("open {path}"), e))?;
+        let actual = file.metadata().map_err(|e| NcclError::system(&format!("fstat {path}"), e))?.len();
+        if actual != len as u64 {
+            return Err(NcclError::remote(format!("{path}: {actual} bytes, expected {len}")));
+        }
+        let ptr = map(file.as_raw_fd(), len)?;
+        Ok(Mapping { ptr, len, _fd: None })
+    }
+
+    /// Start of the mapping.
+    pub fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the mapping is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The descriptor of a mapping this process created.
+    pub fn raw_fd(&self) -> i32 {
+        self._fd.as_ref().map_or(-1, |f| f.as_raw_fd())
+    }
+
+    /// The atomic u32 at byte `offset`.
+    pub fn atomic_u32(&self, offset: usize) -> &AtomicU32 {
+        assert!(offset % 4 == 0 && offset + 4 <= self.len, "invariant: atomic inside the mapping");
+        // SAFETY: aligned, inside the mapping, which lives as long as &self.
+        unsafe { &*(self.ptr.add(offset) as *const AtomicU32) }
+    }
+}
+
+fn map(fd: i32, len: usize) -> Result<*mut u8> {
+    // SAFETY: mapping a valid descriptor; the kernel picks the address.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_NORESERVE,
+            fd,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(NcclError::system("mmap", std::io::Error::last_os_error()));
+    }
+    Ok(p.cast())
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what `map` mapped.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// Waits while `word == value`, at most `timeout`, without spinning (futex; works across
+/// processes on shared mappings).
+pub fn futex_wait(word: &AtomicU32, value: u32, timeout: Duration) {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: a valid aligned u32 in memory that outlives the call; FUTEX_WAIT only reads it.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT,
+            value,
+            &ts as *const libc::timespec,
+        )
+    };
+}
+
+/// Wakes every waiter on `word`.
+pub fn futex_wake(word: &AtomicU32) {
+    // SAFETY: a valid aligned u32; FUTEX_WAKE does not touch memory.
+    unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX) };
+}
+
+/// How long waits may last and how to stop them early.
+#[derive(Clone)]
+pub struct Waiter {
+    /// When to give up.
+    pub deadline: Instant,
+    /// Set when the communicator is aborted.
+    pub abort: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// What is being waited for, for the error message.
+    pub what: String,
+}
+
+impl Waiter {
+    /// Waits until `done()` holds, sleeping on `word` between checks. `Err` on abort or timeout.
+    pub fn wait_until(&self, word: &AtomicU32, mut done: impl FnMut() -> bool) -> Result<()> {
+        let mut spins = 0u32;
+        loop {
+            let seen = word.load(Ordering::Acquire);
+            if done() {
+                return Ok(());
+            }
+            if self.abort.load(Ordering::Relaxed) {
+                return Err(NcclError::invalid_usage(format!("communicator aborted while waiting for {}", self.what)));
+            }
+            let now = Instant::now();
+            if now >= self.deadline {
+                return Err(NcclError::new(
+                    crate::types::result::TIMEOUT,
+                    format!("timed out waiting for {} (NCCLSIM_TIMEOUT)", self.what),
+                ));
+            }
+            if spins < 64 {
+                spins += 1;
+                std::hint::spin_loop();
+                if spins % 16 == 0 {
+                    std::thread::yield_now();
+                }
+                continue;
+            }
+            futex_wait(word, seen, (self.deadline - now).min(Duration::from_millis(100)));
+        }
+    }
+}
+
+use fake_cuda_core::arena::{ArenaHeader, ARENA_MAGIC, MEMFD_PREFIX as ARENA_PREFIX};
+
+/// Peers' device arenas mapped by this process, shared by its communicators.
+#[derive(Default)]
+pub struct PeerArenas {
+    maps: HashMap<(u32, u32), Mapping>,
+}
+
+impl PeerArenas {
+    /// The local address of `offset` bytes into arena `arena_id` of process `pid` (whose
+    /// descriptor for it is `fd`, `file_len` bytes long), mapping it on first use.
+    pub fn address(&mut self, pid: u32, arena_id: u32, fd: i32, file_len: u64, offset: u64) -> Result<usize> {
+        if offset >= file_len {
+            return Err(NcclError::remote(format!("offset {offset} outside arena {arena_id} of pid {pid}")));
+        }
+        if let Some(m) = self.maps.get(&(pid, arena_id)) {
+            if m.len() as u64 == file_len {
+                return Ok(m.ptr() as usize + offset as usize);
+            }
+        }
+        let m = Mapping::open_peer(pid, fd, file_len as usize, ARENA_PREFIX)?;
+        // The header names its owner and number: refuse anything else.
+        if m.len() < std::mem::size_of::<ArenaHeader>() {
+            return Err(NcclError::remote(format!("arena {arena_id} of pid {pid} is too short")));
+        }
+        // SAFETY: the mapping is page-aligned and holds at least one header.
+        let h = unsafe { &*(m.ptr() as *const ArenaHeader) };
+        let (magic, owner, id) = (h.magic, h.owner_pid, h.arena_id);
+        if magic != ARENA_MAGIC || owner != pid || id != arena_id {
+            return Err(NcclError::remote(format!(
+                "/proc/{pid}/fd/{fd} is not arena {arena_id} of pid {pid}"
+            )));
+        }
+        let addr = m.ptr() as usize + offset as usize;
+        self.maps.insert((pid, arena_id), m);
+        Ok(addr)
+    }
+}

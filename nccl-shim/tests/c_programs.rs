@@ -1,0 +1,154 @@
+//! C programs against the built `libnccl.so.2` and `libcudart.so.12`, linked by their real
+//! names: ranks as threads of one process (`ncclCommInitAll`, one thread driving every rank in
+//! a group, a captured graph launched twice), ranks as processes sharing a unique id through a
+//! file (every collective, every data type, splits, grouped send/receive, sizes from 1 element
+//! to more than 64 MiB), the 16-process TP=8/DP=2 job on 2 simulated nodes, and non-blocking
+//! init polled to completion. Every result is checked against a reference in the program.
+
+use fake_cuda_test_support as support;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+fn program() -> &'static Path {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| {
+        let dir = support::scratch_dir("nccl-c");
+        support::link_real_names(
+            &dir,
+            &[("libnccl.so", "libnccl.so.2"), ("libcudart12.so", "libcudart.so.12")],
+        );
+        support::built("libncclsim_cuda.so");
+        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+        support::compile_c(
+            &dir,
+            &here.join("tests/c/nccl_check.c"),
+            &[here.join("include")],
+            &["libnccl.so.2", "libcudart.so.12", "libpthread.so.0"],
+            "nccl_check",
+        )
+    })
+}
+
+fn command(args: &[String]) -> Command {
+    let mut c = Command::new(program());
+    c.args(args)
+        .env_remove("CUDA_VISIBLE_DEVICES")
+        .env_remove("NCCLSIM_TOPO")
+        .env_remove("NCCL_TOPO_FILE")
+        .env_remove("NCCLSIM_NODE")
+        .env_remove("NCCL_COMM_ID")
+        .env_remove("NCCL_HOSTID")
+        .env("NCCLSIM_TIMEOUT", "120")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// Waits for every child (killing all after `limit`), asserting each succeeded.
+fn wait_all(children: Vec<Child>, limit: Duration) -> String {
+    let deadline = Instant::now() + limit;
+    let mut children: Vec<Option<Child>> = children.into_iter().map(Some).collect();
+    let mut text = String::new();
+    loop {
+        let mut running = false;
+        for c in children.iter_mut() {
+            let Some(ch) = c else { continue };
+            match ch.try_wait().expect("wait") {
+                Some(_) => {
+                    let out = c.take().expect("child").wait_with_output().expect("output");
+                    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+                    assert!(
+                        out.status.success(),
+                        "a rank failed ({}):\n{stdout}\n{}",
+                        out.status,
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                    text.push_str(&stdout);
+                }
+                None => running = true,
+            }
+        }
+        if !running {
+            return text;
+        }
+        if Instant::now() > deadline {
+            for c in children.iter_mut().flatten() {
+                let _ = c.kill();
+            }
+            panic!("ranks still running after {limit:?}:\n{text}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn id_file(name: &str) -> PathBuf {
+    let p = program().parent().expect("dir").join(name);
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+fn ranks(scenario: &str, n: usize, extra: &[&str], env: &[(&str, String)]) -> String {
+    let id = id_file(&format!("{scenario}-{n}.id"));
+    let children = (0..n)
+        .map(|r| {
+            let mut args = vec![scenario.to_string(), r.to_string()];
+            if scenario != "tpdp" {
+                args.push(n.to_string());
+            }
+            args.push(id.display().to_string());
+            args.extend(extra.iter().map(|s| s.to_string()));
+            let mut c = command(&args);
+            for (k, v) in env {
+                c.env(k, v.replace("{rank}", &r.to_string()));
+            }
+            c.spawn().expect("spawn a rank")
+        })
+        .collect();
+    let out = wait_all(children, Duration::from_secs(600));
+    let _ = std::fs::remove_file(&id);
+    out
+}
+
+#[test]
+fn threads_init_all_group_and_graph_replay() {
+    let out = wait_all(vec![command(&["threads".into(), "4".into()]).spawn().expect("spawn")], Duration::from_secs(300));
+    assert!(out.contains("ok threads 4"), "{out}");
+}
+
+#[test]
+fn processes_every_collective_on_1_2_3_and_8_ranks() {
+    for n in [1, 2, 3, 8] {
+        let out = ranks("rank", n, &[], &[]);
+        assert_eq!(out.matches("ok rank").count(), n, "{out}");
+    }
+}
+
+#[test]
+fn processes_more_than_64_mib() {
+    // 16.8 M floats = 67 MB per buffer.
+    let out = ranks("rank", 2, &["16800001"], &[]);
+    assert_eq!(out.matches("ok rank").count(), 2, "{out}");
+}
+
+#[test]
+fn nonblocking_init_is_polled_to_completion() {
+    let out = ranks("nonblocking", 3, &[], &[]);
+    assert_eq!(out.matches("ok nonblocking init").count(), 3, "{out}");
+}
+
+#[test]
+fn tp8_dp2_job_on_two_simulated_nodes() {
+    let node = |r: &str| (r.parse::<usize>().expect("rank") / 8).to_string();
+    let id = id_file("tpdp.id");
+    let children = (0..16)
+        .map(|r| {
+            let mut c = command(&["tpdp".into(), r.to_string(), id.display().to_string()]);
+            c.env("NCCLSIM_NODE", node(&r.to_string()));
+            c.spawn().expect("spawn a rank")
+        })
+        .collect();
+    let out = wait_all(children, Duration::from_secs(600));
+    assert_eq!(out.matches("ok tpdp rank").count(), 16, "{out}");
+}
