@@ -224,21 +224,60 @@ fn reduce_range(dtype: DataType, red: Reduction, inputs: &[usize], scalars: &[u6
                 .collect();
             reduce::reduce(dtype, red, tmp, &ins, scalars);
             for &o in outputs {
-                // SAFETY: each output holds the extent; only this rank writes this range.
-                unsafe { std::ptr::copy(tmp.as_ptr(), (o + out_off + done) as *mut u8, b) };
+                copy(tmp.as_ptr() as usize, o + out_off + done, b);
             }
             done += b;
         }
     });
 }
 
+/// Copies `len` bytes. Destinations are other ranks' buffers that this rank will not read
+/// again, so large copies use streaming stores: they skip reading the destination's cache
+/// lines first, which halves the memory traffic of writing (the data path is bound by it).
 fn copy(src: usize, dst: usize, len: usize) {
     if len == 0 || src == dst {
         return;
     }
-    // SAFETY: both ranges lie in buffers of the operation's extent (checked by their owners);
-    // the partition of the work gives each destination range to one rank.
-    unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, len) };
+    let overlap = src < dst + len && dst < src + len;
+    if overlap || len < 4096 {
+        // SAFETY: both ranges lie in buffers of the operation's extent (checked by their
+        // owners); the partition of the work gives each destination range to one rank.
+        unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, len) };
+        return;
+    }
+    // SAFETY: as above, and the ranges do not overlap.
+    unsafe { stream_copy(src as *const u8, dst as *mut u8, len) };
+}
+
+#[cfg(target_arch = "x86_64")]
+unsafe fn stream_copy(src: *const u8, dst: *mut u8, len: usize) {
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
+    let head = dst.align_offset(16).min(len);
+    // SAFETY (whole function): callers pass non-overlapping ranges of `len` valid bytes; SSE2
+    // is part of the x86_64 baseline; stores are to 16-byte aligned addresses.
+    unsafe {
+        std::ptr::copy_nonoverlapping(src, dst, head);
+        let mut i = head;
+        while i + 64 <= len {
+            let a = _mm_loadu_si128(src.add(i).cast::<__m128i>());
+            let b = _mm_loadu_si128(src.add(i + 16).cast::<__m128i>());
+            let c = _mm_loadu_si128(src.add(i + 32).cast::<__m128i>());
+            let d = _mm_loadu_si128(src.add(i + 48).cast::<__m128i>());
+            _mm_stream_si128(dst.add(i).cast::<__m128i>(), a);
+            _mm_stream_si128(dst.add(i + 16).cast::<__m128i>(), b);
+            _mm_stream_si128(dst.add(i + 32).cast::<__m128i>(), c);
+            _mm_stream_si128(dst.add(i + 48).cast::<__m128i>(), d);
+            i += 64;
+        }
+        std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), len - i);
+        _mm_sfence();
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn stream_copy(src: *const u8, dst: *mut u8, len: usize) {
+    // SAFETY: forwarded from the caller.
+    unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
 }
 
 /// Runs one collective as this rank.

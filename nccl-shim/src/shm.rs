@@ -160,7 +160,9 @@ pub struct Waiter {
 impl Waiter {
     /// Waits until `done()` holds, sleeping on `word` between checks. `Err` on abort or timeout.
     pub fn wait_until(&self, word: &AtomicU32, mut done: impl FnMut() -> bool) -> Result<()> {
-        let mut spins = 0u32;
+        // Poll briefly, yielding the core to the peers we wait for (they often share it), then
+        // sleep on the futex: a bounded poll, never a busy loop.
+        let poll_until = Instant::now() + POLL;
         loop {
             let seen = word.load(Ordering::Acquire);
             if done() {
@@ -176,18 +178,17 @@ impl Waiter {
                     format!("timed out waiting for {} (NCCLSIM_TIMEOUT)", self.what),
                 ));
             }
-            if spins < 64 {
-                spins += 1;
-                std::hint::spin_loop();
-                if spins % 16 == 0 {
-                    std::thread::yield_now();
-                }
+            if now < poll_until {
+                std::thread::yield_now();
                 continue;
             }
             futex_wait(word, seen, (self.deadline - now).min(Duration::from_millis(100)));
         }
     }
 }
+
+/// How long a wait polls (yielding) before it sleeps.
+const POLL: Duration = Duration::from_micros(200);
 
 use fake_cuda_core::arena::{ArenaHeader, ARENA_MAGIC, MEMFD_PREFIX as ARENA_PREFIX};
 
