@@ -119,13 +119,15 @@ pub struct Comm {
     pub config: CommConfig,
     /// The hub connections (allgather for split and setup).
     pub hub: Mutex<Hub>,
+    /// Connections to the ranks on other hosts.
+    pub links: crate::net::Links,
     /// This host's share of the communicator.
     pub local: Local,
     /// Peers' arenas mapped so far.
     pub peers: Mutex<PeerArenas>,
     /// Operations issued (each collective gets the next number).
     pub op_seq: AtomicU64,
-    /// Point-to-point messages posted to / taken from each local peer.
+    /// Point-to-point messages sent to / received from each rank.
     pub p2p_counts: Mutex<(Vec<u64>, Vec<u64>)>,
     /// Set by `ncclCommAbort`.
     pub abort: Arc<AtomicBool>,
@@ -253,7 +255,12 @@ fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> R
             m
         }
     };
-    let n_local = local_ranks.len();
+    let remote: Vec<bool> = members.iter().map(|m| m.host_hash != members[j.rank].host_hash).collect();
+    let links = if remote.iter().any(|&r| r) {
+        crate::net::Links::connect(&mut hub, magic, j.rank, &remote)?
+    } else {
+        crate::net::Links::none(j.nranks)
+    };
     Ok(Comm {
         rank: j.rank,
         nranks: j.nranks,
@@ -262,10 +269,11 @@ fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> R
         magic,
         config: j.config,
         hub: Mutex::new(hub),
+        links,
         local: Local { ranks: local_ranks, index, segment },
         peers: Mutex::new(PeerArenas::default()),
         op_seq: AtomicU64::new(0),
-        p2p_counts: Mutex::new((vec![0; n_local], vec![0; n_local])),
+        p2p_counts: Mutex::new((vec![0; j.nranks], vec![0; j.nranks])),
         abort: Arc::new(AtomicBool::new(false)),
         async_error: AtomicI32::new(0),
         child_count: AtomicU32::new(0),

@@ -164,16 +164,6 @@ fn barrier(comm: &Comm, waiter: &Waiter) -> Result<()> {
     }
 }
 
-fn require_one_host(comm: &Comm, what: &str) -> Result<()> {
-    if comm.local.ranks.len() != comm.nranks {
-        return Err(NcclError::invalid_usage(format!(
-            "{what}: this communicator spans {} hosts (NCCL_HOSTID / host names differ); operations across hosts are not supported yet",
-            comm.host_count()
-        )));
-    }
-    Ok(())
-}
-
 /// The scalar this rank applies to its own input (PreMulSum / ncclAvg), as element bits.
 fn own_scalar(coll: &Coll) -> u64 {
     match coll.red {
@@ -282,8 +272,7 @@ unsafe fn stream_copy(src: *const u8, dst: *mut u8, len: usize) {
 
 /// Runs one collective as this rank.
 pub fn run_collective(comm: &Comm, coll: &Coll) -> Result<()> {
-    require_one_host(comm, coll.kind.name())?;
-    let n = comm.nranks;
+    let n = comm.local.ranks.len();
     let me = comm.rank;
     let seq = comm.op_seq.fetch_add(1, Ordering::Relaxed) + 1;
     let waiter = comm.waiter(format!("the other ranks to call {} #{seq}", coll.kind.name()));
@@ -309,7 +298,13 @@ pub fn run_collective(comm: &Comm, coll: &Coll) -> Result<()> {
         // the closing barrier.
         .map(|i| unsafe { m.ptr().add(slot_off(i)).cast::<Desc>().read_volatile() })
         .collect();
-    let result = agree(&descs, &desc).and_then(|()| work(comm, coll, &descs));
+    let result = agree(&descs, &desc).and_then(|()| {
+        if comm.local.ranks.len() == comm.nranks {
+            work(comm, coll, &descs)
+        } else {
+            work_across_hosts(comm, coll, &descs, &waiter)
+        }
+    });
     // Everyone saw the same descriptors, so a disagreement fails every rank alike; work
     // errors (a peer buffer that cannot be mapped) still need the closing barrier.
     if let Err(e) = &result {
@@ -373,6 +368,87 @@ fn work(comm: &Comm, coll: &Coll, descs: &[Desc]) -> Result<()> {
     Ok(())
 }
 
+/// Which part of rank `q`'s input rank `p`'s own output needs: (offset, bytes) in q's send
+/// buffer, or None.
+fn needed(coll: &Coll, bytes: usize, q: usize, p: usize) -> Option<(usize, usize)> {
+    let root = coll.root;
+    let r = match coll.kind {
+        CollKind::AllReduce | CollKind::AllGather => Some((0, bytes)),
+        CollKind::Reduce | CollKind::Gather => (p == root).then_some((0, bytes)),
+        CollKind::ReduceScatter | CollKind::AlltoAll => Some((p * bytes, bytes)),
+        CollKind::Broadcast => (q == root).then_some((0, bytes)),
+        CollKind::Scatter => (q == root).then_some((p * bytes, bytes)),
+    };
+    r.filter(|(_, len)| *len > 0)
+}
+
+/// A communicator spanning hosts: each rank computes its own output from the parts of every
+/// input it needs (same-host inputs in place, remote ones received into staging), into a
+/// private buffer; after every local rank has read its inputs (barrier) the result is copied
+/// to the output, so in-place operations never overwrite an input a peer still reads.
+fn work_across_hosts(comm: &Comm, coll: &Coll, local: &[Desc], waiter: &Waiter) -> Result<()> {
+    let n = comm.nranks;
+    let me = comm.rank;
+    let bytes = coll.count * coll.dtype.size();
+    let seq = local[comm.local.index].seq;
+    let my_scalar = local[comm.local.index].scalar;
+    let mut outgoing = Vec::new();
+    let mut incoming = Vec::new();
+    let mut staging: Vec<Vec<u64>> = Vec::new();
+    for q in 0..n {
+        if !comm.links.is_remote(q) {
+            continue;
+        }
+        if let Some((off, len)) = needed(coll, bytes, me, q) {
+            outgoing.push(crate::net::Outgoing { peer: q, seq, scalar: my_scalar, src: coll.send + off, len });
+        }
+        if let Some((_, len)) = needed(coll, bytes, q, me) {
+            let buf = vec![0u64; len.div_ceil(8)];
+            incoming.push(crate::net::Incoming { peer: q, seq, len, dst: buf.as_ptr() as usize, scalar: 0 });
+            staging.push(buf);
+        }
+    }
+    crate::net::exchange(&comm.links, &outgoing, &mut incoming, waiter)?;
+    // The part of every rank's input this rank needs, and each rank's scalar.
+    let mut parts = vec![0usize; n];
+    let mut scalars = vec![0u64; n];
+    for (li, &q) in comm.local.ranks.iter().enumerate() {
+        let src = local[li].send.resolve(comm, q)?;
+        scalars[q] = local[li].scalar;
+        if let Some((off, _)) = needed(coll, bytes, q, me) {
+            parts[q] = src + off;
+        }
+    }
+    for m in &incoming {
+        parts[m.peer] = m.dst;
+        scalars[m.peer] = m.scalar;
+    }
+    let (_, recv_elems) = coll.kind.extents(coll.count, n, me, coll.root);
+    let out_len = recv_elems * coll.dtype.size();
+    let mut result = vec![0u64; out_len.div_ceil(8)];
+    let out = result.as_mut_ptr() as usize;
+    let scal: &[u64] = if matches!(coll.red, Reduction::PreMulSum { .. }) { &scalars } else { &[] };
+    match coll.kind {
+        CollKind::AllReduce | CollKind::ReduceScatter => reduce_range(coll.dtype, coll.red, &parts, scal, 0, &[out], 0, bytes),
+        CollKind::Reduce if me == coll.root => reduce_range(coll.dtype, coll.red, &parts, scal, 0, &[out], 0, bytes),
+        CollKind::Broadcast | CollKind::Scatter => copy(parts[coll.root], out, bytes),
+        CollKind::AllGather | CollKind::AlltoAll => {
+            for (q, &p) in parts.iter().enumerate() {
+                copy(p, out + q * bytes, bytes);
+            }
+        }
+        CollKind::Gather if me == coll.root => {
+            for (q, &p) in parts.iter().enumerate() {
+                copy(p, out + q * bytes, bytes);
+            }
+        }
+        _ => {}
+    }
+    barrier(comm, waiter)?;
+    copy(out, coll.recv, out_len);
+    Ok(())
+}
+
 const EMPTY: u32 = 0;
 const POSTED: u32 = 1;
 const DONE: u32 = 2;
@@ -392,7 +468,11 @@ fn ring_bell(m: &Mapping, n: usize, i: usize) {
 /// Runs a group's sends and receives as this rank (one progress loop, never deadlocking on
 /// ordering across peers).
 pub fn run_p2p(comm: &Comm, ops: &[P2p]) -> Result<()> {
-    require_one_host(comm, "Send/Recv")?;
+    let (remote, ops): (Vec<P2p>, Vec<P2p>) = ops.iter().partition(|o| comm.links.is_remote(o.peer));
+    if !remote.is_empty() {
+        run_remote_p2p(comm, &remote)?;
+    }
+    let ops = &ops[..];
     let m = seg(comm);
     let n = comm.local.ranks.len();
     let me = comm.local.index;
@@ -409,11 +489,11 @@ pub fn run_p2p(comm: &Comm, ops: &[P2p]) -> Result<()> {
     for op in ops {
         let p = local_of(op.peer);
         let k = if op.send {
-            counts.0[p] += 1;
-            counts.0[p] - 1
+            counts.0[op.peer] += 1;
+            counts.0[op.peer] - 1
         } else {
-            counts.1[p] += 1;
-            counts.1[p] - 1
+            counts.1[op.peer] += 1;
+            counts.1[op.peer] - 1
         };
         plan.push((*op, p, k as usize, St::Waiting));
     }
@@ -514,6 +594,27 @@ pub fn run_p2p(comm: &Comm, ops: &[P2p]) -> Result<()> {
         Some(e) => Err(e),
         None => Ok(()),
     }
+}
+
+/// Marks point-to-point message numbers on a connection (collectives use operation numbers).
+const P2P_SEQ: u64 = 1 << 62;
+
+fn run_remote_p2p(comm: &Comm, ops: &[P2p]) -> Result<()> {
+    let mut outgoing = Vec::new();
+    let mut incoming = Vec::new();
+    {
+        let mut counts = comm.p2p_counts.lock().map_err(|_| NcclError::internal("p2p lock poisoned"))?;
+        for op in ops {
+            if op.send {
+                counts.0[op.peer] += 1;
+                outgoing.push(crate::net::Outgoing { peer: op.peer, seq: P2P_SEQ | counts.0[op.peer], scalar: 0, src: op.buf, len: op.bytes });
+            } else {
+                counts.1[op.peer] += 1;
+                incoming.push(crate::net::Incoming { peer: op.peer, seq: P2P_SEQ | counts.1[op.peer], len: op.bytes, dst: op.buf, scalar: 0 });
+            }
+        }
+    }
+    crate::net::exchange(&comm.links, &outgoing, &mut incoming, &comm.waiter("send/receive across hosts"))
 }
 
 #[cfg(test)]

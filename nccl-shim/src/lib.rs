@@ -7,6 +7,7 @@
 //! - [`comm`]: communicators (members as host, simulated node and GPU), init, split.
 //! - [`group`]: handles and group semantics; [`task`]: operations as stream work.
 //! - [`exec`]: the shared segment, barrier and data movement; [`reduce`]: the arithmetic.
+//! - [`net`]: TCP between ranks on different hosts.
 //! - [`shm`]: shared mappings, futex waits, peers' arenas; [`cuda`]: the fake CUDA core.
 
 pub mod api;
@@ -16,6 +17,7 @@ pub mod cuda;
 pub mod error;
 pub mod exec;
 pub mod group;
+pub mod net;
 pub mod ops;
 pub mod reduce;
 pub mod shm;

@@ -90,6 +90,14 @@ fn id_file(name: &str) -> PathBuf {
 }
 
 fn ranks(scenario: &str, n: usize, extra: &[&str], env: &[(&str, String)]) -> String {
+    ranks_with(scenario, n, extra, |_, c| {
+        for (k, v) in env {
+            c.env(k, v);
+        }
+    })
+}
+
+fn ranks_with(scenario: &str, n: usize, extra: &[&str], setup: impl Fn(usize, &mut Command)) -> String {
     let id = id_file(&format!("{scenario}-{n}.id"));
     let children = (0..n)
         .map(|r| {
@@ -100,9 +108,7 @@ fn ranks(scenario: &str, n: usize, extra: &[&str], env: &[(&str, String)]) -> St
             args.push(id.display().to_string());
             args.extend(extra.iter().map(|s| s.to_string()));
             let mut c = command(&args);
-            for (k, v) in env {
-                c.env(k, v.replace("{rank}", &r.to_string()));
-            }
+            setup(r, &mut c);
             c.spawn().expect("spawn a rank")
         })
         .collect();
@@ -151,4 +157,20 @@ fn tp8_dp2_job_on_two_simulated_nodes() {
         .collect();
     let out = wait_all(children, Duration::from_secs(600));
     assert_eq!(out.matches("ok tpdp rank").count(), 16, "{out}");
+}
+
+/// Ranks on two hosts, told apart by `NCCL_HOSTID` (NCCL's own host identity) and joined by
+/// TCP on loopback: the test does not create network namespaces. Hosts interleave (even ranks
+/// on one, odd on the other), so reductions in rank order mix local and remote inputs.
+#[test]
+fn two_hosts_over_tcp_on_loopback() {
+    eprintln!("two hosts: NCCL_HOSTID groups over TCP on loopback (no network namespaces)");
+    let out = ranks_with("rank", 4, &[], |r, c| {
+        c.env("NCCL_HOSTID", format!("ncclsim-test-host-{}", r % 2));
+    });
+    assert_eq!(out.matches("ok rank").count(), 4, "{out}");
+    let out = ranks_with("rank", 3, &[], |r, c| {
+        c.env("NCCL_HOSTID", format!("ncclsim-test-host-{}", r / 2));
+    });
+    assert_eq!(out.matches("ok rank").count(), 3, "{out}");
 }
