@@ -58,10 +58,32 @@ pub fn compile_c(
     libs: &[&str],
     exe: &str,
 ) -> PathBuf {
+    compile_c_at(dir, source, includes, libs, exe, 0)
+}
+
+/// [`compile_c`] with optimisation (`-O2`), for benchmark programs.
+pub fn compile_c_opt(
+    dir: &Path,
+    source: &Path,
+    includes: &[PathBuf],
+    libs: &[&str],
+    exe: &str,
+) -> PathBuf {
+    compile_c_at(dir, source, includes, libs, exe, 2)
+}
+
+fn compile_c_at(
+    dir: &Path,
+    source: &Path,
+    includes: &[PathBuf],
+    libs: &[&str],
+    exe: &str,
+    opt: u32,
+) -> PathBuf {
     let target = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
     let compiler = cc::Build::new()
         .cargo_metadata(false)
-        .opt_level(0)
+        .opt_level(opt)
         .target(&target)
         .host(&target)
         .get_compiler();

@@ -1,0 +1,113 @@
+//! The runtime's host collectives against their anchors, measured side by side in one run:
+//! AllReduce (float sum, out of place) of ncclsim's `libnccl.so.2` with N ranks as processes,
+//! OpenMPI's `MPI_Allreduce` over shared memory with the same N (skipped with a note when
+//! `mpicc`/`mpirun` are missing: `benches/install-openmpi.sh` installs them), and the memory
+//! bound: N processes each copying the same bytes with `memcpy` at once. Each program times
+//! its own loop; criterion's `iter_custom` runs it with criterion's iteration count.
+//!
+//! `cargo bench -p benches --bench runtime`; BENCHMARKS.md has the figures.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use fake_cuda_test_support as support;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+struct Programs {
+    dir: PathBuf,
+    nccl: PathBuf,
+    memcpy: PathBuf,
+    mpi: Option<PathBuf>,
+}
+
+fn programs() -> &'static Programs {
+    static P: OnceLock<Programs> = OnceLock::new();
+    P.get_or_init(|| {
+        let dir = support::scratch_dir("bench-runtime");
+        support::link_real_names(&dir, &[("libnccl.so", "libnccl.so.2"), ("libcudart12.so", "libcudart.so.12")]);
+        support::built("libncclsim_cuda.so");
+        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let nccl = support::compile_c_opt(
+            &dir,
+            &here.join("c/nccl_allreduce.c"),
+            &[here.join("../nccl-shim/include")],
+            &["libnccl.so.2", "libcudart.so.12"],
+            "nccl_allreduce",
+        );
+        let memcpy = support::compile_c_opt(&dir, &here.join("c/memcpy_bound.c"), &[], &["libpthread.so.0"], "memcpy_bound");
+        let mpi_exe = dir.join("mpi_allreduce");
+        let mpi = Command::new("mpicc")
+            .args(["-O2", "-o"])
+            .arg(&mpi_exe)
+            .arg(here.join("c/mpi_allreduce.c"))
+            .status()
+            .ok()
+            .filter(|s| s.success())
+            .map(|_| mpi_exe);
+        if mpi.is_none() {
+            eprintln!("OpenMPI not found (mpicc): run benches/install-openmpi.sh to measure the anchor");
+        }
+        Programs { dir, nccl, memcpy, mpi }
+    })
+}
+
+fn seconds(out: std::process::Output, what: &str) -> f64 {
+    assert!(out.status.success(), "{what} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or_else(|_| panic!("{what} printed no time"))
+}
+
+fn run_nccl(n: usize, bytes: usize, iters: u64) -> Duration {
+    let p = programs();
+    let id = p.dir.join(format!("id-{n}-{bytes}"));
+    let _ = std::fs::remove_file(&id);
+    let args = |r: usize| vec![r.to_string(), n.to_string(), id.display().to_string(), bytes.to_string(), iters.to_string()];
+    let others: Vec<_> = (1..n)
+        .map(|r| Command::new(&p.nccl).args(args(r)).env("NCCLSIM_TIMEOUT", "300").spawn().expect("spawn"))
+        .collect();
+    let out = Command::new(&p.nccl).args(args(0)).env("NCCLSIM_TIMEOUT", "300").output().expect("rank 0");
+    for mut o in others {
+        let _ = o.wait();
+    }
+    let _ = std::fs::remove_file(&id);
+    Duration::from_secs_f64(seconds(out, "nccl_allreduce") * iters as f64)
+}
+
+fn run_mpi(exe: &Path, n: usize, bytes: usize, iters: u64) -> Duration {
+    let out = Command::new("mpirun")
+        .args(["--allow-run-as-root", "--oversubscribe", "-np", &n.to_string()])
+        .arg(exe)
+        .args([bytes.to_string(), iters.to_string()])
+        .output()
+        .expect("mpirun");
+    Duration::from_secs_f64(seconds(out, "mpi_allreduce") * iters as f64)
+}
+
+fn run_memcpy(n: usize, bytes: usize, iters: u64) -> Duration {
+    let out = Command::new(&programs().memcpy)
+        .args([n.to_string(), bytes.to_string(), iters.to_string()])
+        .output()
+        .expect("memcpy_bound");
+    Duration::from_secs_f64(seconds(out, "memcpy_bound") * iters as f64)
+}
+
+fn allreduce(c: &mut Criterion) {
+    for n in [8usize, 16] {
+        let mut g = c.benchmark_group(format!("host_allreduce_{n}_ranks"));
+        g.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(4));
+        for bytes in [8usize, 4 << 10, 1 << 20, 16 << 20, 256 << 20] {
+            g.throughput(Throughput::Bytes(bytes as u64));
+            g.bench_with_input(BenchmarkId::new("ncclsim", bytes), &bytes, |b, &s| b.iter_custom(|it| run_nccl(n, s, it)));
+            if let Some(mpi) = &programs().mpi {
+                g.bench_with_input(BenchmarkId::new("openmpi", bytes), &bytes, |b, &s| b.iter_custom(|it| run_mpi(mpi, n, s, it)));
+            }
+            if bytes >= 1 << 20 {
+                g.bench_with_input(BenchmarkId::new("memcpy_bound", bytes), &bytes, |b, &s| b.iter_custom(|it| run_memcpy(n, s, it)));
+            }
+        }
+        g.finish();
+    }
+}
+
+criterion_group!(benches, allreduce);
+criterion_main!(benches);
