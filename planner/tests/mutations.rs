@@ -17,7 +17,7 @@ fn corpus() -> Vec<String> {
     for dir in [root.join("topologies")].into_iter().chain(
         ["alibaba", "azure", "oci", "pcie-rtx3090"]
             .iter()
-            .map(|d| root.join("../shared/topologies-real").join(d)),
+            .map(|d| root.join("topologies/vendor").join(d)),
     ) {
         for e in std::fs::read_dir(dir).unwrap() {
             let p = e.unwrap().path();
