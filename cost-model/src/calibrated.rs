@@ -708,7 +708,8 @@ pub fn accuracy_report() -> String {
             r.source
         );
     }
-    let groups: [(&str, Box<dyn Fn(&Scored) -> bool>); 4] = [
+    type Group = (&'static str, Box<dyn Fn(&Scored) -> bool>);
+    let groups: [Group; 4] = [
         ("all rows", Box::new(|_| true)),
         (
             "sizes >= 1 GB",
