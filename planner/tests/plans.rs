@@ -1,5 +1,5 @@
-//! The planner's acceptance checks: the worked examples of reference §4.5 (derived from NCCL
-//! 2.30.7's code), the 2-node TP=8/DP=2 job, NVLS availability, graph-file round trips,
+//! The planner's acceptance checks: the worked examples of docs/worked-examples.md (derived from
+//! NCCL 2.30.7's code), the 2-node TP=8/DP=2 job, NVLS availability, graph-file round trips,
 //! determinism, and every real topology file planned on 1 and 2 nodes.
 
 use planner::split::parse_dims;
