@@ -2,10 +2,10 @@
 //! users; each row names its source) as data, each with the system it ran on described the way the
 //! model sees it.
 //!
-//! System shapes use the planner's outputs for the bundled DGX A100 / DGX H100 files (numbers
-//! from the planner issue); systems without a bundled file are derived by the same NCCL rules from
-//! public hardware facts and say so in `derivation`. When the planner can plan them from topology
-//! files, `tests/planner_shapes.rs` should replace these hand shapes.
+//! System shapes use the planner's outputs for the bundled DGX A100 / DGX H100 files
+//! (`tests/planner_shapes.rs` checks they agree with what the planner finds); systems without a
+//! bundled file are derived by the same NCCL rules from public hardware facts and say so in
+//! `derivation`.
 
 use crate::consts::Algo;
 use crate::shape::{CommShape, GraphShape};
