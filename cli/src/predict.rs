@@ -89,6 +89,7 @@ pub struct Built {
 }
 
 /// Parse the sweep options.
+#[allow(clippy::type_complexity)]
 pub fn parse_sweep(
     s: &SweepArgs,
 ) -> Result<(Vec<Collective>, Vec<u64>, DataType, RedOp, Mode), String> {
@@ -321,7 +322,7 @@ pub fn plot(
             chosen.push((bytes as f64, p.busbw));
         }
     }
-    let lines: Vec<(String, Vec<(f64, f64)>, bool)> = series
+    let lines: Vec<Line> = series
         .into_iter()
         .map(|(k, v)| (k, v, false))
         .chain(std::iter::once(("NCCL's choice".to_string(), chosen, true)))
@@ -329,12 +330,11 @@ pub fn plot(
     draw(path, &format!("{} - {caption}", coll.name()), &lines)
 }
 
+/// A plotted line: name, (bytes, busbw) points, highlighted.
+pub type Line = (String, Vec<(f64, f64)>, bool);
+
 /// Draw busbw-vs-size lines (log2 x axis); `true` marks the highlighted line.
-pub fn draw(
-    path: &str,
-    title: &str,
-    lines: &[(String, Vec<(f64, f64)>, bool)],
-) -> Result<(), String> {
+pub fn draw(path: &str, title: &str, lines: &[Line]) -> Result<(), String> {
     let err = |e: &dyn std::fmt::Display| format!("{path}: {e}");
     let xs = lines.iter().flat_map(|l| l.1.iter().map(|p| p.0));
     let (mut xmin, mut xmax) = (f64::MAX, 1.0f64);

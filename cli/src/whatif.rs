@@ -197,7 +197,8 @@ fn sweep(
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}").map_err(|e| e.to_string())?,
     );
-    let results: Vec<Result<(String, Vec<(u64, cost_model::Prediction)>), String>> = edits
+    type Run = (String, Vec<(u64, cost_model::Prediction)>);
+    let results: Vec<Result<Run, String>> = edits
         .par_iter()
         .map(|(v, e)| {
             let mut all = fixed.clone();

@@ -4,13 +4,6 @@ use std::process::Command;
 
 fn ncclsim(args: &[&str]) -> (i32, String, String) {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-    for a in args.iter().filter(|a| a.starts_with("../shared/")) {
-        assert!(
-            std::path::Path::new(root).join(a).exists(),
-            "{a} is missing: these tests read the vendor files in ../shared beside the \
-             repository clone (where CI puts them)"
-        );
-    }
     let out = Command::new(env!("CARGO_BIN_EXE_ncclsim"))
         .args(args)
         .current_dir(root)
@@ -57,11 +50,7 @@ fn show_h100_dump_and_old_profile() {
 
 #[test]
 fn paths_matrix_rtx3090() {
-    let (code, out, _) = ncclsim(&[
-        "topo",
-        "paths",
-        "../shared/topologies-real/pcie-rtx3090/topo.xml",
-    ]);
+    let (code, out, _) = ncclsim(&["topo", "paths", "topologies/vendor/pcie-rtx3090/topo.xml"]);
     assert_eq!(code, 0);
     insta::assert_snapshot!("paths_rtx3090", out);
     // Settings change paths: allowing P2P everywhere does not undo the GeForce NVML rule, but
@@ -69,7 +58,7 @@ fn paths_matrix_rtx3090() {
     let (_, out2, _) = ncclsim(&[
         "topo",
         "paths",
-        "../shared/topologies-real/pcie-rtx3090/topo.xml",
+        "topologies/vendor/pcie-rtx3090/topo.xml",
         "--env",
         "NCCL_IGNORE_DISABLED_P2P=2",
     ]);
@@ -78,11 +67,7 @@ fn paths_matrix_rtx3090() {
 
 #[test]
 fn skeleton_reported_and_completed() {
-    let (code, _, err) = ncclsim(&[
-        "topo",
-        "show",
-        "../shared/topologies-real/azure/ndv5-topo.xml",
-    ]);
+    let (code, _, err) = ncclsim(&["topo", "show", "topologies/vendor/azure/ndv5-topo.xml"]);
     assert_eq!(code, 2);
     assert!(
         err.contains("skeleton topology") && err.contains("--gpu"),
@@ -91,7 +76,7 @@ fn skeleton_reported_and_completed() {
     let (code, out, err) = ncclsim(&[
         "topo",
         "show",
-        "../shared/topologies-real/azure/ndv5-topo.xml",
+        "topologies/vendor/azure/ndv5-topo.xml",
         "--gpu",
         "H100-SXM5",
         "--nic-speed",
@@ -109,18 +94,10 @@ fn skeleton_reported_and_completed() {
 fn check_exit_status() {
     let (code, out, _) = ncclsim(&["topo", "check", "topologies/dgx-a100.xml"]);
     assert_eq!(code, 0, "{out}");
-    let (code, out, _) = ncclsim(&[
-        "topo",
-        "check",
-        "../shared/topologies-real/aws/p5.48xl-topo.xml",
-    ]);
+    let (code, out, _) = ncclsim(&["topo", "check", "topologies/vendor/aws/p5.48xl-topo.xml"]);
     assert_eq!(code, 1);
     assert!(out.contains("skeleton topology"), "{out}");
-    let (code, out, _) = ncclsim(&[
-        "topo",
-        "check",
-        "../shared/topologies-real/azure/ncv4-topo.xml",
-    ]);
+    let (code, out, _) = ncclsim(&["topo", "check", "topologies/vendor/azure/ncv4-topo.xml"]);
     assert_eq!(code, 1);
     assert!(out.contains("to itself"), "{out}");
 }
@@ -136,7 +113,7 @@ fn dot_and_dump_and_json() {
     let (code, out, _) = ncclsim(&[
         "topo",
         "dump",
-        "../shared/topologies-real/azure/ndv4-topo.xml",
+        "topologies/vendor/azure/ndv4-topo.xml",
         "--gpu",
         "a100",
         "--nic-speed",

@@ -1,10 +1,11 @@
-//! The calibration set: published nccl-tests measurements (shared/reference/measurements.md) as
-//! data, each with the system it ran on described the way the model sees it.
+//! The calibration set: published nccl-tests measurements (cloud vendors, NVIDIA engineers and
+//! users; each row names its source) as data, each with the system it ran on described the way the
+//! model sees it.
 //!
-//! System shapes use the planner's outputs for the bundled DGX A100 / DGX H100 files (numbers
-//! from the planner issue); systems without a bundled file are derived by the same NCCL rules from
-//! public hardware facts and say so in `derivation`. When the planner can plan them from topology
-//! files, `tests/planner_shapes.rs` should replace these hand shapes.
+//! System shapes use the planner's outputs for the bundled DGX A100 / DGX H100 files
+//! (`tests/planner_shapes.rs` checks they agree with what the planner finds); systems without a
+//! bundled file are derived by the same NCCL rules from public hardware facts and say so in
+//! `derivation`.
 
 use crate::consts::Algo;
 use crate::shape::{CommShape, GraphShape};
@@ -215,7 +216,7 @@ macro_rules! row {
 
 use Measured::{BusBw as B, TimeUs as T};
 
-/// Every row of shared/reference/measurements.md that names a size (ranges use their ends).
+/// Every published measurement of the set that names a size (ranges use their ends).
 pub const ROWS: &[Row] = &[
     row!(
         "Azure ND A100 v4",

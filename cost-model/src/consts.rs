@@ -421,7 +421,8 @@ mod tests {
 
     #[test]
     fn ring_steps_per_function() {
-        // reference §4.3: AllReduce 2(n-1), AG/RS n-1, Bcast/Reduce n.
+        // NCCL 2.30.7 src/graph/tuning.cc ncclTopoTuneModel, nsteps: AllReduce 2(n-1), AG/RS n-1,
+        // Bcast/Reduce n.
         assert_eq!(Func::AllReduce.ring_steps(8), 14);
         assert_eq!(Func::AllGather.ring_steps(8), 7);
         assert_eq!(Func::ReduceScatter.ring_steps(16), 15);

@@ -85,11 +85,10 @@ impl Edit {
                         return;
                     }
                     gpus += 1;
-                    let mut i = 0;
-                    for c in g.children.iter_mut().filter(|c| c.name == "nvlink") {
+                    let links = g.children.iter_mut().filter(|c| c.name == "nvlink");
+                    for (i, c) in (0u32..).zip(links) {
                         let cnt = n / k + u32::from(i < n % k);
                         c.set("count", cnt);
-                        i += 1;
                     }
                     g.children
                         .retain(|c| c.name != "nvlink" || c.get("count") != Some("0"));

@@ -300,9 +300,7 @@ impl NcclModel {
                                 bw = intra.min(inter).min(cap);
                             }
                             None => {
-                                bw = if a == Algo::Nvls {
-                                    g.bw_intra.min(g.bw_inter)
-                                } else if n_nodes <= 2 {
+                                bw = if a == Algo::Nvls || n_nodes <= 2 {
                                     g.bw_intra.min(g.bw_inter)
                                 } else {
                                     g.bw_intra.min(g.bw_inter / 2.0)
@@ -509,9 +507,9 @@ impl NcclModel {
                 let mut l: [[i32; N_ALGOS - 1]; N_FUNCS] =
                     std::array::from_fn(|f| std::array::from_fn(|i| self.algo_enable[f][i]));
                 parse_list("NCCL_ALGO", a, &six, prefixes, &mut l)?;
-                for f in 0..N_FUNCS {
-                    self.algo_enable[f][..N_ALGOS - 1].copy_from_slice(&l[f]);
-                    self.algo_enable[f][Algo::Pat as usize] = 0;
+                for (row, lf) in self.algo_enable.iter_mut().zip(&l) {
+                    row[..N_ALGOS - 1].copy_from_slice(lf);
+                    row[Algo::Pat as usize] = 0;
                 }
             }
             self.user_lists = true;
@@ -542,6 +540,7 @@ impl NcclModel {
         let cudart = st.cudart_version.unwrap_or(12090);
         let graphs = s.graphs();
         for f in 0..N_FUNCS {
+            #[allow(clippy::needless_range_loop)] // a indexes graphs and three tables
             for a in 0..N_ALGOS {
                 for p in 0..N_PROTOS {
                     let mut pe = self.proto_enable[f][p];

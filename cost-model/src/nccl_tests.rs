@@ -1,4 +1,4 @@
-//! nccl-tests' output layout (v2.19.6 `src/common.cu`, reference §8) for predicted rows, so a
+//! nccl-tests' output layout (v2.19.6 `src/common.cu`) for predicted rows, so a
 //! prediction can be diffed against a real run, plus the CSV form.
 
 use crate::query::Prediction;

@@ -2,7 +2,7 @@
 //! algorithm, protocol, channels, threads, time, algbw, busbw in about a microsecond.
 
 use crate::calibrated::Calibration;
-use crate::consts::{Algo, Func, Proto, N_ALGOS, N_PROTOS};
+use crate::consts::{Algo, Func, Proto};
 use crate::error::{CostError, Result};
 use crate::model::{AlgoInfo, NcclModel};
 use crate::p2p::P2pPaths;
@@ -210,9 +210,8 @@ impl CostModel {
         };
         let table = self.nccl.cost_table(f, bytes.max(1), dtype, op, 1);
         let mut out = Vec::new();
-        for a in 0..N_ALGOS {
-            for p in 0..N_PROTOS {
-                let t = table[a][p];
+        for (a, row) in table.iter().enumerate() {
+            for (p, &t) in row.iter().enumerate() {
                 if t < 0.0 {
                     continue;
                 }

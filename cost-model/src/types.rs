@@ -1,5 +1,6 @@
 //! Collectives, data types and reduction operations as users name them (nccl-tests' names), with
-//! NCCL's sizes and the nccl-tests bus-bandwidth conventions (reference §8).
+//! NCCL's sizes and the nccl-tests bus-bandwidth conventions (nccl-tests 2.19.6 `src/<coll>.cu`,
+//! `<Coll>GetBw`; `doc/PERFORMANCE.md`).
 
 use crate::consts::Func;
 use crate::error::{CostError, Result};
@@ -324,7 +325,7 @@ mod tests {
 
     #[test]
     fn busbw_factors_follow_nccl_tests() {
-        // reference §8: AllReduce 2(n-1)/n, AG/RS/AlltoAll/Gather/Scatter (n-1)/n, others 1.
+        // nccl-tests `<Coll>GetBw`: AllReduce 2(n-1)/n, AG/RS/AlltoAll/Gather/Scatter (n-1)/n, others 1.
         assert_eq!(Collective::AllReduce.busbw_factor(8), 1.75);
         assert_eq!(Collective::AllGather.busbw_factor(8), 0.875);
         assert_eq!(Collective::ReduceScatter.busbw_factor(16), 15.0 / 16.0);

@@ -1,4 +1,4 @@
-//! NCCL mode against the hand-derived numbers of reference/nccl-internals.md §4.5, NCCL's
+//! NCCL mode against the hand-derived numbers of docs/worked-examples.md, NCCL's
 //! selection rules and the TUNING table format.
 
 use cost_model::calibration::System;
@@ -122,7 +122,7 @@ fn dgx_h100_nvls_and_crossover_match_reference_4_5() {
 
 #[test]
 fn dgx_a100_two_nodes_bus_bw_uses_bw_intra() {
-    // reference §4.5: 2 nodes x 8 A100, ring 8 x 24: busBw = 8*24 = 192 (nNodes <= 2 uses bwIntra).
+    // docs/worked-examples.md: 2 nodes x 8 A100, ring 8 x 24: busBw = 8*24 = 192 (nNodes <= 2 uses bwIntra).
     let m = model(&System::DgxA100.shape(2, 8, false), &[]);
     let (bus, _) = bus_lat(&m, Algo::Ring, Proto::Simple);
     let n = 16.0;

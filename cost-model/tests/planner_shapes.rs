@@ -1,5 +1,5 @@
 //! The cost model on the planner's real plans of the bundled topologies: the hand shapes of the
-//! calibration set must agree with what the planner finds, and §4.5 holds end to end.
+//! calibration set must agree with what the planner finds, and docs/worked-examples.md holds end to end.
 
 use cost_model::calibration::System;
 use cost_model::*;
@@ -48,7 +48,7 @@ fn calibration_shapes_match_the_planner() {
 }
 
 #[test]
-fn reference_4_5_from_the_planned_dgx_a100() {
+fn worked_examples_from_the_planned_dgx_a100() {
     let p = plan("dgx-a100.xml", 1);
     let m = CostModel::from_plan(&p, &TunerSettings::default(), Mode::Nccl).unwrap();
     let ar = Func::AllReduce as usize;

@@ -208,6 +208,7 @@ pub fn btree(n: i32, rank: i32) -> (i32, i32, i32, i32) {
 }
 
 /// `ncclGetDtree`: the two trees, each as (up, down0, down1, parentChildType).
+#[allow(clippy::type_complexity)]
 pub fn dtree(n: i32, rank: i32) -> ((i32, i32, i32, i32), (i32, i32, i32, i32)) {
     let t0 = btree(n, rank);
     let t1 = if n % 2 == 1 {

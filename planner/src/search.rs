@@ -1495,9 +1495,9 @@ impl<'a> Searcher<'a> {
         let mut dom: Vec<usize> = (0..n).collect();
         for g in 0..n {
             let d = dom[g];
-            for p in g + 1..n {
+            for (p, dp) in dom.iter_mut().enumerate().skip(g + 1) {
                 if self.path(End::Gpu(g), End::Gpu(p)).ty == PathType::Nvl {
-                    dom[p] = d;
+                    *dp = d;
                 }
             }
         }
@@ -1780,6 +1780,7 @@ impl<'a> Searcher<'a> {
                 tmp.min_channels = graph.n_channels;
                 pass = 2;
             }
+            #[allow(clippy::collapsible_if)] // NCCL's nesting, kept for comparison
             if pass == 2 {
                 if time != 0 && speed_index > 0 {
                     if graph.pattern == Pattern::Ring {

@@ -261,8 +261,11 @@ fn parse_atom(t: &[String], p: &mut usize) -> Result<Expr, String> {
     }
 }
 
+/// (color, key) of every parent rank.
+pub type ColorKeys = Vec<(i64, i64)>;
+
 /// Colors and keys of every parent rank for a spec; for `Dims`, one (name, colors) per dimension.
-pub fn colors(spec: &SplitSpec, nranks: usize) -> topo::Result<Vec<(String, Vec<(i64, i64)>)>> {
+pub fn colors(spec: &SplitSpec, nranks: usize) -> topo::Result<Vec<(String, ColorKeys)>> {
     match spec {
         SplitSpec::Dims(dims) => {
             let prod: usize = dims.iter().map(|d| d.size).product();

@@ -1,5 +1,5 @@
-//! The planner's acceptance checks: the worked examples of reference §4.5 (derived from NCCL
-//! 2.30.7's code), the 2-node TP=8/DP=2 job, NVLS availability, graph-file round trips,
+//! The planner's acceptance checks: the worked examples of docs/worked-examples.md (derived from
+//! NCCL 2.30.7's code), the 2-node TP=8/DP=2 job, NVLS availability, graph-file round trips,
 //! determinism, and every real topology file planned on 1 and 2 nodes.
 
 use planner::split::parse_dims;
@@ -10,11 +10,8 @@ use topo::{Cluster, Completion, NodeKind, PathType};
 fn lib(f: &str) -> String {
     format!("{}/../topologies/{f}", env!("CARGO_MANIFEST_DIR"))
 }
-fn shared(f: &str) -> String {
-    format!(
-        "{}/../../shared/topologies-real/{f}",
-        env!("CARGO_MANIFEST_DIR")
-    )
+fn vendor(f: &str) -> String {
+    format!("{}/../topologies/vendor/{f}", env!("CARGO_MANIFEST_DIR"))
 }
 
 fn cluster(file: &str, nodes: usize, s: &PlannerSettings, gpu: Option<&str>) -> Cluster {
@@ -275,7 +272,7 @@ fn every_real_topology_plans_on_one_and_two_nodes() {
     let s = PlannerSettings::default();
     for (f, gpu) in REAL {
         for n in [1, 2] {
-            let c = cluster(&shared(f), n, &s, *gpu);
+            let c = cluster(&vendor(f), n, &s, *gpu);
             let p = plan_world(&c, &s).unwrap_or_else(|e| panic!("{f} x{n}: {e}"));
             let ngpus = c.nodes[0].topo.system.count(NodeKind::Gpu);
             assert_eq!(p.n_ranks, ngpus * n, "{f} x{n}");

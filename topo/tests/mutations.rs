@@ -9,11 +9,14 @@ use mutate::{apply, Mutation};
 use std::path::PathBuf;
 
 fn corpus() -> Vec<String> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/topologies-real");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../topologies/vendor");
     let mut v = Vec::new();
     for sub in ["alibaba", "aws", "azure", "oci", "pcie-rtx3090"] {
         for e in std::fs::read_dir(dir.join(sub)).unwrap() {
-            v.push(std::fs::read_to_string(e.unwrap().path()).unwrap());
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "xml") {
+                v.push(std::fs::read_to_string(p).unwrap());
+            }
         }
     }
     v.sort();

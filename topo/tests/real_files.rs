@@ -1,5 +1,5 @@
-//! The acceptance numbers of the topology model, checked on the vendor files in ../shared and on our
-//! own library in topologies/.
+//! The acceptance numbers of the topology model, checked on the vendor files in topologies/vendor and on
+//! our own library in topologies/.
 
 use std::path::PathBuf;
 use topo::profiles::{self, gpu_model};
@@ -10,9 +10,9 @@ use topo::{
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
-fn shared(rel: &str) -> String {
+fn vendor(rel: &str) -> String {
     root()
-        .join("../shared/topologies-real")
+        .join("topologies/vendor")
         .join(rel)
         .to_string_lossy()
         .into_owned()
@@ -56,7 +56,7 @@ fn gpu_links(t: &Topology, g: usize, ty: LinkType) -> Vec<f32> {
 fn all_real_files() -> Vec<String> {
     let mut v = Vec::new();
     for dir in ["alibaba", "aws", "azure", "oci", "pcie-rtx3090"] {
-        for e in std::fs::read_dir(root().join("../shared/topologies-real").join(dir)).unwrap() {
+        for e in std::fs::read_dir(root().join("topologies/vendor").join(dir)).unwrap() {
             let p = e.unwrap().path();
             if p.extension().is_some_and(|x| x == "xml") {
                 v.push(p.to_string_lossy().into_owned());
@@ -64,7 +64,7 @@ fn all_real_files() -> Vec<String> {
         }
     }
     v.sort();
-    assert_eq!(v.len(), 17, "shared/topologies-real should hold 17 files");
+    assert_eq!(v.len(), 17, "topologies/vendor should hold 17 files");
     v
 }
 
@@ -72,7 +72,8 @@ fn all_real_files() -> Vec<String> {
 fn every_real_file_parses_and_full_dumps_report_real_counts() {
     // (file, GPUs, NVSwitch chips named by the NVLinks, NETs); None = skeleton. NETs as NCCL 2.30.7
     // sees them: the OCI files' 16 ports are 8 dual-port NICs, which NCCL fuses into 8 NETs.
-    let expect: &[(&str, Option<(usize, usize, usize)>)] = &[
+    type Counts = Option<(usize, usize, usize)>;
+    let expect: &[(&str, Counts)] = &[
         ("alibaba/topo_1A100_1CX6.xml", Some((1, 6, 2))),
         ("alibaba/topo_2A100_1CX6.xml", Some((2, 6, 2))),
         ("alibaba/topo_4A100_2CX6.xml", Some((4, 6, 3))),
@@ -93,7 +94,7 @@ fn every_real_file_parses_and_full_dumps_report_real_counts() {
     ];
     assert_eq!(all_real_files().len(), expect.len());
     for (rel, want) in expect {
-        let file = shared(rel);
+        let file = vendor(rel);
         let xml = topo::read_xml(&file).unwrap_or_else(|e| panic!("{rel}: {e}"));
         let report = profiles::inspect(&xml);
         match want {
@@ -136,7 +137,7 @@ fn skeletons_complete_into_models_with_nvlinks() {
         ("azure/ndv2-topo.xml", "V100-SXM2", 120.0, 8),
     ];
     for (rel, gpu, nvl_total, n) in cases {
-        let t = load_with(&shared(rel), gpu, Some("200G"));
+        let t = load_with(&vendor(rel), gpu, Some("200G"));
         assert_eq!(t.system.count(NodeKind::Gpu), n, "{rel}");
         for g in 0..n {
             let sum: f32 = gpu_links(&t, g, LinkType::Nvl).iter().sum();
@@ -148,11 +149,11 @@ fn skeletons_complete_into_models_with_nvlinks() {
         assert!(t.system.count(NodeKind::Net) > 0, "{rel}: NICs completed");
     }
     // g5: eight A10G on PCIe, no NVLink.
-    let t = load_with(&shared("aws/g5.48xl-topo.xml"), "A10G", None);
+    let t = load_with(&vendor("aws/g5.48xl-topo.xml"), "A10G", None);
     assert_eq!(t.system.count(NodeKind::Gpu), 8);
     assert!(gpu_links(&t, 0, LinkType::Nvl).is_empty());
     // DGX-1 cube mesh: GPU pairs with 2 links and with 1 link, NVB between non-neighbours.
-    let t = load_with(&shared("azure/ndv2-topo.xml"), "V100-SXM2", None);
+    let t = load_with(&vendor("azure/ndv2-topo.xml"), "V100-SXM2", None);
     let dev_idx = |d: i32| (0..8).find(|&g| t.system.gpu(g).dev == d).unwrap();
     let (g0, g3, g1, g5) = (dev_idx(0), dev_idx(3), dev_idx(1), dev_idx(5));
     assert_eq!(t.gpu_gpu(g0, g3).ty, PathType::Nvl);
@@ -176,18 +177,18 @@ fn nccl_bandwidth_numbers() {
     assert_eq!(net.bw, 25.0);
     assert_eq!((t.max_bw, t.total_bw), (240.0, 240.0));
     // The same through a vendor dump (Alibaba HGX A100).
-    let t = load(&shared("alibaba/topo_8A100_4CX6.xml"));
+    let t = load(&vendor("alibaba/topo_8A100_4CX6.xml"));
     assert_eq!(gpu_links(&t, 0, LinkType::Nvl), vec![240.0]);
     assert_eq!((t.max_bw, t.total_bw), (240.0, 240.0));
     // H100: 18 x 20.6 = 370.8 (OCI dump, 5+5+4+4 links over 4 NVSwitches folded into one node).
-    let t = load(&shared("oci/H100-topology.xml"));
+    let t = load(&vendor("oci/H100-topology.xml"));
     assert!((gpu_links(&t, 0, LinkType::Nvl)[0] - 370.8).abs() < 1e-3);
     // NCCL 2.19 used 20.0 per sm90 link.
     let s = TopoSettings {
         version: "2.19".parse().unwrap(),
         ..TopoSettings::default()
     };
-    let t19 = Cluster::load(&shared("oci/H100-topology.xml"), 1, &s, None).unwrap();
+    let t19 = Cluster::load(&vendor("oci/H100-topology.xml"), 1, &s, None).unwrap();
     assert_eq!(gpu_links(&t19.nodes[0].topo, 0, LinkType::Nvl), vec![360.0]);
     // PCIe Gen3 x16 = 12 and EDR = 12.5 (DGX-1), Gen4 x16 = 24 (RTX 3090 box).
     let t = load(&lib("dgx1-v100.xml"));
@@ -199,7 +200,7 @@ fn nccl_bandwidth_numbers() {
         .unwrap()
         .bw;
     assert_eq!(edr, 12.5);
-    let t = load(&shared("pcie-rtx3090/topo.xml"));
+    let t = load(&vendor("pcie-rtx3090/topo.xml"));
     assert_eq!(gpu_links(&t, 0, LinkType::Pci), vec![24.0]);
     // Inter-socket: Ice Lake (SKL class) 10, AMD 16.
     let cpu = t.system.nodes(NodeKind::Cpu)[0];
@@ -217,7 +218,7 @@ fn path_types_on_pcie_boxes() {
     // RTX 3090 box: 4 GPUs per Gen4 switch per socket, NIC on socket 1. GeForce boards report no P2P
     // through NVML, so NCCL reroutes GPU<->GPU traffic through the CPU: PHB within a switch, SYS across
     // sockets. The raw distance (what P2P would use) is PIX within a switch.
-    let t = load(&shared("pcie-rtx3090/topo.xml"));
+    let t = load(&vendor("pcie-rtx3090/topo.xml"));
     assert_eq!(t.gpu_gpu(0, 1).ty, PathType::Phb);
     assert_eq!(t.gpu_gpu(0, 4).ty, PathType::Sys);
     assert_eq!(t.gpu_gpu(0, 4).bw, 10.0);
@@ -226,7 +227,7 @@ fn path_types_on_pcie_boxes() {
         ignore_disabled_p2p: 2,
         ..TopoSettings::default()
     };
-    let t2 = Cluster::load(&shared("pcie-rtx3090/topo.xml"), 1, &raw, None)
+    let t2 = Cluster::load(&vendor("pcie-rtx3090/topo.xml"), 1, &raw, None)
         .unwrap()
         .nodes[0]
         .topo
@@ -245,12 +246,12 @@ fn path_types_on_pcie_boxes() {
     assert_eq!(t.gpu_gpu(0, 2).ty, PathType::Sys);
     // Azure NCv4 (one A100 per AMD NUMA node): SYS between every pair; more than 2 GPUs, so P2P stays
     // at PXB and the pairs are routed through the CPU (still SYS).
-    let t = load(&shared("azure/ncv4-topo.xml"));
+    let t = load(&vendor("azure/ncv4-topo.xml"));
     for g in 1..4 {
         assert_eq!(t.gpu_gpu(0, g).ty, PathType::Sys);
     }
     // Alibaba HGX A100: NICs behind the GPUs' PCIe switches.
-    let t = load(&shared("alibaba/topo_8A100_4CX6.xml"));
+    let t = load(&vendor("alibaba/topo_8A100_4CX6.xml"));
     assert_eq!(t.gpu_gpu(0, 7).ty, PathType::Nvl);
     let near = (0..t.system.count(NodeKind::Net))
         .map(|n| t.gpu_net(1, n).ty)
@@ -374,7 +375,7 @@ fn lint_flags_what_nccl_drops() {
         .collect();
     assert!(bad.is_empty(), "{bad:?}");
     // Azure NCv4's NVLink to itself is reported.
-    let text = std::fs::read_to_string(shared("azure/ncv4-topo.xml")).unwrap();
+    let text = std::fs::read_to_string(vendor("azure/ncv4-topo.xml")).unwrap();
     let root = topo::xml::parse(&text, "n").unwrap();
     assert!(topo::lint::check(&text, &root, "n")
         .iter()
@@ -423,7 +424,7 @@ fn oci_dual_port_nics_are_fused_as_nccl_prints_them() {
         ),
     ];
     for (rel, header, first, last) in cases {
-        let c = Cluster::load(&shared(rel), 2, &TopoSettings::default(), None).unwrap();
+        let c = Cluster::load(&vendor(rel), 2, &TopoSettings::default(), None).unwrap();
         let lines = topo::print::system(&c.nodes[0].topo);
         assert_eq!(lines[0], header, "{rel}");
         let nets: Vec<&str> = lines
@@ -446,7 +447,7 @@ fn oci_dual_port_nics_are_fused_as_nccl_prints_them() {
         let loc =
             TopoSettings::from_lookup(|k| (k == "NCCL_NET_MERGE_LEVEL").then(|| "LOC".into()))
                 .unwrap();
-        let c = Cluster::load(&shared(rel), 2, &loc, None).unwrap();
+        let c = Cluster::load(&vendor(rel), 2, &loc, None).unwrap();
         assert_eq!(c.nodes[0].topo.system.count(NodeKind::Net), 16, "{rel}");
     }
 }
@@ -494,7 +495,7 @@ fn local_gpu_of_net_is_nccls_channel_walk() {
         "oci/H100-topology.xml",
         "pcie-rtx3090/topo.xml",
     ] {
-        files.push((shared(rel), None));
+        files.push((vendor(rel), None));
     }
     for (rel, gpu) in [
         ("aws/p4d-24xl-topo.xml", "a100"),
@@ -502,7 +503,7 @@ fn local_gpu_of_net_is_nccls_channel_walk() {
         ("azure/ndv4-topo.xml", "a100"),
         ("azure/ndv2-topo.xml", "v100"),
     ] {
-        files.push((shared(rel), Some(gpu)));
+        files.push((vendor(rel), Some(gpu)));
     }
     let mut checked = 0;
     for (file, gpu) in &files {

@@ -1,5 +1,5 @@
-//! CUDA runtime ABI types, laid out as on x86-64 Linux with the sizes and offsets of
-//! reference/fake-cuda.md §3c asserted at compile time. Field names follow the CUDA headers so
+//! CUDA runtime ABI types, laid out as on x86-64 Linux with the sizes and offsets of the CUDA
+//! 12.9 and 13.5 headers (printed with `offsetof`) asserted at compile time. Field names follow the CUDA headers so
 //! the structs can be read next to NVIDIA's documentation.
 //!
 //! One definition serves both runtimes: fields that CUDA 13 removed are `#[cfg(not(cuda13))]`,
@@ -226,7 +226,7 @@ pub struct cudaDeviceProp {
     pub reserved: [i32; 56],
 }
 
-// Sizes and offsets from the CUDA 12.9 headers (reference/fake-cuda.md §3c).
+// Sizes and offsets from the CUDA 12.9 headers (`driver_types.h`, `cuda_runtime_api.h`, via `offsetof`).
 #[cfg(not(cuda13))]
 const _: () = {
     assert!(size_of::<cudaDeviceProp>() == 1032);
@@ -241,7 +241,7 @@ const _: () = {
     assert!(size_of::<cudaPointerAttributes>() == 24);
 };
 
-// Sizes and offsets from the CUDA 13.5 headers (reference/fake-cuda.md §3c).
+// Sizes and offsets from the CUDA 13.5 headers (`driver_types.h`, `cuda_runtime_api.h`, via `offsetof`).
 #[cfg(cuda13)]
 const _: () = {
     assert!(size_of::<cudaDeviceProp>() == 1008);

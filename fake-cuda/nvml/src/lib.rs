@@ -209,7 +209,7 @@ pub struct nvmlUtilization_t {
     pub memory: c_uint,
 }
 
-// Sizes from nvml.h of nvidia-nvml-dev-cu12 12.9.79 (reference/fake-cuda.md §3c).
+// Sizes from nvml.h of nvidia-nvml-dev-cu12 12.9.79 (`NVML_API_VERSION` 12, via `sizeof`).
 const _: () = {
     assert!(size_of::<nvmlPciInfo_t>() == 68);
     assert!(size_of::<nvmlMemory_t>() == 24);

@@ -45,7 +45,7 @@ fn topo_file(case: &str) -> (String, usize) {
             rest.split_once('-').expect("vendor-file")
         };
         (
-            format!("{root}/../../shared/topologies-real/{vendor}/{file}.xml"),
+            format!("{root}/../topologies/vendor/{vendor}/{file}.xml"),
             n,
         )
     } else {
