@@ -25,7 +25,13 @@ fn programs() -> &'static Programs {
     static P: OnceLock<Programs> = OnceLock::new();
     P.get_or_init(|| {
         let dir = support::scratch_dir("bench-runtime");
-        support::link_real_names(&dir, &[("libnccl.so", "libnccl.so.2"), ("libcudart12.so", "libcudart.so.12")]);
+        support::link_real_names(
+            &dir,
+            &[
+                ("libnccl.so", "libnccl.so.2"),
+                ("libcudart12.so", "libcudart.so.12"),
+            ],
+        );
         support::built("libncclsim_cuda.so");
         let here = Path::new(env!("CARGO_MANIFEST_DIR"));
         let nccl = support::compile_c_opt(
@@ -35,7 +41,13 @@ fn programs() -> &'static Programs {
             &["libnccl.so.2", "libcudart.so.12"],
             "nccl_allreduce",
         );
-        let memcpy = support::compile_c_opt(&dir, &here.join("c/memcpy_bound.c"), &[], &["libpthread.so.0"], "memcpy_bound");
+        let memcpy = support::compile_c_opt(
+            &dir,
+            &here.join("c/memcpy_bound.c"),
+            &[],
+            &["libpthread.so.0"],
+            "memcpy_bound",
+        );
         let mpi_exe = dir.join("mpi_allreduce");
         let mpi = Command::new("mpicc")
             .args(["-O2", "-o"])
@@ -46,26 +58,58 @@ fn programs() -> &'static Programs {
             .filter(|s| s.success())
             .map(|_| mpi_exe);
         if mpi.is_none() {
-            eprintln!("OpenMPI not found (mpicc): run benches/install-openmpi.sh to measure the anchor");
+            eprintln!(
+                "OpenMPI not found (mpicc): run benches/install-openmpi.sh to measure the anchor"
+            );
         }
-        Programs { dir, nccl, memcpy, mpi }
+        Programs {
+            dir,
+            nccl,
+            memcpy,
+            mpi,
+        }
     })
 }
 
 fn seconds(out: std::process::Output, what: &str) -> f64 {
-    assert!(out.status.success(), "{what} failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or_else(|_| panic!("{what} printed no time"))
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{what} printed no time"))
 }
 
 fn run_nccl(n: usize, bytes: usize, iters: u64) -> Duration {
     let p = programs();
     let id = p.dir.join(format!("id-{n}-{bytes}"));
     let _ = std::fs::remove_file(&id);
-    let args = |r: usize| vec![r.to_string(), n.to_string(), id.display().to_string(), bytes.to_string(), iters.to_string()];
+    let args = |r: usize| {
+        vec![
+            r.to_string(),
+            n.to_string(),
+            id.display().to_string(),
+            bytes.to_string(),
+            iters.to_string(),
+        ]
+    };
     let others: Vec<_> = (1..n)
-        .map(|r| Command::new(&p.nccl).args(args(r)).env("NCCLSIM_TIMEOUT", "300").spawn().expect("spawn"))
+        .map(|r| {
+            Command::new(&p.nccl)
+                .args(args(r))
+                .env("NCCLSIM_TIMEOUT", "300")
+                .spawn()
+                .expect("spawn")
+        })
         .collect();
-    let out = Command::new(&p.nccl).args(args(0)).env("NCCLSIM_TIMEOUT", "300").output().expect("rank 0");
+    let out = Command::new(&p.nccl)
+        .args(args(0))
+        .env("NCCLSIM_TIMEOUT", "300")
+        .output()
+        .expect("rank 0");
     for mut o in others {
         let _ = o.wait();
     }
@@ -75,7 +119,12 @@ fn run_nccl(n: usize, bytes: usize, iters: u64) -> Duration {
 
 fn run_mpi(exe: &Path, n: usize, bytes: usize, iters: u64) -> Duration {
     let out = Command::new("mpirun")
-        .args(["--allow-run-as-root", "--oversubscribe", "-np", &n.to_string()])
+        .args([
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-np",
+            &n.to_string(),
+        ])
         .arg(exe)
         .args([bytes.to_string(), iters.to_string()])
         .output()
@@ -94,15 +143,23 @@ fn run_memcpy(n: usize, bytes: usize, iters: u64) -> Duration {
 fn allreduce(c: &mut Criterion) {
     for n in [8usize, 16] {
         let mut g = c.benchmark_group(format!("host_allreduce_{n}_ranks"));
-        g.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(4));
+        g.sample_size(10)
+            .warm_up_time(Duration::from_millis(500))
+            .measurement_time(Duration::from_secs(4));
         for bytes in [8usize, 4 << 10, 1 << 20, 16 << 20, 256 << 20] {
             g.throughput(Throughput::Bytes(bytes as u64));
-            g.bench_with_input(BenchmarkId::new("ncclsim", bytes), &bytes, |b, &s| b.iter_custom(|it| run_nccl(n, s, it)));
+            g.bench_with_input(BenchmarkId::new("ncclsim", bytes), &bytes, |b, &s| {
+                b.iter_custom(|it| run_nccl(n, s, it))
+            });
             if let Some(mpi) = &programs().mpi {
-                g.bench_with_input(BenchmarkId::new("openmpi", bytes), &bytes, |b, &s| b.iter_custom(|it| run_mpi(mpi, n, s, it)));
+                g.bench_with_input(BenchmarkId::new("openmpi", bytes), &bytes, |b, &s| {
+                    b.iter_custom(|it| run_mpi(mpi, n, s, it))
+                });
             }
             if bytes >= 1 << 20 {
-                g.bench_with_input(BenchmarkId::new("memcpy_bound", bytes), &bytes, |b, &s| b.iter_custom(|it| run_memcpy(n, s, it)));
+                g.bench_with_input(BenchmarkId::new("memcpy_bound", bytes), &bytes, |b, &s| {
+                    b.iter_custom(|it| run_memcpy(n, s, it))
+                });
             }
         }
         g.finish();

@@ -9,7 +9,9 @@ use crate::comm::{self, Joining};
 use crate::error::{self, NcclError, Result};
 use crate::group;
 use crate::ops::{Coll, CollKind, Op, P2p};
-use crate::types::{result, CommConfig, CommProperties, DataType, RawConfig, Team, UniqueId, NCCL_VERSION_CODE};
+use crate::types::{
+    result, CommConfig, CommProperties, DataType, RawConfig, Team, UniqueId, NCCL_VERSION_CODE,
+};
 use std::ffi::{c_char, c_void};
 
 type Comm = usize;
@@ -33,23 +35,35 @@ macro_rules! api_fn {
 /// Runs an export's body: 0 on success, the error's code otherwise (recorded as the thread's
 /// last error), `ncclInternalError` on a panic.
 fn boundary(name: &str, body: impl FnOnce() -> Result<()>) -> i32 {
-    fake_cuda_core::frontend::boundary("libnccl", name, result::INTERNAL_ERROR, &[result::IN_PROGRESS], || {
-        let r = body();
-        if let Err(e) = &r {
-            error::record(name, e);
-        }
-        r
-    })
+    fake_cuda_core::frontend::boundary(
+        "libnccl",
+        name,
+        result::INTERNAL_ERROR,
+        &[result::IN_PROGRESS],
+        || {
+            let r = body();
+            if let Err(e) = &r {
+                error::record(name, e);
+            }
+            r
+        },
+    )
 }
 
 /// Writes an out-parameter; `ncclInvalidArgument` naming it if null.
 unsafe fn out<T>(p: *mut T, v: T, what: &str) -> Result<()> {
     // SAFETY: the caller's out-parameter, non-null checked by write_out.
-    unsafe { fake_cuda_core::frontend::write_out(p, v, || NcclError::invalid_argument(format!("{what} is NULL"))) }
+    unsafe {
+        fake_cuda_core::frontend::write_out(p, v, || {
+            NcclError::invalid_argument(format!("{what} is NULL"))
+        })
+    }
 }
 
 fn not_implemented(name: &str) -> Result<()> {
-    Err(NcclError::invalid_usage(format!("{name} is not implemented by ncclsim's libnccl.so.2")))
+    Err(NcclError::invalid_usage(format!(
+        "{name} is not implemented by ncclsim's libnccl.so.2"
+    )))
 }
 
 fn device_buffer(ptr: usize, elems: usize, dtype: DataType, what: &str) -> Result<()> {
@@ -61,9 +75,13 @@ fn device_buffer(ptr: usize, elems: usize, dtype: DataType, what: &str) -> Resul
     }
     let info = crate::cuda::pointer_info(ptr)?;
     if info.kind != 2 {
-        return Err(NcclError::invalid_argument(format!("{what} {ptr:#x} is not device memory")));
+        return Err(NcclError::invalid_argument(format!(
+            "{what} {ptr:#x} is not device memory"
+        )));
     }
-    let need = elems.checked_mul(dtype.size()).ok_or_else(|| NcclError::invalid_argument("count overflows"))?;
+    let need = elems
+        .checked_mul(dtype.size())
+        .ok_or_else(|| NcclError::invalid_argument("count overflows"))?;
     if ptr + need > info.base + info.size {
         return Err(NcclError::invalid_argument(format!(
             "{what} {ptr:#x}: {need} bytes needed but its allocation ends {} bytes after it",
@@ -74,39 +92,96 @@ fn device_buffer(ptr: usize, elems: usize, dtype: DataType, what: &str) -> Resul
 }
 
 #[allow(clippy::too_many_arguments)]
-fn collective(kind: CollKind, send: usize, recv: usize, count: usize, dtype: i32, op: i32, root: i32, comm: Comm, stream: Stream) -> Result<()> {
+fn collective(
+    kind: CollKind,
+    send: usize,
+    recv: usize,
+    count: usize,
+    dtype: i32,
+    op: i32,
+    root: i32,
+    comm: Comm,
+    stream: Stream,
+) -> Result<()> {
     let c = group::comm(comm)?;
     let dtype = DataType::from_raw(dtype)?;
     if kind.rooted() && (root < 0 || root as usize >= c.nranks) {
-        return Err(NcclError::invalid_argument(format!("root {root} is not a rank of this communicator (0..{})", c.nranks)));
+        return Err(NcclError::invalid_argument(format!(
+            "root {root} is not a rank of this communicator (0..{})",
+            c.nranks
+        )));
     }
     let root = if kind.rooted() { root as usize } else { 0 };
-    let reducing = matches!(kind, CollKind::AllReduce | CollKind::Reduce | CollKind::ReduceScatter);
+    let reducing = matches!(
+        kind,
+        CollKind::AllReduce | CollKind::Reduce | CollKind::ReduceScatter
+    );
     let red = if reducing {
-        c.redops.lock().map_err(|_| NcclError::internal("redop lock poisoned"))?.resolve(op, dtype, c.nranks)?
+        c.redops
+            .lock()
+            .map_err(|_| NcclError::internal("redop lock poisoned"))?
+            .resolve(op, dtype, c.nranks)?
     } else {
         crate::types::Reduction::Sum
     };
     let (se, re) = kind.extents(count, c.nranks, c.rank, root);
     device_buffer(send, se, dtype, "sendbuff")?;
     device_buffer(recv, re, dtype, "recvbuff")?;
-    let coll = Coll { kind, dtype, red, op: if reducing { op } else { 0 }, root, count, send: if se > 0 { send } else { 0 }, recv: if re > 0 { recv } else { 0 } };
+    let coll = Coll {
+        kind,
+        dtype,
+        red,
+        op: if reducing { op } else { 0 },
+        root,
+        count,
+        send: if se > 0 { send } else { 0 },
+        recv: if re > 0 { recv } else { 0 },
+    };
     group::op(c, stream, Op::Coll(coll))
 }
 
-fn p2p(send: bool, buf: usize, count: usize, dtype: i32, peer: i32, comm: Comm, stream: Stream) -> Result<()> {
+fn p2p(
+    send: bool,
+    buf: usize,
+    count: usize,
+    dtype: i32,
+    peer: i32,
+    comm: Comm,
+    stream: Stream,
+) -> Result<()> {
     let c = group::comm(comm)?;
     let dtype = DataType::from_raw(dtype)?;
     if peer < 0 || peer as usize >= c.nranks {
-        return Err(NcclError::invalid_argument(format!("peer {peer} is not a rank of this communicator (0..{})", c.nranks)));
+        return Err(NcclError::invalid_argument(format!(
+            "peer {peer} is not a rank of this communicator (0..{})",
+            c.nranks
+        )));
     }
-    device_buffer(buf, count, dtype, if send { "sendbuff" } else { "recvbuff" })?;
-    group::op(c, stream, Op::P2p(P2p { send, peer: peer as usize, bytes: count * dtype.size(), buf }))
+    device_buffer(
+        buf,
+        count,
+        dtype,
+        if send { "sendbuff" } else { "recvbuff" },
+    )?;
+    group::op(
+        c,
+        stream,
+        Op::P2p(P2p {
+            send,
+            peer: peer as usize,
+            bytes: count * dtype.size(),
+            buf,
+        }),
+    )
 }
 
 /// Creates a communicator in the background (`f` runs at the group's end, or now, or in a
 /// thread for non-blocking configs). Returns `ncclInProgress` for non-blocking ones.
-fn create(out_comm: *mut Comm, config: &CommConfig, f: impl FnOnce() -> Result<comm::Comm> + Send + 'static) -> Result<()> {
+fn create(
+    out_comm: *mut Comm,
+    config: &CommConfig,
+    f: impl FnOnce() -> Result<comm::Comm> + Send + 'static,
+) -> Result<()> {
     if out_comm.is_null() {
         return Err(NcclError::invalid_argument("newcomm is NULL"));
     }
@@ -115,7 +190,10 @@ fn create(out_comm: *mut Comm, config: &CommConfig, f: impl FnOnce() -> Result<c
     unsafe { *out_comm = h };
     if !config.blocking {
         std::thread::spawn(move || slot.finish(f()));
-        return Err(NcclError::new(result::IN_PROGRESS, "communicator is initializing"));
+        return Err(NcclError::new(
+            result::IN_PROGRESS,
+            "communicator is initializing",
+        ));
     }
     let in_group = group::in_group();
     let s2 = slot.clone();
@@ -135,16 +213,32 @@ fn create(out_comm: *mut Comm, config: &CommConfig, f: impl FnOnce() -> Result<c
     Ok(())
 }
 
-fn init_rank(out_comm: *mut Comm, nranks: i32, id: UniqueId, rank: i32, config: *const RawConfig) -> Result<()> {
+fn init_rank(
+    out_comm: *mut Comm,
+    nranks: i32,
+    id: UniqueId,
+    rank: i32,
+    config: *const RawConfig,
+) -> Result<()> {
     // SAFETY: the API's contract for a non-null config.
     let cfg = unsafe { CommConfig::read(config, &CommConfig::default())? };
     if nranks <= 0 || rank < 0 || rank >= nranks {
-        return Err(NcclError::invalid_argument(format!("rank {rank} / nranks {nranks}: need 0 <= rank < nranks")));
+        return Err(NcclError::invalid_argument(format!(
+            "rank {rank} / nranks {nranks}: need 0 <= rank < nranks"
+        )));
     }
     let dev = crate::cuda::current_device()?;
     let c2 = cfg.clone();
     create(out_comm, &cfg, move || {
-        comm::init_rank(&id, Joining { rank: rank as usize, nranks: nranks as usize, cuda_dev: dev, config: c2 })
+        comm::init_rank(
+            &id,
+            Joining {
+                rank: rank as usize,
+                nranks: nranks as usize,
+                cuda_dev: dev,
+                config: c2,
+            },
+        )
     })
 }
 
@@ -510,11 +604,25 @@ pub extern "C" fn ncclParamDumpAll() {}
 
 fn team_of(comm: Comm, which: u8) -> Team {
     std::panic::catch_unwind(|| {
-        let Ok(c) = group::comm(comm) else { return Team::default() };
+        let Ok(c) = group::comm(comm) else {
+            return Team::default();
+        };
         match which {
-            0 => Team { n_ranks: c.nranks as i32, rank: c.rank as i32, stride: 1 },
-            1 => Team { n_ranks: c.local.ranks.len() as i32, rank: c.local.index as i32, stride: 1 },
-            _ => Team { n_ranks: c.host_count() as i32, rank: 0, stride: c.local.ranks.len() as i32 },
+            0 => Team {
+                n_ranks: c.nranks as i32,
+                rank: c.rank as i32,
+                stride: 1,
+            },
+            1 => Team {
+                n_ranks: c.local.ranks.len() as i32,
+                rank: c.local.index as i32,
+                stride: 1,
+            },
+            _ => Team {
+                n_ranks: c.host_count() as i32,
+                rank: 0,
+                stride: c.local.ranks.len() as i32,
+            },
         }
     })
     .unwrap_or_default()
@@ -522,45 +630,74 @@ fn team_of(comm: Comm, which: u8) -> Team {
 
 /// `ncclTeamWorld`: every rank.
 #[unsafe(no_mangle)]
-pub extern "C" fn pncclTeamWorld(comm: Comm) -> Team { team_of(comm, 0) }
+pub extern "C" fn pncclTeamWorld(comm: Comm) -> Team {
+    team_of(comm, 0)
+}
 /// `ncclTeamWorld`.
 #[unsafe(no_mangle)]
-pub extern "C" fn ncclTeamWorld(comm: Comm) -> Team { team_of(comm, 0) }
+pub extern "C" fn ncclTeamWorld(comm: Comm) -> Team {
+    team_of(comm, 0)
+}
 /// `ncclTeamLsa`: the ranks sharing memory with this one (its host).
 #[unsafe(no_mangle)]
-pub extern "C" fn pncclTeamLsa(comm: Comm) -> Team { team_of(comm, 1) }
+pub extern "C" fn pncclTeamLsa(comm: Comm) -> Team {
+    team_of(comm, 1)
+}
 /// `ncclTeamLsa`.
 #[unsafe(no_mangle)]
-pub extern "C" fn ncclTeamLsa(comm: Comm) -> Team { team_of(comm, 1) }
+pub extern "C" fn ncclTeamLsa(comm: Comm) -> Team {
+    team_of(comm, 1)
+}
 /// `ncclTeamRail`: one rank per host.
 #[unsafe(no_mangle)]
-pub extern "C" fn pncclTeamRail(comm: Comm) -> Team { team_of(comm, 2) }
+pub extern "C" fn pncclTeamRail(comm: Comm) -> Team {
+    team_of(comm, 2)
+}
 /// `ncclTeamRail`.
 #[unsafe(no_mangle)]
-pub extern "C" fn ncclTeamRail(comm: Comm) -> Team { team_of(comm, 2) }
+pub extern "C" fn ncclTeamRail(comm: Comm) -> Team {
+    team_of(comm, 2)
+}
 /// `ncclTeamRankToWorld`: world rank of `rank` in `team` relative to this rank.
 #[unsafe(no_mangle)]
 pub extern "C" fn pncclTeamRankToWorld(comm: Comm, team: Team, rank: i32) -> i32 {
-    let me = std::panic::catch_unwind(|| group::comm(comm).map(|c| c.rank as i32).unwrap_or(-1)).unwrap_or(-1);
-    if me < 0 { -1 } else { me + (rank - team.rank) * team.stride }
+    let me = std::panic::catch_unwind(|| group::comm(comm).map(|c| c.rank as i32).unwrap_or(-1))
+        .unwrap_or(-1);
+    if me < 0 {
+        -1
+    } else {
+        me + (rank - team.rank) * team.stride
+    }
 }
 /// `ncclTeamRankToWorld`.
 #[unsafe(no_mangle)]
-pub extern "C" fn ncclTeamRankToWorld(comm: Comm, team: Team, rank: i32) -> i32 { pncclTeamRankToWorld(comm, team, rank) }
+pub extern "C" fn ncclTeamRankToWorld(comm: Comm, team: Team, rank: i32) -> i32 {
+    pncclTeamRankToWorld(comm, team, rank)
+}
 /// `ncclTeamRankToLsa`.
 #[unsafe(no_mangle)]
 pub extern "C" fn pncclTeamRankToLsa(comm: Comm, team: Team, rank: i32) -> i32 {
     let lsa = team_of(comm, 1);
     let world = pncclTeamRankToWorld(comm, team, rank);
     let me = pncclTeamRankToWorld(comm, team, team.rank);
-    if world < 0 || me < 0 { -1 } else { lsa.rank + (world - me) }
+    if world < 0 || me < 0 {
+        -1
+    } else {
+        lsa.rank + (world - me)
+    }
 }
 /// `ncclTeamRankToLsa`.
 #[unsafe(no_mangle)]
-pub extern "C" fn ncclTeamRankToLsa(comm: Comm, team: Team, rank: i32) -> i32 { pncclTeamRankToLsa(comm, team, rank) }
+pub extern "C" fn ncclTeamRankToLsa(comm: Comm, team: Team, rank: i32) -> i32 {
+    pncclTeamRankToLsa(comm, team, rank)
+}
 /// `ncclLLA2ACalcSlots` (device API; no slots here).
 #[unsafe(no_mangle)]
-pub extern "C" fn pncclLLA2ACalcSlots(_max_elts: i32, _max_elt_size: i32) -> i32 { 0 }
+pub extern "C" fn pncclLLA2ACalcSlots(_max_elts: i32, _max_elt_size: i32) -> i32 {
+    0
+}
 /// `ncclLLA2ACalcSlots`.
 #[unsafe(no_mangle)]
-pub extern "C" fn ncclLLA2ACalcSlots(max_elts: i32, max_elt_size: i32) -> i32 { pncclLLA2ACalcSlots(max_elts, max_elt_size) }
+pub extern "C" fn ncclLLA2ACalcSlots(max_elts: i32, max_elt_size: i32) -> i32 {
+    pncclLLA2ACalcSlots(max_elts, max_elt_size)
+}

@@ -73,7 +73,9 @@ pub fn decode_id(id: &UniqueId) -> Result<(u64, SocketAddrV4)> {
 
 /// `NCCL_COMM_ID` (`ip:port` or `host:port`), if set.
 pub fn comm_id_env() -> Result<Option<SocketAddrV4>> {
-    let Ok(v) = std::env::var("NCCL_COMM_ID") else { return Ok(None) };
+    let Ok(v) = std::env::var("NCCL_COMM_ID") else {
+        return Ok(None);
+    };
     use std::net::ToSocketAddrs;
     let addrs = v
         .to_socket_addrs()
@@ -83,7 +85,9 @@ pub fn comm_id_env() -> Result<Option<SocketAddrV4>> {
             return Ok(Some(a));
         }
     }
-    Err(NcclError::invalid_argument(format!("NCCL_COMM_ID={v}: no IPv4 address")))
+    Err(NcclError::invalid_argument(format!(
+        "NCCL_COMM_ID={v}: no IPv4 address"
+    )))
 }
 
 /// The bootstrap interface address: the first IPv4 interface matching `NCCL_SOCKET_IFNAME`
@@ -111,7 +115,9 @@ pub fn interface_addr() -> Ipv4Addr {
             let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
             let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
             // SAFETY: ifa_name is a NUL-terminated string.
-            let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }.to_string_lossy().into_owned();
+            let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }
+                .to_string_lossy()
+                .into_owned();
             found.push((name, ip));
         }
         // SAFETY: freeing the list getifaddrs returned.
@@ -119,15 +125,25 @@ pub fn interface_addr() -> Ipv4Addr {
     }
     let pick = match spec {
         Some(spec) => {
-            let (exclude, rest) = spec.strip_prefix('^').map_or((false, spec.as_str()), |r| (true, r));
+            let (exclude, rest) = spec
+                .strip_prefix('^')
+                .map_or((false, spec.as_str()), |r| (true, r));
             let (exact, rest) = rest.strip_prefix('=').map_or((false, rest), |r| (true, r));
             let pats: Vec<&str> = rest.split(',').filter(|s| !s.is_empty()).collect();
-            let matches = |n: &str| pats.iter().any(|p| if exact { n == *p } else { n.starts_with(p) });
-            found.iter().find(|(n, _)| matches(n) != exclude).map(|(_, ip)| *ip)
+            let matches = |n: &str| {
+                pats.iter()
+                    .any(|p| if exact { n == *p } else { n.starts_with(p) })
+            };
+            found
+                .iter()
+                .find(|(n, _)| matches(n) != exclude)
+                .map(|(_, ip)| *ip)
         }
         None => found
             .iter()
-            .find(|(n, ip)| !ip.is_loopback() && !n.starts_with("docker") && !n.starts_with("virbr"))
+            .find(|(n, ip)| {
+                !ip.is_loopback() && !n.starts_with("docker") && !n.starts_with("virbr")
+            })
             .map(|(_, ip)| *ip),
     };
     pick.unwrap_or(Ipv4Addr::LOCALHOST)
@@ -138,21 +154,29 @@ pub fn send_frame(s: &mut TcpStream, bytes: &[u8]) -> Result<()> {
     let mut buf = Vec::with_capacity(8 + bytes.len());
     buf.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
     buf.extend_from_slice(bytes);
-    s.write_all(&buf).map_err(|e| NcclError::remote(format!("bootstrap send: {e}")))
+    s.write_all(&buf)
+        .map_err(|e| NcclError::remote(format!("bootstrap send: {e}")))
 }
 
 /// Reads one length-prefixed frame before `deadline`.
 pub fn recv_frame(s: &mut TcpStream, deadline: Instant) -> Result<Vec<u8>> {
-    let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
-    s.set_read_timeout(Some(left)).map_err(|e| NcclError::system("set_read_timeout", e))?;
+    let left = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(1));
+    s.set_read_timeout(Some(left))
+        .map_err(|e| NcclError::system("set_read_timeout", e))?;
     let mut len = [0u8; 8];
-    s.read_exact(&mut len).map_err(|e| NcclError::remote(format!("bootstrap receive: {e}")))?;
+    s.read_exact(&mut len)
+        .map_err(|e| NcclError::remote(format!("bootstrap receive: {e}")))?;
     let len = u64::from_le_bytes(len);
     if len > MAX_FRAME {
-        return Err(NcclError::remote(format!("bootstrap frame of {len} bytes refused")));
+        return Err(NcclError::remote(format!(
+            "bootstrap frame of {len} bytes refused"
+        )));
     }
     let mut buf = vec![0u8; len as usize];
-    s.read_exact(&mut buf).map_err(|e| NcclError::remote(format!("bootstrap receive: {e}")))?;
+    s.read_exact(&mut buf)
+        .map_err(|e| NcclError::remote(format!("bootstrap receive: {e}")))?;
     Ok(buf)
 }
 
@@ -178,17 +202,22 @@ fn parse_hello(b: &[u8]) -> Option<(u64, usize, usize, &[u8])> {
 
 /// Accepts one connection before `deadline` (polling so the deadline holds).
 fn accept_before(l: &TcpListener, deadline: Instant) -> Result<TcpStream> {
-    l.set_nonblocking(true).map_err(|e| NcclError::system("set_nonblocking", e))?;
+    l.set_nonblocking(true)
+        .map_err(|e| NcclError::system("set_nonblocking", e))?;
     loop {
         match l.accept() {
             Ok((s, _)) => {
-                s.set_nonblocking(false).map_err(|e| NcclError::system("set_nonblocking", e))?;
+                s.set_nonblocking(false)
+                    .map_err(|e| NcclError::system("set_nonblocking", e))?;
                 let _ = s.set_nodelay(true);
                 return Ok(s);
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 if Instant::now() >= deadline {
-                    return Err(NcclError::new(crate::types::result::TIMEOUT, "bootstrap: timed out waiting for ranks to connect (NCCLSIM_TIMEOUT)"));
+                    return Err(NcclError::new(
+                        crate::types::result::TIMEOUT,
+                        "bootstrap: timed out waiting for ranks to connect (NCCLSIM_TIMEOUT)",
+                    ));
                 }
                 std::thread::sleep(Duration::from_millis(2));
             }
@@ -205,7 +234,10 @@ pub fn listen(at: Option<SocketAddrV4>) -> Result<TcpListener> {
 
 /// The address peers reach a listener at.
 pub fn local_addr(l: &TcpListener) -> Result<SocketAddrV4> {
-    match l.local_addr().map_err(|e| NcclError::system("getsockname", e))? {
+    match l
+        .local_addr()
+        .map_err(|e| NcclError::system("getsockname", e))?
+    {
         SocketAddr::V4(a) => Ok(a),
         SocketAddr::V6(a) => Err(NcclError::internal(format!("listener on IPv6 {a}"))),
     }
@@ -214,11 +246,13 @@ pub fn local_addr(l: &TcpListener) -> Result<SocketAddrV4> {
 /// Runs the root: collects every rank's hello on `listener`, then sends each rank the table.
 /// Connections with another magic or a bad rank are logged and dropped.
 pub fn spawn_root(listener: TcpListener, magic: u64) {
-    let _ = std::thread::Builder::new().name("NCCL BootstrapR".into()).spawn(move || {
-        if let Err(e) = run_root(&listener, magic) {
-            crate::error::warn(&format!("bootstrap root: {e}"));
-        }
-    });
+    let _ = std::thread::Builder::new()
+        .name("NCCL BootstrapR".into())
+        .spawn(move || {
+            if let Err(e) = run_root(&listener, magic) {
+                crate::error::warn(&format!("bootstrap root: {e}"));
+            }
+        });
 }
 
 fn run_root(listener: &TcpListener, magic: u64) -> Result<()> {
@@ -228,7 +262,10 @@ fn run_root(listener: &TcpListener, magic: u64) -> Result<()> {
     let mut arrived = 0;
     while nranks.is_none_or(|n| arrived < n) {
         let mut s = accept_before(listener, deadline)?;
-        let frame = match recv_frame(&mut s, Instant::now() + Duration::from_secs(10).min(timeout())) {
+        let frame = match recv_frame(
+            &mut s,
+            Instant::now() + Duration::from_secs(10).min(timeout()),
+        ) {
             Ok(f) => f,
             Err(e) => {
                 crate::error::warn(&format!("bootstrap root: dropped a connection: {e}"));
@@ -240,12 +277,16 @@ fn run_root(listener: &TcpListener, magic: u64) -> Result<()> {
             continue;
         };
         if m != magic {
-            crate::error::warn(&format!("bootstrap root: refused a connection with magic {m:#x} (expected {magic:#x})"));
+            crate::error::warn(&format!(
+                "bootstrap root: refused a connection with magic {m:#x} (expected {magic:#x})"
+            ));
             continue;
         }
         let expected = *nranks.get_or_insert(n);
         if n != expected || rank >= expected || n == 0 {
-            crate::error::warn(&format!("bootstrap root: refused rank {rank} of {n} (communicator has {expected} ranks)"));
+            crate::error::warn(&format!(
+                "bootstrap root: refused rank {rank} of {n} (communicator has {expected} ranks)"
+            ));
             continue;
         }
         if conns.is_empty() {
@@ -258,7 +299,11 @@ fn run_root(listener: &TcpListener, magic: u64) -> Result<()> {
         conns[rank] = Some((s, payload.to_vec()));
         arrived += 1;
     }
-    let table = encode_table(conns.iter().map(|c| c.as_ref().map_or(&[][..], |(_, p)| p.as_slice())));
+    let table = encode_table(
+        conns
+            .iter()
+            .map(|c| c.as_ref().map_or(&[][..], |(_, p)| p.as_slice())),
+    );
     for (s, _) in conns.iter_mut().flatten() {
         send_frame(s, &table)?;
     }
@@ -283,7 +328,9 @@ fn decode_table(b: &[u8], n: usize) -> Result<Vec<Vec<u8>>> {
             .map(|x| u64::from_le_bytes(x.try_into().expect("invariant: 8 bytes")) as usize)
             .ok_or_else(|| NcclError::remote("bootstrap: truncated table"))?;
         at += 8;
-        let e = b.get(at..at + len).ok_or_else(|| NcclError::remote("bootstrap: truncated table"))?;
+        let e = b
+            .get(at..at + len)
+            .ok_or_else(|| NcclError::remote("bootstrap: truncated table"))?;
         out.push(e.to_vec());
         at += len;
     }
@@ -300,7 +347,9 @@ fn connect_before(addr: SocketAddrV4, deadline: Instant) -> Result<TcpStream> {
             }
             Err(e) => {
                 if Instant::now() >= deadline {
-                    return Err(NcclError::remote(format!("bootstrap: cannot connect to {addr}: {e}")));
+                    return Err(NcclError::remote(format!(
+                        "bootstrap: cannot connect to {addr}: {e}"
+                    )));
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -309,7 +358,13 @@ fn connect_before(addr: SocketAddrV4, deadline: Instant) -> Result<TcpStream> {
 }
 
 /// Joins through the root at `root`: returns every rank's payload, in rank order.
-pub fn exchange_with_root(root: SocketAddrV4, magic: u64, rank: usize, nranks: usize, payload: &[u8]) -> Result<Vec<Vec<u8>>> {
+pub fn exchange_with_root(
+    root: SocketAddrV4,
+    magic: u64,
+    rank: usize,
+    nranks: usize,
+    payload: &[u8],
+) -> Result<Vec<Vec<u8>>> {
     let deadline = Instant::now() + timeout();
     let mut s = connect_before(root, deadline)?;
     send_frame(&mut s, &hello(magic, rank, nranks, payload))?;
@@ -331,7 +386,13 @@ pub enum Hub {
 impl Hub {
     /// Forms the hub: rank 0 accepts `nranks - 1` hellos with `magic` on `listener`; the
     /// others connect to `root_addr`.
-    pub fn form(listener: Option<TcpListener>, root_addr: SocketAddrV4, magic: u64, rank: usize, nranks: usize) -> Result<Hub> {
+    pub fn form(
+        listener: Option<TcpListener>,
+        root_addr: SocketAddrV4,
+        magic: u64,
+        rank: usize,
+        nranks: usize,
+    ) -> Result<Hub> {
         let deadline = Instant::now() + timeout();
         if nranks == 1 {
             return Ok(Hub::Alone);
@@ -342,13 +403,23 @@ impl Hub {
             let mut arrived = 1;
             while arrived < nranks {
                 let mut s = accept_before(&l, deadline)?;
-                let Ok(frame) = recv_frame(&mut s, Instant::now() + Duration::from_secs(10)) else { continue };
+                let Ok(frame) = recv_frame(&mut s, Instant::now() + Duration::from_secs(10)) else {
+                    continue;
+                };
                 match parse_hello(&frame) {
-                    Some((m, r, n, _)) if m == magic && n == nranks && r > 0 && r < nranks && conns[r].is_none() => {
+                    Some((m, r, n, _))
+                        if m == magic
+                            && n == nranks
+                            && r > 0
+                            && r < nranks
+                            && conns[r].is_none() =>
+                    {
                         conns[r] = Some(s);
                         arrived += 1;
                     }
-                    _ => crate::error::warn("bootstrap hub: refused a connection (wrong magic, rank or size)"),
+                    _ => crate::error::warn(
+                        "bootstrap hub: refused a connection (wrong magic, rank or size)",
+                    ),
                 }
             }
             Ok(Hub::Root(conns))
@@ -367,8 +438,13 @@ impl Hub {
             Hub::Root(conns) => {
                 let mut all = vec![mine.to_vec()];
                 for (r, c) in conns.iter_mut().enumerate().skip(1) {
-                    let s = c.as_mut().ok_or_else(|| NcclError::internal("hub without rank connection"))?;
-                    all.push(recv_frame(s, deadline).map_err(|e| NcclError::remote(format!("rank {r}: {e}")))?);
+                    let s = c
+                        .as_mut()
+                        .ok_or_else(|| NcclError::internal("hub without rank connection"))?;
+                    all.push(
+                        recv_frame(s, deadline)
+                            .map_err(|e| NcclError::remote(format!("rank {r}: {e}")))?,
+                    );
                 }
                 let table = encode_table(all.iter().map(|v| v.as_slice()));
                 for s in conns.iter_mut().flatten() {
@@ -394,7 +470,11 @@ fn decode_all(b: &[u8]) -> Result<Vec<Vec<u8>>> {
             .map(|x| u64::from_le_bytes(x.try_into().expect("invariant: 8 bytes")) as usize)
             .ok_or_else(|| NcclError::remote("bootstrap: truncated table"))?;
         at += 8;
-        out.push(b.get(at..at + len).ok_or_else(|| NcclError::remote("bootstrap: truncated table"))?.to_vec());
+        out.push(
+            b.get(at..at + len)
+                .ok_or_else(|| NcclError::remote("bootstrap: truncated table"))?
+                .to_vec(),
+        );
         at += len;
     }
     Ok(out)
@@ -433,9 +513,14 @@ impl<'a> Dec<'a> {
     }
     /// A u64.
     pub fn u64(&mut self) -> Result<u64> {
-        let x = self.b.get(self.at..self.at + 8).ok_or_else(|| NcclError::remote("bootstrap: short peer info"))?;
+        let x = self
+            .b
+            .get(self.at..self.at + 8)
+            .ok_or_else(|| NcclError::remote("bootstrap: short peer info"))?;
         self.at += 8;
-        Ok(u64::from_le_bytes(x.try_into().expect("invariant: 8 bytes")))
+        Ok(u64::from_le_bytes(
+            x.try_into().expect("invariant: 8 bytes"),
+        ))
     }
     /// An i64.
     pub fn i64(&mut self) -> Result<i64> {
@@ -444,7 +529,10 @@ impl<'a> Dec<'a> {
     /// A string.
     pub fn str(&mut self) -> Result<String> {
         let n = self.u64()? as usize;
-        let x = self.b.get(self.at..self.at + n).ok_or_else(|| NcclError::remote("bootstrap: short peer info"))?;
+        let x = self
+            .b
+            .get(self.at..self.at + n)
+            .ok_or_else(|| NcclError::remote("bootstrap: short peer info"))?;
         self.at += n;
         Ok(String::from_utf8_lossy(x).into_owned())
     }
@@ -473,7 +561,11 @@ mod tests {
         let mut stranger = connect_before(addr, Instant::now() + Duration::from_secs(5)).unwrap();
         send_frame(&mut stranger, &hello(78, 0, 2, b"x")).unwrap();
         let t: Vec<_> = (0..2)
-            .map(|r| std::thread::spawn(move || exchange_with_root(addr, 77, r, 2, &[r as u8; 3]).unwrap()))
+            .map(|r| {
+                std::thread::spawn(move || {
+                    exchange_with_root(addr, 77, r, 2, &[r as u8; 3]).unwrap()
+                })
+            })
             .collect();
         for h in t {
             assert_eq!(h.join().unwrap(), vec![vec![0u8; 3], vec![1u8; 3]]);

@@ -46,7 +46,9 @@ impl Member {
         for w in self.device.pci {
             e.u64(w as u64);
         }
-        e.i64(self.node as i64).u64(u32::from(*self.hub_addr.ip()) as u64).u64(self.hub_addr.port() as u64);
+        e.i64(self.node as i64)
+            .u64(u32::from(*self.hub_addr.ip()) as u64)
+            .u64(self.hub_addr.port() as u64);
         e.0
     }
 
@@ -77,7 +79,9 @@ impl Member {
 }
 
 fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3))
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// This process's host hash: `NCCL_HOSTID`, else the host name and the kernel's boot id.
@@ -210,7 +214,10 @@ fn assign_nodes(members: &mut [Member]) {
 fn check_members(members: &[Member]) -> Result<()> {
     for (i, a) in members.iter().enumerate() {
         for (j, b) in members.iter().enumerate().skip(i + 1) {
-            if a.node == b.node && a.host_hash == b.host_hash && a.device.physical == b.device.physical {
+            if a.node == b.node
+                && a.host_hash == b.host_hash
+                && a.device.physical == b.device.physical
+            {
                 return Err(NcclError::invalid_usage(format!(
                     "Duplicate GPU detected : rank {i} and rank {j} both on CUDA device {} (bus id {}) of node {}",
                     a.device.physical,
@@ -229,8 +236,13 @@ fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> R
     assign_nodes(&mut members);
     check_members(&members)?;
     let me = &members[j.rank];
-    let local_ranks: Vec<usize> = (0..j.nranks).filter(|&r| members[r].host_hash == me.host_hash).collect();
-    let index = local_ranks.iter().position(|&r| r == j.rank).expect("invariant: a rank is on its own host");
+    let local_ranks: Vec<usize> = (0..j.nranks)
+        .filter(|&r| members[r].host_hash == me.host_hash)
+        .collect();
+    let index = local_ranks
+        .iter()
+        .position(|&r| r == j.rank)
+        .expect("invariant: a rank is on its own host");
     let len = crate::exec::segment_len(local_ranks.len());
     // The host's first rank creates the segment; everyone learns (pid, fd) through the hub.
     let created = if index == 0 {
@@ -255,7 +267,10 @@ fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> R
             m
         }
     };
-    let remote: Vec<bool> = members.iter().map(|m| m.host_hash != members[j.rank].host_hash).collect();
+    let remote: Vec<bool> = members
+        .iter()
+        .map(|m| m.host_hash != members[j.rank].host_hash)
+        .collect();
     let links = if remote.iter().any(|&r| r) {
         crate::net::Links::connect(&mut hub, magic, j.rank, &remote)?
     } else {
@@ -270,7 +285,11 @@ fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> R
         config: j.config,
         hub: Mutex::new(hub),
         links,
-        local: Local { ranks: local_ranks, index, segment },
+        local: Local {
+            ranks: local_ranks,
+            index,
+            segment,
+        },
         peers: Mutex::new(PeerArenas::default()),
         op_seq: AtomicU64::new(0),
         p2p_counts: Mutex::new((vec![0; j.nranks], vec![0; j.nranks])),
@@ -284,7 +303,10 @@ fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> R
 /// `ncclCommInitRank`: joins the communicator of `id` as `j.rank`.
 pub fn init_rank(id: &crate::types::UniqueId, j: Joining) -> Result<Comm> {
     if j.nranks == 0 || j.rank >= j.nranks {
-        return Err(NcclError::invalid_argument(format!("rank {} is not in 0..{} (nranks)", j.rank, j.nranks)));
+        return Err(NcclError::invalid_argument(format!(
+            "rank {} is not in 0..{} (nranks)",
+            j.rank, j.nranks
+        )));
     }
     let (magic, root) = bootstrap::decode_id(id)?;
     // With NCCL_COMM_ID, rank 0 runs the root at that address (no ncclGetUniqueId thread).
@@ -297,19 +319,31 @@ pub fn init_rank(id: &crate::types::UniqueId, j: Joining) -> Result<Comm> {
         }
     }
     cuda::set_device(j.cuda_dev)?;
-    let listener = if j.rank == 0 { Some(bootstrap::listen(None)?) } else { None };
+    let listener = if j.rank == 0 {
+        Some(bootstrap::listen(None)?)
+    } else {
+        None
+    };
     let hub_addr = match &listener {
         Some(l) => bootstrap::local_addr(l)?,
         None => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
     };
     let me = my_member(j.cuda_dev, hub_addr)?;
     let table = bootstrap::exchange_with_root(root, magic, j.rank, j.nranks, &me.encode())?;
-    let members = table.iter().map(|b| Member::decode(b)).collect::<Result<Vec<_>>>()?;
+    let members = table
+        .iter()
+        .map(|b| Member::decode(b))
+        .collect::<Result<Vec<_>>>()?;
     let hub = Hub::form(listener, members[0].hub_addr, magic, j.rank, j.nranks)?;
     let comm = assemble(j, members, magic, hub)?;
     crate::error::info(&format!(
         "comm {:#x} rank {} nRanks {} nNodes {} localRanks {} localRank {} - Init COMPLETE",
-        comm.magic, comm.rank, comm.nranks, comm.node_count(), comm.local.ranks.len(), comm.local.index
+        comm.magic,
+        comm.rank,
+        comm.nranks,
+        comm.node_count(),
+        comm.local.ranks.len(),
+        comm.local.index
     ));
     Ok(comm)
 }
@@ -317,7 +351,12 @@ pub fn init_rank(id: &crate::types::UniqueId, j: Joining) -> Result<Comm> {
 /// Mixes a parent's magic with a child number (children of one parent get distinct magics
 /// that every member computes alike).
 fn child_magic(parent: u64, child: u32, color: i32) -> u64 {
-    fnv(&[parent.to_le_bytes(), (child as u64).to_le_bytes(), (color as i64).to_le_bytes()].concat())
+    fnv(&[
+        parent.to_le_bytes(),
+        (child as u64).to_le_bytes(),
+        (color as i64).to_le_bytes(),
+    ]
+    .concat())
 }
 
 /// `ncclCommSplit` (and `ncclCommShrink`): collective over `parent`. Members with the same
@@ -325,31 +364,50 @@ fn child_magic(parent: u64, child: u32, color: i32) -> u64 {
 /// (-1) takes part and gets no communicator.
 pub fn split(parent: &Comm, color: i32, key: i32, config: CommConfig) -> Result<Option<Comm>> {
     if color < -1 {
-        return Err(NcclError::invalid_argument(format!("color {color} is negative (only NCCL_SPLIT_NOCOLOR = -1 is allowed)")));
+        return Err(NcclError::invalid_argument(format!(
+            "color {color} is negative (only NCCL_SPLIT_NOCOLOR = -1 is allowed)"
+        )));
     }
     let child = parent.child_count.fetch_add(1, Ordering::Relaxed) + 1;
     let mut e = Enc::default();
     e.i64(color as i64).i64(key as i64);
-    let all = parent.hub.lock().map_err(|_| NcclError::internal("hub lock poisoned"))?.allgather(&e.0)?;
+    let all = parent
+        .hub
+        .lock()
+        .map_err(|_| NcclError::internal("hub lock poisoned"))?
+        .allgather(&e.0)?;
     let mut pairs = Vec::with_capacity(all.len());
     for b in &all {
         let mut d = Dec::new(b);
         pairs.push((d.i64()? as i32, d.i64()? as i32));
     }
     // Child members of my color, ordered by key then parent rank.
-    let mut group: Vec<usize> = (0..parent.nranks).filter(|&r| pairs[r].0 == color && color != -1).collect();
+    let mut group: Vec<usize> = (0..parent.nranks)
+        .filter(|&r| pairs[r].0 == color && color != -1)
+        .collect();
     group.sort_by_key(|&r| (pairs[r].1, r));
     // The child's rank 0 opens its hub listener and tells everyone (second exchange).
     let new_rank = group.iter().position(|&r| r == parent.rank);
-    let listener = if new_rank == Some(0) { Some(bootstrap::listen(None)?) } else { None };
+    let listener = if new_rank == Some(0) {
+        Some(bootstrap::listen(None)?)
+    } else {
+        None
+    };
     let mut e = Enc::default();
     if let Some(l) = &listener {
         let a = bootstrap::local_addr(l)?;
         e.u64(u32::from(*a.ip()) as u64).u64(a.port() as u64);
     }
-    let addrs = parent.hub.lock().map_err(|_| NcclError::internal("hub lock poisoned"))?.allgather(&e.0)?;
+    let addrs = parent
+        .hub
+        .lock()
+        .map_err(|_| NcclError::internal("hub lock poisoned"))?
+        .allgather(&e.0)?;
     let Some(new_rank) = new_rank else {
-        crate::error::info(&format!("Rank {} has color with NCCL_SPLIT_NOCOLOR, not creating a new communicator", parent.rank));
+        crate::error::info(&format!(
+            "Rank {} has color with NCCL_SPLIT_NOCOLOR, not creating a new communicator",
+            parent.rank
+        ));
         return Ok(None);
     };
     let mut d = Dec::new(&addrs[group[0]]);
@@ -358,7 +416,12 @@ pub fn split(parent: &Comm, color: i32, key: i32, config: CommConfig) -> Result<
     let hub = Hub::form(listener, root_addr, magic, new_rank, group.len())?;
     let members: Vec<Member> = group.iter().map(|&r| parent.members[r].clone()).collect();
     let comm = assemble(
-        Joining { rank: new_rank, nranks: group.len(), cuda_dev: parent.cuda_dev, config },
+        Joining {
+            rank: new_rank,
+            nranks: group.len(),
+            cuda_dev: parent.cuda_dev,
+            config,
+        },
         members,
         magic,
         hub,

@@ -14,22 +14,33 @@ fn core() -> Result<&'static Client> {
 
 /// The calling thread's current device, or `fallback` if there is no core.
 pub fn current_device_or(fallback: i32) -> i32 {
-    core().and_then(|c| c.get_device().map_err(|e| NcclError::cuda("cudaGetDevice", e))).unwrap_or(fallback)
+    core()
+        .and_then(|c| {
+            c.get_device()
+                .map_err(|e| NcclError::cuda("cudaGetDevice", e))
+        })
+        .unwrap_or(fallback)
 }
 
 /// The calling thread's current device.
 pub fn current_device() -> Result<i32> {
-    core()?.get_device().map_err(|e| NcclError::cuda("cudaGetDevice", e))
+    core()?
+        .get_device()
+        .map_err(|e| NcclError::cuda("cudaGetDevice", e))
 }
 
 /// Makes `dev` the calling thread's current device.
 pub fn set_device(dev: i32) -> Result<()> {
-    core()?.set_device(dev).map_err(|e| NcclError::cuda(&format!("cudaSetDevice({dev})"), e))
+    core()?
+        .set_device(dev)
+        .map_err(|e| NcclError::cuda(&format!("cudaSetDevice({dev})"), e))
 }
 
 /// Number of visible devices.
 pub fn device_count() -> Result<i32> {
-    core()?.device_count().map_err(|e| NcclError::cuda("cudaGetDeviceCount", e))
+    core()?
+        .device_count()
+        .map_err(|e| NcclError::cuda("cudaGetDeviceCount", e))
 }
 
 /// What the runtime records about a device: its physical index (NVML numbering) and PCI bus id.
@@ -44,11 +55,17 @@ pub struct DeviceIdentity {
 impl DeviceIdentity {
     /// `0000:07:00.0`.
     pub fn bus_id(&self) -> String {
-        format!("{:04x}:{:02x}:{:02x}.{:x}", self.pci[0], self.pci[1], self.pci[2], self.pci[3])
+        format!(
+            "{:04x}:{:02x}:{:02x}.{:x}",
+            self.pci[0], self.pci[1], self.pci[2], self.pci[3]
+        )
     }
     /// NCCL's numeric bus id (`busIdToInt64`): the hex digits of the bus id string.
     pub fn bus_id_int(&self) -> i64 {
-        ((self.pci[0] as i64) << 20) | ((self.pci[1] as i64) << 12) | ((self.pci[2] as i64) << 4) | self.pci[3] as i64
+        ((self.pci[0] as i64) << 20)
+            | ((self.pci[1] as i64) << 12)
+            | ((self.pci[2] as i64) << 4)
+            | self.pci[3] as i64
     }
 }
 
@@ -65,7 +82,9 @@ pub fn device_identity(dev: i32) -> Result<DeviceIdentity> {
 
 /// What a pointer points into.
 pub fn pointer_info(ptr: usize) -> Result<CPointerInfo> {
-    core()?.pointer_info(ptr).map_err(|e| NcclError::cuda("cudaPointerGetAttributes", e))
+    core()?
+        .pointer_info(ptr)
+        .map_err(|e| NcclError::cuda("cudaPointerGetAttributes", e))
 }
 
 /// Where a device allocation of this process lives (arena memfd and offsets).
@@ -77,12 +96,16 @@ pub fn arena_location(ptr: usize) -> Result<CArenaLocation> {
 
 /// Device allocation on `dev` (`ncclMemAlloc`).
 pub fn malloc(dev: i32, size: usize) -> Result<usize> {
-    core()?.malloc(dev, size).map_err(|e| NcclError::cuda(&format!("cudaMalloc({size})"), e))
+    core()?
+        .malloc(dev, size)
+        .map_err(|e| NcclError::cuda(&format!("cudaMalloc({size})"), e))
 }
 
 /// Device free (`ncclMemFree`).
 pub fn free(ptr: usize) -> Result<()> {
-    core()?.free(ptr).map_err(|e| NcclError::cuda(&format!("cudaFree({ptr:#x})"), e))
+    core()?
+        .free(ptr)
+        .map_err(|e| NcclError::cuda(&format!("cudaFree({ptr:#x})"), e))
 }
 
 /// Whether `stream` is capturing into a graph.
@@ -100,7 +123,12 @@ pub fn is_capturing(stream: u64) -> Result<bool> {
 /// # Safety
 /// `data` must stay valid for every call of `work`: until this returns if the stream is not
 /// capturing, else for the life of the graphs that record it.
-pub unsafe fn enqueue(stream: u64, duration_ns: u64, work: CWorkFn, data: *mut std::ffi::c_void) -> Result<()> {
+pub unsafe fn enqueue(
+    stream: u64,
+    duration_ns: u64,
+    work: CWorkFn,
+    data: *mut std::ffi::c_void,
+) -> Result<()> {
     let c = core()?;
     // SAFETY: forwarded from this function's contract.
     unsafe { c.enqueue_raw(stream, duration_ns, Some(work), data) }

@@ -58,7 +58,10 @@ pub fn init_segment(m: &Mapping, magic: u64, n: usize) {
     // SAFETY: the header lies inside the mapping, which is private to us until published.
     unsafe {
         m.ptr().add(OFF_MAGIC).cast::<u64>().write_volatile(magic);
-        m.ptr().add(OFF_NLOCAL).cast::<u64>().write_volatile(n as u64);
+        m.ptr()
+            .add(OFF_NLOCAL)
+            .cast::<u64>()
+            .write_volatile(n as u64);
     }
 }
 
@@ -72,7 +75,9 @@ pub fn check_segment(m: &Mapping, magic: u64, n: usize) -> Result<()> {
         )
     };
     if mg != magic || nl != n as u64 {
-        return Err(NcclError::remote("the host's communicator segment belongs to another communicator"));
+        return Err(NcclError::remote(
+            "the host's communicator segment belongs to another communicator",
+        ));
     }
     Ok(())
 }
@@ -94,7 +99,12 @@ const NO_ARENA: u32 = u32::MAX;
 
 impl BufRef {
     fn of(ptr: usize) -> BufRef {
-        let mut r = BufRef { pid: std::process::id(), arena: NO_ARENA, addr: ptr as u64, ..Default::default() };
+        let mut r = BufRef {
+            pid: std::process::id(),
+            arena: NO_ARENA,
+            addr: ptr as u64,
+            ..Default::default()
+        };
         if ptr != 0 {
             if let Ok(loc) = crate::cuda::arena_location(ptr) {
                 r.arena = loc.arena_id;
@@ -172,7 +182,9 @@ fn own_scalar(coll: &Coll) -> u64 {
             let mut b = [0u8; 8];
             // SAFETY: a device scalar is one element in this process's device memory, which
             // is host memory here (checked when the op was created to be non-null).
-            unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, b.as_mut_ptr(), coll.dtype.size()) };
+            unsafe {
+                std::ptr::copy_nonoverlapping(addr as *const u8, b.as_mut_ptr(), coll.dtype.size())
+            };
             u64::from_le_bytes(b)
         }
         Reduction::PreMulSum { scalar } => scalar,
@@ -191,9 +203,29 @@ thread_local! {
     static SCRATCH: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Reduces `len` bytes at `inputs[q] + off` (in rank order) and writes the result at each of
-/// `outputs + out_off`.
-fn reduce_range(dtype: DataType, red: Reduction, inputs: &[usize], scalars: &[u64], in_off: usize, outputs: &[usize], out_off: usize, len: usize) {
+/// What a reduction computes: element type, reduction, and each input's PreMulSum scalar.
+#[derive(Clone, Copy)]
+struct Arith<'a> {
+    dtype: DataType,
+    red: Reduction,
+    scalars: &'a [u64],
+}
+
+/// Reduces `len` bytes at `inputs[q] + in_off` (in rank order) and writes the result at each
+/// of `outputs + out_off`.
+fn reduce_range(
+    a: Arith<'_>,
+    inputs: &[usize],
+    in_off: usize,
+    outputs: &[usize],
+    out_off: usize,
+    len: usize,
+) {
+    let Arith {
+        dtype,
+        red,
+        scalars,
+    } = a;
     SCRATCH.with(|s| {
         let mut s = s.borrow_mut();
         if s.len() < BLOCK_BYTES / 8 {
@@ -210,7 +242,9 @@ fn reduce_range(dtype: DataType, red: Reduction, inputs: &[usize], scalars: &[u6
                 .iter()
                 // SAFETY: each input buffer holds the operation's extent (checked by its owner
                 // at the call), and this rank alone reads this range until the next barrier.
-                .map(|&p| unsafe { std::slice::from_raw_parts((p + in_off + done) as *const u8, b) })
+                .map(|&p| unsafe {
+                    std::slice::from_raw_parts((p + in_off + done) as *const u8, b)
+                })
                 .collect();
             reduce::reduce(dtype, red, tmp, &ins, scalars);
             for &o in outputs {
@@ -275,7 +309,10 @@ pub fn run_collective(comm: &Comm, coll: &Coll) -> Result<()> {
     let n = comm.local.ranks.len();
     let me = comm.rank;
     let seq = comm.op_seq.fetch_add(1, Ordering::Relaxed) + 1;
-    let waiter = comm.waiter(format!("the other ranks to call {} #{seq}", coll.kind.name()));
+    let waiter = comm.waiter(format!(
+        "the other ranks to call {} #{seq}",
+        coll.kind.name()
+    ));
     let desc = Desc {
         seq,
         kind: coll.kind as u32,
@@ -291,7 +328,12 @@ pub fn run_collective(comm: &Comm, coll: &Coll) -> Result<()> {
     };
     let m = seg(comm);
     // SAFETY: our slot lies in the segment; others read it only after the barrier.
-    unsafe { m.ptr().add(slot_off(comm.local.index)).cast::<Desc>().write_volatile(desc) };
+    unsafe {
+        m.ptr()
+            .add(slot_off(comm.local.index))
+            .cast::<Desc>()
+            .write_volatile(desc)
+    };
     barrier(comm, &waiter)?;
     let descs: Vec<Desc> = (0..n)
         // SAFETY: every slot was written before the barrier and is not written again until
@@ -318,8 +360,16 @@ pub fn run_collective(comm: &Comm, coll: &Coll) -> Result<()> {
 
 fn agree(descs: &[Desc], mine: &Desc) -> Result<()> {
     for (r, d) in descs.iter().enumerate() {
-        let same_op = d.op == mine.op || (d.op >= crate::types::redop::FIRST_DYNAMIC_OP && mine.op >= crate::types::redop::FIRST_DYNAMIC_OP);
-        if d.seq != mine.seq || d.kind != mine.kind || d.dtype != mine.dtype || d.count != mine.count || d.root != mine.root || !same_op {
+        let same_op = d.op == mine.op
+            || (d.op >= crate::types::redop::FIRST_DYNAMIC_OP
+                && mine.op >= crate::types::redop::FIRST_DYNAMIC_OP);
+        if d.seq != mine.seq
+            || d.kind != mine.kind
+            || d.dtype != mine.dtype
+            || d.count != mine.count
+            || d.root != mine.root
+            || !same_op
+        {
             let name = |k: u32| CollKind::from_raw(k).map_or("?", |k| k.name());
             return Err(NcclError::invalid_usage(format!(
                 "ranks disagree on collective #{}: rank {} called {}(count {}, type {}, op {}, root {}) but rank {} called {}(count {}, type {}, op {}, root {}) as its collective #{}",
@@ -338,18 +388,51 @@ fn work(comm: &Comm, coll: &Coll, descs: &[Desc]) -> Result<()> {
     let count = coll.count;
     let bytes = count * esz;
     let root = coll.root;
-    let sends = descs.iter().enumerate().map(|(r, d)| d.send.resolve(comm, r)).collect::<Result<Vec<_>>>()?;
-    let recvs = descs.iter().enumerate().map(|(r, d)| d.recv.resolve(comm, r)).collect::<Result<Vec<_>>>()?;
+    let sends = descs
+        .iter()
+        .enumerate()
+        .map(|(r, d)| d.send.resolve(comm, r))
+        .collect::<Result<Vec<_>>>()?;
+    let recvs = descs
+        .iter()
+        .enumerate()
+        .map(|(r, d)| d.recv.resolve(comm, r))
+        .collect::<Result<Vec<_>>>()?;
     let scalars: Vec<u64> = descs.iter().map(|d| d.scalar).collect();
-    let scalars: &[u64] = if matches!(coll.red, Reduction::PreMulSum { .. }) { &scalars } else { &[] };
+    let scalars: &[u64] = if matches!(coll.red, Reduction::PreMulSum { .. }) {
+        &scalars
+    } else {
+        &[]
+    };
     match coll.kind {
         CollKind::AllReduce | CollKind::Reduce => {
             let r = part(count, n, me);
-            let outs: Vec<usize> = if coll.kind == CollKind::AllReduce { recvs.clone() } else { vec![recvs[root]] };
-            reduce_range(coll.dtype, coll.red, &sends, scalars, r.start * esz, &outs, r.start * esz, r.len() * esz);
+            let outs: Vec<usize> = if coll.kind == CollKind::AllReduce {
+                recvs.clone()
+            } else {
+                vec![recvs[root]]
+            };
+            let a = Arith {
+                dtype: coll.dtype,
+                red: coll.red,
+                scalars,
+            };
+            reduce_range(
+                a,
+                &sends,
+                r.start * esz,
+                &outs,
+                r.start * esz,
+                r.len() * esz,
+            );
         }
         CollKind::ReduceScatter => {
-            reduce_range(coll.dtype, coll.red, &sends, scalars, me * bytes, &[recvs[me]], 0, bytes);
+            let a = Arith {
+                dtype: coll.dtype,
+                red: coll.red,
+                scalars,
+            };
+            reduce_range(a, &sends, me * bytes, &[recvs[me]], 0, bytes);
         }
         CollKind::Broadcast => copy(sends[root], recvs[me], bytes),
         CollKind::AllGather => {
@@ -400,11 +483,23 @@ fn work_across_hosts(comm: &Comm, coll: &Coll, local: &[Desc], waiter: &Waiter) 
             continue;
         }
         if let Some((off, len)) = needed(coll, bytes, me, q) {
-            outgoing.push(crate::net::Outgoing { peer: q, seq, scalar: my_scalar, src: coll.send + off, len });
+            outgoing.push(crate::net::Outgoing {
+                peer: q,
+                seq,
+                scalar: my_scalar,
+                src: coll.send + off,
+                len,
+            });
         }
         if let Some((_, len)) = needed(coll, bytes, q, me) {
             let buf = vec![0u64; len.div_ceil(8)];
-            incoming.push(crate::net::Incoming { peer: q, seq, len, dst: buf.as_ptr() as usize, scalar: 0 });
+            incoming.push(crate::net::Incoming {
+                peer: q,
+                seq,
+                len,
+                dst: buf.as_ptr() as usize,
+                scalar: 0,
+            });
             staging.push(buf);
         }
     }
@@ -427,10 +522,21 @@ fn work_across_hosts(comm: &Comm, coll: &Coll, local: &[Desc], waiter: &Waiter) 
     let out_len = recv_elems * coll.dtype.size();
     let mut result = vec![0u64; out_len.div_ceil(8)];
     let out = result.as_mut_ptr() as usize;
-    let scal: &[u64] = if matches!(coll.red, Reduction::PreMulSum { .. }) { &scalars } else { &[] };
+    let scal: &[u64] = if matches!(coll.red, Reduction::PreMulSum { .. }) {
+        &scalars
+    } else {
+        &[]
+    };
+    let arith = Arith {
+        dtype: coll.dtype,
+        red: coll.red,
+        scalars: scal,
+    };
     match coll.kind {
-        CollKind::AllReduce | CollKind::ReduceScatter => reduce_range(coll.dtype, coll.red, &parts, scal, 0, &[out], 0, bytes),
-        CollKind::Reduce if me == coll.root => reduce_range(coll.dtype, coll.red, &parts, scal, 0, &[out], 0, bytes),
+        CollKind::AllReduce | CollKind::ReduceScatter => {
+            reduce_range(arith, &parts, 0, &[out], 0, bytes)
+        }
+        CollKind::Reduce if me == coll.root => reduce_range(arith, &parts, 0, &[out], 0, bytes),
         CollKind::Broadcast | CollKind::Scatter => copy(parts[coll.root], out, bytes),
         CollKind::AllGather | CollKind::AlltoAll => {
             for (q, &p) in parts.iter().enumerate() {
@@ -454,7 +560,7 @@ const POSTED: u32 = 1;
 const DONE: u32 = 2;
 const MISMATCH: u32 = 3;
 
-fn entry<'a>(m: &'a Mapping, n: usize, src: usize, dst: usize, k: usize) -> (&'a AtomicU32, *mut u8) {
+fn entry(m: &Mapping, n: usize, src: usize, dst: usize, k: usize) -> (&AtomicU32, *mut u8) {
     let off = entry_off(n, src, dst, k);
     (m.atomic_u32(off), m.ptr().wrapping_add(off))
 }
@@ -468,7 +574,8 @@ fn ring_bell(m: &Mapping, n: usize, i: usize) {
 /// Runs a group's sends and receives as this rank (one progress loop, never deadlocking on
 /// ordering across peers).
 pub fn run_p2p(comm: &Comm, ops: &[P2p]) -> Result<()> {
-    let (remote, ops): (Vec<P2p>, Vec<P2p>) = ops.iter().partition(|o| comm.links.is_remote(o.peer));
+    let (remote, ops): (Vec<P2p>, Vec<P2p>) =
+        ops.iter().partition(|o| comm.links.is_remote(o.peer));
     if !remote.is_empty() {
         run_remote_p2p(comm, &remote)?;
     }
@@ -476,8 +583,17 @@ pub fn run_p2p(comm: &Comm, ops: &[P2p]) -> Result<()> {
     let m = seg(comm);
     let n = comm.local.ranks.len();
     let me = comm.local.index;
-    let local_of = |rank: usize| comm.local.ranks.iter().position(|&r| r == rank).expect("invariant: one host");
-    let mut counts = comm.p2p_counts.lock().map_err(|_| NcclError::internal("p2p lock poisoned"))?;
+    let local_of = |rank: usize| {
+        comm.local
+            .ranks
+            .iter()
+            .position(|&r| r == rank)
+            .expect("invariant: one host")
+    };
+    let mut counts = comm
+        .p2p_counts
+        .lock()
+        .map_err(|_| NcclError::internal("p2p lock poisoned"))?;
     // Each op's slot index, assigned in call order per peer.
     #[derive(Clone, Copy, PartialEq)]
     enum St {
@@ -550,7 +666,10 @@ pub fn run_p2p(comm: &Comm, ops: &[P2p]) -> Result<()> {
                     if state.load(Ordering::Acquire) == POSTED {
                         // SAFETY: the sender wrote these fields before publishing POSTED.
                         let (bytes, r) = unsafe {
-                            (raw.add(8).cast::<u64>().read_volatile(), raw.add(16).cast::<BufRef>().read_volatile())
+                            (
+                                raw.add(8).cast::<u64>().read_volatile(),
+                                raw.add(16).cast::<BufRef>().read_volatile(),
+                            )
                         };
                         if bytes as usize != op.bytes {
                             state.store(MISMATCH, Ordering::Release);
@@ -603,18 +722,38 @@ fn run_remote_p2p(comm: &Comm, ops: &[P2p]) -> Result<()> {
     let mut outgoing = Vec::new();
     let mut incoming = Vec::new();
     {
-        let mut counts = comm.p2p_counts.lock().map_err(|_| NcclError::internal("p2p lock poisoned"))?;
+        let mut counts = comm
+            .p2p_counts
+            .lock()
+            .map_err(|_| NcclError::internal("p2p lock poisoned"))?;
         for op in ops {
             if op.send {
                 counts.0[op.peer] += 1;
-                outgoing.push(crate::net::Outgoing { peer: op.peer, seq: P2P_SEQ | counts.0[op.peer], scalar: 0, src: op.buf, len: op.bytes });
+                outgoing.push(crate::net::Outgoing {
+                    peer: op.peer,
+                    seq: P2P_SEQ | counts.0[op.peer],
+                    scalar: 0,
+                    src: op.buf,
+                    len: op.bytes,
+                });
             } else {
                 counts.1[op.peer] += 1;
-                incoming.push(crate::net::Incoming { peer: op.peer, seq: P2P_SEQ | counts.1[op.peer], len: op.bytes, dst: op.buf, scalar: 0 });
+                incoming.push(crate::net::Incoming {
+                    peer: op.peer,
+                    seq: P2P_SEQ | counts.1[op.peer],
+                    len: op.bytes,
+                    dst: op.buf,
+                    scalar: 0,
+                });
             }
         }
     }
-    crate::net::exchange(&comm.links, &outgoing, &mut incoming, &comm.waiter("send/receive across hosts"))
+    crate::net::exchange(
+        &comm.links,
+        &outgoing,
+        &mut incoming,
+        &comm.waiter("send/receive across hosts"),
+    )
 }
 
 #[cfg(test)]

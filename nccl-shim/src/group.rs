@@ -55,8 +55,14 @@ fn registry() -> &'static Mutex<HashMap<usize, Arc<Slot>>> {
 pub fn new_handle() -> (usize, Arc<Slot>) {
     static NEXT: AtomicUsize = AtomicUsize::new(0x5cc1_0000);
     let h = NEXT.fetch_add(0x40, Ordering::Relaxed);
-    let slot = Arc::new(Slot { state: Mutex::new(SlotState::Pending), cv: Condvar::new() });
-    registry().lock().unwrap_or_else(|e| e.into_inner()).insert(h, slot.clone());
+    let slot = Arc::new(Slot {
+        state: Mutex::new(SlotState::Pending),
+        cv: Condvar::new(),
+    });
+    registry()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(h, slot.clone());
     (h, slot)
 }
 
@@ -70,7 +76,11 @@ pub fn slot(handle: usize) -> Result<Arc<Slot>> {
         .unwrap_or_else(|e| e.into_inner())
         .get(&handle)
         .cloned()
-        .ok_or_else(|| NcclError::invalid_argument(format!("comm {handle:#x} is not a live communicator (destroyed, or never created)")))
+        .ok_or_else(|| {
+            NcclError::invalid_argument(format!(
+                "comm {handle:#x} is not a live communicator (destroyed, or never created)"
+            ))
+        })
 }
 
 /// The communicator of a ready handle.
@@ -79,8 +89,14 @@ pub fn comm(handle: usize) -> Result<Arc<Comm>> {
     let st = s.state.lock().unwrap_or_else(|e| e.into_inner());
     match &*st {
         SlotState::Ready(c) => Ok(c.clone()),
-        SlotState::Pending => Err(NcclError::new(result::IN_PROGRESS, format!("comm {handle:#x} is still being initialized"))),
-        SlotState::Failed(e) => Err(NcclError::new(e.code, format!("comm {handle:#x} failed to initialize: {}", e.message))),
+        SlotState::Pending => Err(NcclError::new(
+            result::IN_PROGRESS,
+            format!("comm {handle:#x} is still being initialized"),
+        )),
+        SlotState::Failed(e) => Err(NcclError::new(
+            e.code,
+            format!("comm {handle:#x} failed to initialize: {}", e.message),
+        )),
     }
 }
 
@@ -101,10 +117,14 @@ pub fn remove(handle: usize) -> Result<Arc<Slot>> {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .remove(&handle)
-        .ok_or_else(|| NcclError::invalid_argument(format!("comm {handle:#x} is not a live communicator")))
+        .ok_or_else(|| {
+            NcclError::invalid_argument(format!("comm {handle:#x} is not a live communicator"))
+        })
 }
 
 type InitJob = Box<dyn FnOnce() + Send>;
+/// A communicator's queued operations with their streams.
+type CommOps = (Arc<Comm>, Vec<(u64, Op)>);
 
 #[derive(Default)]
 struct Group {
@@ -151,7 +171,9 @@ pub fn end() -> Result<()> {
     let (inits, ops) = GROUP.with(|g| {
         let mut g = g.borrow_mut();
         if g.depth == 0 {
-            return Err(NcclError::invalid_usage("ncclGroupEnd without ncclGroupStart"));
+            return Err(NcclError::invalid_usage(
+                "ncclGroupEnd without ncclGroupStart",
+            ));
         }
         g.depth -= 1;
         if g.depth > 0 {
@@ -168,7 +190,9 @@ pub fn discard() -> Result<()> {
     GROUP.with(|g| {
         let mut g = g.borrow_mut();
         if g.depth == 0 {
-            return Err(NcclError::invalid_usage("ncclGroupSimulateEnd without ncclGroupStart"));
+            return Err(NcclError::invalid_usage(
+                "ncclGroupSimulateEnd without ncclGroupStart",
+            ));
         }
         g.depth -= 1;
         if g.depth == 0 {
@@ -193,7 +217,7 @@ fn run_inits(inits: Vec<InitJob>) {
 /// Runs queued operations: per communicator in call order (collectives one by one, the
 /// communicator's sends/receives as one batch after them), communicators concurrently.
 fn run_ops(ops: Vec<(Arc<Comm>, u64, Op)>) -> Result<()> {
-    let mut per_comm: Vec<(Arc<Comm>, Vec<(u64, Op)>)> = Vec::new();
+    let mut per_comm: Vec<CommOps> = Vec::new();
     for (c, s, o) in ops {
         match per_comm.iter_mut().find(|(k, _)| Arc::ptr_eq(k, &c)) {
             Some((_, v)) => v.push((s, o)),
@@ -201,12 +225,20 @@ fn run_ops(ops: Vec<(Arc<Comm>, u64, Op)>) -> Result<()> {
         }
     }
     if per_comm.len() <= 1 {
-        return per_comm.into_iter().try_for_each(|(c, v)| run_comm(&c, &v, false));
+        return per_comm
+            .into_iter()
+            .try_for_each(|(c, v)| run_comm(&c, &v, false));
     }
     let results: Vec<Result<()>> = std::thread::scope(|s| {
-        let hs: Vec<_> = per_comm.iter().map(|(c, v)| s.spawn(move || run_comm(c, v, true))).collect();
+        let hs: Vec<_> = per_comm
+            .iter()
+            .map(|(c, v)| s.spawn(move || run_comm(c, v, true)))
+            .collect();
         hs.into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(NcclError::internal("operation thread panicked"))))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(NcclError::internal("operation thread panicked")))
+            })
             .collect()
     });
     results.into_iter().collect()
@@ -218,14 +250,25 @@ fn run_comm(comm: &Arc<Comm>, ops: &[(u64, Op)], worker: bool) -> Result<()> {
         crate::cuda::set_device(comm.cuda_dev)?;
     }
     let mut result = Ok(());
-    let p2p: Vec<P2p> = ops.iter().filter_map(|(_, o)| if let Op::P2p(p) = o { Some(*p) } else { None }).collect();
+    let p2p: Vec<P2p> = ops
+        .iter()
+        .filter_map(|(_, o)| if let Op::P2p(p) = o { Some(*p) } else { None })
+        .collect();
     for (stream, op) in ops {
         if let Op::Coll(c) = op {
-            result = result.and(crate::task::enqueue(comm, *stream, crate::task::Work::Coll(*c)));
+            result = result.and(crate::task::enqueue(
+                comm,
+                *stream,
+                crate::task::Work::Coll(*c),
+            ));
         }
     }
     if let Some((stream, _)) = ops.iter().find(|(_, o)| matches!(o, Op::P2p(_))) {
-        result = result.and(crate::task::enqueue(comm, *stream, crate::task::Work::P2p(p2p)));
+        result = result.and(crate::task::enqueue(
+            comm,
+            *stream,
+            crate::task::Work::P2p(p2p),
+        ));
     }
     if !worker {
         if let Some(d) = previous.filter(|d| *d != comm.cuda_dev) {

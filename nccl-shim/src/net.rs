@@ -25,7 +25,9 @@ const HEADER: usize = 24;
 impl Links {
     /// No remote ranks.
     pub fn none(nranks: usize) -> Links {
-        Links { conns: (0..nranks).map(|_| None).collect() }
+        Links {
+            conns: (0..nranks).map(|_| None).collect(),
+        }
     }
 
     /// Connects every pair of ranks on different hosts: each rank listens, the addresses are
@@ -47,22 +49,28 @@ impl Links {
         for q in (rank + 1)..n {
             if remote[q] {
                 let mut s = TcpStream::connect_timeout(&addrs[q].into(), Duration::from_secs(30))
-                    .map_err(|e| NcclError::remote(format!("connecting to rank {q} at {}: {e}", addrs[q])))?;
+                    .map_err(|e| {
+                    NcclError::remote(format!("connecting to rank {q} at {}: {e}", addrs[q]))
+                })?;
                 let _ = s.set_nodelay(true);
                 let mut hello = Vec::new();
                 hello.extend_from_slice(&magic.to_le_bytes());
                 hello.extend_from_slice(&(rank as u64).to_le_bytes());
-                s.write_all(&hello).map_err(|e| NcclError::remote(format!("rank {q}: {e}")))?;
+                s.write_all(&hello)
+                    .map_err(|e| NcclError::remote(format!("rank {q}: {e}")))?;
                 conns[q] = Some(s);
             }
         }
         let expected = (0..rank).filter(|&q| remote[q]).count();
-        listener.set_nonblocking(true).map_err(|e| NcclError::system("set_nonblocking", e))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| NcclError::system("set_nonblocking", e))?;
         let mut got = 0;
         while got < expected {
             match listener.accept() {
                 Ok((mut s, _)) => {
-                    s.set_nonblocking(false).map_err(|e| NcclError::system("set_nonblocking", e))?;
+                    s.set_nonblocking(false)
+                        .map_err(|e| NcclError::system("set_nonblocking", e))?;
                     let _ = s.set_nodelay(true);
                     let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
                     let mut hello = [0u8; 16];
@@ -71,7 +79,8 @@ impl Links {
                     }
                     let _ = s.set_read_timeout(None);
                     let m = u64::from_le_bytes(hello[0..8].try_into().expect("invariant: 8 bytes"));
-                    let q = u64::from_le_bytes(hello[8..16].try_into().expect("invariant: 8 bytes")) as usize;
+                    let q = u64::from_le_bytes(hello[8..16].try_into().expect("invariant: 8 bytes"))
+                        as usize;
                     if m != magic || q >= rank || !remote[q] || conns[q].is_some() {
                         crate::error::warn("net: refused a connection (wrong magic or rank)");
                         continue;
@@ -81,7 +90,10 @@ impl Links {
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     if Instant::now() > deadline {
-                        return Err(NcclError::new(crate::types::result::TIMEOUT, "net: timed out waiting for remote ranks to connect"));
+                        return Err(NcclError::new(
+                            crate::types::result::TIMEOUT,
+                            "net: timed out waiting for remote ranks to connect",
+                        ));
                     }
                     std::thread::sleep(Duration::from_millis(1));
                 }
@@ -89,7 +101,8 @@ impl Links {
             }
         }
         for s in conns.iter().flatten() {
-            s.set_nonblocking(true).map_err(|e| NcclError::system("set_nonblocking", e))?;
+            s.set_nonblocking(true)
+                .map_err(|e| NcclError::system("set_nonblocking", e))?;
         }
         Ok(Links { conns })
     }
@@ -134,7 +147,12 @@ struct Progress {
 }
 
 /// Sends and receives every message at once; messages on one connection go in list order.
-pub fn exchange(links: &Links, out: &[Outgoing], inc: &mut [Incoming], waiter: &crate::shm::Waiter) -> Result<()> {
+pub fn exchange(
+    links: &Links,
+    out: &[Outgoing],
+    inc: &mut [Incoming],
+    waiter: &crate::shm::Waiter,
+) -> Result<()> {
     let mut sp: Vec<Progress> = out
         .iter()
         .map(|o| {
@@ -145,7 +163,13 @@ pub fn exchange(links: &Links, out: &[Outgoing], inc: &mut [Incoming], waiter: &
             Progress { header: h, done: 0 }
         })
         .collect();
-    let mut rp: Vec<Progress> = inc.iter().map(|_| Progress { header: [0; HEADER], done: 0 }).collect();
+    let mut rp: Vec<Progress> = inc
+        .iter()
+        .map(|_| Progress {
+            header: [0; HEADER],
+            done: 0,
+        })
+        .collect();
     loop {
         // The first unfinished message per connection and direction.
         let mut fds: Vec<libc::pollfd> = Vec::new();
@@ -154,8 +178,14 @@ pub fn exchange(links: &Links, out: &[Outgoing], inc: &mut [Incoming], waiter: &
         for (i, o) in out.iter().enumerate() {
             if sp[i].done < HEADER + o.len && !seen_out.contains(&o.peer) {
                 seen_out.push(o.peer);
-                let s = links.conns[o.peer].as_ref().ok_or_else(|| NcclError::internal(format!("no connection to rank {}", o.peer)))?;
-                fds.push(libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLOUT, revents: 0 });
+                let s = links.conns[o.peer].as_ref().ok_or_else(|| {
+                    NcclError::internal(format!("no connection to rank {}", o.peer))
+                })?;
+                fds.push(libc::pollfd {
+                    fd: s.as_raw_fd(),
+                    events: libc::POLLOUT,
+                    revents: 0,
+                });
                 what.push((true, i));
             }
         }
@@ -163,16 +193,27 @@ pub fn exchange(links: &Links, out: &[Outgoing], inc: &mut [Incoming], waiter: &
         for (i, m) in inc.iter().enumerate() {
             if rp[i].done < HEADER + m.len && !seen_in.contains(&m.peer) {
                 seen_in.push(m.peer);
-                let s = links.conns[m.peer].as_ref().ok_or_else(|| NcclError::internal(format!("no connection to rank {}", m.peer)))?;
-                fds.push(libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+                let s = links.conns[m.peer].as_ref().ok_or_else(|| {
+                    NcclError::internal(format!("no connection to rank {}", m.peer))
+                })?;
+                fds.push(libc::pollfd {
+                    fd: s.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
                 what.push((false, i));
             }
         }
         if fds.is_empty() {
             return Ok(());
         }
-        if Instant::now() > waiter.deadline || waiter.abort.load(std::sync::atomic::Ordering::Relaxed) {
-            return Err(NcclError::new(crate::types::result::TIMEOUT, format!("network transfer for {} did not finish", waiter.what)));
+        if Instant::now() > waiter.deadline
+            || waiter.abort.load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return Err(NcclError::new(
+                crate::types::result::TIMEOUT,
+                format!("network transfer for {} did not finish", waiter.what),
+            ));
         }
         // SAFETY: `fds` is a valid array of pollfd of the given length.
         let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 100) };
@@ -190,43 +231,78 @@ pub fn exchange(links: &Links, out: &[Outgoing], inc: &mut [Incoming], waiter: &
             let (sending, i) = what[k];
             if sending {
                 let o = &out[i];
-                let mut s = links.conns[o.peer].as_ref().expect("invariant: polled connection exists");
+                let mut s = links.conns[o.peer]
+                    .as_ref()
+                    .expect("invariant: polled connection exists");
                 let p = &mut sp[i];
                 while p.done < HEADER + o.len {
                     let buf: &[u8] = if p.done < HEADER {
                         &p.header[p.done..]
                     } else {
                         // SAFETY: the source range is the sender's own input for this op.
-                        unsafe { std::slice::from_raw_parts((o.src + p.done - HEADER) as *const u8, o.len - (p.done - HEADER)) }
+                        unsafe {
+                            std::slice::from_raw_parts(
+                                (o.src + p.done - HEADER) as *const u8,
+                                o.len - (p.done - HEADER),
+                            )
+                        }
                     };
                     match s.write(buf) {
-                        Ok(0) => return Err(NcclError::remote(format!("rank {} closed its connection", o.peer))),
+                        Ok(0) => {
+                            return Err(NcclError::remote(format!(
+                                "rank {} closed its connection",
+                                o.peer
+                            )))
+                        }
                         Ok(n) => p.done += n,
                         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                         Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(e) => return Err(NcclError::remote(format!("sending to rank {}: {e}", o.peer))),
+                        Err(e) => {
+                            return Err(NcclError::remote(format!(
+                                "sending to rank {}: {e}",
+                                o.peer
+                            )))
+                        }
                     }
                 }
             } else {
                 let m = &mut inc[i];
-                let mut s = links.conns[m.peer].as_ref().expect("invariant: polled connection exists");
+                let mut s = links.conns[m.peer]
+                    .as_ref()
+                    .expect("invariant: polled connection exists");
                 let p = &mut rp[i];
                 while p.done < HEADER + m.len {
                     let r = if p.done < HEADER {
                         s.read(&mut p.header[p.done..])
                     } else {
                         // SAFETY: the destination is this rank's staging or output for the op.
-                        let dst = unsafe { std::slice::from_raw_parts_mut((m.dst + p.done - HEADER) as *mut u8, m.len - (p.done - HEADER)) };
+                        let dst = unsafe {
+                            std::slice::from_raw_parts_mut(
+                                (m.dst + p.done - HEADER) as *mut u8,
+                                m.len - (p.done - HEADER),
+                            )
+                        };
                         s.read(dst)
                     };
                     match r {
-                        Ok(0) => return Err(NcclError::remote(format!("rank {} closed its connection (did it exit?)", m.peer))),
+                        Ok(0) => {
+                            return Err(NcclError::remote(format!(
+                                "rank {} closed its connection (did it exit?)",
+                                m.peer
+                            )))
+                        }
                         Ok(n) => {
                             p.done += n;
                             if p.done == HEADER {
-                                let seq = u64::from_le_bytes(p.header[0..8].try_into().expect("invariant: 8 bytes"));
-                                let len = u64::from_le_bytes(p.header[8..16].try_into().expect("invariant: 8 bytes"));
-                                m.scalar = u64::from_le_bytes(p.header[16..24].try_into().expect("invariant: 8 bytes"));
+                                let seq = u64::from_le_bytes(
+                                    p.header[0..8].try_into().expect("invariant: 8 bytes"),
+                                );
+                                let len = u64::from_le_bytes(
+                                    p.header[8..16].try_into().expect("invariant: 8 bytes"),
+                                );
+                                m.scalar = u64::from_le_bytes(
+                                    p.header[16..24].try_into().expect("invariant: 8 bytes"),
+                                );
                                 if seq != m.seq || len != m.len as u64 {
                                     return Err(NcclError::invalid_usage(format!(
                                         "rank {} sent operation #{seq} with {len} bytes where operation #{} with {} bytes was expected (ranks called different operations)",
@@ -237,7 +313,12 @@ pub fn exchange(links: &Links, out: &[Outgoing], inc: &mut [Incoming], waiter: &
                         }
                         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                         Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(e) => return Err(NcclError::remote(format!("receiving from rank {}: {e}", m.peer))),
+                        Err(e) => {
+                            return Err(NcclError::remote(format!(
+                                "receiving from rank {}: {e}",
+                                m.peer
+                            )))
+                        }
                     }
                 }
             }

@@ -46,14 +46,26 @@ impl CollKind {
     /// From the number stored in the shared segment.
     pub fn from_raw(v: u32) -> Option<CollKind> {
         use CollKind::*;
-        [AllReduce, Reduce, Broadcast, AllGather, ReduceScatter, AlltoAll, Gather, Scatter]
-            .into_iter()
-            .find(|k| *k as u32 == v)
+        [
+            AllReduce,
+            Reduce,
+            Broadcast,
+            AllGather,
+            ReduceScatter,
+            AlltoAll,
+            Gather,
+            Scatter,
+        ]
+        .into_iter()
+        .find(|k| *k as u32 == v)
     }
 
     /// Whether the collective has a root.
     pub fn rooted(self) -> bool {
-        matches!(self, CollKind::Reduce | CollKind::Broadcast | CollKind::Gather | CollKind::Scatter)
+        matches!(
+            self,
+            CollKind::Reduce | CollKind::Broadcast | CollKind::Gather | CollKind::Scatter
+        )
     }
 
     /// Elements of the send and receive buffers of rank `rank` for `count` (NCCL's per-call
@@ -138,7 +150,9 @@ impl RedOps {
     /// Registers a PreMulSum op; returns its `ncclRedOp_t`.
     pub fn create(&mut self, dtype: DataType, scalar: usize, res: i32) -> Result<i32> {
         if scalar == 0 {
-            return Err(NcclError::invalid_argument("ncclRedOpCreatePreMulSum: scalar is NULL"));
+            return Err(NcclError::invalid_argument(
+                "ncclRedOpCreatePreMulSum: scalar is NULL",
+            ));
         }
         let def = match res {
             residence::HOST_IMMEDIATE => {
@@ -155,7 +169,9 @@ impl RedOps {
             }
         };
         if self.ops.len() >= 1 << 20 {
-            return Err(NcclError::invalid_usage("too many PreMulSum ops alive on this communicator"));
+            return Err(NcclError::invalid_usage(
+                "too many PreMulSum ops alive on this communicator",
+            ));
         }
         let id = redop::FIRST_DYNAMIC_OP + self.next;
         self.next = self.next.wrapping_add(1) % (redop::MAX_REDOP - redop::FIRST_DYNAMIC_OP);
@@ -166,12 +182,15 @@ impl RedOps {
     /// Destroys one.
     pub fn destroy(&mut self, op: i32) -> Result<()> {
         if op < redop::FIRST_DYNAMIC_OP {
-            return Err(NcclError::invalid_argument(format!("ncclRedOpDestroy: op {op} is a built-in operation")));
+            return Err(NcclError::invalid_argument(format!(
+                "ncclRedOpDestroy: op {op} is a built-in operation"
+            )));
         }
-        self.ops
-            .remove(&op)
-            .map(|_| ())
-            .ok_or_else(|| NcclError::invalid_argument(format!("ncclRedOpDestroy: op {op} was not created on this communicator")))
+        self.ops.remove(&op).map(|_| ()).ok_or_else(|| {
+            NcclError::invalid_argument(format!(
+                "ncclRedOpDestroy: op {op} was not created on this communicator"
+            ))
+        })
     }
 
     /// The reduction `op` means for `dtype` on `nranks` ranks.
@@ -183,10 +202,11 @@ impl RedOps {
             redop::MIN => Reduction::Min,
             redop::AVG => crate::reduce::average(dtype, nranks),
             _ => {
-                let d = self
-                    .ops
-                    .get(&op)
-                    .ok_or_else(|| NcclError::invalid_argument(format!("reduction op {op} is not a valid ncclRedOp_t on this communicator")))?;
+                let d = self.ops.get(&op).ok_or_else(|| {
+                    NcclError::invalid_argument(format!(
+                        "reduction op {op} is not a valid ncclRedOp_t on this communicator"
+                    ))
+                })?;
                 if d.dtype != dtype {
                     return Err(NcclError::invalid_argument(format!(
                         "PreMulSum op {op} was created for {:?}, used with {:?}",
@@ -196,7 +216,9 @@ impl RedOps {
                 match d.host_scalar {
                     Some(s) => Reduction::PreMulSum { scalar: s },
                     // Resolved when the operation runs (stream order), see `exec`.
-                    None => Reduction::PreMulSum { scalar: d.device_scalar as u64 | DEVICE_SCALAR_TAG },
+                    None => Reduction::PreMulSum {
+                        scalar: d.device_scalar as u64 | DEVICE_SCALAR_TAG,
+                    },
                 }
             }
         })

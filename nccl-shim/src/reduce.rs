@@ -56,15 +56,35 @@ macro_rules! float_elem {
     ($t:ty, $bits:ty) => {
         impl Elem for $t {
             #[inline(always)]
-            fn add(a: Self, b: Self) -> Self { a + b }
+            fn add(a: Self, b: Self) -> Self {
+                a + b
+            }
             #[inline(always)]
-            fn mul(a: Self, b: Self) -> Self { a * b }
+            fn mul(a: Self, b: Self) -> Self {
+                a * b
+            }
             #[inline(always)]
-            fn max(a: Self, b: Self) -> Self { if b > a { b } else { a } }
+            fn max(a: Self, b: Self) -> Self {
+                if b > a {
+                    b
+                } else {
+                    a
+                }
+            }
             #[inline(always)]
-            fn min(a: Self, b: Self) -> Self { if b < a { b } else { a } }
-            fn from_bits(bits: u64) -> Self { <$t>::from_bits(bits as $bits) }
-            fn div(a: Self, _n: u64) -> Self { a }
+            fn min(a: Self, b: Self) -> Self {
+                if b < a {
+                    b
+                } else {
+                    a
+                }
+            }
+            fn from_bits(bits: u64) -> Self {
+                <$t>::from_bits(bits as $bits)
+            }
+            fn div(a: Self, _n: u64) -> Self {
+                a
+            }
         }
     };
 }
@@ -94,7 +114,11 @@ impl Fp8Format {
             let m = c & ((1 << man_bits) - 1);
             let top = (1 << exp_bits) - 1;
             let v = if has_inf && e == top {
-                if m == 0 { f32::INFINITY } else { f32::NAN }
+                if m == 0 {
+                    f32::INFINITY
+                } else {
+                    f32::NAN
+                }
             } else if !has_inf && e == top && m == (1 << man_bits) - 1 {
                 f32::NAN
             } else if e == 0 {
@@ -109,7 +133,11 @@ impl Fp8Format {
             .filter(|(_, v)| v.is_finite())
             .collect();
         positive.sort_by(|a, b| a.1.total_cmp(&b.1));
-        Fp8Format { decode, positive, nan: 0x7f }
+        Fp8Format {
+            decode,
+            positive,
+            nan: 0x7f,
+        }
     }
 
     /// Round to nearest, ties to the even code, saturating to the largest finite value.
@@ -127,7 +155,11 @@ impl Fp8Format {
         } else {
             let (lo, lv) = self.positive[idx - 1];
             let (hi, hv) = self.positive[idx];
-            if a - lv < hv - a || (a - lv == hv - a && lo % 2 == 0) { lo } else { hi }
+            if a - lv < hv - a || (a - lv == hv - a && lo % 2 == 0) {
+                lo
+            } else {
+                hi
+            }
         };
         // Negative zero stays a zero of the input's sign.
         code | sign
@@ -157,17 +189,41 @@ macro_rules! fp8_elem {
     ($t:ident, $fmt:ident) => {
         impl $t {
             /// The value as f32.
-            pub fn to_f32(self) -> f32 { $fmt().decode[self.0 as usize] }
+            pub fn to_f32(self) -> f32 {
+                $fmt().decode[self.0 as usize]
+            }
             /// Rounded from f32.
-            pub fn from_f32(x: f32) -> Self { $t($fmt().encode(x)) }
+            pub fn from_f32(x: f32) -> Self {
+                $t($fmt().encode(x))
+            }
         }
         impl Elem for $t {
-            fn add(a: Self, b: Self) -> Self { Self::from_f32(a.to_f32() + b.to_f32()) }
-            fn mul(a: Self, b: Self) -> Self { Self::from_f32(a.to_f32() * b.to_f32()) }
-            fn max(a: Self, b: Self) -> Self { if b.to_f32() > a.to_f32() { b } else { a } }
-            fn min(a: Self, b: Self) -> Self { if b.to_f32() < a.to_f32() { b } else { a } }
-            fn from_bits(bits: u64) -> Self { $t(bits as u8) }
-            fn div(a: Self, _n: u64) -> Self { a }
+            fn add(a: Self, b: Self) -> Self {
+                Self::from_f32(a.to_f32() + b.to_f32())
+            }
+            fn mul(a: Self, b: Self) -> Self {
+                Self::from_f32(a.to_f32() * b.to_f32())
+            }
+            fn max(a: Self, b: Self) -> Self {
+                if b.to_f32() > a.to_f32() {
+                    b
+                } else {
+                    a
+                }
+            }
+            fn min(a: Self, b: Self) -> Self {
+                if b.to_f32() < a.to_f32() {
+                    b
+                } else {
+                    a
+                }
+            }
+            fn from_bits(bits: u64) -> Self {
+                $t(bits as u8)
+            }
+            fn div(a: Self, _n: u64) -> Self {
+                a
+            }
         }
     };
 }
@@ -186,7 +242,9 @@ fn combine<T: Elem>(acc: &mut [T], x: &[T], red: Reduction, scalar: u64) {
         Reduction::Min => acc.iter_mut().zip(x).for_each(|(a, b)| *a = T::min(*a, *b)),
         Reduction::PreMulSum { .. } => {
             let s = T::from_bits(scalar);
-            acc.iter_mut().zip(x).for_each(|(a, b)| *a = T::add(*a, T::mul(*b, s)))
+            acc.iter_mut()
+                .zip(x)
+                .for_each(|(a, b)| *a = T::add(*a, T::mul(*b, s)))
         }
     }
 }
@@ -197,7 +255,9 @@ fn start<T: Elem>(acc: &mut [T], first: &[T], red: Reduction, scalar: u64) {
     match red {
         Reduction::PreMulSum { .. } => {
             let s = T::from_bits(scalar);
-            acc.iter_mut().zip(first).for_each(|(a, b)| *a = T::mul(*b, s))
+            acc.iter_mut()
+                .zip(first)
+                .for_each(|(a, b)| *a = T::mul(*b, s))
         }
         _ => acc.copy_from_slice(first),
     }
@@ -290,9 +350,13 @@ pub fn scalar_bits(dtype: DataType, value: f64) -> u64 {
 /// The reduction ncclAvg stands for on `dtype` with `nranks` ranks.
 pub fn average(dtype: DataType, nranks: usize) -> Reduction {
     if dtype.is_integer() {
-        Reduction::SumPostDiv { divisor: nranks as u64 }
+        Reduction::SumPostDiv {
+            divisor: nranks as u64,
+        }
     } else {
-        Reduction::PreMulSum { scalar: scalar_bits(dtype, 1.0 / nranks as f64) }
+        Reduction::PreMulSum {
+            scalar: scalar_bits(dtype, 1.0 / nranks as f64),
+        }
     }
 }
 
@@ -302,7 +366,8 @@ mod tests {
 
     fn bytes<T: Copy>(v: &[T]) -> Vec<u8> {
         // SAFETY: plain numeric values viewed as bytes.
-        unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }.to_vec()
+        unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+            .to_vec()
     }
 
     #[test]
@@ -312,8 +377,17 @@ mod tests {
         let c = [1.0f32, 1e-8];
         let mut out = vec![0u64; 1];
         let o = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), 8) };
-        reduce(DataType::Float32, Reduction::Sum, o, &[&bytes(&a), &bytes(&b), &bytes(&c)], &[]);
-        let r: [f32; 2] = [f32::from_le_bytes(o[0..4].try_into().unwrap()), f32::from_le_bytes(o[4..8].try_into().unwrap())];
+        reduce(
+            DataType::Float32,
+            Reduction::Sum,
+            o,
+            &[&bytes(&a), &bytes(&b), &bytes(&c)],
+            &[],
+        );
+        let r: [f32; 2] = [
+            f32::from_le_bytes(o[0..4].try_into().unwrap()),
+            f32::from_le_bytes(o[4..8].try_into().unwrap()),
+        ];
         assert_eq!(r, [(1e8f32 + -1e8) + 1.0, (1.0f32 + 1.0) + 1e-8]);
     }
 
@@ -322,7 +396,13 @@ mod tests {
         let red = average(DataType::Int32, 3);
         let mut out = vec![0u64; 1];
         let o = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), 4) };
-        reduce(DataType::Int32, red, o, &[&bytes(&[1i32]), &bytes(&[2i32]), &bytes(&[4i32])], &[]);
+        reduce(
+            DataType::Int32,
+            red,
+            o,
+            &[&bytes(&[1i32]), &bytes(&[2i32]), &bytes(&[4i32])],
+            &[],
+        );
         assert_eq!(i32::from_le_bytes(o.try_into().unwrap()), 2);
     }
 
@@ -344,10 +424,18 @@ mod tests {
 
     #[test]
     fn premulsum_scales_each_input() {
-        let red = Reduction::PreMulSum { scalar: scalar_bits(DataType::Float64, 0.5) };
+        let red = Reduction::PreMulSum {
+            scalar: scalar_bits(DataType::Float64, 0.5),
+        };
         let mut out = vec![0u64; 1];
         let o = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), 8) };
-        reduce(DataType::Float64, red, o, &[&bytes(&[3.0f64]), &bytes(&[5.0f64])], &[]);
+        reduce(
+            DataType::Float64,
+            red,
+            o,
+            &[&bytes(&[3.0f64]), &bytes(&[5.0f64])],
+            &[],
+        );
         assert_eq!(f64::from_le_bytes(o.try_into().unwrap()), 4.0);
     }
 }

@@ -30,42 +30,65 @@ unsafe impl Sync for Mapping {}
 impl Mapping {
     /// Creates an anonymous memfd of `len` bytes (zeroed) and maps it.
     pub fn create(name: &str, len: usize) -> Result<Mapping> {
-        let cname = std::ffi::CString::new(name).map_err(|_| NcclError::internal("memfd name with NUL"))?;
+        let cname =
+            std::ffi::CString::new(name).map_err(|_| NcclError::internal("memfd name with NUL"))?;
         // SAFETY: valid NUL-terminated name.
         let raw = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) };
         if raw < 0 {
-            return Err(NcclError::system("memfd_create", std::io::Error::last_os_error()));
+            return Err(NcclError::system(
+                "memfd_create",
+                std::io::Error::last_os_error(),
+            ));
         }
         // SAFETY: a fresh descriptor we own.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         // SAFETY: valid descriptor.
         if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
-            return Err(NcclError::system("ftruncate", std::io::Error::last_os_error()));
+            return Err(NcclError::system(
+                "ftruncate",
+                std::io::Error::last_os_error(),
+            ));
         }
         let ptr = map(fd.as_raw_fd(), len)?;
-        Ok(Mapping { ptr, len, _fd: Some(fd) })
+        Ok(Mapping {
+            ptr,
+            len,
+            _fd: Some(fd),
+        })
     }
 
     /// Maps `/proc/<pid>/fd/<fd>` whole after checking its length is `len`; `name_prefix` must
     /// start the memfd's name.
     pub fn open_peer(pid: u32, fd: i32, len: usize, name_prefix: &str) -> Result<Mapping> {
         let path = format!("/proc/{pid}/fd/{fd}");
-        let target = std::fs::read_link(&path).map_err(|e| NcclError::system(&format!("readlink {path}"), e))?;
+        let target = std::fs::read_link(&path)
+            .map_err(|e| NcclError::system(&format!("readlink {path}"), e))?;
         let target = target.to_string_lossy();
         if !target.starts_with(&format!("/memfd:{name_prefix}")) {
-            return Err(NcclError::remote(format!("{path} is {target}, not a memfd {name_prefix}*")));
+            return Err(NcclError::remote(format!(
+                "{path} is {target}, not a memfd {name_prefix}*"
+            )));
         }
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .open(&path)
             .map_err(|e| NcclError::system(&format!("open {path}"), e))?;
-        let actual = file.metadata().map_err(|e| NcclError::system(&format!("fstat {path}"), e))?.len();
+        let actual = file
+            .metadata()
+            .map_err(|e| NcclError::system(&format!("fstat {path}"), e))?
+            .len();
         if actual != len as u64 {
-            return Err(NcclError::remote(format!("{path}: {actual} bytes, expected {len}")));
+            return Err(NcclError::remote(format!(
+                "{path}: {actual} bytes, expected {len}"
+            )));
         }
         let ptr = map(file.as_raw_fd(), len)?;
-        Ok(Mapping { ptr, len, _fd: None })
+        Ok(Mapping {
+            ptr,
+            len,
+            _fd: None,
+        })
     }
 
     /// Start of the mapping.
@@ -90,7 +113,10 @@ impl Mapping {
 
     /// The atomic u32 at byte `offset`.
     pub fn atomic_u32(&self, offset: usize) -> &AtomicU32 {
-        assert!(offset % 4 == 0 && offset + 4 <= self.len, "invariant: atomic inside the mapping");
+        assert!(
+            offset % 4 == 0 && offset + 4 <= self.len,
+            "invariant: atomic inside the mapping"
+        );
         // SAFETY: aligned, inside the mapping, which lives as long as &self.
         unsafe { &*(self.ptr.add(offset) as *const AtomicU32) }
     }
@@ -169,7 +195,10 @@ impl Waiter {
                 return Ok(());
             }
             if self.abort.load(Ordering::Relaxed) {
-                return Err(NcclError::invalid_usage(format!("communicator aborted while waiting for {}", self.what)));
+                return Err(NcclError::invalid_usage(format!(
+                    "communicator aborted while waiting for {}",
+                    self.what
+                )));
             }
             let now = Instant::now();
             if now >= self.deadline {
@@ -182,7 +211,11 @@ impl Waiter {
                 std::thread::yield_now();
                 continue;
             }
-            futex_wait(word, seen, (self.deadline - now).min(Duration::from_millis(100)));
+            futex_wait(
+                word,
+                seen,
+                (self.deadline - now).min(Duration::from_millis(100)),
+            );
         }
     }
 }
@@ -201,9 +234,18 @@ pub struct PeerArenas {
 impl PeerArenas {
     /// The local address of `offset` bytes into arena `arena_id` of process `pid` (whose
     /// descriptor for it is `fd`, `file_len` bytes long), mapping it on first use.
-    pub fn address(&mut self, pid: u32, arena_id: u32, fd: i32, file_len: u64, offset: u64) -> Result<usize> {
+    pub fn address(
+        &mut self,
+        pid: u32,
+        arena_id: u32,
+        fd: i32,
+        file_len: u64,
+        offset: u64,
+    ) -> Result<usize> {
         if offset >= file_len {
-            return Err(NcclError::remote(format!("offset {offset} outside arena {arena_id} of pid {pid}")));
+            return Err(NcclError::remote(format!(
+                "offset {offset} outside arena {arena_id} of pid {pid}"
+            )));
         }
         if let Some(m) = self.maps.get(&(pid, arena_id)) {
             if m.len() as u64 == file_len {
@@ -213,7 +255,9 @@ impl PeerArenas {
         let m = Mapping::open_peer(pid, fd, file_len as usize, ARENA_PREFIX)?;
         // The header names its owner and number: refuse anything else.
         if m.len() < std::mem::size_of::<ArenaHeader>() {
-            return Err(NcclError::remote(format!("arena {arena_id} of pid {pid} is too short")));
+            return Err(NcclError::remote(format!(
+                "arena {arena_id} of pid {pid} is too short"
+            )));
         }
         // SAFETY: the mapping is page-aligned and holds at least one header.
         let h = unsafe { &*(m.ptr() as *const ArenaHeader) };

@@ -56,7 +56,11 @@ unsafe extern "C" fn run_task(data: *mut c_void) {
 /// be launched at any time after its capture.
 pub fn enqueue(comm: &Arc<Comm>, stream: u64, work: Work) -> Result<()> {
     let capturing = crate::cuda::is_capturing(stream)?;
-    let task = Box::new(Task { comm: comm.clone(), work, result: Mutex::new(None) });
+    let task = Box::new(Task {
+        comm: comm.clone(),
+        work,
+        result: Mutex::new(None),
+    });
     let ptr = Box::into_raw(task);
     // SAFETY: `ptr` stays valid until we free it below (not capturing: the core ran it before
     // returning) or forever (capturing: the graph holds it).
@@ -67,6 +71,10 @@ pub fn enqueue(comm: &Arc<Comm>, stream: u64, work: Work) -> Result<()> {
     // SAFETY: not captured, so the core no longer holds the pointer.
     let task = unsafe { Box::from_raw(ptr) };
     r?;
-    let out = task.result.lock().map_err(|_| NcclError::internal("task lock poisoned"))?.take();
+    let out = task
+        .result
+        .lock()
+        .map_err(|_| NcclError::internal("task lock poisoned"))?
+        .take();
     out.unwrap_or_else(|| Err(NcclError::internal("the stream did not run the operation")))
 }

@@ -95,7 +95,11 @@ impl DataType {
             9 => Bfloat16,
             10 => Float8e4m3,
             11 => Float8e5m2,
-            _ => return Err(NcclError::invalid_argument(format!("datatype {v} is not an ncclDataType_t"))),
+            _ => {
+                return Err(NcclError::invalid_argument(format!(
+                    "datatype {v} is not an ncclDataType_t"
+                )))
+            }
         })
     }
 
@@ -287,7 +291,9 @@ impl CommConfig {
             )));
         }
         if size < 16 {
-            return Err(NcclError::invalid_argument(format!("config: size {size} is too small")));
+            return Err(NcclError::invalid_argument(format!(
+                "config: size {size} is too small"
+            )));
         }
         let bytes = size.min(std::mem::size_of::<RawConfig>());
         let mut raw = RawConfig {
@@ -413,7 +419,10 @@ mod tests {
         let base = CommConfig::default();
         let c = unsafe { CommConfig::read(buf.as_ptr().cast(), &base) }.unwrap();
         assert!(!c.blocking);
-        assert_eq!(c.comm_name, None, "commName lies past size 48 and was not read");
+        assert_eq!(
+            c.comm_name, None,
+            "commName lies past size 48 and was not read"
+        );
     }
 
     #[test]

@@ -17,7 +17,10 @@ fn program() -> &'static Path {
         let dir = support::scratch_dir("nccl-c");
         support::link_real_names(
             &dir,
-            &[("libnccl.so", "libnccl.so.2"), ("libcudart12.so", "libcudart.so.12")],
+            &[
+                ("libnccl.so", "libnccl.so.2"),
+                ("libcudart12.so", "libcudart.so.12"),
+            ],
         );
         support::built("libncclsim_cuda.so");
         let here = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -97,7 +100,12 @@ fn ranks(scenario: &str, n: usize, extra: &[&str], env: &[(&str, String)]) -> St
     })
 }
 
-fn ranks_with(scenario: &str, n: usize, extra: &[&str], setup: impl Fn(usize, &mut Command)) -> String {
+fn ranks_with(
+    scenario: &str,
+    n: usize,
+    extra: &[&str],
+    setup: impl Fn(usize, &mut Command),
+) -> String {
     let id = id_file(&format!("{scenario}-{n}.id"));
     let children = (0..n)
         .map(|r| {
@@ -119,7 +127,12 @@ fn ranks_with(scenario: &str, n: usize, extra: &[&str], setup: impl Fn(usize, &m
 
 #[test]
 fn threads_init_all_group_and_graph_replay() {
-    let out = wait_all(vec![command(&["threads".into(), "4".into()]).spawn().expect("spawn")], Duration::from_secs(300));
+    let out = wait_all(
+        vec![command(&["threads".into(), "4".into()])
+            .spawn()
+            .expect("spawn")],
+        Duration::from_secs(300),
+    );
     assert!(out.contains("ok threads 4"), "{out}");
 }
 

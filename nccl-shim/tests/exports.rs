@@ -20,7 +20,11 @@ fn every_nccl_2_30_function_and_its_twin() {
         .filter(|e| !names.contains(e) && !twins.contains(e))
         .collect();
     assert!(extra.is_empty(), "exports outside NCCL's API: {extra:?}");
-    let out = std::process::Command::new("readelf").args(["-d"]).arg(&lib).output().expect("readelf");
+    let out = std::process::Command::new("readelf")
+        .args(["-d"])
+        .arg(&lib)
+        .output()
+        .expect("readelf");
     assert!(String::from_utf8_lossy(&out.stdout).contains("[libnccl.so.2]"));
 }
 

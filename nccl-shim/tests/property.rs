@@ -37,9 +37,12 @@ fn input(dtype: DataType, seed: u64, n: usize) -> Vec<u8> {
         x ^= x << 17;
         let v = (x % 17) as f64 - 8.0;
         let bits = match dtype {
-            DataType::Float16 | DataType::Bfloat16 | DataType::Float32 | DataType::Float64 | DataType::Float8e4m3 | DataType::Float8e5m2 => {
-                reduce::scalar_bits(dtype, v / 4.0)
-            }
+            DataType::Float16
+            | DataType::Bfloat16
+            | DataType::Float32
+            | DataType::Float64
+            | DataType::Float8e4m3
+            | DataType::Float8e5m2 => reduce::scalar_bits(dtype, v / 4.0),
             _ => x,
         };
         out.extend_from_slice(&bits.to_le_bytes()[..dtype.size()]);
@@ -47,7 +50,15 @@ fn input(dtype: DataType, seed: u64, n: usize) -> Vec<u8> {
     out
 }
 
-fn reference(kind: CollKind, dtype: DataType, red: Reduction, n: usize, count: usize, root: usize, inputs: &[Vec<u8>]) -> Vec<Vec<u8>> {
+fn reference(
+    kind: CollKind,
+    dtype: DataType,
+    red: Reduction,
+    n: usize,
+    count: usize,
+    root: usize,
+    inputs: &[Vec<u8>],
+) -> Vec<Vec<u8>> {
     let es = dtype.size();
     let b = count * es;
     let mut out = vec![Vec::new(); n];
@@ -61,19 +72,42 @@ fn reference(kind: CollKind, dtype: DataType, red: Reduction, n: usize, count: u
     for (r, o) in out.iter_mut().enumerate() {
         *o = match kind {
             CollKind::AllReduce => red_all(0, b),
-            CollKind::Reduce => if r == root { red_all(0, b) } else { Vec::new() },
+            CollKind::Reduce => {
+                if r == root {
+                    red_all(0, b)
+                } else {
+                    Vec::new()
+                }
+            }
             CollKind::Broadcast => inputs[root][..b].to_vec(),
             CollKind::AllGather => inputs.iter().flat_map(|i| i[..b].to_vec()).collect(),
             CollKind::ReduceScatter => red_all(r * b, b),
-            CollKind::AlltoAll => inputs.iter().flat_map(|i| i[r * b..(r + 1) * b].to_vec()).collect(),
-            CollKind::Gather => if r == root { inputs.iter().flat_map(|i| i[..b].to_vec()).collect() } else { Vec::new() },
+            CollKind::AlltoAll => inputs
+                .iter()
+                .flat_map(|i| i[r * b..(r + 1) * b].to_vec())
+                .collect(),
+            CollKind::Gather => {
+                if r == root {
+                    inputs.iter().flat_map(|i| i[..b].to_vec()).collect()
+                } else {
+                    Vec::new()
+                }
+            }
             CollKind::Scatter => inputs[root][r * b..(r + 1) * b].to_vec(),
         };
     }
     out
 }
 
-fn run_case(kind: CollKind, dtype: DataType, op: i32, n: usize, count: usize, root: usize, seed: u64) -> Result<(), TestCaseError> {
+fn run_case(
+    kind: CollKind,
+    dtype: DataType,
+    op: i32,
+    n: usize,
+    count: usize,
+    root: usize,
+    seed: u64,
+) -> Result<(), TestCaseError> {
     let mut comms = vec![0usize; n];
     let rc = unsafe { ncclCommInitAll(comms.as_mut_ptr().cast(), n as i32, std::ptr::null()) };
     prop_assert_eq!(rc, 0);
@@ -84,7 +118,9 @@ fn run_case(kind: CollKind, dtype: DataType, op: i32, n: usize, count: usize, ro
         _ => count,
     }
     .max(se);
-    let inputs: Vec<Vec<u8>> = (0..n).map(|r| input(dtype, seed ^ (r as u64 * 0x9e37_79b9), send_elems)).collect();
+    let inputs: Vec<Vec<u8>> = (0..n)
+        .map(|r| input(dtype, seed ^ (r as u64 * 0x9e37_79b9), send_elems))
+        .collect();
     let red = match op {
         4 => reduce::average(dtype, n),
         0 => Reduction::Sum,
@@ -94,11 +130,11 @@ fn run_case(kind: CollKind, dtype: DataType, op: i32, n: usize, count: usize, ro
     };
     let want = reference(kind, dtype, red, n, count, root, &inputs);
     let mut bufs = Vec::new();
-    for r in 0..n {
+    for (r, inp) in inputs.iter().enumerate() {
         let s = dev_alloc(r as i32, send_elems * es);
         let (_, re) = kind.extents(count, n, r, root);
         let d = dev_alloc(r as i32, (re.max(1)) * es);
-        unsafe { std::ptr::copy_nonoverlapping(inputs[r].as_ptr(), s as *mut u8, inputs[r].len()) };
+        unsafe { std::ptr::copy_nonoverlapping(inp.as_ptr(), s as *mut u8, inp.len()) };
         bufs.push((s, d, re));
     }
     unsafe { ncclGroupStart() };
@@ -127,7 +163,17 @@ fn run_case(kind: CollKind, dtype: DataType, op: i32, n: usize, count: usize, ro
     for r in 0..n {
         let (_, d, re) = bufs[r];
         let got = unsafe { std::slice::from_raw_parts(d as *const u8, re * es) };
-        prop_assert!(got == &want[r][..], "{:?} {:?} op {} n {} count {} root {}: rank {} differs", kind, dtype, op, n, count, root, r);
+        prop_assert!(
+            got == &want[r][..],
+            "{:?} {:?} op {} n {} count {} root {}: rank {} differs",
+            kind,
+            dtype,
+            op,
+            n,
+            count,
+            root,
+            r
+        );
     }
     for (r, (s, d, _)) in bufs.into_iter().enumerate() {
         nccl::cuda::set_device(r as i32).expect("device");
