@@ -17,6 +17,7 @@ use std::time::Duration;
 struct Programs {
     dir: PathBuf,
     nccl: PathBuf,
+    init: PathBuf,
     memcpy: PathBuf,
     mpi: Option<PathBuf>,
 }
@@ -40,6 +41,13 @@ fn programs() -> &'static Programs {
             &[here.join("../nccl-shim/include")],
             &["libnccl.so.2", "libcudart.so.12"],
             "nccl_allreduce",
+        );
+        let init = support::compile_c_opt(
+            &dir,
+            &here.join("c/nccl_init.c"),
+            &[here.join("../nccl-shim/include")],
+            &["libnccl.so.2", "libcudart.so.12"],
+            "nccl_init",
         );
         let memcpy = support::compile_c_opt(
             &dir,
@@ -65,6 +73,7 @@ fn programs() -> &'static Programs {
         Programs {
             dir,
             nccl,
+            init,
             memcpy,
             mpi,
         }
@@ -100,6 +109,7 @@ fn run_nccl(n: usize, bytes: usize, iters: u64) -> Duration {
         .map(|r| {
             Command::new(&p.nccl)
                 .args(args(r))
+                .env("NCCLSIM_NODE", (r / 8).to_string())
                 .env("NCCLSIM_TIMEOUT", "300")
                 .spawn()
                 .expect("spawn")
@@ -107,6 +117,7 @@ fn run_nccl(n: usize, bytes: usize, iters: u64) -> Duration {
         .collect();
     let out = Command::new(&p.nccl)
         .args(args(0))
+        .env("NCCLSIM_NODE", "0")
         .env("NCCLSIM_TIMEOUT", "300")
         .output()
         .expect("rank 0");
@@ -166,5 +177,63 @@ fn allreduce(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, allreduce);
+/// Seconds of (world init, TP=8/DP split) for `n` processes, from a common start to the
+/// slowest rank.
+fn run_init(n: usize) -> (f64, f64) {
+    let p = programs();
+    let id = p.dir.join(format!("init-{n}"));
+    let _ = std::fs::remove_file(&id);
+    let args = |r: usize| vec![r.to_string(), n.to_string(), id.display().to_string()];
+    let others: Vec<_> = (1..n)
+        .map(|r| {
+            Command::new(&p.init)
+                .args(args(r))
+                .env("NCCLSIM_NODE", (r / 8).to_string())
+                .spawn()
+                .expect("spawn")
+        })
+        .collect();
+    let out = Command::new(&p.init)
+        .args(args(0))
+        .env("NCCLSIM_NODE", "0")
+        .output()
+        .expect("rank 0");
+    for mut o in others {
+        let _ = o.wait();
+    }
+    assert!(
+        out.status.success(),
+        "nccl_init: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut it = text
+        .split_whitespace()
+        .map(|x| x.parse::<f64>().expect("seconds"));
+    (it.next().expect("init"), it.next().expect("split"))
+}
+
+fn init(c: &mut Criterion) {
+    let mut g = c.benchmark_group("comm_init_16_processes");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(100))
+        .measurement_time(Duration::from_secs(5));
+    g.bench_function("ncclCommInitRank", |b| {
+        b.iter_custom(|it| {
+            (0..it)
+                .map(|_| Duration::from_secs_f64(run_init(16).0))
+                .sum()
+        })
+    });
+    g.bench_function("ncclCommSplit_tp8_dp2", |b| {
+        b.iter_custom(|it| {
+            (0..it)
+                .map(|_| Duration::from_secs_f64(run_init(16).1))
+                .sum()
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, allreduce, init);
 criterion_main!(benches);
