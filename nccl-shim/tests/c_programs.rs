@@ -187,3 +187,112 @@ fn two_hosts_over_tcp_on_loopback() {
     });
     assert_eq!(out.matches("ok rank").count(), 3, "{out}");
 }
+
+/// Two network namespaces joined by a veth pair (test-only addresses 10.231.N.1-2/24), made
+/// by the test and deleted at its end; two ranks in each, with their own `NCCL_HOSTID`, the
+/// bootstrap and data over the veth. Needs `ip netns` (root); says so and stops otherwise.
+struct Namespaces {
+    names: [String; 2],
+}
+
+impl Namespaces {
+    fn create() -> Result<Namespaces, String> {
+        let id = std::process::id();
+        let names = [format!("ncclsim-a{id}"), format!("ncclsim-b{id}")];
+        let net = 1 + id % 250;
+        let ns = Namespaces {
+            names: names.clone(),
+        };
+        let ip = |args: &[&str]| -> Result<(), String> {
+            let out = Command::new("ip")
+                .args(args)
+                .output()
+                .map_err(|e| format!("ip: {e}"))?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "ip {}: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ))
+            }
+        };
+        ip(&["netns", "add", &names[0]])?;
+        ip(&["netns", "add", &names[1]])?;
+        let (va, vb) = (
+            format!("nsa{}", id % 100_000),
+            format!("nsb{}", id % 100_000),
+        );
+        ip(&[
+            "link", "add", &va, "netns", &names[0], "type", "veth", "peer", "name", &vb, "netns",
+            &names[1],
+        ])?;
+        for (n, (ns_name, dev)) in [(&names[0], &va), (&names[1], &vb)].into_iter().enumerate() {
+            ip(&[
+                "-n",
+                ns_name,
+                "addr",
+                "add",
+                &format!("10.231.{net}.{}/24", n + 1),
+                "dev",
+                dev,
+            ])?;
+            ip(&["-n", ns_name, "link", "set", dev, "up"])?;
+            ip(&["-n", ns_name, "link", "set", "lo", "up"])?;
+        }
+        Ok(ns)
+    }
+}
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        for n in &self.names {
+            let _ = Command::new("ip").args(["netns", "del", n]).output();
+        }
+    }
+}
+
+#[test]
+fn two_hosts_in_network_namespaces_joined_by_veth() {
+    let ns = match Namespaces::create() {
+        Ok(ns) => ns,
+        Err(why) => {
+            eprintln!(
+                "network namespaces unavailable here ({why}); the loopback test covers two hosts"
+            );
+            return;
+        }
+    };
+    eprintln!(
+        "two hosts: network namespaces {} and {} joined by a veth pair",
+        ns.names[0], ns.names[1]
+    );
+    let id = id_file("netns.id");
+    let children = (0..4)
+        .map(|r| {
+            let host = r / 2;
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", &ns.names[host]])
+                .arg(program())
+                .args([
+                    "rank".to_string(),
+                    r.to_string(),
+                    "4".into(),
+                    id.display().to_string(),
+                ])
+                .env("NCCL_HOSTID", format!("ncclsim-netns-{host}"))
+                .env("NCCL_SOCKET_IFNAME", "nsa,nsb")
+                .env("NCCLSIM_TIMEOUT", "120")
+                .env_remove("NCCL_COMM_ID")
+                .env_remove("NCCLSIM_NODE")
+                .env_remove("CUDA_VISIBLE_DEVICES")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            c.spawn().expect("spawn a rank in a namespace")
+        })
+        .collect();
+    let out = wait_all(children, Duration::from_secs(600));
+    let _ = std::fs::remove_file(&id);
+    assert_eq!(out.matches("ok rank").count(), 4, "{out}");
+}
