@@ -141,6 +141,8 @@ pub struct Comm {
     pub child_count: AtomicU32,
     /// PreMulSum operations created on this communicator.
     pub redops: Mutex<crate::ops::RedOps>,
+    /// Other processes of this host in the communicator: (rank, pid, host name).
+    pub local_peers: Arc<Vec<(usize, u32, String)>>,
 }
 
 impl Comm {
@@ -150,6 +152,7 @@ impl Comm {
             deadline: Instant::now() + bootstrap::timeout(),
             abort: self.abort.clone(),
             what: what.into(),
+            peers: self.local_peers.clone(),
         }
     }
 
@@ -276,7 +279,15 @@ fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> R
     } else {
         crate::net::Links::none(j.nranks)
     };
+    let mut local_peers: Vec<(usize, u32, String)> = Vec::new();
+    for &r in &local_ranks {
+        let m = &members[r];
+        if m.pid != std::process::id() && !local_peers.iter().any(|p| p.1 == m.pid) {
+            local_peers.push((r, m.pid, m.hostname.clone()));
+        }
+    }
     Ok(Comm {
+        local_peers: Arc::new(local_peers),
         rank: j.rank,
         nranks: j.nranks,
         cuda_dev: j.cuda_dev,

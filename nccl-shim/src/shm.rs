@@ -181,6 +181,42 @@ pub struct Waiter {
     pub abort: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// What is being waited for, for the error message.
     pub what: String,
+    /// Peer processes of this host that the wait depends on: (rank, pid, host name). A wait
+    /// fails with `ncclRemoteError` as soon as one of them has exited.
+    pub peers: std::sync::Arc<Vec<(usize, u32, String)>>,
+}
+
+/// Whether a process of this host is running: it exists and is not a zombie (a killed
+/// process stays a zombie until its parent reaps it, which may be never).
+pub fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesised command name, which may contain spaces.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+            .is_some_and(|state| state != 'Z' && state != 'X'),
+        Err(_) => false,
+    }
+}
+
+impl Waiter {
+    /// `ncclRemoteError` naming every watched peer whose process is gone, if any.
+    pub fn check_peers(&self) -> Result<()> {
+        let dead: Vec<String> = self
+            .peers
+            .iter()
+            .filter(|(_, pid, _)| !process_alive(*pid))
+            .map(|(rank, pid, host)| format!("rank {rank} (pid {pid} on {host})"))
+            .collect();
+        if dead.is_empty() {
+            return Ok(());
+        }
+        Err(NcclError::remote(format!(
+            "{} exited while this rank waited for {}",
+            dead.join(", "),
+            self.what
+        )))
+    }
 }
 
 impl Waiter {
@@ -216,6 +252,9 @@ impl Waiter {
                 seen,
                 (self.deadline - now).min(Duration::from_millis(100)),
             );
+            if word.load(Ordering::Acquire) == seen {
+                self.check_peers()?;
+            }
         }
     }
 }

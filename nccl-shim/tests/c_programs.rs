@@ -296,3 +296,42 @@ fn two_hosts_in_network_namespaces_joined_by_veth() {
     let _ = std::fs::remove_file(&id);
     assert_eq!(out.matches("ok rank").count(), 4, "{out}");
 }
+
+#[test]
+fn a_killed_rank_fails_the_others_with_remote_error() {
+    let id = id_file("die.id");
+    let start = Instant::now();
+    let children: Vec<Child> = (0..3)
+        .map(|r| {
+            command(&[
+                "die".into(),
+                r.to_string(),
+                "3".into(),
+                id.display().to_string(),
+            ])
+            .spawn()
+            .expect("spawn")
+        })
+        .collect();
+    let mut outs = Vec::new();
+    for c in children {
+        outs.push(c.wait_with_output().expect("wait"));
+    }
+    let _ = std::fs::remove_file(&id);
+    // NCCLSIM_TIMEOUT is 120 s: an answer within 30 s comes from noticing the dead process.
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        start.elapsed()
+    );
+    for o in &outs[..2] {
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success() && text.contains("ok remote error") && text.contains("rank 2"),
+            "{text}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(outs[2].status.signal(), Some(9));
+}

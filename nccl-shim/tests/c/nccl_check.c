@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <pthread.h>
+#include <signal.h>
 #include "nccl.h"
 
 int cudaSetDevice(int);
@@ -369,6 +370,23 @@ int main(int argc, char **argv) {
         OK(ncclCommDestroy(comm));
         CHECK(ncclCommDestroy(comm) == ncclInvalidArgument);
         printf("ok rank %d of %d\n", r, N);
+        return 0;
+    }
+    if (strcmp(argv[1], "die") == 0) {
+        /* The last rank is killed after init; the others' next collective must fail with
+         * ncclRemoteError naming it, long before NCCLSIM_TIMEOUT. */
+        int r = atoi(argv[2]), N = atoi(argv[3]);
+        OK(cudaSetDevice(r % 8));
+        ncclUniqueId id = shared_id(r, argv[4]);
+        ncclComm_t comm;
+        OK(ncclCommInitRank(&comm, N, id, r));
+        void *b = dalloc(4096);
+        OK(ncclAllReduce(b, b, 1024, ncclFloat, ncclSum, comm, NULL));
+        if (r == N - 1) raise(SIGKILL);
+        ncclResult_t rc = ncclAllReduce(b, b, 1024, ncclFloat, ncclSum, comm, NULL);
+        CHECK(rc == ncclRemoteError);
+        printf("ok remote error: %s\n", ncclGetLastError(comm));
+        OK(ncclCommAbort(comm));
         return 0;
     }
     if (strcmp(argv[1], "tpdp") == 0) {
