@@ -257,4 +257,15 @@ pub struct CoreApiV1 {
     pub graph_launch: unsafe extern "C" fn(exec: u64, stream: u64) -> i32,
     /// Frees every allocation of a visible device (`cudaDeviceReset`).
     pub device_reset: unsafe extern "C" fn(ordinal: i32) -> i32,
+    /// Like `enqueue`, but the core owns `data` and calls `release(data)` exactly once when
+    /// no work needs it any more: after `work` ran, when the call fails, or — if the stream
+    /// was capturing — when the graph and its executable graphs are destroyed. `release`
+    /// must not call into the core.
+    pub enqueue_owned: unsafe extern "C" fn(
+        stream: u64,
+        duration_ns: u64,
+        work: Option<CWorkFn>,
+        data: *mut c_void,
+        release: CWorkFn,
+    ) -> i32,
 }

@@ -280,6 +280,23 @@ impl Client {
         self.check(unsafe { (self.api.enqueue)(stream, duration_ns, work, data) })
     }
 
+    /// Enqueues host work whose argument the core owns: `release(data)` is called once when
+    /// no work (and no captured graph) needs `data` any more.
+    ///
+    /// # Safety
+    /// `work(data)` must be safe to call until `release(data)`, which must be safe to call
+    /// once from any thread and must not call into the core.
+    pub unsafe fn enqueue_owned(
+        &self,
+        stream: u64,
+        duration_ns: u64,
+        work: Option<abi::CWorkFn>,
+        data: *mut c_void,
+        release: abi::CWorkFn,
+    ) -> Result<()> {
+        self.check(unsafe { (self.api.enqueue_owned)(stream, duration_ns, work, data, release) })
+    }
+
     /// Waits for the current device.
     pub fn device_synchronize(&self) -> Result<()> {
         self.check(unsafe { (self.api.device_synchronize)() })

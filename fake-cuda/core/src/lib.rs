@@ -613,7 +613,7 @@ impl Core {
                     return Err(CoreError::KernelRefused(st.kernels.name_of(host_fun)));
                 }
             }
-            if st.graphs.record(key, op) {
+            if st.graphs.record(key, &op) {
                 return Ok(());
             }
             if let Op::Kernel { host_fun } = op {
@@ -654,6 +654,7 @@ impl Core {
                 if let Some(f) = func {
                     unsafe { f(data as *mut std::ffi::c_void) }
                 }
+                // Dropping `op` here releases owned data that no graph holds.
             }
         }
         Ok(())
@@ -730,6 +731,37 @@ impl Core {
                 func,
                 data,
                 duration_ns,
+                owned: None,
+            },
+        )
+    }
+
+    /// Like [`Core::enqueue_host`], but the core owns `data`: `release(data)` is called once
+    /// when no operation needs it any more — right after `func` ran (or the enqueue failed),
+    /// or, if the stream was capturing, when the graph and every executable graph made from
+    /// it are destroyed. `release` may run while the core's lock is held, so it must not call
+    /// into the core.
+    ///
+    /// # Safety
+    /// `release(data)` must be safe to call once, from any thread, at any later time, and
+    /// `func(data)` must be safe to call until then.
+    pub unsafe fn enqueue_host_owned(
+        &self,
+        stream: u64,
+        duration_ns: u64,
+        func: Option<CWorkFn>,
+        data: usize,
+        release: CWorkFn,
+    ) -> Result<()> {
+        // SAFETY: the caller's contract.
+        let owned = unsafe { graph::OwnedData::new(data, release) };
+        self.submit(
+            stream,
+            Op::Host {
+                func,
+                data,
+                duration_ns,
+                owned: Some(owned),
             },
         )
     }
@@ -1409,6 +1441,41 @@ mod tests {
             .unwrap();
         assert_eq!(back, [7; 64]);
         assert_eq!(core.kernel_launch_counts()["step"], 2);
+    }
+
+    #[test]
+    fn owned_host_data_lives_as_long_as_its_graphs() {
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        static RUNS: AtomicUsize = AtomicUsize::new(0);
+        static RELEASES: AtomicUsize = AtomicUsize::new(0);
+        unsafe extern "C" fn run(_: *mut std::ffi::c_void) {
+            RUNS.fetch_add(1, SeqCst);
+        }
+        unsafe extern "C" fn release(_: *mut std::ffi::c_void) {
+            RELEASES.fetch_add(1, SeqCst);
+        }
+        let core = core_with(&[0], 1 << 30);
+        let s = core
+            .stream_create(timeline::STREAM_NON_BLOCKING, 0)
+            .unwrap();
+        // SAFETY: the functions only count.
+        unsafe { core.enqueue_host_owned(s, 0, Some(run), 1, release) }.unwrap();
+        assert_eq!((RUNS.load(SeqCst), RELEASES.load(SeqCst)), (1, 1));
+        core.begin_capture(s).unwrap();
+        // SAFETY: as above.
+        unsafe { core.enqueue_host_owned(s, 0, Some(run), 2, release) }.unwrap();
+        let g = core.end_capture(s).unwrap();
+        let e = core.graph_instantiate(g).unwrap();
+        core.graph_destroy(g).unwrap();
+        core.graph_launch(e, s).unwrap();
+        core.graph_launch(e, s).unwrap();
+        assert_eq!((RUNS.load(SeqCst), RELEASES.load(SeqCst)), (3, 1));
+        core.graph_exec_destroy(e).unwrap();
+        assert_eq!(RELEASES.load(SeqCst), 2, "released with the last graph");
+        // A failed enqueue releases at once.
+        // SAFETY: as above.
+        assert!(unsafe { core.enqueue_host_owned(0xbad, 0, Some(run), 3, release) }.is_err());
+        assert_eq!((RUNS.load(SeqCst), RELEASES.load(SeqCst)), (3, 3));
     }
 
     #[test]

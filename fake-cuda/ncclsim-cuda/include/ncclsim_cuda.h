@@ -34,6 +34,8 @@ struct ncclsim_core_api_v1 {
     ncclsim_fn begin_capture, end_capture, capture_info, graph_create, graph_destroy;
     ncclsim_fn graph_node_count, graph_write_dot, graph_instantiate, graph_exec_destroy;
     ncclsim_fn graph_launch, device_reset;
+    int (*enqueue_owned)(uint64_t stream, uint64_t duration_ns, void (*work)(void *), void *data,
+                         void (*release)(void *));
 };
 
 const struct ncclsim_core_api_v1 *ncclsim_cuda_core_v1(void);

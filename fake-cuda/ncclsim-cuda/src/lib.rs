@@ -278,6 +278,11 @@ core_fn!(stream_clock(stream: u64, out: *mut u64) { put(out, core()?.stream_cloc
 core_fn!(enqueue(stream: u64, duration_ns: u64, work: Option<CWorkFn>, data: *mut c_void) {
     core()?.enqueue_host(stream, duration_ns, work, data as usize)
 });
+core_fn!(enqueue_owned(stream: u64, duration_ns: u64, work: Option<CWorkFn>, data: *mut c_void,
+                       release: CWorkFn) {
+    // SAFETY: the vtable contract of `enqueue_owned` is the contract of the core method.
+    unsafe { core()?.enqueue_host_owned(stream, duration_ns, work, data as usize, release) }
+});
 core_fn!(device_synchronize() { core()?.device_synchronize() });
 
 core_fn!(event_create(flags: u32, out: *mut u64) { put(out, core()?.event_create(flags)) });
@@ -427,6 +432,7 @@ static API: CoreApiV1 = CoreApiV1 {
     graph_exec_destroy,
     graph_launch,
     device_reset,
+    enqueue_owned,
 };
 
 /// The one exported symbol: the core's vtable.

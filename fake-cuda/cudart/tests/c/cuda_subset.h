@@ -56,6 +56,11 @@ cudaError_t cudaEventDestroy(cudaEvent_t);
 cudaError_t cudaIpcGetMemHandle(ipc_handle_t *, void *);
 cudaError_t cudaIpcOpenMemHandle(void **, ipc_handle_t, unsigned);
 cudaError_t cudaIpcCloseMemHandle(void *);
+cudaError_t cudaIpcGetEventHandle(ipc_handle_t *, cudaEvent_t);
+cudaError_t cudaIpcOpenEventHandle(cudaEvent_t *, ipc_handle_t);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *, unsigned);
+cudaError_t cudaStreamAddCallback(cudaStream_t, void (*)(cudaStream_t, cudaError_t, void *),
+                                  void *, unsigned);
 void **__cudaRegisterFatBinary(void *);
 void __cudaRegisterFatBinaryEnd(void **);
 void __cudaUnregisterFatBinary(void **);

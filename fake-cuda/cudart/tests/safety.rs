@@ -1,0 +1,119 @@
+//! Memory-safety and fidelity checks of the fake CUDA core, from C programs linked against the
+//! built `libcudart.so.12` by its real name (`c/cudart_safety.c`).
+//!
+//! Every scenario runs in its own child process, so a scenario that crashes (SIGSEGV) fails its
+//! test with the signal in the message instead of taking the test runner down.
+
+use fake_cuda_test_support as support;
+use std::io::{BufRead, BufReader, Lines, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::sync::OnceLock;
+
+/// Builds the scenario program once per test binary; returns its path.
+fn program() -> &'static Path {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| {
+        let dir = support::scratch_dir("cudart12-safety");
+        support::link_real_names(&dir, &[("libcudart12.so", "libcudart.so.12")]);
+        support::built("libncclsim_cuda.so");
+        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+        support::compile_c(
+            &dir,
+            &here.join("tests/c/cudart_safety.c"),
+            &[here.join("../ncclsim-cuda/include")],
+            &["libcudart.so.12"],
+            "cudart_safety",
+        )
+    })
+}
+
+/// The program with a clean fake-CUDA environment.
+fn command(args: &[&str]) -> Command {
+    let mut c = Command::new(program());
+    c.args(args);
+    for var in [
+        "CUDA_VISIBLE_DEVICES",
+        "NCCLSIM_PACE",
+        "NCCLSIM_STRICT_KERNELS",
+        "NCCLSIM_CUDA_CORE",
+        "NCCLSIM_REPORT",
+        "NCCLSIM_TOPO",
+        "NCCL_TOPO_FILE",
+        "NCCLSIM_NODE",
+        "NCCLSIM_CACHE_LIMIT",
+    ] {
+        c.env_remove(var);
+    }
+    c
+}
+
+fn describe(out: &Output) -> String {
+    format!(
+        "{}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Runs a scenario to completion and asserts it passed.
+fn pass(c: &mut Command, scenario: &str) -> String {
+    let out = c.output().expect("run cudart_safety");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success() && text.contains(&format!("PASS {scenario}")),
+        "scenario {scenario} failed: {}",
+        describe(&out)
+    );
+    text
+}
+
+/// A scenario process that talks over its stdin/stdout.
+#[allow(dead_code)] // used by the IPC scenarios
+struct Peer {
+    child: Child,
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+#[allow(dead_code)]
+impl Peer {
+    fn spawn(args: &[&str]) -> Peer {
+        let mut child = command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn cudart_safety");
+        let lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+        Peer { child, lines }
+    }
+
+    fn line(&mut self) -> String {
+        self.lines
+            .next()
+            .expect("the peer prints a line")
+            .expect("utf-8 line")
+    }
+
+    fn send(&mut self, text: &str) {
+        let stdin = self.child.stdin.as_mut().expect("piped");
+        stdin.write_all(text.as_bytes()).expect("write to peer");
+        stdin.write_all(b"\n").expect("write to peer");
+        stdin.flush().expect("flush");
+    }
+
+    fn finish(mut self, scenario: &str) {
+        drop(self.child.stdin.take());
+        let rest: Vec<String> = self.lines.by_ref().map_while(|l| l.ok()).collect();
+        let status = self.child.wait().expect("wait for peer");
+        assert!(
+            status.success() && rest.iter().any(|l| *l == format!("PASS {scenario}")),
+            "{scenario} failed ({status}): {rest:?}"
+        );
+    }
+}
+
+#[test]
+fn captured_stream_callbacks_survive_every_replay() {
+    pass(&mut command(&["captured-callback"]), "captured-callback");
+}
