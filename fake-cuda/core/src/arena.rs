@@ -10,6 +10,12 @@
 //! handles: fixed fields naming the owner, then one [`ExportSlot`] per allocation exported with
 //! `cudaIpcGetMemHandle`. An importer maps only ranges that a live slot describes, so a forged
 //! offset or size can never map memory outside the owner's allocation.
+//!
+//! Each slot also counts the processes that have the allocation mapped (`importers`). Freeing
+//! an exported allocation retracts its slot at once (no new importer can open it), but while
+//! importers still hold it the range and the slot stay reserved (a "zombie"); they return to
+//! the free lists once the count drops to zero, so an importer's stale mapping can never alias
+//! a later allocation of the owner.
 
 use crate::error::{CoreError, Result};
 use std::collections::BTreeMap;
@@ -29,8 +35,8 @@ pub const GRANULARITY: u64 = 4096;
 const PUNCH_HOLE_MIN: u64 = 64 << 10;
 /// "NCSMAREN": identifies an ncclsim arena header.
 pub const ARENA_MAGIC: u64 = 0x4e43_534d_4152_454e;
-/// Layout version of the header.
-pub const ARENA_VERSION: u32 = 1;
+/// Layout version of the header (2: export slots count their importers).
+pub const ARENA_VERSION: u32 = 2;
 /// Prefix of arena memfd names, as `/proc/<pid>/fd/<n>` shows them (`/memfd:<name> (deleted)`).
 pub const MEMFD_PREFIX: &str = "ncclsim-arena-";
 
@@ -51,10 +57,15 @@ pub struct ArenaHeader {
     pub capacity: u64,
 }
 
-/// One exported allocation. `serial == 0` means the slot is free.
+/// One exported allocation. `serial == 0` means no allocation is published in the slot.
 ///
 /// Writers store `offset` and `size` before `serial` (release); readers load `serial`
 /// (acquire), the fields, then `serial` again, and trust the fields only if both loads agree.
+///
+/// `importers` counts other processes' mappings of the allocation. An importer increments it
+/// *before* checking `serial` and decrements it when it unmaps (or when the check fails); the
+/// owner clears `serial` *before* reading `importers` on free (both sequentially consistent),
+/// so either the importer sees the allocation retracted or the owner sees the importer.
 #[repr(C)]
 pub struct ExportSlot {
     /// Allocation serial number, never 0 for a live slot.
@@ -63,7 +74,8 @@ pub struct ExportSlot {
     pub offset: AtomicU64,
     /// Size of the allocation in bytes.
     pub size: AtomicU64,
-    reserved: AtomicU64,
+    /// Processes that currently have the allocation mapped.
+    pub importers: AtomicU64,
 }
 
 /// A live allocation inside an arena.
@@ -89,6 +101,8 @@ pub struct Arena {
     used: u64,
     free: BTreeMap<u64, u64>,
     allocs: BTreeMap<u64, Allocation>,
+    /// Freed allocations other processes still map: range and slot stay reserved.
+    zombies: Vec<Allocation>,
     free_slots: Vec<u32>,
     next_slot: u32,
 }
@@ -160,6 +174,7 @@ impl Arena {
             used: 0,
             free,
             allocs: BTreeMap::new(),
+            zombies: Vec::new(),
             free_slots: Vec::new(),
             next_slot: 0,
         })
@@ -212,6 +227,7 @@ impl Arena {
 
     /// Allocates `size` bytes (already rounded) first-fit; `None` when nothing fits.
     pub fn alloc(&mut self, size: u64, serial: u64) -> Option<Allocation> {
+        self.reap();
         let (&start, &len) = self.free.iter().find(|(_, &len)| len >= size)?;
         self.free.remove(&start);
         if len > size {
@@ -229,26 +245,63 @@ impl Arena {
     }
 
     /// Frees the allocation starting exactly at `offset`; returns it, or `None` if there is none.
+    ///
+    /// An exported allocation is retracted from its slot at once; if other processes still
+    /// map it, its range and slot stay reserved until they have all unmapped it.
     pub fn free(&mut self, offset: u64) -> Option<Allocation> {
         let a = self.allocs.remove(&offset)?;
         self.used -= a.size;
         if let Some(slot) = a.slot {
-            self.slot(slot).serial.store(0, Ordering::Release);
+            let s = self.slot(slot);
+            s.serial.store(0, Ordering::SeqCst);
+            if s.importers.load(Ordering::SeqCst) > 0 {
+                self.zombies.push(a);
+                return Some(a);
+            }
             self.free_slots.push(slot);
         }
-        if a.size >= PUNCH_HOLE_MIN {
+        self.release_range(a.offset, a.size);
+        self.reap();
+        Some(a)
+    }
+
+    /// Returns zombies no process maps any more to the free lists.
+    fn reap(&mut self) {
+        if self.zombies.is_empty() {
+            return;
+        }
+        let (done, held): (Vec<Allocation>, Vec<Allocation>) =
+            std::mem::take(&mut self.zombies).into_iter().partition(|z| {
+                let slot = z.slot.expect("invariant: zombies were exported");
+                self.slot(slot).importers.load(Ordering::SeqCst) == 0
+            });
+        self.zombies = held;
+        for z in done {
+            self.free_slots.push(z.slot.expect("invariant: zombies were exported"));
+            self.release_range(z.offset, z.size);
+        }
+    }
+
+    /// Bytes of freed allocations still reserved because other processes map them.
+    pub fn held_by_importers(&self) -> u64 {
+        self.zombies.iter().map(|z| z.size).sum()
+    }
+
+    /// Puts a range back on the free list, coalescing with its neighbours.
+    fn release_range(&mut self, offset: u64, size: u64) {
+        if size >= PUNCH_HOLE_MIN {
             // Give the pages back; a failure only costs memory, so it is ignored.
             // SAFETY: the range lies inside our mapping and belongs to no live allocation.
             unsafe {
                 libc::madvise(
-                    (self.data_base() + a.offset as usize) as *mut libc::c_void,
-                    a.size as usize,
+                    (self.data_base() + offset as usize) as *mut libc::c_void,
+                    size as usize,
                     libc::MADV_REMOVE,
                 );
             }
         }
-        let mut start = a.offset;
-        let mut len = a.size;
+        let mut start = offset;
+        let mut len = size;
         if let Some((&prev, &plen)) = self.free.range(..start).next_back() {
             if prev + plen == start {
                 self.free.remove(&prev);
@@ -256,11 +309,10 @@ impl Arena {
                 len += plen;
             }
         }
-        if let Some(nlen) = self.free.remove(&(a.offset + a.size)) {
+        if let Some(nlen) = self.free.remove(&(offset + size)) {
             len += nlen;
         }
         self.free.insert(start, len);
-        Some(a)
     }
 
     /// Publishes the allocation at `offset` in an export slot (idempotent) and returns it.
@@ -284,6 +336,8 @@ impl Arena {
             }
         };
         let s = self.slot(slot);
+        // A reused slot's count only holds transient increments of importers that will see
+        // the serial change and back out.
         s.offset.store(a.offset, Ordering::Relaxed);
         s.size.store(a.size, Ordering::Relaxed);
         s.serial.store(a.serial, Ordering::Release);

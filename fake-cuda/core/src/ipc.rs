@@ -198,53 +198,33 @@ impl EventHandle {
     }
 }
 
-/// A foreign allocation mapped into this process.
+/// A foreign allocation mapped into this process. While it exists it is counted as an
+/// importer in the owner's export slot, so the owner does not reuse the range.
 #[derive(Debug)]
 pub struct ForeignMapping {
     /// Where the allocation starts in this process.
     pub ptr: usize,
-    /// Start of the mapping (page-aligned, equal to `ptr` with page-granular allocations).
-    map: usize,
-    /// Length of the mapping.
+    /// Length of the data mapping.
     len: usize,
+    /// The owner's arena header, kept mapped to drop the importer count on unmap.
+    header: usize,
+    /// Export slot counted in.
+    slot: u32,
 }
 
 impl ForeignMapping {
     /// Maps the allocation a handle from another process names, after checking the owner's
-    /// arena header and export slot agree with every field of the handle.
+    /// arena header and export slot agree with every field of the handle, and counts this
+    /// process as an importer of it.
     pub fn open(h: &MemHandle) -> Result<ForeignMapping> {
         let path = format!("/proc/{}/fd/{}", h.owner_pid, h.arena_fd);
-        let target = std::fs::read_link(&path).map_err(|e| {
-            CoreError::IpcMapFailed(format!(
-                "owner process {} is gone or not accessible ({path}: {e})",
-                h.owner_pid
-            ))
-        })?;
-        let target = target.to_string_lossy();
-        let expect = format!(
-            "/memfd:{}{}-{}",
-            arena::MEMFD_PREFIX,
-            h.owner_pid,
-            h.arena_id
-        );
-        if !(target == expect || target.starts_with(&format!("{expect} "))) {
-            return Err(CoreError::InvalidIpcHandle(format!(
-                "{path} is {target:?}, not the owner's arena {}",
-                h.arena_id
-            )));
-        }
-        let cpath = CString::new(path.clone()).expect("invariant: /proc path has no NUL");
-        // SAFETY: valid path; read-write so the mapping can be shared writable.
-        let raw = unsafe { libc::open(cpath.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-        if raw < 0 {
-            return Err(CoreError::IpcMapFailed(format!(
-                "open {path}: {}",
-                std::io::Error::last_os_error()
-            )));
-        }
-        // SAFETY: fresh descriptor we own; closing it later keeps the mappings alive.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let header = Mapping::new(fd.as_raw_fd(), 0, HEADER_BYTES, libc::PROT_READ)?;
+        let fd = open_arena(&path, h.owner_pid, h.arena_id)?;
+        let header = Mapping::new(
+            fd.as_raw_fd(),
+            0,
+            HEADER_BYTES,
+            libc::PROT_READ | libc::PROT_WRITE,
+        )?;
         // SAFETY: the header mapping is HEADER_BYTES long and page-aligned.
         let head = unsafe { &*(header.addr as *const ArenaHeader) };
         if head.magic != ARENA_MAGIC
@@ -267,33 +247,45 @@ impl ForeignMapping {
         }
         // SAFETY: slot index checked in decode; the slot lies in the mapped header.
         let slot = unsafe { &*arena::slot_ptr(header.addr as *const u8, h.slot) };
-        let serial = slot.serial.load(Ordering::Acquire);
+        // Count in first, then check (see `arena::ExportSlot`): if the owner frees the
+        // allocation concurrently, either we see it retracted or it sees us.
+        slot.importers.fetch_add(1, Ordering::SeqCst);
+        let serial = slot.serial.load(Ordering::SeqCst);
         let (off, size) = (
             slot.offset.load(Ordering::Relaxed),
             slot.size.load(Ordering::Relaxed),
         );
         if serial != h.serial
-            || slot.serial.load(Ordering::Acquire) != serial
+            || slot.serial.load(Ordering::SeqCst) != serial
             || off != h.offset
             || size != h.size
         {
+            slot.importers.fetch_sub(1, Ordering::SeqCst);
             return Err(CoreError::InvalidIpcHandle(format!(
                 "allocation {} is not exported by process {} (freed, stale or forged)",
                 h.serial, h.owner_pid
             )));
         }
-        let data = Mapping::new(
+        let data = match Mapping::new(
             fd.as_raw_fd(),
             HEADER_BYTES as u64 + h.offset,
             h.size as usize,
             libc::PROT_READ | libc::PROT_WRITE,
-        )?;
+        ) {
+            Ok(d) => d,
+            Err(e) => {
+                slot.importers.fetch_sub(1, Ordering::SeqCst);
+                return Err(e);
+            }
+        };
         let m = ForeignMapping {
             ptr: data.addr,
-            map: data.addr,
             len: data.len,
+            header: header.addr,
+            slot: h.slot,
         };
         std::mem::forget(data);
+        std::mem::forget(header);
         Ok(m)
     }
 
@@ -311,10 +303,44 @@ impl ForeignMapping {
 impl Drop for ForeignMapping {
     fn drop(&mut self) {
         drop(Mapping {
-            addr: self.map,
+            addr: self.ptr,
             len: self.len,
         });
+        // SAFETY: the header stays mapped until below; the slot index was checked on open.
+        let slot = unsafe { &*arena::slot_ptr(self.header as *const u8, self.slot) };
+        slot.importers.fetch_sub(1, Ordering::SeqCst);
+        drop(Mapping {
+            addr: self.header,
+            len: HEADER_BYTES,
+        });
     }
+}
+
+/// Opens `/proc/<owner>/fd/<n>` after checking it is the owner's arena memfd `arena_id`.
+fn open_arena(path: &str, owner_pid: u32, arena_id: u32) -> Result<OwnedFd> {
+    let target = std::fs::read_link(path).map_err(|e| {
+        CoreError::IpcMapFailed(format!(
+            "owner process {owner_pid} is gone or not accessible ({path}: {e})"
+        ))
+    })?;
+    let target = target.to_string_lossy();
+    let expect = format!("/memfd:{}{owner_pid}-{arena_id}", arena::MEMFD_PREFIX);
+    if !(target == expect || target.starts_with(&format!("{expect} "))) {
+        return Err(CoreError::InvalidIpcHandle(format!(
+            "{path} is {target:?}, not the owner's arena {arena_id}"
+        )));
+    }
+    let cpath = CString::new(path).expect("invariant: /proc path has no NUL");
+    // SAFETY: valid path; read-write so the mapping can be shared writable.
+    let raw = unsafe { libc::open(cpath.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    if raw < 0 {
+        return Err(CoreError::IpcMapFailed(format!(
+            "open {path}: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    // SAFETY: fresh descriptor we own; closing it later keeps the mappings alive.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
 
 /// An owned `mmap` region, unmapped on drop.
@@ -461,5 +487,38 @@ mod tests {
             ),
             "a freed allocation must not map"
         );
+    }
+
+    #[test]
+    fn a_freed_allocation_stays_reserved_while_imported() {
+        let mut a = arena::Arena::create(42, 0, 1 << 24).unwrap();
+        let x = a.alloc(1 << 20, 7).unwrap();
+        let e = a.export(x.offset).unwrap();
+        let h = MemHandle {
+            owner_pid: std::process::id(),
+            arena_fd: a.raw_fd() as u32,
+            arena_id: a.id(),
+            slot: e.slot.unwrap(),
+            offset: x.offset,
+            size: x.size,
+            device_address: (a.data_base() + x.offset as usize) as u64,
+            serial: x.serial,
+            device: a.device(),
+        };
+        let m = ForeignMapping::open(&h).unwrap();
+        a.free(x.offset).unwrap();
+        assert_eq!(a.held_by_importers(), 1 << 20);
+        assert!(ForeignMapping::open(&h).is_err(), "retracted at free");
+        let y = a.alloc(1 << 20, 8).unwrap();
+        assert_ne!(y.offset, x.offset, "an imported range is not reused");
+        // SAFETY: the importer's mapping is still 1 MiB long.
+        unsafe { (m.ptr as *mut u8).write_bytes(0x5a, 1 << 20) };
+        // SAFETY: y is a live allocation of 1 MiB.
+        let yb = unsafe { std::slice::from_raw_parts((a.data_base() + y.offset as usize) as *const u8, 1 << 20) };
+        assert!(yb.iter().all(|&b| b == 0), "the importer's writes stay in the old range");
+        drop(m);
+        a.free(y.offset).unwrap();
+        assert_eq!(a.held_by_importers(), 0);
+        assert_eq!(a.alloc(1 << 20, 9).unwrap().offset, x.offset, "reusable once closed");
     }
 }

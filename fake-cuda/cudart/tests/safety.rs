@@ -70,13 +70,11 @@ fn pass(c: &mut Command, scenario: &str) -> String {
 }
 
 /// A scenario process that talks over its stdin/stdout.
-#[allow(dead_code)] // used by the IPC scenarios
 struct Peer {
     child: Child,
     lines: Lines<BufReader<ChildStdout>>,
 }
 
-#[allow(dead_code)]
 impl Peer {
     fn spawn(args: &[&str]) -> Peer {
         let mut child = command(args)
@@ -116,4 +114,19 @@ impl Peer {
 #[test]
 fn captured_stream_callbacks_survive_every_replay() {
     pass(&mut command(&["captured-callback"]), "captured-callback");
+}
+
+#[test]
+fn a_freed_exported_range_is_not_reused_while_an_importer_maps_it() {
+    let mut owner = Peer::spawn(&["ipc-reuse-owner"]);
+    let handle = owner.line();
+    assert_eq!(handle.len(), 128, "{handle:?}");
+    let mut importer = Peer::spawn(&["ipc-reuse-importer", &handle]);
+    assert_eq!(importer.line(), "opened");
+    owner.send("go");
+    assert_eq!(owner.line(), "reallocated");
+    importer.send("go");
+    importer.finish("ipc-reuse-importer");
+    owner.send("go");
+    owner.finish("ipc-reuse-owner");
 }

@@ -63,14 +63,72 @@ static int captured_callback(void) {
     return 0;
 }
 
+enum { IPC_BYTES = 8 << 20 };
+
+/* Every byte of device buffer `d` is `v`. */
+static int all_bytes(const void *d, unsigned char v) {
+    unsigned char *h = malloc(IPC_BYTES);
+    OK(cudaMemcpy(h, d, IPC_BYTES, DEFAULT_KIND));
+    int ok = 1;
+    for (int i = 0; i < IPC_BYTES; i++)
+        if (h[i] != v) {
+            fprintf(stderr, "byte %d is %#x, expected %#x\n", i, h[i], v);
+            ok = 0;
+            break;
+        }
+    free(h);
+    return ok;
+}
+
+/* Owner: export an 8 MiB buffer, free it while another process has it open, allocate again;
+ * the new allocation must not be the importer's old mapping. */
+static int ipc_reuse_owner(void) {
+    void *d1, *d2, *d3;
+    ipc_handle_t h;
+    OK(cudaMalloc(&d1, IPC_BYTES));
+    OK(cudaMemset(d1, 0x11, IPC_BYTES));
+    OK(cudaIpcGetMemHandle(&h, d1));
+    hex_out(&h);
+    wait_line(); /* the importer has it open */
+    OK(cudaFree(d1));
+    OK(cudaMalloc(&d2, IPC_BYTES));
+    OK(cudaMemset(d2, 0x22, IPC_BYTES));
+    printf("reallocated\n");
+    fflush(stdout);
+    wait_line(); /* the importer wrote through its stale mapping and closed it */
+    CHECK(all_bytes(d2, 0x22));
+    /* Once no importer holds it, the old range is reused. */
+    OK(cudaFree(d2));
+    OK(cudaMalloc(&d3, IPC_BYTES));
+    CHECK(d3 == d1);
+    OK(cudaFree(d3));
+    return 0;
+}
+
+static int ipc_reuse_importer(const char *hex) {
+    ipc_handle_t h;
+    void *p;
+    CHECK(hex_in(hex, &h) == 0);
+    OK(cudaIpcOpenMemHandle(&p, h, 1));
+    CHECK(all_bytes(p, 0x11));
+    printf("opened\n");
+    fflush(stdout);
+    wait_line(); /* the owner freed and allocated again */
+    CHECK(all_bytes(p, 0x11)); /* still the old allocation, not the owner's new one */
+    OK(cudaMemset(p, 0x33, IPC_BYTES));
+    OK(cudaIpcCloseMemHandle(p));
+    /* The handle names a freed allocation now. */
+    CHECK(cudaIpcOpenMemHandle(&p, h, 1) != 0);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     const char *s = argv[1];
     int rc = 2;
-    (void)hex_in;
-    (void)hex_out;
-    (void)wait_line;
     if (!strcmp(s, "captured-callback")) rc = captured_callback();
+    else if (!strcmp(s, "ipc-reuse-owner")) rc = ipc_reuse_owner();
+    else if (!strcmp(s, "ipc-reuse-importer") && argc > 2) rc = ipc_reuse_importer(argv[2]);
     if (rc == 0) printf("PASS %s\n", s);
     return rc;
 }
