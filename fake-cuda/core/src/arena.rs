@@ -37,6 +37,9 @@ const PUNCH_HOLE_MIN: u64 = 64 << 10;
 pub const ARENA_MAGIC: u64 = 0x4e43_534d_4152_454e;
 /// Layout version of the header (2: export slots count their importers).
 pub const ARENA_VERSION: u32 = 2;
+/// `offset` of an export slot that publishes an IPC event instead of an allocation (never a
+/// valid, granule-aligned offset, so no memory handle can match it); `size` holds the event.
+pub const EVENT_SLOT: u64 = u64::MAX;
 /// Prefix of arena memfd names, as `/proc/<pid>/fd/<n>` shows them (`/memfd:<name> (deleted)`).
 pub const MEMFD_PREFIX: &str = "ncclsim-arena-";
 
@@ -323,18 +326,7 @@ impl Arena {
         if a.slot.is_some() {
             return Ok(a);
         }
-        let slot = match self.free_slots.pop() {
-            Some(s) => s,
-            None if (self.next_slot as usize) < SLOT_COUNT => {
-                self.next_slot += 1;
-                self.next_slot - 1
-            }
-            None => {
-                return Err(CoreError::InvalidValue(format!(
-                    "more than {SLOT_COUNT} allocations exported from one device"
-                )))
-            }
-        };
+        let slot = self.take_slot()?;
         let s = self.slot(slot);
         // A reused slot's count only holds transient increments of importers that will see
         // the serial change and back out.
@@ -344,6 +336,35 @@ impl Arena {
         a.slot = Some(slot);
         self.allocs.insert(offset, a);
         Ok(a)
+    }
+
+    fn take_slot(&mut self) -> Result<u32> {
+        match self.free_slots.pop() {
+            Some(s) => Ok(s),
+            None if (self.next_slot as usize) < SLOT_COUNT => {
+                self.next_slot += 1;
+                Ok(self.next_slot - 1)
+            }
+            None => Err(CoreError::InvalidValue(format!(
+                "more than {SLOT_COUNT} allocations and events exported from one device"
+            ))),
+        }
+    }
+
+    /// Publishes IPC event `event` (of serial `serial`) in a free slot; returns the slot.
+    pub fn export_event(&mut self, event: u64, serial: u64) -> Result<u32> {
+        let slot = self.take_slot()?;
+        let s = self.slot(slot);
+        s.offset.store(EVENT_SLOT, Ordering::Relaxed);
+        s.size.store(event, Ordering::Relaxed);
+        s.serial.store(serial, Ordering::Release);
+        Ok(slot)
+    }
+
+    /// Retracts an event published with [`Arena::export_event`].
+    pub fn retract_event(&mut self, slot: u32) {
+        self.slot(slot).serial.store(0, Ordering::SeqCst);
+        self.free_slots.push(slot);
     }
 
     fn slot(&self, index: u32) -> &ExportSlot {

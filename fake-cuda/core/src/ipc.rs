@@ -45,7 +45,9 @@ pub struct MemHandle {
     pub device: u32,
 }
 
-/// The decoded contents of an event handle.
+/// The decoded contents of an event handle. The owner publishes every exported event in an
+/// export slot of the arena of `device` (offset [`arena::EVENT_SLOT`], size = the event), so
+/// an event handle is validated like a memory handle: owner, arena, slot, serial.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EventHandle {
     /// Owner process id.
@@ -54,6 +56,14 @@ pub struct EventHandle {
     pub event: u64,
     /// Physical device index.
     pub device: u32,
+    /// Arena memfd descriptor number in the owner.
+    pub arena_fd: u32,
+    /// Arena number in the owner.
+    pub arena_id: u32,
+    /// Export slot in the arena header.
+    pub slot: u32,
+    /// Export serial number (never 0).
+    pub serial: u64,
 }
 
 fn checksum(bytes: &[u8]) -> u32 {
@@ -181,20 +191,72 @@ impl EventHandle {
         w.put(&self.owner_pid.to_le_bytes());
         w.put(&self.device.to_le_bytes());
         w.put(&self.event.to_le_bytes());
+        w.put(&self.arena_fd.to_le_bytes());
+        w.put(&self.arena_id.to_le_bytes());
+        w.put(&self.slot.to_le_bytes());
+        w.put(&self.serial.to_le_bytes());
         w.finish()
     }
 
-    /// Decodes an event handle.
+    /// Decodes an event handle and checks its own consistency (not yet whether the owner
+    /// agrees: see [`EventHandle::check_foreign`]).
     pub fn decode(bytes: &[u8; HANDLE_BYTES]) -> Result<EventHandle> {
         let mut r = open_header(bytes, KIND_EVENT)?;
-        let owner_pid = r.u32();
-        let device = r.u32();
-        let event = r.u64();
-        Ok(EventHandle {
-            owner_pid,
-            event,
-            device,
-        })
+        let h = EventHandle {
+            owner_pid: r.u32(),
+            device: r.u32(),
+            event: r.u64(),
+            arena_fd: r.u32(),
+            arena_id: r.u32(),
+            slot: r.u32(),
+            serial: r.u64(),
+        };
+        if h.serial == 0 || h.slot as usize >= SLOT_COUNT {
+            return Err(CoreError::InvalidIpcHandle(format!(
+                "impossible event handle fields (serial {}, slot {})",
+                h.serial, h.slot
+            )));
+        }
+        Ok(h)
+    }
+
+    /// Checks that process `owner_pid` is alive and publishes this event in the named slot
+    /// of its arena (header and slot agree with every field of the handle).
+    pub fn check_foreign(&self) -> Result<()> {
+        let path = format!("/proc/{}/fd/{}", self.owner_pid, self.arena_fd);
+        let fd = open_arena(&path, self.owner_pid, self.arena_id)?;
+        let header = Mapping::new(fd.as_raw_fd(), 0, HEADER_BYTES, libc::PROT_READ)?;
+        // SAFETY: the header mapping is HEADER_BYTES long and page-aligned.
+        let head = unsafe { &*(header.addr as *const ArenaHeader) };
+        if head.magic != ARENA_MAGIC
+            || head.version != ARENA_VERSION
+            || head.owner_pid != self.owner_pid
+            || head.arena_id != self.arena_id
+            || head.device != self.device
+        {
+            return Err(CoreError::InvalidIpcHandle(format!(
+                "arena header of process {} does not match the event handle",
+                self.owner_pid
+            )));
+        }
+        // SAFETY: slot index checked in decode; the slot lies in the mapped header.
+        let slot = unsafe { &*arena::slot_ptr(header.addr as *const u8, self.slot) };
+        let serial = slot.serial.load(Ordering::SeqCst);
+        let (off, event) = (
+            slot.offset.load(Ordering::Relaxed),
+            slot.size.load(Ordering::Relaxed),
+        );
+        if serial != self.serial
+            || slot.serial.load(Ordering::SeqCst) != serial
+            || off != arena::EVENT_SLOT
+            || event != self.event
+        {
+            return Err(CoreError::InvalidIpcHandle(format!(
+                "event {:#x} is not exported by process {} (destroyed, stale or forged)",
+                self.event, self.owner_pid
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -427,6 +489,10 @@ mod tests {
             owner_pid: 1,
             event: 2,
             device: 0,
+            arena_fd: 3,
+            arena_id: 4,
+            slot: 5,
+            serial: 6,
         }
         .encode();
         assert!(MemHandle::decode(&ev).is_err());

@@ -155,6 +155,8 @@ struct State {
     timeline: Timeline,
     kernels: kernels::Kernels,
     graphs: graph::Graphs,
+    /// Events exported with `cudaIpcGetEventHandle`: event -> (physical device, slot, serial).
+    event_exports: HashMap<u64, (usize, u32, u64)>,
 }
 
 impl State {
@@ -342,11 +344,7 @@ impl Core {
         };
         let rounded = arena::round_size(size as u64).ok_or_else(|| oom(0, u64::MAX))?;
         let mut st = self.lock();
-        if st.arenas[phys].is_none() {
-            st.next_arena_id += 1;
-            let id = st.next_arena_id;
-            st.arenas[phys] = Some(Arena::create(id, phys as u32, cap)?);
-        }
+        self.arena(&mut st, phys)?;
         st.next_serial += 1;
         let serial = st.next_serial;
         let a = st.arenas[phys].as_mut().expect("created above");
@@ -356,6 +354,17 @@ impl Core {
         let (ptr, used) = (a.data_base() + alloc.offset as usize, a.used());
         st.peak[phys] = st.peak[phys].max(used);
         Ok(ptr)
+    }
+
+    /// The arena of physical device `phys`, created on first use.
+    fn arena<'s>(&self, st: &'s mut State, phys: usize) -> Result<&'s mut Arena> {
+        if st.arenas[phys].is_none() {
+            st.next_arena_id += 1;
+            let id = st.next_arena_id;
+            let cap = self.devices[phys].memory_bytes;
+            st.arenas[phys] = Some(Arena::create(id, phys as u32, cap)?);
+        }
+        Ok(st.arenas[phys].as_mut().expect("created above"))
     }
 
     /// Frees device memory from [`Core::malloc`]. Freeing 0 is a no-op.
@@ -895,7 +904,13 @@ impl Core {
     pub fn event_destroy(&self, event: u64) -> Result<()> {
         let mut st = self.lock();
         st.graphs.forget_event(event);
-        st.timeline.destroy_event(event)
+        st.timeline.destroy_event(event)?;
+        if let Some((phys, slot, _)) = st.event_exports.remove(&event) {
+            if let Some(a) = st.arenas[phys].as_mut() {
+                a.retract_event(slot);
+            }
+        }
+        Ok(())
     }
 
     /// `cudaEventRecord`.
@@ -1013,6 +1028,8 @@ impl Core {
         let clock = st.timeline.device_clock(phys);
         st.timeline.host_waited(clock);
         st.arenas[phys] = None;
+        // Event exports lived in that arena's header: their handles are stale now.
+        st.event_exports.retain(|_, (p, _, _)| *p != phys);
         Ok(())
     }
 
@@ -1123,27 +1140,68 @@ impl Core {
         })
     }
 
-    /// `cudaIpcGetEventHandle`.
+    /// `cudaIpcGetEventHandle`: publishes the event in an export slot of the current
+    /// device's arena (once per event) and returns a handle naming that slot.
     pub fn ipc_get_event_handle(&self, event: u64) -> Result<[u8; HANDLE_BYTES]> {
         let (_, phys) = self.current_checked()?;
-        self.lock().timeline.event_flags(event)?;
+        let mut st = self.lock();
+        st.timeline.event_flags(event)?;
+        let (phys, slot, serial) = match st.event_exports.get(&event) {
+            Some(&e) => e,
+            None => {
+                st.next_serial += 1;
+                let serial = st.next_serial;
+                let slot = self.arena(&mut st, phys)?.export_event(event, serial)?;
+                st.event_exports.insert(event, (phys, slot, serial));
+                (phys, slot, serial)
+            }
+        };
+        let a = st.arenas[phys]
+            .as_ref()
+            .expect("invariant: exported events live in an existing arena");
         Ok(EventHandle {
             owner_pid: std::process::id(),
             event,
             device: phys as u32,
+            arena_fd: a.raw_fd() as u32,
+            arena_id: a.id(),
+            slot,
+            serial,
         }
         .encode())
     }
 
-    /// `cudaIpcOpenEventHandle`. In the owner process this is the same event; elsewhere the
-    /// owner's virtual clock is not visible, so the event opens as already complete.
+    /// `cudaIpcOpenEventHandle`. The handle is checked against the owner's export slot like a
+    /// memory handle (forged, corrupt and stale handles are `InvalidValue`). In the owner
+    /// process this is the same event; elsewhere the owner's virtual clock is not visible, so
+    /// the event opens as already complete.
     pub fn ipc_open_event_handle(&self, bytes: &[u8; HANDLE_BYTES]) -> Result<u64> {
-        let h = EventHandle::decode(bytes)?;
-        let mut st = self.lock();
+        let invalid = |e: CoreError| match e {
+            CoreError::InvalidIpcHandle(m) | CoreError::IpcMapFailed(m) => {
+                CoreError::InvalidValue(format!("IPC event handle: {m}"))
+            }
+            e => e,
+        };
+        let h = EventHandle::decode(bytes).map_err(invalid)?;
         if h.owner_pid == std::process::id() {
-            st.timeline.event_flags(h.event)?;
-            return Ok(h.event);
+            let st = self.lock();
+            let ok = st.event_exports.get(&h.event).is_some_and(|&(p, slot, serial)| {
+                st.arenas[p].as_ref().is_some_and(|a| a.id() == h.arena_id)
+                    && p as u32 == h.device
+                    && slot == h.slot
+                    && serial == h.serial
+            });
+            return if ok {
+                Ok(h.event)
+            } else {
+                Err(CoreError::InvalidValue(format!(
+                    "IPC event handle: event {:#x} is not exported by this process (destroyed, stale or forged)",
+                    h.event
+                )))
+            };
         }
+        h.check_foreign().map_err(invalid)?;
+        let mut st = self.lock();
         let now = st.timeline.host_clock();
         Ok(st
             .timeline

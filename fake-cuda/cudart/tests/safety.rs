@@ -130,3 +130,18 @@ fn a_freed_exported_range_is_not_reused_while_an_importer_maps_it() {
     owner.send("go");
     owner.finish("ipc-reuse-owner");
 }
+
+#[test]
+fn ipc_event_handles_are_validated_like_memory_handles() {
+    let mut owner = Peer::spawn(&["ipc-event-owner"]);
+    let handle = owner.line();
+    assert_eq!(handle.len(), 128, "{handle:?}");
+    let mut importer = Peer::spawn(&["ipc-event-importer", &handle]);
+    assert_eq!(importer.line(), "checked");
+    owner.send("go");
+    assert_eq!(owner.line(), "destroyed");
+    importer.send("go");
+    importer.finish("ipc-event-importer");
+    owner.send("go");
+    owner.finish("ipc-event-owner");
+}

@@ -122,12 +122,76 @@ static int ipc_reuse_importer(const char *hex) {
     return 0;
 }
 
+/* Owner of an IPC event: print its handle, destroy the event on request. */
+static int ipc_event_owner(void) {
+    cudaEvent_t e, same;
+    ipc_handle_t h;
+    OK(cudaEventCreateWithFlags(&e, 2 | 4)); /* disable timing | interprocess */
+    OK(cudaIpcGetEventHandle(&h, e));
+    OK(cudaIpcOpenEventHandle(&same, h)); /* in the owner: the event itself */
+    CHECK(same == e);
+    hex_out(&h);
+    wait_line();
+    OK(cudaEventDestroy(e));
+    CHECK(cudaIpcOpenEventHandle(&same, h) == 1);
+    printf("destroyed\n");
+    fflush(stdout);
+    wait_line();
+    return 0;
+}
+
+/* The handle's own checksum (FNV-1a of bytes 0..59, at 60), so that forgeries get past it. */
+static void reseal(ipc_handle_t *h) {
+    unsigned sum = 0x811c9dc5u;
+    for (int i = 0; i < 60; i++) sum = (sum ^ h->bytes[i]) * 0x01000193u;
+    memcpy(h->bytes + 60, &sum, 4);
+}
+
+static int ipc_event_importer(const char *hex) {
+    ipc_handle_t h, bad;
+    cudaEvent_t e;
+    CHECK(hex_in(hex, &h) == 0);
+    OK(cudaIpcOpenEventHandle(&e, h));
+    OK(cudaEventSynchronize(e));
+    OK(cudaEventDestroy(e));
+    /* A well-formed handle naming pid 1 and an arbitrary event. */
+    bad = h;
+    unsigned one = 1;
+    memcpy(bad.bytes + 8, &one, 4);
+    reseal(&bad);
+    CHECK(cudaIpcOpenEventHandle(&e, bad) == 1);
+    /* The owner's pid with another event, another slot, another serial. */
+    for (int field = 16; field <= 36; field += 4) {
+        bad = h;
+        bad.bytes[field] ^= 0x10;
+        reseal(&bad);
+        if (cudaIpcOpenEventHandle(&e, bad) != 1) {
+            fprintf(stderr, "FAIL forged event handle (byte %d changed) was accepted\n", field);
+            return 1;
+        }
+    }
+    for (int i = 0; i < 64; i++) {
+        bad = h;
+        bad.bytes[i] ^= 0x41;
+        CHECK(cudaIpcOpenEventHandle(&e, bad) == 1);
+    }
+    memset(&bad, 0, sizeof bad);
+    CHECK(cudaIpcOpenEventHandle(&e, bad) == 1);
+    printf("checked\n");
+    fflush(stdout);
+    wait_line(); /* the owner destroyed the event: the handle is stale */
+    CHECK(cudaIpcOpenEventHandle(&e, h) == 1);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     const char *s = argv[1];
     int rc = 2;
     if (!strcmp(s, "captured-callback")) rc = captured_callback();
     else if (!strcmp(s, "ipc-reuse-owner")) rc = ipc_reuse_owner();
+    else if (!strcmp(s, "ipc-event-owner")) rc = ipc_event_owner();
+    else if (!strcmp(s, "ipc-event-importer") && argc > 2) rc = ipc_event_importer(argv[2]);
     else if (!strcmp(s, "ipc-reuse-importer") && argc > 2) rc = ipc_reuse_importer(argv[2]);
     if (rc == 0) printf("PASS %s\n", s);
     return rc;
