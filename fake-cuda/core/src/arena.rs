@@ -108,6 +108,8 @@ pub struct Arena {
     zombies: Vec<Allocation>,
     free_slots: Vec<u32>,
     next_slot: u32,
+    /// The mapping was replaced by a reservation ([`Arena::retire`]): nothing to unmap.
+    retired: bool,
 }
 
 // SAFETY: the raw mapping pointer is owned by the arena and only touched through `&mut self`
@@ -180,6 +182,7 @@ impl Arena {
             zombies: Vec::new(),
             free_slots: Vec::new(),
             next_slot: 0,
+            retired: false,
         })
     }
 
@@ -211,6 +214,21 @@ impl Arena {
     /// Address of data offset 0.
     pub fn data_base(&self) -> usize {
         self.map as usize + HEADER_BYTES
+    }
+
+    /// The whole mapping (header and data): start and length.
+    pub fn mapping(&self) -> (usize, usize) {
+        (self.map as usize, HEADER_BYTES + self.capacity as usize)
+    }
+
+    /// Drops the arena but keeps its addresses reserved and inaccessible (see
+    /// [`crate::reserve`]); returns the reserved range. The memfd goes away with the last
+    /// mapping of it (other processes' imports keep theirs).
+    pub fn retire(mut self) -> (usize, usize) {
+        let (addr, len) = self.mapping();
+        // SAFETY: our mapping; the arena is consumed, so nothing refers to it any more.
+        self.retired = unsafe { crate::reserve::reserve_in_place(addr, len) };
+        (addr, len)
     }
 
     /// Whether `addr` falls in this arena's data area.
@@ -386,6 +404,9 @@ pub fn slot_ptr(map: *const u8, index: u32) -> *const ExportSlot {
 
 impl Drop for Arena {
     fn drop(&mut self) {
+        if self.retired {
+            return;
+        }
         // SAFETY: unmapping exactly what `create` mapped.
         unsafe {
             libc::munmap(self.map.cast(), HEADER_BYTES + self.capacity as usize);

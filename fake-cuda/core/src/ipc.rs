@@ -272,6 +272,8 @@ pub struct ForeignMapping {
     header: usize,
     /// Export slot counted in.
     slot: u32,
+    /// The data mapping was replaced by a reservation ([`ForeignMapping::retire`]).
+    retired: bool,
 }
 
 impl ForeignMapping {
@@ -345,6 +347,7 @@ impl ForeignMapping {
             len: data.len,
             header: header.addr,
             slot: h.slot,
+            retired: false,
         };
         std::mem::forget(data);
         std::mem::forget(header);
@@ -356,6 +359,14 @@ impl ForeignMapping {
         self.len
     }
 
+    /// Unmaps the allocation but keeps its addresses reserved and inaccessible (see
+    /// [`crate::reserve`]); returns the reserved range.
+    pub fn retire(mut self) -> (usize, usize) {
+        // SAFETY: our data mapping; `self` is consumed, so nothing refers to it any more.
+        self.retired = unsafe { crate::reserve::reserve_in_place(self.ptr, self.len) };
+        (self.ptr, self.len)
+    }
+
     /// Whether the mapping is empty (never, handles carry a size > 0).
     pub fn is_empty(&self) -> bool {
         self.len == 0
@@ -364,10 +375,12 @@ impl ForeignMapping {
 
 impl Drop for ForeignMapping {
     fn drop(&mut self) {
-        drop(Mapping {
-            addr: self.ptr,
-            len: self.len,
-        });
+        if !self.retired {
+            drop(Mapping {
+                addr: self.ptr,
+                len: self.len,
+            });
+        }
         // SAFETY: the header stays mapped until below; the slot index was checked on open.
         let slot = unsafe { &*arena::slot_ptr(self.header as *const u8, self.slot) };
         slot.importers.fetch_sub(1, Ordering::SeqCst);

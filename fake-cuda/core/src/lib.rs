@@ -21,6 +21,7 @@ pub mod frontend;
 pub mod graph;
 pub mod ipc;
 pub mod kernels;
+pub mod reserve;
 pub mod timeline;
 pub mod timing;
 pub mod topology;
@@ -157,6 +158,8 @@ struct State {
     graphs: graph::Graphs,
     /// Events exported with `cudaIpcGetEventHandle`: event -> (physical device, slot, serial).
     event_exports: HashMap<u64, (usize, u32, u64)>,
+    /// Device addresses taken back by `cudaDeviceReset` / `cudaIpcCloseMemHandle`.
+    retired: reserve::Retired,
 }
 
 impl State {
@@ -179,8 +182,21 @@ impl State {
         })
     }
 
-    fn in_any_arena(&self, ptr: usize) -> bool {
-        self.arenas.iter().flatten().any(|a| a.contains(ptr))
+    /// Whether `[ptr, ptr + len)` touches memory the core maps or mapped as device memory
+    /// (arenas with their headers, imports, retired ranges): such a range is never host
+    /// memory, so it must be checked as device memory.
+    fn touches_device_space(&self, ptr: usize, len: usize) -> bool {
+        let end = ptr.saturating_add(len.max(1));
+        let overlaps = |start: usize, l: usize| start < end && ptr < start + l;
+        self.arenas.iter().flatten().any(|a| {
+            let (s, l) = a.mapping();
+            overlaps(s, l)
+        }) || self
+            .imports
+            .range(..end)
+            .next_back()
+            .is_some_and(|(&s, imp)| overlaps(s, imp.mapping.len()))
+            || self.retired.overlapping(ptr, len).is_some()
     }
 }
 
@@ -528,10 +544,13 @@ impl Core {
     }
 
     fn check_device(st: &State, ptr: usize, len: usize) -> Result<DeviceRange> {
-        let r = st.device_range(ptr).ok_or(CoreError::InvalidPointer {
+        let r = st.device_range(ptr).ok_or_else(|| CoreError::InvalidPointer {
             ptr,
             len,
-            why: "not inside a live device allocation",
+            why: st
+                .retired
+                .overlapping(ptr, len)
+                .unwrap_or("not inside a live device allocation"),
         })?;
         if ptr.checked_add(len).is_none_or(|end| end > r.base + r.size) {
             return Err(CoreError::InvalidPointer {
@@ -550,7 +569,7 @@ impl Core {
         len: usize,
         must_be_device: bool,
     ) -> Result<Option<DeviceRange>> {
-        if must_be_device || st.device_range(ptr).is_some() || st.in_any_arena(ptr) {
+        if must_be_device || st.touches_device_space(ptr, len) {
             Self::check_device(st, ptr, len).map(Some)
         } else if ptr == 0 && len > 0 {
             Err(CoreError::InvalidValue("null host pointer".into()))
@@ -1015,7 +1034,8 @@ impl Core {
     }
 
     /// `cudaDeviceReset`: waits for the device, then frees every allocation on it (the
-    /// arena and its memfd go away; mappings other processes opened stay valid until they
+    /// arena and its memfd go away, its addresses stay reserved so stale pointers are errors;
+    /// mappings other processes opened stay valid until they
     /// close them).
     pub fn device_reset(&self, ordinal: i32) -> Result<()> {
         let phys = self.physical(ordinal)?;
@@ -1027,7 +1047,11 @@ impl Core {
         }
         let clock = st.timeline.device_clock(phys);
         st.timeline.host_waited(clock);
-        st.arenas[phys] = None;
+        if let Some(a) = st.arenas[phys].take() {
+            let (start, len) = a.retire();
+            st.retired
+                .add(start, len, "memory of a device that cudaDeviceReset freed");
+        }
         // Event exports lived in that arena's header: their handles are stale now.
         st.event_exports.retain(|_, (p, _, _)| *p != phys);
         Ok(())
@@ -1120,7 +1144,10 @@ impl Core {
         if let Some(imp) = st.imports.get_mut(&ptr) {
             imp.refs -= 1;
             if imp.refs == 0 {
-                st.imports.remove(&ptr);
+                let imp = st.imports.remove(&ptr).expect("present");
+                let (start, len) = imp.mapping.retire();
+                st.retired
+                    .add(start, len, "an IPC mapping that cudaIpcCloseMemHandle closed");
             }
             return Ok(());
         }
@@ -1544,6 +1571,11 @@ mod tests {
         core.device_reset(0).unwrap();
         assert_eq!(core.mem_info(0).unwrap(), (1 << 30, 1 << 30));
         assert!(core.free(a).is_err());
+        let mut buf = [0u8; 8];
+        let e = core
+            .memcpy(buf.as_mut_ptr() as usize, a, 8, CopyKind::Default, 0)
+            .unwrap_err();
+        assert!(e.to_string().contains("cudaDeviceReset"), "{e}");
         core.free(b).unwrap();
         core.malloc(0, 10).unwrap();
     }

@@ -145,3 +145,17 @@ fn ipc_event_handles_are_validated_like_memory_handles() {
     owner.send("go");
     owner.finish("ipc-event-owner");
 }
+
+#[test]
+fn copies_through_pointers_of_a_reset_device_fail_cleanly() {
+    pass(&mut command(&["stale-after-reset"]), "stale-after-reset");
+}
+
+#[test]
+fn copies_through_a_closed_ipc_mapping_fail_cleanly() {
+    let mut owner = Peer::spawn(&["ipc-hold"]);
+    let handle = owner.line();
+    pass(&mut command(&["stale-after-close", &handle]), "stale-after-close");
+    owner.send("go");
+    owner.finish("ipc-hold");
+}

@@ -184,6 +184,57 @@ static int ipc_event_importer(const char *hex) {
     return 0;
 }
 
+/* Copies with cudaMemcpyDefault (and memsets) through `stale`, device memory the core took
+ * back, are errors and do not touch it. */
+static int stale_copies_fail(unsigned char *stale) {
+    unsigned char host[64] = {0};
+    CHECK(cudaMemcpy(host, stale, 16, DEFAULT_KIND) == 1);
+    CHECK(cudaMemcpy(stale, host, 16, DEFAULT_KIND) == 1);
+    CHECK(cudaMemcpy(host, stale + 4096, 16, DEFAULT_KIND) == 1);
+    CHECK(cudaMemcpy(stale, host, 16, H2D) == 1);
+    CHECK(cudaMemset(stale, 0, 16) == 1);
+    CHECK(cudaGetLastError() == 1);
+    return 0;
+}
+
+static int stale_after_reset(void) {
+    unsigned char *d;
+    OK(cudaMalloc((void **)&d, 1 << 20));
+    OK(cudaMemset(d, 7, 1 << 20));
+    OK(cudaDeviceReset());
+    CHECK(stale_copies_fail(d) == 0);
+    /* The device works again, at other addresses. */
+    unsigned char *e;
+    OK(cudaMalloc((void **)&e, 1 << 20));
+    OK(cudaMemset(e, 7, 1 << 20));
+    CHECK(cudaMemcpy(e, d, 16, DEFAULT_KIND) == 1);
+    OK(cudaFree(e));
+    return 0;
+}
+
+/* Owner that exports one buffer and frees it when told. */
+static int ipc_hold(void) {
+    void *d;
+    ipc_handle_t h;
+    OK(cudaMalloc(&d, 1 << 20));
+    OK(cudaIpcGetMemHandle(&h, d));
+    hex_out(&h);
+    wait_line();
+    OK(cudaFree(d));
+    return 0;
+}
+
+static int stale_after_close(const char *hex) {
+    ipc_handle_t h;
+    unsigned char *p;
+    CHECK(hex_in(hex, &h) == 0);
+    OK(cudaIpcOpenMemHandle((void **)&p, h, 1));
+    OK(cudaMemset(p, 3, 1 << 20));
+    OK(cudaIpcCloseMemHandle(p));
+    CHECK(stale_copies_fail(p) == 0);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     const char *s = argv[1];
@@ -191,6 +242,9 @@ int main(int argc, char **argv) {
     if (!strcmp(s, "captured-callback")) rc = captured_callback();
     else if (!strcmp(s, "ipc-reuse-owner")) rc = ipc_reuse_owner();
     else if (!strcmp(s, "ipc-event-owner")) rc = ipc_event_owner();
+    else if (!strcmp(s, "stale-after-reset")) rc = stale_after_reset();
+    else if (!strcmp(s, "ipc-hold")) rc = ipc_hold();
+    else if (!strcmp(s, "stale-after-close") && argc > 2) rc = stale_after_close(argv[2]);
     else if (!strcmp(s, "ipc-event-importer") && argc > 2) rc = ipc_event_importer(argv[2]);
     else if (!strcmp(s, "ipc-reuse-importer") && argc > 2) rc = ipc_reuse_importer(argv[2]);
     if (rc == 0) printf("PASS %s\n", s);
