@@ -619,6 +619,12 @@ impl Core {
             Op::Kernel { .. } => return Ok(0),
             Op::Host { duration_ns, .. } => return Ok(duration_ns),
         };
+        if let [Some(d), Some(s)] = spans[..] {
+            if d.physical != s.physical {
+                let (src, dst) = (&self.devices[s.physical], &self.devices[d.physical]);
+                return Ok(timing::peer_copy_ns(src, dst, d.physical, bytes));
+            }
+        }
         let dev = spans
             .iter()
             .flatten()

@@ -229,6 +229,10 @@ pub fn devices_from_xml(
             shared_mem_per_block_optin: (facts.smem_per_sm_kib - 1) << 10,
             memory_bandwidth_gbps: facts.memory_gbps,
             host_link_bandwidth_gbps: facts.host_link_gbps,
+            nvlink_bandwidth_gbps: f64::from(topo::consts::nvlink_bw(
+                sm_version as i32,
+                topo::NcclVersion::DEFAULT,
+            )),
             numa_node: f.numa_node,
             pci_ancestors: f.ancestors.clone(),
             nvlinks,

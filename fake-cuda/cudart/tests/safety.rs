@@ -159,3 +159,13 @@ fn copies_through_a_closed_ipc_mapping_fail_cleanly() {
     owner.send("go");
     owner.finish("ipc-hold");
 }
+
+#[test]
+fn memcpy_peer_checks_devices_and_pointers() {
+    pass(&mut command(&["memcpy-peer"]), "memcpy-peer");
+}
+
+#[test]
+fn copies_between_gpus_are_priced_by_their_nvlink_path() {
+    pass(&mut command(&["peer-copy-time"]), "peer-copy-time");
+}

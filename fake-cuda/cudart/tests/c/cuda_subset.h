@@ -40,6 +40,7 @@ cudaError_t cudaMemcpy(void *, const void *, size_t, int);
 cudaError_t cudaMemcpyAsync(void *, const void *, size_t, int, cudaStream_t);
 cudaError_t cudaMemcpy2D(void *, size_t, const void *, size_t, size_t, size_t, int);
 cudaError_t cudaMemcpyPeer(void *, int, const void *, int, size_t);
+cudaError_t cudaMemcpyPeerAsync(void *, int, const void *, int, size_t, cudaStream_t);
 cudaError_t cudaMemset(void *, int, size_t);
 cudaError_t cudaMemsetAsync(void *, int, size_t, cudaStream_t);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *, unsigned);

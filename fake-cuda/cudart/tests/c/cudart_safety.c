@@ -235,6 +235,67 @@ static int stale_after_close(const char *hex) {
     return 0;
 }
 
+/* cudaMemcpyPeer checks its device arguments and that each pointer lives on its device. */
+static int memcpy_peer(void) {
+    enum { N = 1 << 16 };
+    unsigned char *a, *b, *host = malloc(N);
+    OK(cudaSetDevice(0));
+    OK(cudaMalloc((void **)&a, N));
+    OK(cudaMemset(a, 0x5c, N));
+    OK(cudaSetDevice(1));
+    OK(cudaMalloc((void **)&b, N));
+    OK(cudaMemcpyPeer(b, 1, a, 0, N));
+    OK(cudaMemcpy(host, b, N, D2H));
+    CHECK(host[0] == 0x5c && host[N - 1] == 0x5c);
+    CHECK(cudaMemcpyPeer(b, 7, a, 9, N) == 101);
+    CHECK(cudaMemcpyPeer(b, 1, a, 9, N) == 101);
+    CHECK(cudaMemcpyPeer(b, 8, a, 0, N) == 101);
+    CHECK(cudaMemcpyPeer(b, -1, a, 0, N) == 101);
+    CHECK(cudaMemcpyPeer(b, 2, a, 0, N) == 1); /* b is on device 1 */
+    CHECK(cudaMemcpyPeer(b, 1, a, 1, N) == 1); /* a is on device 0 */
+    CHECK(cudaMemcpyPeer(b, 1, host, 0, N) == 1); /* not device memory */
+    CHECK(cudaMemcpyPeerAsync(b, 1, a, 9, N, NULL) == 101);
+    CHECK(cudaMemcpyPeerAsync(b, 0, a, 0, N, NULL) == 1);
+    OK(cudaMemcpyPeerAsync(a, 0, b, 1, N, NULL));
+    OK(cudaFree(a));
+    OK(cudaFree(b));
+    free(host);
+    return 0;
+}
+
+/* A copy between two GPUs is priced by the NVLink path between them (12 NVLinks through
+ * NVSwitches at 20 GB/s each on the bundled DGX A100: 240 GB/s), not by device memory. */
+static int peer_copy_time(void) {
+    enum { N = 24000000 }; /* 0.1 ms at 240 GB/s, + 2 us latency */
+    void *a, *b, *c;
+    cudaStream_t s;
+    cudaEvent_t e0, e1, e2;
+    float peer_ms, local_ms;
+    OK(cudaSetDevice(0));
+    OK(cudaMalloc(&a, N));
+    OK(cudaMalloc(&c, N));
+    OK(cudaSetDevice(5));
+    OK(cudaMalloc(&b, N));
+    OK(cudaSetDevice(0));
+    OK(cudaStreamCreateWithFlags(&s, 1));
+    OK(cudaEventCreate(&e0));
+    OK(cudaEventCreate(&e1));
+    OK(cudaEventCreate(&e2));
+    OK(cudaEventRecord(e0, s));
+    OK(cudaMemcpyPeerAsync(b, 5, a, 0, N, s));
+    OK(cudaEventRecord(e1, s));
+    OK(cudaMemcpyAsync(c, a, N, D2D, s));
+    OK(cudaEventRecord(e2, s));
+    OK(cudaStreamSynchronize(s));
+    OK(cudaEventElapsedTime(&peer_ms, e0, e1));
+    OK(cudaEventElapsedTime(&local_ms, e1, e2));
+    printf("peer %.4f ms, local %.4f ms\n", peer_ms, local_ms);
+    CHECK(peer_ms > 0.1019 && peer_ms < 0.1021);
+    /* Within one GPU: read and write at 1555 GB/s, half of it each. */
+    CHECK(local_ms > 0.0328 && local_ms < 0.0329);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     const char *s = argv[1];
@@ -244,6 +305,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(s, "ipc-event-owner")) rc = ipc_event_owner();
     else if (!strcmp(s, "stale-after-reset")) rc = stale_after_reset();
     else if (!strcmp(s, "ipc-hold")) rc = ipc_hold();
+    else if (!strcmp(s, "memcpy-peer")) rc = memcpy_peer();
+    else if (!strcmp(s, "peer-copy-time")) rc = peer_copy_time();
     else if (!strcmp(s, "stale-after-close") && argc > 2) rc = stale_after_close(argv[2]);
     else if (!strcmp(s, "ipc-event-importer") && argc > 2) rc = ipc_event_importer(argv[2]);
     else if (!strcmp(s, "ipc-reuse-importer") && argc > 2) rc = ipc_reuse_importer(argv[2]);
