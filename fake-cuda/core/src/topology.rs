@@ -36,7 +36,7 @@ impl TopologyChoice {
         let node = match var("NCCLSIM_NODE") {
             None => 0,
             Some(v) => v.trim().parse().map_err(|_| {
-                CoreError::InvalidValue(format!("NCCLSIM_NODE={v:?} is not a node index"))
+                CoreError::Topology(format!("NCCLSIM_NODE={v:?} is not a node index"))
             })?,
         };
         Ok(TopologyChoice {
@@ -397,6 +397,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("NCCLSIM_NODE"), "{e}");
+        let e = TopologyChoice::from_lookup(|k| (k == "NCCLSIM_NODE").then(|| "abc".into()))
+            .unwrap_err();
+        assert_eq!(e.status(), crate::Status::NoDevice, "{e}");
         let root = topo::xml::parse("<system version=\"1\"><cpu/></system>", "e.xml").unwrap();
         let e = devices_from_xml(&root, "e", "e.xml", None)
             .unwrap_err()

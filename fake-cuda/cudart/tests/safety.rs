@@ -169,3 +169,19 @@ fn memcpy_peer_checks_devices_and_pointers() {
 fn copies_between_gpus_are_priced_by_their_nvlink_path() {
     pass(&mut command(&["peer-copy-time"]), "peer-copy-time");
 }
+
+#[test]
+fn an_invalid_node_index_means_no_device_and_says_why_once() {
+    let out = command(&["no-device"])
+        .env("NCCLSIM_NODE", "abc")
+        .output()
+        .expect("run cudart_safety");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("PASS no-device"),
+        "{}",
+        describe(&out)
+    );
+    let why = "ncclsim: no fake CUDA devices: topology: NCCLSIM_NODE=\"abc\" is not a node index";
+    assert_eq!(err.matches(why).count(), 1, "{err}");
+}

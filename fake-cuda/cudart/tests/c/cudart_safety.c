@@ -296,6 +296,18 @@ static int peer_copy_time(void) {
     return 0;
 }
 
+/* An unusable environment (e.g. NCCLSIM_NODE=abc) means no devices: every call says so. */
+static int no_device(void) {
+    int n = -1;
+    void *p;
+    size_t free_, total;
+    CHECK(cudaGetDeviceCount(&n) == 100);
+    CHECK(cudaMalloc(&p, 16) == 100);
+    CHECK(cudaMemGetInfo(&free_, &total) == 100);
+    CHECK(cudaGetLastError() == 100);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     const char *s = argv[1];
@@ -306,6 +318,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(s, "stale-after-reset")) rc = stale_after_reset();
     else if (!strcmp(s, "ipc-hold")) rc = ipc_hold();
     else if (!strcmp(s, "memcpy-peer")) rc = memcpy_peer();
+    else if (!strcmp(s, "no-device")) rc = no_device();
     else if (!strcmp(s, "peer-copy-time")) rc = peer_copy_time();
     else if (!strcmp(s, "stale-after-close") && argc > 2) rc = stale_after_close(argv[2]);
     else if (!strcmp(s, "ipc-event-importer") && argc > 2) rc = ipc_event_importer(argv[2]);
