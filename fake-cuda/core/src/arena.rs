@@ -291,14 +291,16 @@ impl Arena {
         if self.zombies.is_empty() {
             return;
         }
-        let (done, held): (Vec<Allocation>, Vec<Allocation>) =
-            std::mem::take(&mut self.zombies).into_iter().partition(|z| {
+        let (done, held): (Vec<Allocation>, Vec<Allocation>) = std::mem::take(&mut self.zombies)
+            .into_iter()
+            .partition(|z| {
                 let slot = z.slot.expect("invariant: zombies were exported");
                 self.slot(slot).importers.load(Ordering::SeqCst) == 0
             });
         self.zombies = held;
         for z in done {
-            self.free_slots.push(z.slot.expect("invariant: zombies were exported"));
+            self.free_slots
+                .push(z.slot.expect("invariant: zombies were exported"));
             self.release_range(z.offset, z.size);
         }
     }

@@ -199,7 +199,10 @@ impl Graphs {
             return false;
         };
         let graph = self.captures[id].graph;
-        self.graphs.get_mut(&graph).expect("capture graph").push(op.clone());
+        self.graphs
+            .get_mut(&graph)
+            .expect("capture graph")
+            .push(op.clone());
         true
     }
 

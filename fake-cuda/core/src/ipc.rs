@@ -593,11 +593,20 @@ mod tests {
         // SAFETY: the importer's mapping is still 1 MiB long.
         unsafe { (m.ptr as *mut u8).write_bytes(0x5a, 1 << 20) };
         // SAFETY: y is a live allocation of 1 MiB.
-        let yb = unsafe { std::slice::from_raw_parts((a.data_base() + y.offset as usize) as *const u8, 1 << 20) };
-        assert!(yb.iter().all(|&b| b == 0), "the importer's writes stay in the old range");
+        let yb = unsafe {
+            std::slice::from_raw_parts((a.data_base() + y.offset as usize) as *const u8, 1 << 20)
+        };
+        assert!(
+            yb.iter().all(|&b| b == 0),
+            "the importer's writes stay in the old range"
+        );
         drop(m);
         a.free(y.offset).unwrap();
         assert_eq!(a.held_by_importers(), 0);
-        assert_eq!(a.alloc(1 << 20, 9).unwrap().offset, x.offset, "reusable once closed");
+        assert_eq!(
+            a.alloc(1 << 20, 9).unwrap().offset,
+            x.offset,
+            "reusable once closed"
+        );
     }
 }

@@ -544,14 +544,16 @@ impl Core {
     }
 
     fn check_device(st: &State, ptr: usize, len: usize) -> Result<DeviceRange> {
-        let r = st.device_range(ptr).ok_or_else(|| CoreError::InvalidPointer {
-            ptr,
-            len,
-            why: st
-                .retired
-                .overlapping(ptr, len)
-                .unwrap_or("not inside a live device allocation"),
-        })?;
+        let r = st
+            .device_range(ptr)
+            .ok_or_else(|| CoreError::InvalidPointer {
+                ptr,
+                len,
+                why: st
+                    .retired
+                    .overlapping(ptr, len)
+                    .unwrap_or("not inside a live device allocation"),
+            })?;
         if ptr.checked_add(len).is_none_or(|end| end > r.base + r.size) {
             return Err(CoreError::InvalidPointer {
                 ptr,
@@ -1152,8 +1154,11 @@ impl Core {
             if imp.refs == 0 {
                 let imp = st.imports.remove(&ptr).expect("present");
                 let (start, len) = imp.mapping.retire();
-                st.retired
-                    .add(start, len, "an IPC mapping that cudaIpcCloseMemHandle closed");
+                st.retired.add(
+                    start,
+                    len,
+                    "an IPC mapping that cudaIpcCloseMemHandle closed",
+                );
             }
             return Ok(());
         }
@@ -1218,12 +1223,15 @@ impl Core {
         let h = EventHandle::decode(bytes).map_err(invalid)?;
         if h.owner_pid == std::process::id() {
             let st = self.lock();
-            let ok = st.event_exports.get(&h.event).is_some_and(|&(p, slot, serial)| {
-                st.arenas[p].as_ref().is_some_and(|a| a.id() == h.arena_id)
-                    && p as u32 == h.device
-                    && slot == h.slot
-                    && serial == h.serial
-            });
+            let ok = st
+                .event_exports
+                .get(&h.event)
+                .is_some_and(|&(p, slot, serial)| {
+                    st.arenas[p].as_ref().is_some_and(|a| a.id() == h.arena_id)
+                        && p as u32 == h.device
+                        && slot == h.slot
+                        && serial == h.serial
+                });
             return if ok {
                 Ok(h.event)
             } else {

@@ -97,7 +97,11 @@ mod tests {
         let mut r = Retired::default();
         r.add(p, len, "test");
         assert_eq!(r.overlapping(p + 10, 4), Some("test"));
-        assert_eq!(r.overlapping(p - 8, 16), Some("test"), "a range running into it");
+        assert_eq!(
+            r.overlapping(p - 8, 16),
+            Some("test"),
+            "a range running into it"
+        );
         assert_eq!(r.overlapping(p + len, 4), None);
         assert_eq!(r.overlapping(p - 8, 8), None);
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();

@@ -38,7 +38,8 @@ pub fn copy_ns(dev: &DeviceDesc, path: CopyPath, bytes: u64) -> u64 {
 /// `a` whose far end is `b`; `b`'s physical index is `b_index`), else the NVLinks both have to
 /// NVSwitches (the fewer of the two counts), else PCIe (the slower host link of the two).
 pub fn peer_bandwidth_gbps(a: &DeviceDesc, b: &DeviceDesc, b_index: usize) -> f64 {
-    let count = |d: &DeviceDesc, peer: NvLinkPeer| d.nvlinks.iter().filter(|l| l.peer == peer).count();
+    let count =
+        |d: &DeviceDesc, peer: NvLinkPeer| d.nvlinks.iter().filter(|l| l.peer == peer).count();
     let direct = count(a, NvLinkPeer::Gpu(b_index));
     let switched = count(a, NvLinkPeer::Switch).min(count(b, NvLinkPeer::Switch));
     let links = if direct > 0 { direct } else { switched };

@@ -15,14 +15,51 @@ fn program() -> &'static Path {
     static EXE: OnceLock<PathBuf> = OnceLock::new();
     EXE.get_or_init(|| {
         let dir = support::scratch_dir("cudart12-safety");
-        support::link_real_names(&dir, &[("libcudart12.so", "libcudart.so.12")]);
+        support::link_real_names(
+            &dir,
+            &[
+                ("libcudart12.so", "libcudart.so.12"),
+                ("libcuda_driver.so", "libcuda.so.1"),
+            ],
+        );
         support::built("libncclsim_cuda.so");
         let here = Path::new(env!("CARGO_MANIFEST_DIR"));
         support::compile_c(
             &dir,
             &here.join("tests/c/cudart_safety.c"),
             &[here.join("../ncclsim-cuda/include")],
-            &["libcudart.so.12"],
+            &["libcudart.so.12", "libcuda.so.1"],
+            "cudart_safety",
+        )
+    })
+}
+
+/// The scenario program linked against `libcudart.so.12` in `dir/a` and `libcuda.so.1` in
+/// `dir/b`, each directory with its own copy (not a link) of every library.
+fn two_directory_program() -> &'static Path {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| {
+        let dir = support::scratch_dir("cudart12-two-dirs");
+        let (a, b) = (dir.join("a"), dir.join("b"));
+        for (d, file, real) in [
+            (&a, "libcudart12.so", "libcudart.so.12"),
+            (&a, "libncclsim_cuda.so", "libncclsim_cuda.so"),
+            (&b, "libcuda_driver.so", "libcuda.so.1"),
+            (&b, "libncclsim_cuda.so", "libncclsim_cuda.so"),
+        ] {
+            std::fs::create_dir_all(d).expect("create a library directory");
+            std::fs::copy(support::built(file), d.join(real)).expect("copy a library");
+        }
+        // The program finds libcuda.so.1 through a link in `a`; the driver still resolves its
+        // own directory to `b` and would load b's core.
+        std::os::unix::fs::symlink(b.join("libcuda.so.1"), a.join("libcuda.so.1"))
+            .expect("link libcuda.so.1");
+        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+        support::compile_c(
+            &a,
+            &here.join("tests/c/cudart_safety.c"),
+            &[here.join("../ncclsim-cuda/include")],
+            &["libcudart.so.12", "libcuda.so.1"],
             "cudart_safety",
         )
     })
@@ -30,7 +67,10 @@ fn program() -> &'static Path {
 
 /// The program with a clean fake-CUDA environment.
 fn command(args: &[&str]) -> Command {
-    let mut c = Command::new(program());
+    with_clean_env(Command::new(program()), args)
+}
+
+fn with_clean_env(mut c: Command, args: &[&str]) -> Command {
     c.args(args);
     for var in [
         "CUDA_VISIBLE_DEVICES",
@@ -155,7 +195,10 @@ fn copies_through_pointers_of_a_reset_device_fail_cleanly() {
 fn copies_through_a_closed_ipc_mapping_fail_cleanly() {
     let mut owner = Peer::spawn(&["ipc-hold"]);
     let handle = owner.line();
-    pass(&mut command(&["stale-after-close", &handle]), "stale-after-close");
+    pass(
+        &mut command(&["stale-after-close", &handle]),
+        "stale-after-close",
+    );
     owner.send("go");
     owner.finish("ipc-hold");
 }
@@ -184,4 +227,48 @@ fn an_invalid_node_index_means_no_device_and_says_why_once() {
     );
     let why = "ncclsim: no fake CUDA devices: topology: NCCLSIM_NODE=\"abc\" is not a node index";
     assert_eq!(err.matches(why).count(), 1, "{err}");
+}
+
+#[test]
+fn front_ends_in_two_directories_share_the_loaded_core() {
+    let exe = two_directory_program();
+    pass(
+        &mut with_clean_env(Command::new(exe), &["two-directories"]),
+        "two-directories",
+    );
+}
+
+#[test]
+fn a_second_copy_of_the_core_refuses_to_start_and_says_why() {
+    let exe = two_directory_program();
+    let other = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("b/libncclsim_cuda.so");
+    let mut c = with_clean_env(Command::new(exe), &["second-core", other.to_str().unwrap()]);
+    let out = c.output().expect("run cudart_safety");
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("PASS second-core"),
+        "{}",
+        describe(&out)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("another copy of libncclsim_cuda.so is loaded in this process"),
+        "{err}"
+    );
+}
+
+#[test]
+fn every_library_keeps_its_own_soname() {
+    for (file, want) in [
+        ("libncclsim_cuda.so", "libncclsim_cuda.so"),
+        ("libcudart12.so", "libcudart.so.12"),
+        ("libcuda_driver.so", "libcuda.so.1"),
+    ] {
+        let got = support::soname(&support::built(file));
+        assert_eq!(got.as_deref(), Some(want), "{file}");
+    }
 }

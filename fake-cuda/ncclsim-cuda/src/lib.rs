@@ -22,13 +22,27 @@ use std::ffi::{c_char, c_void, CStr};
 use std::sync::Mutex;
 use std::sync::OnceLock;
 
+mod single;
+
 static CORE: OnceLock<Result<Core, CoreError>> = OnceLock::new();
 
 /// The process's core, created from the environment on first use. With `NCCLSIM_REPORT=file`
 /// a JSON report is written to `file` when the process exits. If the environment names a
-/// topology that cannot be used, every call fails with that error (printed once).
+/// topology that cannot be used, or if another copy of this library is loaded in the process,
+/// every call fails with that error (printed once).
 pub fn core() -> Result<&'static Core, CoreError> {
     CORE.get_or_init(|| {
+        let others = single::other_cores();
+        if !others.is_empty() {
+            let e = CoreError::Load(format!(
+                "another copy of libncclsim_cuda.so is loaded in this process ({}); two cores \
+                 would not know each other's devices and memory, so this one refuses to start \
+                 (keep the fake CUDA libraries in one directory)",
+                others.join(", ")
+            ));
+            eprintln!("ncclsim: {e}");
+            return Err(e);
+        }
         let core = Core::from_env();
         match &core {
             Ok(_) if std::env::var_os("NCCLSIM_REPORT").is_some() => {

@@ -2,6 +2,8 @@
  * one per process (so a crash fails its test instead of the test runner). Each prints
  * "PASS <scenario>" on success and exits non-zero with a message on the first failed check. */
 #include "cuda_subset.h"
+#include "ncclsim_cuda.h"
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -308,6 +310,54 @@ static int no_device(void) {
     return 0;
 }
 
+/* Distinct files named libncclsim_cuda.so mapped into this process. */
+static int cores_mapped(void) {
+    char line[1024], seen[4][512];
+    int n = 0;
+    FILE *f = fopen("/proc/self/maps", "r");
+    while (f && fgets(line, sizeof line, f)) {
+        char *path = strchr(line, '/');
+        if (!path || !strstr(path, "/libncclsim_cuda.so")) continue;
+        path[strcspn(path, "\n")] = 0;
+        int known = 0;
+        for (int i = 0; i < n; i++) known |= !strcmp(seen[i], path);
+        if (!known && n < 4) snprintf(seen[n++], sizeof seen[0], "%s", path);
+    }
+    if (f) fclose(f);
+    return n;
+}
+
+/* libcudart.so.12 and libcuda.so.1 sit in two directories, each with its own copy of
+ * libncclsim_cuda.so: they still share one core. */
+static int two_directories(void) {
+    void *d;
+    unsigned type = 0;
+    OK(cudaMalloc(&d, 4096));
+    OK(cuInit(0));
+    OK(cuPointerGetAttribute(&type, 2, (unsigned long long)(uintptr_t)d));
+    CHECK(type == 2);
+    OK(cuMemFree_v2((unsigned long long)(uintptr_t)d));
+    CHECK(cudaFree(d) == 1);
+    CHECK(cores_mapped() == 1);
+    return 0;
+}
+
+/* A program that loads a second copy of the core by path gets a core that refuses to work. */
+static int second_core(const char *path) {
+    void *d;
+    OK(cudaMalloc(&d, 4096));
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    CHECK(lib != NULL);
+    CHECK(cores_mapped() == 2);
+    const struct ncclsim_core_api_v1 *(*get)(void) =
+        (const struct ncclsim_core_api_v1 *(*)(void))dlsym(lib, "ncclsim_cuda_core_v1");
+    CHECK(get != NULL);
+    int n = -1;
+    CHECK(get()->device_count(&n) != 0);
+    OK(cudaFree(d)); /* the first core is unaffected */
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     const char *s = argv[1];
@@ -319,6 +369,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(s, "ipc-hold")) rc = ipc_hold();
     else if (!strcmp(s, "memcpy-peer")) rc = memcpy_peer();
     else if (!strcmp(s, "no-device")) rc = no_device();
+    else if (!strcmp(s, "two-directories")) rc = two_directories();
+    else if (!strcmp(s, "second-core") && argc > 2) rc = second_core(argv[2]);
     else if (!strcmp(s, "peer-copy-time")) rc = peer_copy_time();
     else if (!strcmp(s, "stale-after-close") && argc > 2) rc = stale_after_close(argv[2]);
     else if (!strcmp(s, "ipc-event-importer") && argc > 2) rc = ipc_event_importer(argv[2]);
