@@ -22,6 +22,7 @@ pub mod graph;
 pub mod ipc;
 pub mod kernels;
 pub mod reserve;
+pub mod threads;
 pub mod timeline;
 pub mod timing;
 pub mod topology;
@@ -35,7 +36,6 @@ use graph::Op;
 use ipc::{EventHandle, ForeignMapping, MemHandle, HANDLE_BYTES};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
-use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 use timeline::Timeline;
 use timing::CopyPath;
@@ -207,7 +207,8 @@ pub struct Core {
     config: Config,
     epoch: Instant,
     state: Mutex<State>,
-    current: Mutex<HashMap<ThreadId, i32>>,
+    /// Each thread's current device (forgotten after the thread exits).
+    current: Mutex<threads::PerThread<i32>>,
 }
 
 /// Work enqueued on a stream, run after the core's lock is released.
@@ -232,7 +233,7 @@ impl Core {
             config,
             epoch: Instant::now(),
             state: Mutex::new(state),
-            current: Mutex::new(HashMap::new()),
+            current: Mutex::new(threads::PerThread::default()),
         }
     }
 
@@ -324,17 +325,15 @@ impl Core {
 
     /// The calling thread's current device (0 until set).
     pub fn current_device(&self) -> i32 {
-        let id = std::thread::current().id();
         let cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        cur.get(&id).copied().unwrap_or(0)
+        cur.get().copied().unwrap_or(0)
     }
 
     /// Sets the calling thread's current device.
     pub fn set_device(&self, ordinal: i32) -> Result<()> {
         self.physical(ordinal)?;
-        let id = std::thread::current().id();
         let mut cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        cur.insert(id, ordinal);
+        *cur.get_or_insert_with(|| ordinal, |_| {}) = ordinal;
         Ok(())
     }
 
@@ -1287,6 +1286,7 @@ impl Core {
                 .collect(),
             calls,
             kernel_launches: self.kernel_launch_counts(),
+            streams: self.lock().timeline.stream_count(),
         }
     }
 }
@@ -1318,6 +1318,9 @@ pub struct Report {
     pub calls: BTreeMap<String, u64>,
     /// Kernel launches by kernel name.
     pub kernel_launches: BTreeMap<String, u64>,
+    /// Streams that exist at the time of the report (per-thread default streams of exited
+    /// threads are dropped along the way).
+    pub streams: usize,
 }
 
 #[cfg(test)]

@@ -272,3 +272,25 @@ fn every_library_keeps_its_own_soname() {
         assert_eq!(got.as_deref(), Some(want), "{file}");
     }
 }
+
+#[test]
+fn per_thread_state_of_exited_threads_is_dropped() {
+    let dir = support::scratch_dir("cudart12-safety-report");
+    let path = dir.join("threads.json");
+    pass(
+        command(&["many-threads"]).env("NCCLSIM_REPORT", &path),
+        "many-threads",
+    );
+    let report = std::fs::read_to_string(&path).expect("report written at exit");
+    let streams: usize = report
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("\"streams\": "))
+        .and_then(|v| v.trim_end_matches(',').parse().ok())
+        .unwrap_or_else(|| panic!("no stream count in {report}"));
+    // 2000 threads each made a per-thread default stream; a few of the last ones may not be
+    // swept yet, the rest are gone.
+    assert!(
+        streams <= 64,
+        "{streams} streams left after 2000 threads exited"
+    );
+}

@@ -4,6 +4,7 @@
 #include "cuda_subset.h"
 #include "ncclsim_cuda.h"
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -358,6 +359,29 @@ static int second_core(const char *path) {
     return 0;
 }
 
+static void *per_thread_work(void *d) {
+    OK(cudaSetDevice(1));
+    OK(cudaMemsetAsync_ptsz(d, 1, 64, NULL));
+    OK(cudaStreamSynchronize_ptsz(NULL));
+    return NULL;
+}
+
+/* 2000 short-lived threads, each with its per-thread default stream and current device: what
+ * the core keeps for them goes with them (the report counts the streams left). */
+static int many_threads(void) {
+    void *d;
+    OK(cudaSetDevice(1));
+    OK(cudaMalloc(&d, 64));
+    for (int i = 0; i < 2000; i++) {
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, per_thread_work, d) == 0);
+        CHECK(pthread_join(t, NULL) == 0);
+    }
+    OK(cudaMemset(d, 0, 64)); /* the legacy stream still orders after all of it */
+    OK(cudaFree(d));
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     const char *s = argv[1];
@@ -369,6 +393,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(s, "ipc-hold")) rc = ipc_hold();
     else if (!strcmp(s, "memcpy-peer")) rc = memcpy_peer();
     else if (!strcmp(s, "no-device")) rc = no_device();
+    else if (!strcmp(s, "many-threads")) rc = many_threads();
     else if (!strcmp(s, "two-directories")) rc = two_directories();
     else if (!strcmp(s, "second-core") && argc > 2) rc = second_core(argv[2]);
     else if (!strcmp(s, "peer-copy-time")) rc = peer_copy_time();
