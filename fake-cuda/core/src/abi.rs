@@ -268,4 +268,7 @@ pub struct CoreApiV1 {
         data: *mut c_void,
         release: CWorkFn,
     ) -> i32,
+    /// Gives the pages of a visible device's freed memory back to the system (freed memory
+    /// otherwise keeps them for reuse); writes the bytes trimmed.
+    pub trim_device: unsafe extern "C" fn(ordinal: i32, trimmed: *mut u64) -> i32,
 }

@@ -2,7 +2,10 @@
 //!
 //! Each device of a process gets one arena on first allocation: a `memfd` as large as the
 //! device's memory, mapped `MAP_SHARED | MAP_NORESERVE`, so an 80 GiB device costs nothing until
-//! its pages are touched. A memfd has no name in `/dev/shm` and disappears with the last file
+//! its pages are touched. Freed ranges keep their pages, as a caching allocator would, so a
+//! buffer freed and allocated again is not cold (first touches of shared-memory pages cost
+//! about 50 times a warm copy); [`Arena::trim`] gives them back (the core calls it on an explicit
+//! trim or past its cache limit). A memfd has no name in `/dev/shm` and disappears with the last file
 //! descriptor or mapping, so no shared-memory object outlives the processes using it, even after
 //! `kill -9`.
 //!
@@ -18,6 +21,7 @@
 //! a later allocation of the owner.
 
 use crate::error::{CoreError, Result};
+use crate::intervals::IntervalSet;
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -31,8 +35,6 @@ const SLOTS_OFFSET: usize = 4096;
 pub const SLOT_COUNT: usize = (HEADER_BYTES - SLOTS_OFFSET) / std::mem::size_of::<ExportSlot>();
 /// Allocation granularity and alignment. A page, so that importers can map any allocation.
 pub const GRANULARITY: u64 = 4096;
-/// Frees at least this large give their pages back to the system.
-const PUNCH_HOLE_MIN: u64 = 64 << 10;
 /// "NCSMAREN": identifies an ncclsim arena header.
 pub const ARENA_MAGIC: u64 = 0x4e43_534d_4152_454e;
 /// Layout version of the header (2: export slots count their importers).
@@ -106,6 +108,8 @@ pub struct Arena {
     allocs: BTreeMap<u64, Allocation>,
     /// Freed allocations other processes still map: range and slot stay reserved.
     zombies: Vec<Allocation>,
+    /// Free ranges whose pages may still be committed (freed, not trimmed since).
+    cached: IntervalSet,
     free_slots: Vec<u32>,
     next_slot: u32,
     /// The mapping was replaced by a reservation ([`Arena::retire`]): nothing to unmap.
@@ -180,6 +184,7 @@ impl Arena {
             free,
             allocs: BTreeMap::new(),
             zombies: Vec::new(),
+            cached: IntervalSet::default(),
             free_slots: Vec::new(),
             next_slot: 0,
             retired: false,
@@ -254,6 +259,7 @@ impl Arena {
         if len > size {
             self.free.insert(start + size, len - size);
         }
+        self.cached.remove(start, size);
         let a = Allocation {
             offset: start,
             size,
@@ -305,6 +311,30 @@ impl Arena {
         }
     }
 
+    /// Bytes of free ranges whose pages may still be committed (freed and not trimmed).
+    pub fn cached(&self) -> u64 {
+        self.cached.total()
+    }
+
+    /// Gives the pages of every free range back to the system (`MADV_REMOVE` punches holes in
+    /// the memfd); returns the bytes trimmed. The next touch of those pages is a first touch.
+    pub fn trim(&mut self) -> u64 {
+        let mut bytes = 0;
+        for (offset, len) in self.cached.take() {
+            bytes += len;
+            // A failure only costs memory, so it is ignored.
+            // SAFETY: the range lies inside our mapping and belongs to no live allocation.
+            unsafe {
+                libc::madvise(
+                    (self.data_base() + offset as usize) as *mut libc::c_void,
+                    len as usize,
+                    libc::MADV_REMOVE,
+                );
+            }
+        }
+        bytes
+    }
+
     /// Bytes of freed allocations still reserved because other processes map them.
     pub fn held_by_importers(&self) -> u64 {
         self.zombies.iter().map(|z| z.size).sum()
@@ -312,17 +342,7 @@ impl Arena {
 
     /// Puts a range back on the free list, coalescing with its neighbours.
     fn release_range(&mut self, offset: u64, size: u64) {
-        if size >= PUNCH_HOLE_MIN {
-            // Give the pages back; a failure only costs memory, so it is ignored.
-            // SAFETY: the range lies inside our mapping and belongs to no live allocation.
-            unsafe {
-                libc::madvise(
-                    (self.data_base() + offset as usize) as *mut libc::c_void,
-                    size as usize,
-                    libc::MADV_REMOVE,
-                );
-            }
-        }
+        self.cached.insert(offset, size);
         let mut start = offset;
         let mut len = size;
         if let Some((&prev, &plen)) = self.free.range(..start).next_back() {
@@ -470,6 +490,35 @@ mod tests {
         a.free(x.offset);
         assert_eq!(a.slot(e.slot.unwrap()).serial.load(Ordering::Acquire), 0);
         assert!(a.export(x.offset).is_err());
+    }
+
+    /// Resident pages of `len` bytes at `addr` (mincore).
+    fn resident(addr: usize, len: usize) -> usize {
+        let page = 4096;
+        let mut v = vec![0u8; len.div_ceil(page)];
+        // SAFETY: a mapped range of ours and a vector of one byte per page.
+        let r = unsafe { libc::mincore(addr as *mut libc::c_void, len, v.as_mut_ptr()) };
+        assert_eq!(r, 0);
+        v.iter().filter(|&&b| b & 1 == 1).count() * page
+    }
+
+    #[test]
+    fn freed_pages_stay_committed_until_trimmed() {
+        let mut a = Arena::create(3, 0, 1 << 26).unwrap();
+        let x = a.alloc(1 << 22, 1).unwrap();
+        let p = a.data_base() + x.offset as usize;
+        // SAFETY: inside the allocation.
+        unsafe { (p as *mut u8).write_bytes(1, 1 << 22) };
+        a.free(x.offset).unwrap();
+        assert_eq!(a.cached(), 1 << 22);
+        assert_eq!(resident(p, 1 << 22), 1 << 22, "kept for reuse");
+        let y = a.alloc(1 << 21, 2).unwrap();
+        assert_eq!(y.offset, x.offset);
+        assert_eq!(a.cached(), 1 << 21, "the reused half is live again");
+        a.free(y.offset).unwrap();
+        assert_eq!(a.trim(), 1 << 22);
+        assert_eq!(a.cached(), 0);
+        assert_eq!(resident(p, 1 << 22), 0, "given back");
     }
 
     #[test]

@@ -484,4 +484,11 @@ impl Client {
     pub fn device_reset(&self, ordinal: i32) -> Result<()> {
         self.check(unsafe { (self.api.device_reset)(ordinal) })
     }
+
+    /// Gives the pages of a device's freed memory back; returns the bytes trimmed.
+    pub fn trim_device(&self, ordinal: i32) -> Result<u64> {
+        let mut n = 0;
+        self.check(unsafe { (self.api.trim_device)(ordinal, &mut n) })?;
+        Ok(n)
+    }
 }

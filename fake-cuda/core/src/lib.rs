@@ -19,6 +19,7 @@ pub mod device;
 pub mod error;
 pub mod frontend;
 pub mod graph;
+pub mod intervals;
 pub mod ipc;
 pub mod kernels;
 pub mod reserve;
@@ -41,22 +42,77 @@ use timeline::Timeline;
 use timing::CopyPath;
 
 /// Behaviour switches read from the environment.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config {
     /// `NCCLSIM_PACE=1`: queries and synchronisation follow the wall clock to virtual time.
     pub pace: bool,
     /// `NCCLSIM_STRICT_KERNELS=1`: kernel launches fail instead of being counted.
     pub strict_kernels: bool,
+    /// `NCCLSIM_CACHE_LIMIT`: most bytes of freed device memory whose pages are kept committed
+    /// for reuse, over all devices; past it, free ranges are trimmed.
+    pub cache_limit: u64,
+}
+
+impl Default for Config {
+    /// No pacing, kernels counted, no cache limit.
+    fn default() -> Config {
+        Config {
+            pace: false,
+            strict_kernels: false,
+            cache_limit: u64::MAX,
+        }
+    }
 }
 
 impl Config {
-    /// Reads `NCCLSIM_PACE` and `NCCLSIM_STRICT_KERNELS`.
+    /// Reads `NCCLSIM_PACE`, `NCCLSIM_STRICT_KERNELS` and `NCCLSIM_CACHE_LIMIT` (bytes, with an
+    /// optional K/M/G/T binary suffix; default a quarter of the machine's memory; an invalid
+    /// value is reported on stderr and the default used).
     pub fn from_env() -> Config {
         let on = |k: &str| std::env::var(k).is_ok_and(|v| v == "1" || v == "true");
+        let cache_limit = match std::env::var("NCCLSIM_CACHE_LIMIT") {
+            Ok(v) => parse_bytes(&v).unwrap_or_else(|| {
+                eprintln!(
+                    "ncclsim: NCCLSIM_CACHE_LIMIT={v:?} is not a byte count (e.g. 8G); using the default"
+                );
+                default_cache_limit()
+            }),
+            Err(_) => default_cache_limit(),
+        };
         Config {
             pace: on("NCCLSIM_PACE"),
             strict_kernels: on("NCCLSIM_STRICT_KERNELS"),
+            cache_limit,
         }
+    }
+}
+
+/// `1234`, `64K`, `8M`, `4G`, `1T` (binary multiples) as bytes.
+pub fn parse_bytes(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let (digits, shift) = match t.char_indices().last()? {
+        (i, 'k' | 'K') => (&t[..i], 10),
+        (i, 'm' | 'M') => (&t[..i], 20),
+        (i, 'g' | 'G') => (&t[..i], 30),
+        (i, 't' | 'T') => (&t[..i], 40),
+        _ => (t, 0),
+    };
+    digits.trim().parse::<u64>().ok()?.checked_mul(1 << shift)
+}
+
+/// A quarter of the machine's physical memory (1 GiB if unknown).
+fn default_cache_limit() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if pages > 0 && page > 0 {
+        (pages as u64).saturating_mul(page as u64) / 4
+    } else {
+        1 << 30
     }
 }
 
@@ -391,11 +447,18 @@ impl Core {
         for a in st.arenas.iter_mut().flatten() {
             if a.contains(ptr) {
                 let off = (ptr - a.data_base()) as u64;
-                return a.free(off).map(|_| ()).ok_or(CoreError::InvalidPointer {
+                a.free(off).ok_or(CoreError::InvalidPointer {
                     ptr,
                     len: 0,
                     why: "not the start of a live allocation",
-                });
+                })?;
+                let cached: u64 = st.arenas.iter().flatten().map(Arena::cached).sum();
+                if cached > self.config.cache_limit {
+                    for a in st.arenas.iter_mut().flatten() {
+                        a.trim();
+                    }
+                }
+                return Ok(());
             }
         }
         Err(CoreError::InvalidPointer {
@@ -405,7 +468,21 @@ impl Core {
         })
     }
 
-    /// `(free, total)` bytes of visible device `ordinal`.
+    /// Gives the pages of freed memory of visible device `ordinal` back to the system (freed
+    /// memory otherwise keeps its pages for reuse); returns the bytes trimmed.
+    pub fn trim(&self, ordinal: i32) -> Result<u64> {
+        let phys = self.physical(ordinal)?;
+        Ok(self.lock().arenas[phys].as_mut().map_or(0, Arena::trim))
+    }
+
+    /// Bytes of freed memory of visible device `ordinal` whose pages are kept for reuse.
+    pub fn cached_bytes(&self, ordinal: i32) -> Result<u64> {
+        let phys = self.physical(ordinal)?;
+        Ok(self.lock().arenas[phys].as_ref().map_or(0, Arena::cached))
+    }
+
+    /// `(free, total)` bytes of visible device `ordinal` (logical: freed memory whose pages
+    /// are kept for reuse counts as free).
     pub fn mem_info(&self, ordinal: i32) -> Result<(u64, u64)> {
         let phys = self.physical(ordinal)?;
         let total = self.devices[phys].memory_bytes;
@@ -1498,7 +1575,7 @@ mod tests {
             vec![0],
             Config {
                 pace: true,
-                strict_kernels: false,
+                ..Config::default()
             },
         );
         let s = core.stream_create(0, 0).unwrap();
@@ -1581,6 +1658,38 @@ mod tests {
     }
 
     #[test]
+    fn freed_memory_is_cached_up_to_the_limit() {
+        let mut devs = device::dgx_a100();
+        devs.truncate(2);
+        let config = Config {
+            cache_limit: 3 << 20,
+            ..Config::default()
+        };
+        let core = Core::new(devs, vec![0, 1], config);
+        let a = core.malloc(0, 2 << 20).unwrap();
+        core.free(a).unwrap();
+        assert_eq!(core.cached_bytes(0).unwrap(), 2 << 20);
+        assert_eq!(core.mem_info(0).unwrap().0, 40 << 30, "logically free");
+        let b = core.malloc(0, 2 << 20).unwrap();
+        assert_eq!((b, core.cached_bytes(0).unwrap()), (a, 0), "reused");
+        let c = core.malloc(1, 2 << 20).unwrap();
+        core.free(b).unwrap();
+        core.free(c).unwrap(); // 4 MiB cached over both devices > 3 MiB: trimmed
+        assert_eq!(
+            core.cached_bytes(0).unwrap() + core.cached_bytes(1).unwrap(),
+            0
+        );
+        let d = core.malloc(0, 1 << 20).unwrap();
+        core.free(d).unwrap();
+        assert_eq!(core.trim(0).unwrap(), 1 << 20);
+        assert_eq!(core.cached_bytes(0).unwrap(), 0);
+        assert_eq!(parse_bytes("64K"), Some(64 << 10));
+        assert_eq!(parse_bytes(" 8g"), Some(8 << 30));
+        assert_eq!(parse_bytes("12"), Some(12));
+        assert_eq!(parse_bytes("x"), None);
+    }
+
+    #[test]
     fn device_reset_frees_everything_on_the_device() {
         let core = core_with(&[0, 1], 1 << 30);
         let a = core.malloc(0, 1 << 20).unwrap();
@@ -1608,8 +1717,8 @@ mod tests {
             device::dgx_a100(),
             vec![0],
             Config {
-                pace: false,
                 strict_kernels: true,
+                ..Config::default()
             },
         );
         strict.register_function(0x42, "fill");

@@ -294,3 +294,8 @@ fn per_thread_state_of_exited_threads_is_dropped() {
         "{streams} streams left after 2000 threads exited"
     );
 }
+
+#[test]
+fn freed_memory_keeps_its_pages_until_trimmed() {
+    pass(&mut command(&["cached-pages"]), "cached-pages");
+}

@@ -36,6 +36,7 @@ struct ncclsim_core_api_v1 {
     ncclsim_fn graph_launch, device_reset;
     int (*enqueue_owned)(uint64_t stream, uint64_t duration_ns, void (*work)(void *), void *data,
                          void (*release)(void *));
+    int (*trim_device)(int ordinal, uint64_t *trimmed);
 };
 
 const struct ncclsim_core_api_v1 *ncclsim_cuda_core_v1(void);

@@ -389,6 +389,7 @@ core_fn!(graph_instantiate(graph: u64, out: *mut u64) {
 core_fn!(graph_exec_destroy(exec: u64) { core()?.graph_exec_destroy(exec) });
 core_fn!(graph_launch(exec: u64, stream: u64) { core()?.graph_launch(exec, stream) });
 core_fn!(device_reset(ordinal: i32) { core()?.device_reset(ordinal) });
+core_fn!(trim_device(ordinal: i32, trimmed: *mut u64) { put(trimmed, core()?.trim(ordinal)?) });
 
 static API: CoreApiV1 = CoreApiV1 {
     size: std::mem::size_of::<CoreApiV1>(),
@@ -447,6 +448,7 @@ static API: CoreApiV1 = CoreApiV1 {
     graph_launch,
     device_reset,
     enqueue_owned,
+    trim_device,
 };
 
 /// The one exported symbol: the core's vtable.

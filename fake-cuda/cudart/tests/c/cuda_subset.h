@@ -83,6 +83,7 @@ cudaError_t cudaGraphLaunch(void *, cudaStream_t);
 cudaError_t cudaGraphExecDestroy(void *);
 cudaError_t cudaGraphDestroy(void *);
 cudaError_t cudaDeviceReset(void);
+cudaError_t cudaDeviceGraphMemTrim(int);
 cudaError_t cudaMemcpy_ptds(void *, const void *, size_t, int);
 cudaError_t cudaMemsetAsync_ptsz(void *, int, size_t, cudaStream_t);
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 static const char *error_name(int code) { return cudaGetErrorName(code); }
@@ -382,6 +383,39 @@ static int many_threads(void) {
     return 0;
 }
 
+/* Bytes of [p, p + n) resident in memory (device memory is a host mapping of the arena). */
+static size_t resident(const void *p, size_t n) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = (n + page - 1) / page, count = 0;
+    unsigned char *v = malloc(pages);
+    CHECK(mincore((void *)p, n, v) == 0);
+    for (size_t i = 0; i < pages; i++) count += v[i] & 1;
+    free(v);
+    return count * page;
+}
+
+/* A buffer freed and allocated again keeps its pages (no cold first touch), and memory info
+ * still counts it as free; cudaDeviceGraphMemTrim gives the pages back. */
+static int cached_pages(void) {
+    enum { N = 64 << 20 };
+    void *a, *b;
+    size_t free0, free1, total;
+    OK(cudaMemGetInfo(&free0, &total));
+    OK(cudaMalloc(&a, N));
+    OK(cudaMemset(a, 1, N));
+    CHECK(resident(a, N) == N);
+    OK(cudaFree(a));
+    OK(cudaMemGetInfo(&free1, &total));
+    CHECK(free1 == free0);
+    OK(cudaMalloc(&b, N));
+    CHECK(b == a);
+    CHECK(resident(b, N) == N);
+    OK(cudaFree(b));
+    OK(cudaDeviceGraphMemTrim(0));
+    CHECK(resident(a, N) == 0);
+    CHECK(cudaDeviceGraphMemTrim(99) == 101);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     const char *s = argv[1];
@@ -394,6 +428,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(s, "memcpy-peer")) rc = memcpy_peer();
     else if (!strcmp(s, "no-device")) rc = no_device();
     else if (!strcmp(s, "many-threads")) rc = many_threads();
+    else if (!strcmp(s, "cached-pages")) rc = cached_pages();
     else if (!strcmp(s, "two-directories")) rc = two_directories();
     else if (!strcmp(s, "second-core") && argc > 2) rc = second_core(argv[2]);
     else if (!strcmp(s, "peer-copy-time")) rc = peer_copy_time();
