@@ -34,8 +34,11 @@ struct ncclsim_core_api_v1 {
     ncclsim_fn begin_capture, end_capture, capture_info, graph_create, graph_destroy;
     ncclsim_fn graph_node_count, graph_write_dot, graph_instantiate, graph_exec_destroy;
     ncclsim_fn graph_launch, device_reset;
-    int (*enqueue_owned)(uint64_t stream, uint64_t duration_ns, void (*work)(void *), void *data,
-                         void (*release)(void *));
+    /* Like enqueue, but the core owns `data`: release(data) runs once when no work (and no
+     * captured graph) needs it any more. */
+    int (*enqueue_owned)(uint64_t stream, uint64_t duration_ns, ncclsim_work_fn work, void *data,
+                         ncclsim_work_fn release);
+    /* Gives the pages of a visible device's freed memory back; writes the bytes trimmed. */
     int (*trim_device)(int ordinal, uint64_t *trimmed);
 };
 
