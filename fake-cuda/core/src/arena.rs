@@ -18,7 +18,11 @@
 //! an exported allocation retracts its slot at once (no new importer can open it), but while
 //! importers still hold it the range and the slot stay reserved (a "zombie"); they return to
 //! the free lists once the count drops to zero, so an importer's stale mapping can never alias
-//! a later allocation of the owner.
+//! a later allocation of the owner. Importers also take a lease (their pid and the slot) in a
+//! small table of the header; when the owner finds a lease of a process that no longer exists,
+//! it drops that importer's count, so a killed importer does not hold ranges forever (if the
+//! table is full an importer maps without a lease, and its count then lasts until the owner
+//! exits).
 
 use crate::error::{CoreError, Result};
 use crate::intervals::IntervalSet;
@@ -31,6 +35,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub const HEADER_BYTES: usize = 1 << 20;
 /// Where the export slots start inside the header.
 const SLOTS_OFFSET: usize = 4096;
+/// Where the importer leases start inside the header (after the fixed fields).
+const LEASES_OFFSET: usize = 1024;
+/// Importer leases per arena: (importer pid, slot) pairs, so the owner can drop the counts of
+/// importers that died without closing.
+pub const LEASE_COUNT: usize = (SLOTS_OFFSET - LEASES_OFFSET) / 8;
 /// Export slots per arena (simultaneously exported allocations).
 pub const SLOT_COUNT: usize = (HEADER_BYTES - SLOTS_OFFSET) / std::mem::size_of::<ExportSlot>();
 /// Allocation granularity and alignment. A page, so that importers can map any allocation.
@@ -297,6 +306,7 @@ impl Arena {
         if self.zombies.is_empty() {
             return;
         }
+        self.drop_dead_importers();
         let (done, held): (Vec<Allocation>, Vec<Allocation>) = std::mem::take(&mut self.zombies)
             .into_iter()
             .partition(|z| {
@@ -308,6 +318,26 @@ impl Arena {
             self.free_slots
                 .push(z.slot.expect("invariant: zombies were exported"));
             self.release_range(z.offset, z.size);
+        }
+    }
+
+    /// Drops the importer counts of leases held by processes that no longer exist.
+    fn drop_dead_importers(&self) {
+        for i in 0..LEASE_COUNT {
+            // SAFETY: lease `i` lies in the mapped header and is only accessed atomically.
+            let lease = unsafe { &*lease_ptr(self.map, i) };
+            let v = lease.load(Ordering::SeqCst);
+            let Some((pid, slot)) = lease_parts(v) else {
+                continue;
+            };
+            if (slot as usize) < SLOT_COUNT
+                && !process_exists(pid)
+                && lease
+                    .compare_exchange(v, 0, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+            {
+                self.slot(slot).importers.fetch_sub(1, Ordering::SeqCst);
+            }
         }
     }
 
@@ -416,6 +446,32 @@ impl Arena {
         // atomically.
         unsafe { &*slot_ptr(self.map, index) }
     }
+}
+
+/// Address of importer lease `index` (< [`LEASE_COUNT`]) in a header mapped at `map`. A lease
+/// is 0 (free) or [`lease_value`] of an importer.
+pub fn lease_ptr(map: *const u8, index: usize) -> *const AtomicU64 {
+    map.wrapping_add(LEASES_OFFSET + index * 8).cast()
+}
+
+/// The lease of process `pid` on export slot `slot` (never 0).
+pub fn lease_value(pid: u32, slot: u32) -> u64 {
+    (u64::from(pid) << 32) | (u64::from(slot) + 1)
+}
+
+/// (pid, slot) of a lease, `None` for a free one.
+fn lease_parts(v: u64) -> Option<(u32, u32)> {
+    (v != 0 && v as u32 != 0).then(|| ((v >> 32) as u32, (v as u32) - 1))
+}
+
+/// Whether process `pid` exists (a zombie not yet waited for still does).
+fn process_exists(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 only checks that the process exists and may be signalled.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 /// Address of export slot `index` in a header mapped at `map`.

@@ -272,6 +272,8 @@ pub struct ForeignMapping {
     header: usize,
     /// Export slot counted in.
     slot: u32,
+    /// Our lease in the owner's header, if one was free (see [`crate::arena`]).
+    lease: Option<usize>,
     /// The data mapping was replaced by a reservation ([`ForeignMapping::retire`]).
     retired: bool,
 }
@@ -342,11 +344,13 @@ impl ForeignMapping {
                 return Err(e);
             }
         };
+        let lease = take_lease(header.addr as *const u8, h.slot);
         let m = ForeignMapping {
             ptr: data.addr,
             len: data.len,
             header: header.addr,
             slot: h.slot,
+            lease,
             retired: false,
         };
         std::mem::forget(data);
@@ -381,14 +385,39 @@ impl Drop for ForeignMapping {
                 len: self.len,
             });
         }
-        // SAFETY: the header stays mapped until below; the slot index was checked on open.
-        let slot = unsafe { &*arena::slot_ptr(self.header as *const u8, self.slot) };
-        slot.importers.fetch_sub(1, Ordering::SeqCst);
+        // Give the lease back first: if the owner took it (it believed us dead), it also
+        // dropped our count, so we must not drop it again.
+        let counted = self.lease.is_none_or(|i| {
+            // SAFETY: the header stays mapped until below; `i` < LEASE_COUNT.
+            let lease = unsafe { &*arena::lease_ptr(self.header as *const u8, i) };
+            let mine = arena::lease_value(std::process::id(), self.slot);
+            lease
+                .compare_exchange(mine, 0, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        });
+        if counted {
+            // SAFETY: the header stays mapped until below; the slot index was checked on open.
+            let slot = unsafe { &*arena::slot_ptr(self.header as *const u8, self.slot) };
+            slot.importers.fetch_sub(1, Ordering::SeqCst);
+        }
         drop(Mapping {
             addr: self.header,
             len: HEADER_BYTES,
         });
     }
+}
+
+/// Takes a free importer lease for `slot` in the header mapped at `header`; `None` if all are
+/// taken.
+fn take_lease(header: *const u8, slot: u32) -> Option<usize> {
+    let mine = arena::lease_value(std::process::id(), slot);
+    (0..arena::LEASE_COUNT).find(|&i| {
+        // SAFETY: lease `i` lies in the mapped header and is only accessed atomically.
+        let lease = unsafe { &*arena::lease_ptr(header, i) };
+        lease
+            .compare_exchange(0, mine, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    })
 }
 
 /// Opens `/proc/<owner>/fd/<n>` after checking it is the owner's arena memfd `arena_id`.

@@ -140,6 +140,12 @@ impl Peer {
         stdin.flush().expect("flush");
     }
 
+    /// Kills the process (SIGKILL) and waits for it.
+    fn kill(mut self) {
+        self.child.kill().expect("kill the peer");
+        self.child.wait().expect("wait for the killed peer");
+    }
+
     fn finish(mut self, scenario: &str) {
         drop(self.child.stdin.take());
         let rest: Vec<String> = self.lines.by_ref().map_while(|l| l.ok()).collect();
@@ -298,4 +304,15 @@ fn per_thread_state_of_exited_threads_is_dropped() {
 #[test]
 fn freed_memory_keeps_its_pages_until_trimmed() {
     pass(&mut command(&["cached-pages"]), "cached-pages");
+}
+
+#[test]
+fn an_importer_killed_without_closing_does_not_hold_the_range() {
+    let mut owner = Peer::spawn(&["ipc-dead-importer-owner"]);
+    let handle = owner.line();
+    let mut importer = Peer::spawn(&["ipc-open-and-wait", &handle]);
+    assert_eq!(importer.line(), "opened");
+    importer.kill();
+    owner.send("go");
+    owner.finish("ipc-dead-importer-owner");
 }

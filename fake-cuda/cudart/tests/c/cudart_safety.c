@@ -416,6 +416,34 @@ static int cached_pages(void) {
     return 0;
 }
 
+/* Owner whose importer is killed while it maps an exported buffer: once the importer is gone,
+ * the freed range is reused. */
+static int ipc_dead_importer_owner(void) {
+    void *d1, *d2;
+    ipc_handle_t h;
+    OK(cudaMalloc(&d1, IPC_BYTES));
+    OK(cudaIpcGetMemHandle(&h, d1));
+    hex_out(&h);
+    wait_line(); /* the importer had it open and was killed */
+    OK(cudaFree(d1));
+    OK(cudaMalloc(&d2, IPC_BYTES));
+    CHECK(d2 == d1);
+    OK(cudaFree(d2));
+    return 0;
+}
+
+/* Opens a handle, says so, and waits to be killed. */
+static int ipc_open_and_wait(const char *hex) {
+    ipc_handle_t h;
+    void *p;
+    CHECK(hex_in(hex, &h) == 0);
+    OK(cudaIpcOpenMemHandle(&p, h, 1));
+    printf("opened\n");
+    fflush(stdout);
+    wait_line();
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     const char *s = argv[1];
@@ -425,6 +453,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(s, "ipc-event-owner")) rc = ipc_event_owner();
     else if (!strcmp(s, "stale-after-reset")) rc = stale_after_reset();
     else if (!strcmp(s, "ipc-hold")) rc = ipc_hold();
+    else if (!strcmp(s, "ipc-dead-importer-owner")) rc = ipc_dead_importer_owner();
+    else if (!strcmp(s, "ipc-open-and-wait") && argc > 2) rc = ipc_open_and_wait(argv[2]);
     else if (!strcmp(s, "memcpy-peer")) rc = memcpy_peer();
     else if (!strcmp(s, "no-device")) rc = no_device();
     else if (!strcmp(s, "many-threads")) rc = many_threads();
