@@ -7,7 +7,7 @@
 //! file once per process, so whichever library a program loads first, they all share this
 //! state.
 //!
-//! Each vtable entry is written with [`core_fn!`]: it catches panics, checks out-pointers,
+//! Each vtable entry is written with `core_fn!`: it catches panics, checks out-pointers,
 //! records the calling thread's last error message and returns a [`Status`] code.
 
 use fake_cuda_core::abi::{
