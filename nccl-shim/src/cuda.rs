@@ -108,29 +108,22 @@ pub fn free(ptr: usize) -> Result<()> {
         .map_err(|e| NcclError::cuda(&format!("cudaFree({ptr:#x})"), e))
 }
 
-/// Whether `stream` is capturing into a graph.
-pub fn is_capturing(stream: u64) -> Result<bool> {
-    let (status, _, _) = core()?
-        .capture_info(stream)
-        .map_err(|e| NcclError::cuda(&format!("stream {stream:#x}"), e))?;
-    Ok(status == 1)
-}
-
 /// Enqueues `work(data)` on `stream`, lasting `duration_ns` of virtual time. The core runs it
-/// on the calling thread before returning, unless the stream is capturing, in which case it
-/// is recorded and runs at each graph launch.
+/// on the calling thread before returning, unless the stream is capturing, in which case it is
+/// recorded and runs at each graph launch; the core calls `release(data)` once when no work
+/// needs it any more.
 ///
 /// # Safety
-/// `data` must stay valid for every call of `work`: until this returns if the stream is not
-/// capturing, else for the life of the graphs that record it.
-pub unsafe fn enqueue(
+/// `data` must stay valid until `release(data)`; `release` must not call into the core.
+pub unsafe fn enqueue_owned(
     stream: u64,
     duration_ns: u64,
     work: CWorkFn,
     data: *mut std::ffi::c_void,
+    release: CWorkFn,
 ) -> Result<()> {
     let c = core()?;
     // SAFETY: forwarded from this function's contract.
-    unsafe { c.enqueue_raw(stream, duration_ns, Some(work), data) }
+    unsafe { c.enqueue_owned(stream, duration_ns, Some(work), data, release) }
         .map_err(|e| NcclError::cuda(&format!("enqueue on stream {stream:#x}"), e))
 }

@@ -51,30 +51,28 @@ unsafe extern "C" fn run_task(data: *mut c_void) {
     }
 }
 
-/// Enqueues `work` on `stream`; returns its result when it ran now (the stream was not
-/// capturing). Captured work stays allocated for the life of the process, since a graph may
-/// be launched at any time after its capture.
+unsafe extern "C" fn release_task(data: *mut c_void) {
+    // SAFETY: `data` is the reference `enqueue` leaked with `Arc::into_raw`; the core releases
+    // it exactly once.
+    drop(unsafe { Arc::from_raw(data as *const Task) });
+}
+
+/// Enqueues `work` on `stream`; returns its result when it ran now. While the stream captures,
+/// the core keeps the task until the graphs that recorded it are destroyed, and it runs at
+/// each launch (errors then go to the communicator's asynchronous error).
 pub fn enqueue(comm: &Arc<Comm>, stream: u64, work: Work) -> Result<()> {
-    let capturing = crate::cuda::is_capturing(stream)?;
-    let task = Box::new(Task {
+    let task = Arc::new(Task {
         comm: comm.clone(),
         work,
         result: Mutex::new(None),
     });
-    let ptr = Box::into_raw(task);
-    // SAFETY: `ptr` stays valid until we free it below (not capturing: the core ran it before
-    // returning) or forever (capturing: the graph holds it).
-    let r = unsafe { crate::cuda::enqueue(stream, 0, run_task, ptr.cast()) };
-    if capturing {
-        return r;
-    }
-    // SAFETY: not captured, so the core no longer holds the pointer.
-    let task = unsafe { Box::from_raw(ptr) };
-    r?;
-    let out = task
+    let data = Arc::into_raw(task.clone()) as *mut c_void;
+    // SAFETY: `data` is a leaked Arc the core releases once with `release_task`.
+    unsafe { crate::cuda::enqueue_owned(stream, 0, run_task, data, release_task) }?;
+    let ran = task
         .result
         .lock()
         .map_err(|_| NcclError::internal("task lock poisoned"))?
         .take();
-    out.unwrap_or_else(|| Err(NcclError::internal("the stream did not run the operation")))
+    ran.unwrap_or(Ok(()))
 }

@@ -86,8 +86,11 @@ fn wait_all(children: Vec<Child>, limit: Duration) -> String {
     }
 }
 
+/// A fresh unique-id file path (tests run in parallel: every call gets its own).
 fn id_file(name: &str) -> PathBuf {
-    let p = program().parent().expect("dir").join(name);
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let p = program().parent().expect("dir").join(format!("{name}.{k}"));
     let _ = std::fs::remove_file(&p);
     p
 }

@@ -283,4 +283,18 @@ pub struct CoreApiV1 {
     pub device_reset: unsafe extern "C" fn(ordinal: i32) -> i32,
     /// Where the device allocation containing `ptr` lives (this process's arenas only).
     pub pointer_arena: unsafe extern "C" fn(ptr: usize, out: *mut CArenaLocation) -> i32,
+    /// Like `enqueue`, but the core owns `data` and calls `release(data)` exactly once when
+    /// no work needs it any more: after `work` ran, when the call fails, or — if the stream
+    /// was capturing — when the graph and its executable graphs are destroyed. `release`
+    /// must not call into the core.
+    pub enqueue_owned: unsafe extern "C" fn(
+        stream: u64,
+        duration_ns: u64,
+        work: Option<CWorkFn>,
+        data: *mut c_void,
+        release: CWorkFn,
+    ) -> i32,
+    /// Gives the pages of a visible device's freed memory back to the system (freed memory
+    /// otherwise keeps them for reuse); writes the bytes trimmed.
+    pub trim_device: unsafe extern "C" fn(ordinal: i32, trimmed: *mut u64) -> i32,
 }

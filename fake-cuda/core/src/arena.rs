@@ -2,7 +2,10 @@
 //!
 //! Each device of a process gets one arena on first allocation: a `memfd` as large as the
 //! device's memory, mapped `MAP_SHARED | MAP_NORESERVE`, so an 80 GiB device costs nothing until
-//! its pages are touched. A memfd has no name in `/dev/shm` and disappears with the last file
+//! its pages are touched. Freed ranges keep their pages, as a caching allocator would, so a
+//! buffer freed and allocated again is not cold (first touches of shared-memory pages cost
+//! about 50 times a warm copy); [`Arena::trim`] gives them back (the core calls it on an explicit
+//! trim or past its cache limit). A memfd has no name in `/dev/shm` and disappears with the last file
 //! descriptor or mapping, so no shared-memory object outlives the processes using it, even after
 //! `kill -9`.
 //!
@@ -10,8 +13,19 @@
 //! handles: fixed fields naming the owner, then one [`ExportSlot`] per allocation exported with
 //! `cudaIpcGetMemHandle`. An importer maps only ranges that a live slot describes, so a forged
 //! offset or size can never map memory outside the owner's allocation.
+//!
+//! Each slot also counts the processes that have the allocation mapped (`importers`). Freeing
+//! an exported allocation retracts its slot at once (no new importer can open it), but while
+//! importers still hold it the range and the slot stay reserved (a "zombie"); they return to
+//! the free lists once the count drops to zero, so an importer's stale mapping can never alias
+//! a later allocation of the owner. Importers also take a lease (their pid and the slot) in a
+//! small table of the header; when the owner finds a lease of a process that no longer exists,
+//! it drops that importer's count, so a killed importer does not hold ranges forever (if the
+//! table is full an importer maps without a lease, and its count then lasts until the owner
+//! exits).
 
 use crate::error::{CoreError, Result};
+use crate::intervals::IntervalSet;
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -21,16 +35,22 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub const HEADER_BYTES: usize = 1 << 20;
 /// Where the export slots start inside the header.
 const SLOTS_OFFSET: usize = 4096;
+/// Where the importer leases start inside the header (after the fixed fields).
+const LEASES_OFFSET: usize = 1024;
+/// Importer leases per arena: (importer pid, slot) pairs, so the owner can drop the counts of
+/// importers that died without closing.
+pub const LEASE_COUNT: usize = (SLOTS_OFFSET - LEASES_OFFSET) / 8;
 /// Export slots per arena (simultaneously exported allocations).
 pub const SLOT_COUNT: usize = (HEADER_BYTES - SLOTS_OFFSET) / std::mem::size_of::<ExportSlot>();
 /// Allocation granularity and alignment. A page, so that importers can map any allocation.
 pub const GRANULARITY: u64 = 4096;
-/// Frees at least this large give their pages back to the system.
-const PUNCH_HOLE_MIN: u64 = 64 << 10;
 /// "NCSMAREN": identifies an ncclsim arena header.
 pub const ARENA_MAGIC: u64 = 0x4e43_534d_4152_454e;
-/// Layout version of the header.
-pub const ARENA_VERSION: u32 = 1;
+/// Layout version of the header (2: export slots count their importers).
+pub const ARENA_VERSION: u32 = 2;
+/// `offset` of an export slot that publishes an IPC event instead of an allocation (never a
+/// valid, granule-aligned offset, so no memory handle can match it); `size` holds the event.
+pub const EVENT_SLOT: u64 = u64::MAX;
 /// Prefix of arena memfd names, as `/proc/<pid>/fd/<n>` shows them (`/memfd:<name> (deleted)`).
 pub const MEMFD_PREFIX: &str = "ncclsim-arena-";
 
@@ -51,10 +71,15 @@ pub struct ArenaHeader {
     pub capacity: u64,
 }
 
-/// One exported allocation. `serial == 0` means the slot is free.
+/// One exported allocation. `serial == 0` means no allocation is published in the slot.
 ///
 /// Writers store `offset` and `size` before `serial` (release); readers load `serial`
 /// (acquire), the fields, then `serial` again, and trust the fields only if both loads agree.
+///
+/// `importers` counts other processes' mappings of the allocation. An importer increments it
+/// *before* checking `serial` and decrements it when it unmaps (or when the check fails); the
+/// owner clears `serial` *before* reading `importers` on free (both sequentially consistent),
+/// so either the importer sees the allocation retracted or the owner sees the importer.
 #[repr(C)]
 pub struct ExportSlot {
     /// Allocation serial number, never 0 for a live slot.
@@ -63,7 +88,8 @@ pub struct ExportSlot {
     pub offset: AtomicU64,
     /// Size of the allocation in bytes.
     pub size: AtomicU64,
-    reserved: AtomicU64,
+    /// Processes that currently have the allocation mapped.
+    pub importers: AtomicU64,
 }
 
 /// A live allocation inside an arena.
@@ -89,8 +115,14 @@ pub struct Arena {
     used: u64,
     free: BTreeMap<u64, u64>,
     allocs: BTreeMap<u64, Allocation>,
+    /// Freed allocations other processes still map: range and slot stay reserved.
+    zombies: Vec<Allocation>,
+    /// Free ranges whose pages may still be committed (freed, not trimmed since).
+    cached: IntervalSet,
     free_slots: Vec<u32>,
     next_slot: u32,
+    /// The mapping was replaced by a reservation ([`Arena::retire`]): nothing to unmap.
+    retired: bool,
 }
 
 // SAFETY: the raw mapping pointer is owned by the arena and only touched through `&mut self`
@@ -160,8 +192,11 @@ impl Arena {
             used: 0,
             free,
             allocs: BTreeMap::new(),
+            zombies: Vec::new(),
+            cached: IntervalSet::default(),
             free_slots: Vec::new(),
             next_slot: 0,
+            retired: false,
         })
     }
 
@@ -195,6 +230,21 @@ impl Arena {
         self.map as usize + HEADER_BYTES
     }
 
+    /// The whole mapping (header and data): start and length.
+    pub fn mapping(&self) -> (usize, usize) {
+        (self.map as usize, HEADER_BYTES + self.capacity as usize)
+    }
+
+    /// Drops the arena but keeps its addresses reserved and inaccessible (see
+    /// [`crate::reserve`]); returns the reserved range. The memfd goes away with the last
+    /// mapping of it (other processes' imports keep theirs).
+    pub fn retire(mut self) -> (usize, usize) {
+        let (addr, len) = self.mapping();
+        // SAFETY: our mapping; the arena is consumed, so nothing refers to it any more.
+        self.retired = unsafe { crate::reserve::reserve_in_place(addr, len) };
+        (addr, len)
+    }
+
     /// Whether `addr` falls in this arena's data area.
     pub fn contains(&self, addr: usize) -> bool {
         addr >= self.data_base() && ((addr - self.data_base()) as u64) < self.capacity
@@ -212,11 +262,13 @@ impl Arena {
 
     /// Allocates `size` bytes (already rounded) first-fit; `None` when nothing fits.
     pub fn alloc(&mut self, size: u64, serial: u64) -> Option<Allocation> {
+        self.reap();
         let (&start, &len) = self.free.iter().find(|(_, &len)| len >= size)?;
         self.free.remove(&start);
         if len > size {
             self.free.insert(start + size, len - size);
         }
+        self.cached.remove(start, size);
         let a = Allocation {
             offset: start,
             size,
@@ -229,26 +281,100 @@ impl Arena {
     }
 
     /// Frees the allocation starting exactly at `offset`; returns it, or `None` if there is none.
+    ///
+    /// An exported allocation is retracted from its slot at once; if other processes still
+    /// map it, its range and slot stay reserved until they have all unmapped it.
     pub fn free(&mut self, offset: u64) -> Option<Allocation> {
         let a = self.allocs.remove(&offset)?;
         self.used -= a.size;
         if let Some(slot) = a.slot {
-            self.slot(slot).serial.store(0, Ordering::Release);
+            let s = self.slot(slot);
+            s.serial.store(0, Ordering::SeqCst);
+            if s.importers.load(Ordering::SeqCst) > 0 {
+                self.zombies.push(a);
+                return Some(a);
+            }
             self.free_slots.push(slot);
         }
-        if a.size >= PUNCH_HOLE_MIN {
-            // Give the pages back; a failure only costs memory, so it is ignored.
+        self.release_range(a.offset, a.size);
+        self.reap();
+        Some(a)
+    }
+
+    /// Returns zombies no process maps any more to the free lists.
+    fn reap(&mut self) {
+        if self.zombies.is_empty() {
+            return;
+        }
+        self.drop_dead_importers();
+        let (done, held): (Vec<Allocation>, Vec<Allocation>) = std::mem::take(&mut self.zombies)
+            .into_iter()
+            .partition(|z| {
+                let slot = z.slot.expect("invariant: zombies were exported");
+                self.slot(slot).importers.load(Ordering::SeqCst) == 0
+            });
+        self.zombies = held;
+        for z in done {
+            self.free_slots
+                .push(z.slot.expect("invariant: zombies were exported"));
+            self.release_range(z.offset, z.size);
+        }
+    }
+
+    /// Drops the importer counts of leases held by processes that no longer exist.
+    fn drop_dead_importers(&self) {
+        for i in 0..LEASE_COUNT {
+            // SAFETY: lease `i` lies in the mapped header and is only accessed atomically.
+            let lease = unsafe { &*lease_ptr(self.map, i) };
+            let v = lease.load(Ordering::SeqCst);
+            let Some((pid, slot)) = lease_parts(v) else {
+                continue;
+            };
+            if (slot as usize) < SLOT_COUNT
+                && !process_exists(pid)
+                && lease
+                    .compare_exchange(v, 0, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+            {
+                self.slot(slot).importers.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// Bytes of free ranges whose pages may still be committed (freed and not trimmed).
+    pub fn cached(&self) -> u64 {
+        self.cached.total()
+    }
+
+    /// Gives the pages of every free range back to the system (`MADV_REMOVE` punches holes in
+    /// the memfd); returns the bytes trimmed. The next touch of those pages is a first touch.
+    pub fn trim(&mut self) -> u64 {
+        let mut bytes = 0;
+        for (offset, len) in self.cached.take() {
+            bytes += len;
+            // A failure only costs memory, so it is ignored.
             // SAFETY: the range lies inside our mapping and belongs to no live allocation.
             unsafe {
                 libc::madvise(
-                    (self.data_base() + a.offset as usize) as *mut libc::c_void,
-                    a.size as usize,
+                    (self.data_base() + offset as usize) as *mut libc::c_void,
+                    len as usize,
                     libc::MADV_REMOVE,
                 );
             }
         }
-        let mut start = a.offset;
-        let mut len = a.size;
+        bytes
+    }
+
+    /// Bytes of freed allocations still reserved because other processes map them.
+    pub fn held_by_importers(&self) -> u64 {
+        self.zombies.iter().map(|z| z.size).sum()
+    }
+
+    /// Puts a range back on the free list, coalescing with its neighbours.
+    fn release_range(&mut self, offset: u64, size: u64) {
+        self.cached.insert(offset, size);
+        let mut start = offset;
+        let mut len = size;
         if let Some((&prev, &plen)) = self.free.range(..start).next_back() {
             if prev + plen == start {
                 self.free.remove(&prev);
@@ -256,11 +382,10 @@ impl Arena {
                 len += plen;
             }
         }
-        if let Some(nlen) = self.free.remove(&(a.offset + a.size)) {
+        if let Some(nlen) = self.free.remove(&(offset + size)) {
             len += nlen;
         }
         self.free.insert(start, len);
-        Some(a)
     }
 
     /// Publishes the allocation at `offset` in an export slot (idempotent) and returns it.
@@ -271,25 +396,45 @@ impl Arena {
         if a.slot.is_some() {
             return Ok(a);
         }
-        let slot = match self.free_slots.pop() {
-            Some(s) => s,
-            None if (self.next_slot as usize) < SLOT_COUNT => {
-                self.next_slot += 1;
-                self.next_slot - 1
-            }
-            None => {
-                return Err(CoreError::InvalidValue(format!(
-                    "more than {SLOT_COUNT} allocations exported from one device"
-                )))
-            }
-        };
+        let slot = self.take_slot()?;
         let s = self.slot(slot);
+        // A reused slot's count only holds transient increments of importers that will see
+        // the serial change and back out.
         s.offset.store(a.offset, Ordering::Relaxed);
         s.size.store(a.size, Ordering::Relaxed);
         s.serial.store(a.serial, Ordering::Release);
         a.slot = Some(slot);
         self.allocs.insert(offset, a);
         Ok(a)
+    }
+
+    fn take_slot(&mut self) -> Result<u32> {
+        match self.free_slots.pop() {
+            Some(s) => Ok(s),
+            None if (self.next_slot as usize) < SLOT_COUNT => {
+                self.next_slot += 1;
+                Ok(self.next_slot - 1)
+            }
+            None => Err(CoreError::InvalidValue(format!(
+                "more than {SLOT_COUNT} allocations and events exported from one device"
+            ))),
+        }
+    }
+
+    /// Publishes IPC event `event` (of serial `serial`) in a free slot; returns the slot.
+    pub fn export_event(&mut self, event: u64, serial: u64) -> Result<u32> {
+        let slot = self.take_slot()?;
+        let s = self.slot(slot);
+        s.offset.store(EVENT_SLOT, Ordering::Relaxed);
+        s.size.store(event, Ordering::Relaxed);
+        s.serial.store(serial, Ordering::Release);
+        Ok(slot)
+    }
+
+    /// Retracts an event published with [`Arena::export_event`].
+    pub fn retract_event(&mut self, slot: u32) {
+        self.slot(slot).serial.store(0, Ordering::SeqCst);
+        self.free_slots.push(slot);
     }
 
     fn slot(&self, index: u32) -> &ExportSlot {
@@ -303,6 +448,32 @@ impl Arena {
     }
 }
 
+/// Address of importer lease `index` (< [`LEASE_COUNT`]) in a header mapped at `map`. A lease
+/// is 0 (free) or [`lease_value`] of an importer.
+pub fn lease_ptr(map: *const u8, index: usize) -> *const AtomicU64 {
+    map.wrapping_add(LEASES_OFFSET + index * 8).cast()
+}
+
+/// The lease of process `pid` on export slot `slot` (never 0).
+pub fn lease_value(pid: u32, slot: u32) -> u64 {
+    (u64::from(pid) << 32) | (u64::from(slot) + 1)
+}
+
+/// (pid, slot) of a lease, `None` for a free one.
+fn lease_parts(v: u64) -> Option<(u32, u32)> {
+    (v != 0 && v as u32 != 0).then(|| ((v >> 32) as u32, (v as u32) - 1))
+}
+
+/// Whether process `pid` exists (a zombie not yet waited for still does).
+fn process_exists(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 only checks that the process exists and may be signalled.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
 /// Address of export slot `index` in a header mapped at `map`.
 pub fn slot_ptr(map: *const u8, index: u32) -> *const ExportSlot {
     map.wrapping_add(SLOTS_OFFSET + index as usize * std::mem::size_of::<ExportSlot>())
@@ -311,6 +482,9 @@ pub fn slot_ptr(map: *const u8, index: u32) -> *const ExportSlot {
 
 impl Drop for Arena {
     fn drop(&mut self) {
+        if self.retired {
+            return;
+        }
         // SAFETY: unmapping exactly what `create` mapped.
         unsafe {
             libc::munmap(self.map.cast(), HEADER_BYTES + self.capacity as usize);
@@ -372,6 +546,35 @@ mod tests {
         a.free(x.offset);
         assert_eq!(a.slot(e.slot.unwrap()).serial.load(Ordering::Acquire), 0);
         assert!(a.export(x.offset).is_err());
+    }
+
+    /// Resident pages of `len` bytes at `addr` (mincore).
+    fn resident(addr: usize, len: usize) -> usize {
+        let page = 4096;
+        let mut v = vec![0u8; len.div_ceil(page)];
+        // SAFETY: a mapped range of ours and a vector of one byte per page.
+        let r = unsafe { libc::mincore(addr as *mut libc::c_void, len, v.as_mut_ptr()) };
+        assert_eq!(r, 0);
+        v.iter().filter(|&&b| b & 1 == 1).count() * page
+    }
+
+    #[test]
+    fn freed_pages_stay_committed_until_trimmed() {
+        let mut a = Arena::create(3, 0, 1 << 26).unwrap();
+        let x = a.alloc(1 << 22, 1).unwrap();
+        let p = a.data_base() + x.offset as usize;
+        // SAFETY: inside the allocation.
+        unsafe { (p as *mut u8).write_bytes(1, 1 << 22) };
+        a.free(x.offset).unwrap();
+        assert_eq!(a.cached(), 1 << 22);
+        assert_eq!(resident(p, 1 << 22), 1 << 22, "kept for reuse");
+        let y = a.alloc(1 << 21, 2).unwrap();
+        assert_eq!(y.offset, x.offset);
+        assert_eq!(a.cached(), 1 << 21, "the reused half is live again");
+        a.free(y.offset).unwrap();
+        assert_eq!(a.trim(), 1 << 22);
+        assert_eq!(a.cached(), 0);
+        assert_eq!(resident(p, 1 << 22), 0, "given back");
     }
 
     #[test]

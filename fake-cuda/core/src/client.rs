@@ -1,10 +1,11 @@
 //! The front-ends' side of the vtable: finds the process's one core and wraps each entry in a
 //! safe method returning [`crate::Result`].
 //!
-//! The core is `libncclsim_cuda.so` from the directory of the library this code is linked into
-//! (found with `dladdr`), or the file named by `NCCLSIM_CUDA_CORE`. Every front-end `dlopen`s
-//! the same file and the dynamic loader maps a file once per process, so all front-ends share
-//! one core whichever is loaded first.
+//! The core is the `libncclsim_cuda.so` already loaded in the process (found by its SONAME
+//! with `RTLD_NOLOAD`, whichever directory it came from); else the file named by
+//! `NCCLSIM_CUDA_CORE`, else `libncclsim_cuda.so` from the directory of the library this code
+//! is linked into (found with `dladdr`). So all front-ends share one core whichever is loaded
+//! first, even from copies in different directories.
 
 use crate::abi::{
     self, CDeviceInfo, CDeviceTopology, CHandle, CPointerInfo, CStreamInfo, CoreApiV1,
@@ -55,7 +56,49 @@ fn own_directory() -> Option<std::path::PathBuf> {
     path.parent().map(|p| p.to_path_buf())
 }
 
+/// The vtable of the core at `path`, opened with `dlopen(path, flags)`.
+fn open_core(path: &str, flags: i32) -> std::result::Result<&'static CoreApiV1, String> {
+    let c = CString::new(path).map_err(|_| format!("{path:?} contains NUL"))?;
+    // SAFETY: valid C string; the core has no load-time side effects beyond its own statics.
+    let h = unsafe { libc::dlopen(c.as_ptr(), flags) };
+    if h.is_null() {
+        return Err(dlerror_text());
+    }
+    let sym = CString::new(abi::CORE_SYMBOL).expect("invariant: symbol has no NUL");
+    // SAFETY: valid handle and name.
+    let f = unsafe { libc::dlsym(h, sym.as_ptr()) };
+    if f.is_null() {
+        return Err(format!("{path}: no symbol {}", abi::CORE_SYMBOL));
+    }
+    // SAFETY: the symbol has this type by the contract in `abi`.
+    let get: extern "C" fn() -> *const CoreApiV1 = unsafe { std::mem::transmute(f) };
+    let api = get();
+    if api.is_null() {
+        return Err(format!("{path}: {} returned null", abi::CORE_SYMBOL));
+    }
+    // SAFETY: the core returns a pointer to a static table.
+    let api: &'static CoreApiV1 = unsafe { &*api };
+    if api.version != abi::CORE_ABI_VERSION || api.size < std::mem::size_of::<CoreApiV1>() {
+        return Err(format!(
+            "{path}: core ABI version {} size {}, this front-end needs {} / {}",
+            api.version,
+            api.size,
+            abi::CORE_ABI_VERSION,
+            std::mem::size_of::<CoreApiV1>()
+        ));
+    }
+    Ok(api)
+}
+
 fn load() -> std::result::Result<Client, String> {
+    // A core already in the process (found by its SONAME, whichever directory it came from)
+    // is the one: a second copy would be a second, disconnected core.
+    if let Ok(api) = open_core(
+        abi::CORE_LIBRARY,
+        libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_NODELETE,
+    ) {
+        return Ok(Client { api });
+    }
     let candidates: Vec<String> = match std::env::var("NCCLSIM_CUDA_CORE") {
         Ok(p) => vec![p],
         Err(_) => own_directory()
@@ -66,40 +109,10 @@ fn load() -> std::result::Result<Client, String> {
     };
     let mut errors = Vec::new();
     for path in &candidates {
-        let c = CString::new(path.as_str()).map_err(|_| format!("{path:?} contains NUL"))?;
-        // SAFETY: valid C string; the core has no load-time side effects beyond its own statics.
-        let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_NODELETE) };
-        if h.is_null() {
-            errors.push(dlerror_text());
-            continue;
+        match open_core(path, libc::RTLD_NOW | libc::RTLD_NODELETE) {
+            Ok(api) => return Ok(Client { api }),
+            Err(e) => errors.push(e),
         }
-        let sym = CString::new(abi::CORE_SYMBOL).expect("invariant: symbol has no NUL");
-        // SAFETY: valid handle and name.
-        let f = unsafe { libc::dlsym(h, sym.as_ptr()) };
-        if f.is_null() {
-            errors.push(format!("{path}: no symbol {}", abi::CORE_SYMBOL));
-            continue;
-        }
-        // SAFETY: the symbol has this type by the contract in `abi`.
-        let get: extern "C" fn() -> *const CoreApiV1 = unsafe { std::mem::transmute(f) };
-        let api = get();
-        if api.is_null() {
-            errors.push(format!("{path}: {} returned null", abi::CORE_SYMBOL));
-            continue;
-        }
-        // SAFETY: the core returns a pointer to a static table.
-        let api: &'static CoreApiV1 = unsafe { &*api };
-        if api.version != abi::CORE_ABI_VERSION || api.size < std::mem::size_of::<CoreApiV1>() {
-            errors.push(format!(
-                "{path}: core ABI version {} size {}, this front-end needs {} / {}",
-                api.version,
-                api.size,
-                abi::CORE_ABI_VERSION,
-                std::mem::size_of::<CoreApiV1>()
-            ));
-            continue;
-        }
-        return Ok(Client { api });
     }
     Err(errors.join("; "))
 }
@@ -288,6 +301,23 @@ impl Client {
         self.check(unsafe { (self.api.enqueue)(stream, duration_ns, work, data) })
     }
 
+    /// Enqueues host work whose argument the core owns: `release(data)` is called once when
+    /// no work (and no captured graph) needs `data` any more.
+    ///
+    /// # Safety
+    /// `work(data)` must be safe to call until `release(data)`, which must be safe to call
+    /// once from any thread and must not call into the core.
+    pub unsafe fn enqueue_owned(
+        &self,
+        stream: u64,
+        duration_ns: u64,
+        work: Option<abi::CWorkFn>,
+        data: *mut c_void,
+        release: abi::CWorkFn,
+    ) -> Result<()> {
+        self.check(unsafe { (self.api.enqueue_owned)(stream, duration_ns, work, data, release) })
+    }
+
     /// Waits for the current device.
     pub fn device_synchronize(&self) -> Result<()> {
         self.check(unsafe { (self.api.device_synchronize)() })
@@ -461,5 +491,12 @@ impl Client {
     /// Frees every allocation of a visible device.
     pub fn device_reset(&self, ordinal: i32) -> Result<()> {
         self.check(unsafe { (self.api.device_reset)(ordinal) })
+    }
+
+    /// Gives the pages of a device's freed memory back; returns the bytes trimmed.
+    pub fn trim_device(&self, ordinal: i32) -> Result<u64> {
+        let mut n = 0;
+        self.check(unsafe { (self.api.trim_device)(ordinal, &mut n) })?;
+        Ok(n)
     }
 }

@@ -78,6 +78,9 @@ pub struct DeviceDesc {
     pub memory_bandwidth_gbps: f64,
     /// Host link bandwidth in GB/s (prices host-to-device and device-to-host copies).
     pub host_link_bandwidth_gbps: f64,
+    /// Bandwidth of one NVLink in GB/s (NCCL's per-link figure for the compute capability;
+    /// prices copies between GPUs with [`DeviceDesc::nvlinks`]).
+    pub nvlink_bandwidth_gbps: f64,
     /// PCI device id (vendor 0x10de), e.g. 0x20b0.
     pub pci_device_id: u32,
     /// PCI subsystem id as NVML packs it: subsystem device << 16 | subsystem vendor.

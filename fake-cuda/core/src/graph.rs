@@ -10,9 +10,41 @@ use crate::abi::CWorkFn;
 use crate::error::{CoreError, Result};
 use crate::CopyKind;
 use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Argument data of host work that the core owns: released (`release(data)`) when the last
+/// operation holding it goes away, i.e. after it ran once, or when the graphs and executable
+/// graphs it was captured into are destroyed.
+pub struct OwnedData {
+    data: usize,
+    release: CWorkFn,
+}
+
+impl OwnedData {
+    /// Takes ownership of `data`, to be released with `release`.
+    ///
+    /// # Safety
+    /// `release(data)` must be safe to call once, from any thread, at any later time.
+    pub unsafe fn new(data: usize, release: CWorkFn) -> Arc<OwnedData> {
+        Arc::new(OwnedData { data, release })
+    }
+}
+
+impl Drop for OwnedData {
+    fn drop(&mut self) {
+        // SAFETY: the contract of `OwnedData::new`; this is the one release of `data`.
+        unsafe { (self.release)(self.data as *mut std::ffi::c_void) }
+    }
+}
+
+impl std::fmt::Debug for OwnedData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "OwnedData({:#x})", self.data)
+    }
+}
 
 /// One piece of stream work, as recorded and replayed.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub enum Op {
     /// `height` rows of `width` bytes between pitched buffers (a 1D copy has one row).
     Copy {
@@ -53,6 +85,8 @@ pub enum Op {
         data: usize,
         /// Virtual duration.
         duration_ns: u64,
+        /// Keeps `data` alive while this operation (or a graph holding it) exists.
+        owned: Option<Arc<OwnedData>>,
     },
 }
 
@@ -160,12 +194,15 @@ impl Graphs {
     }
 
     /// Appends `op` to the capture of stream `key`; false if it is not capturing.
-    pub fn record(&mut self, key: u64, op: Op) -> bool {
+    pub fn record(&mut self, key: u64, op: &Op) -> bool {
         let Some(id) = self.streams.get(&key) else {
             return false;
         };
         let graph = self.captures[id].graph;
-        self.graphs.get_mut(&graph).expect("capture graph").push(op);
+        self.graphs
+            .get_mut(&graph)
+            .expect("capture graph")
+            .push(op.clone());
         true
     }
 
@@ -275,10 +312,10 @@ mod tests {
     #[test]
     fn capture_records_and_ends() {
         let mut g = Graphs::default();
-        assert!(!g.record(7, K));
+        assert!(!g.record(7, &K));
         g.begin(7).unwrap();
         assert!(g.begin(7).is_err());
-        assert!(g.record(7, K));
+        assert!(g.record(7, &K));
         let (status, id, graph) = g.info(7);
         assert_eq!(status, CaptureStatus::Active);
         assert!(id != 0 && graph != 0);
@@ -299,7 +336,7 @@ mod tests {
         g.begin(1).unwrap();
         assert!(g.event_recorded(100, 1));
         assert!(g.event_waited(2, 100).unwrap());
-        assert!(g.record(2, K));
+        assert!(g.record(2, &K));
         assert!(g.end(2).is_err(), "only the origin ends a capture");
         let graph = g.end(1).unwrap();
         assert!(!g.is_capturing(2));

@@ -45,7 +45,9 @@ pub struct MemHandle {
     pub device: u32,
 }
 
-/// The decoded contents of an event handle.
+/// The decoded contents of an event handle. The owner publishes every exported event in an
+/// export slot of the arena of `device` (offset [`arena::EVENT_SLOT`], size = the event), so
+/// an event handle is validated like a memory handle: owner, arena, slot, serial.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EventHandle {
     /// Owner process id.
@@ -54,6 +56,14 @@ pub struct EventHandle {
     pub event: u64,
     /// Physical device index.
     pub device: u32,
+    /// Arena memfd descriptor number in the owner.
+    pub arena_fd: u32,
+    /// Arena number in the owner.
+    pub arena_id: u32,
+    /// Export slot in the arena header.
+    pub slot: u32,
+    /// Export serial number (never 0).
+    pub serial: u64,
 }
 
 fn checksum(bytes: &[u8]) -> u32 {
@@ -181,70 +191,106 @@ impl EventHandle {
         w.put(&self.owner_pid.to_le_bytes());
         w.put(&self.device.to_le_bytes());
         w.put(&self.event.to_le_bytes());
+        w.put(&self.arena_fd.to_le_bytes());
+        w.put(&self.arena_id.to_le_bytes());
+        w.put(&self.slot.to_le_bytes());
+        w.put(&self.serial.to_le_bytes());
         w.finish()
     }
 
-    /// Decodes an event handle.
+    /// Decodes an event handle and checks its own consistency (not yet whether the owner
+    /// agrees: see [`EventHandle::check_foreign`]).
     pub fn decode(bytes: &[u8; HANDLE_BYTES]) -> Result<EventHandle> {
         let mut r = open_header(bytes, KIND_EVENT)?;
-        let owner_pid = r.u32();
-        let device = r.u32();
-        let event = r.u64();
-        Ok(EventHandle {
-            owner_pid,
-            event,
-            device,
-        })
+        let h = EventHandle {
+            owner_pid: r.u32(),
+            device: r.u32(),
+            event: r.u64(),
+            arena_fd: r.u32(),
+            arena_id: r.u32(),
+            slot: r.u32(),
+            serial: r.u64(),
+        };
+        if h.serial == 0 || h.slot as usize >= SLOT_COUNT {
+            return Err(CoreError::InvalidIpcHandle(format!(
+                "impossible event handle fields (serial {}, slot {})",
+                h.serial, h.slot
+            )));
+        }
+        Ok(h)
+    }
+
+    /// Checks that process `owner_pid` is alive and publishes this event in the named slot
+    /// of its arena (header and slot agree with every field of the handle).
+    pub fn check_foreign(&self) -> Result<()> {
+        let path = format!("/proc/{}/fd/{}", self.owner_pid, self.arena_fd);
+        let fd = open_arena(&path, self.owner_pid, self.arena_id)?;
+        let header = Mapping::new(fd.as_raw_fd(), 0, HEADER_BYTES, libc::PROT_READ)?;
+        // SAFETY: the header mapping is HEADER_BYTES long and page-aligned.
+        let head = unsafe { &*(header.addr as *const ArenaHeader) };
+        if head.magic != ARENA_MAGIC
+            || head.version != ARENA_VERSION
+            || head.owner_pid != self.owner_pid
+            || head.arena_id != self.arena_id
+            || head.device != self.device
+        {
+            return Err(CoreError::InvalidIpcHandle(format!(
+                "arena header of process {} does not match the event handle",
+                self.owner_pid
+            )));
+        }
+        // SAFETY: slot index checked in decode; the slot lies in the mapped header.
+        let slot = unsafe { &*arena::slot_ptr(header.addr as *const u8, self.slot) };
+        let serial = slot.serial.load(Ordering::SeqCst);
+        let (off, event) = (
+            slot.offset.load(Ordering::Relaxed),
+            slot.size.load(Ordering::Relaxed),
+        );
+        if serial != self.serial
+            || slot.serial.load(Ordering::SeqCst) != serial
+            || off != arena::EVENT_SLOT
+            || event != self.event
+        {
+            return Err(CoreError::InvalidIpcHandle(format!(
+                "event {:#x} is not exported by process {} (destroyed, stale or forged)",
+                self.event, self.owner_pid
+            )));
+        }
+        Ok(())
     }
 }
 
-/// A foreign allocation mapped into this process.
+/// A foreign allocation mapped into this process. While it exists it is counted as an
+/// importer in the owner's export slot, so the owner does not reuse the range.
 #[derive(Debug)]
 pub struct ForeignMapping {
     /// Where the allocation starts in this process.
     pub ptr: usize,
-    /// Start of the mapping (page-aligned, equal to `ptr` with page-granular allocations).
-    map: usize,
-    /// Length of the mapping.
+    /// Length of the data mapping.
     len: usize,
+    /// The owner's arena header, kept mapped to drop the importer count on unmap.
+    header: usize,
+    /// Export slot counted in.
+    slot: u32,
+    /// Our lease in the owner's header, if one was free (see [`crate::arena`]).
+    lease: Option<usize>,
+    /// The data mapping was replaced by a reservation ([`ForeignMapping::retire`]).
+    retired: bool,
 }
 
 impl ForeignMapping {
     /// Maps the allocation a handle from another process names, after checking the owner's
-    /// arena header and export slot agree with every field of the handle.
+    /// arena header and export slot agree with every field of the handle, and counts this
+    /// process as an importer of it.
     pub fn open(h: &MemHandle) -> Result<ForeignMapping> {
         let path = format!("/proc/{}/fd/{}", h.owner_pid, h.arena_fd);
-        let target = std::fs::read_link(&path).map_err(|e| {
-            CoreError::IpcMapFailed(format!(
-                "owner process {} is gone or not accessible ({path}: {e})",
-                h.owner_pid
-            ))
-        })?;
-        let target = target.to_string_lossy();
-        let expect = format!(
-            "/memfd:{}{}-{}",
-            arena::MEMFD_PREFIX,
-            h.owner_pid,
-            h.arena_id
-        );
-        if !(target == expect || target.starts_with(&format!("{expect} "))) {
-            return Err(CoreError::InvalidIpcHandle(format!(
-                "{path} is {target:?}, not the owner's arena {}",
-                h.arena_id
-            )));
-        }
-        let cpath = CString::new(path.clone()).expect("invariant: /proc path has no NUL");
-        // SAFETY: valid path; read-write so the mapping can be shared writable.
-        let raw = unsafe { libc::open(cpath.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-        if raw < 0 {
-            return Err(CoreError::IpcMapFailed(format!(
-                "open {path}: {}",
-                std::io::Error::last_os_error()
-            )));
-        }
-        // SAFETY: fresh descriptor we own; closing it later keeps the mappings alive.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let header = Mapping::new(fd.as_raw_fd(), 0, HEADER_BYTES, libc::PROT_READ)?;
+        let fd = open_arena(&path, h.owner_pid, h.arena_id)?;
+        let header = Mapping::new(
+            fd.as_raw_fd(),
+            0,
+            HEADER_BYTES,
+            libc::PROT_READ | libc::PROT_WRITE,
+        )?;
         // SAFETY: the header mapping is HEADER_BYTES long and page-aligned.
         let head = unsafe { &*(header.addr as *const ArenaHeader) };
         if head.magic != ARENA_MAGIC
@@ -267,39 +313,62 @@ impl ForeignMapping {
         }
         // SAFETY: slot index checked in decode; the slot lies in the mapped header.
         let slot = unsafe { &*arena::slot_ptr(header.addr as *const u8, h.slot) };
-        let serial = slot.serial.load(Ordering::Acquire);
+        // Count in first, then check (see `arena::ExportSlot`): if the owner frees the
+        // allocation concurrently, either we see it retracted or it sees us.
+        slot.importers.fetch_add(1, Ordering::SeqCst);
+        let serial = slot.serial.load(Ordering::SeqCst);
         let (off, size) = (
             slot.offset.load(Ordering::Relaxed),
             slot.size.load(Ordering::Relaxed),
         );
         if serial != h.serial
-            || slot.serial.load(Ordering::Acquire) != serial
+            || slot.serial.load(Ordering::SeqCst) != serial
             || off != h.offset
             || size != h.size
         {
+            slot.importers.fetch_sub(1, Ordering::SeqCst);
             return Err(CoreError::InvalidIpcHandle(format!(
                 "allocation {} is not exported by process {} (freed, stale or forged)",
                 h.serial, h.owner_pid
             )));
         }
-        let data = Mapping::new(
+        let data = match Mapping::new(
             fd.as_raw_fd(),
             HEADER_BYTES as u64 + h.offset,
             h.size as usize,
             libc::PROT_READ | libc::PROT_WRITE,
-        )?;
+        ) {
+            Ok(d) => d,
+            Err(e) => {
+                slot.importers.fetch_sub(1, Ordering::SeqCst);
+                return Err(e);
+            }
+        };
+        let lease = take_lease(header.addr as *const u8, h.slot);
         let m = ForeignMapping {
             ptr: data.addr,
-            map: data.addr,
             len: data.len,
+            header: header.addr,
+            slot: h.slot,
+            lease,
+            retired: false,
         };
         std::mem::forget(data);
+        std::mem::forget(header);
         Ok(m)
     }
 
     /// Bytes mapped.
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// Unmaps the allocation but keeps its addresses reserved and inaccessible (see
+    /// [`crate::reserve`]); returns the reserved range.
+    pub fn retire(mut self) -> (usize, usize) {
+        // SAFETY: our data mapping; `self` is consumed, so nothing refers to it any more.
+        self.retired = unsafe { crate::reserve::reserve_in_place(self.ptr, self.len) };
+        (self.ptr, self.len)
     }
 
     /// Whether the mapping is empty (never, handles carry a size > 0).
@@ -310,11 +379,72 @@ impl ForeignMapping {
 
 impl Drop for ForeignMapping {
     fn drop(&mut self) {
+        if !self.retired {
+            drop(Mapping {
+                addr: self.ptr,
+                len: self.len,
+            });
+        }
+        // Give the lease back first: if the owner took it (it believed us dead), it also
+        // dropped our count, so we must not drop it again.
+        let counted = self.lease.is_none_or(|i| {
+            // SAFETY: the header stays mapped until below; `i` < LEASE_COUNT.
+            let lease = unsafe { &*arena::lease_ptr(self.header as *const u8, i) };
+            let mine = arena::lease_value(std::process::id(), self.slot);
+            lease
+                .compare_exchange(mine, 0, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        });
+        if counted {
+            // SAFETY: the header stays mapped until below; the slot index was checked on open.
+            let slot = unsafe { &*arena::slot_ptr(self.header as *const u8, self.slot) };
+            slot.importers.fetch_sub(1, Ordering::SeqCst);
+        }
         drop(Mapping {
-            addr: self.map,
-            len: self.len,
+            addr: self.header,
+            len: HEADER_BYTES,
         });
     }
+}
+
+/// Takes a free importer lease for `slot` in the header mapped at `header`; `None` if all are
+/// taken.
+fn take_lease(header: *const u8, slot: u32) -> Option<usize> {
+    let mine = arena::lease_value(std::process::id(), slot);
+    (0..arena::LEASE_COUNT).find(|&i| {
+        // SAFETY: lease `i` lies in the mapped header and is only accessed atomically.
+        let lease = unsafe { &*arena::lease_ptr(header, i) };
+        lease
+            .compare_exchange(0, mine, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    })
+}
+
+/// Opens `/proc/<owner>/fd/<n>` after checking it is the owner's arena memfd `arena_id`.
+fn open_arena(path: &str, owner_pid: u32, arena_id: u32) -> Result<OwnedFd> {
+    let target = std::fs::read_link(path).map_err(|e| {
+        CoreError::IpcMapFailed(format!(
+            "owner process {owner_pid} is gone or not accessible ({path}: {e})"
+        ))
+    })?;
+    let target = target.to_string_lossy();
+    let expect = format!("/memfd:{}{owner_pid}-{arena_id}", arena::MEMFD_PREFIX);
+    if !(target == expect || target.starts_with(&format!("{expect} "))) {
+        return Err(CoreError::InvalidIpcHandle(format!(
+            "{path} is {target:?}, not the owner's arena {arena_id}"
+        )));
+    }
+    let cpath = CString::new(path).expect("invariant: /proc path has no NUL");
+    // SAFETY: valid path; read-write so the mapping can be shared writable.
+    let raw = unsafe { libc::open(cpath.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    if raw < 0 {
+        return Err(CoreError::IpcMapFailed(format!(
+            "open {path}: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    // SAFETY: fresh descriptor we own; closing it later keeps the mappings alive.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
 
 /// An owned `mmap` region, unmapped on drop.
@@ -401,6 +531,10 @@ mod tests {
             owner_pid: 1,
             event: 2,
             device: 0,
+            arena_fd: 3,
+            arena_id: 4,
+            slot: 5,
+            serial: 6,
         }
         .encode();
         assert!(MemHandle::decode(&ev).is_err());
@@ -460,6 +594,48 @@ mod tests {
                 Err(CoreError::InvalidIpcHandle(_))
             ),
             "a freed allocation must not map"
+        );
+    }
+
+    #[test]
+    fn a_freed_allocation_stays_reserved_while_imported() {
+        let mut a = arena::Arena::create(42, 0, 1 << 24).unwrap();
+        let x = a.alloc(1 << 20, 7).unwrap();
+        let e = a.export(x.offset).unwrap();
+        let h = MemHandle {
+            owner_pid: std::process::id(),
+            arena_fd: a.raw_fd() as u32,
+            arena_id: a.id(),
+            slot: e.slot.unwrap(),
+            offset: x.offset,
+            size: x.size,
+            device_address: (a.data_base() + x.offset as usize) as u64,
+            serial: x.serial,
+            device: a.device(),
+        };
+        let m = ForeignMapping::open(&h).unwrap();
+        a.free(x.offset).unwrap();
+        assert_eq!(a.held_by_importers(), 1 << 20);
+        assert!(ForeignMapping::open(&h).is_err(), "retracted at free");
+        let y = a.alloc(1 << 20, 8).unwrap();
+        assert_ne!(y.offset, x.offset, "an imported range is not reused");
+        // SAFETY: the importer's mapping is still 1 MiB long.
+        unsafe { (m.ptr as *mut u8).write_bytes(0x5a, 1 << 20) };
+        // SAFETY: y is a live allocation of 1 MiB.
+        let yb = unsafe {
+            std::slice::from_raw_parts((a.data_base() + y.offset as usize) as *const u8, 1 << 20)
+        };
+        assert!(
+            yb.iter().all(|&b| b == 0),
+            "the importer's writes stay in the old range"
+        );
+        drop(m);
+        a.free(y.offset).unwrap();
+        assert_eq!(a.held_by_importers(), 0);
+        assert_eq!(
+            a.alloc(1 << 20, 9).unwrap().offset,
+            x.offset,
+            "reusable once closed"
         );
     }
 }

@@ -19,8 +19,11 @@ pub mod device;
 pub mod error;
 pub mod frontend;
 pub mod graph;
+pub mod intervals;
 pub mod ipc;
 pub mod kernels;
+pub mod reserve;
+pub mod threads;
 pub mod timeline;
 pub mod timing;
 pub mod topology;
@@ -34,28 +37,82 @@ use graph::Op;
 use ipc::{EventHandle, ForeignMapping, MemHandle, HANDLE_BYTES};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
-use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 use timeline::Timeline;
 use timing::CopyPath;
 
 /// Behaviour switches read from the environment.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config {
     /// `NCCLSIM_PACE=1`: queries and synchronisation follow the wall clock to virtual time.
     pub pace: bool,
     /// `NCCLSIM_STRICT_KERNELS=1`: kernel launches fail instead of being counted.
     pub strict_kernels: bool,
+    /// `NCCLSIM_CACHE_LIMIT`: most bytes of freed device memory whose pages are kept committed
+    /// for reuse, over all devices; past it, free ranges are trimmed.
+    pub cache_limit: u64,
+}
+
+impl Default for Config {
+    /// No pacing, kernels counted, no cache limit.
+    fn default() -> Config {
+        Config {
+            pace: false,
+            strict_kernels: false,
+            cache_limit: u64::MAX,
+        }
+    }
 }
 
 impl Config {
-    /// Reads `NCCLSIM_PACE` and `NCCLSIM_STRICT_KERNELS`.
+    /// Reads `NCCLSIM_PACE`, `NCCLSIM_STRICT_KERNELS` and `NCCLSIM_CACHE_LIMIT` (bytes, with an
+    /// optional K/M/G/T binary suffix; default a quarter of the machine's memory; an invalid
+    /// value is reported on stderr and the default used).
     pub fn from_env() -> Config {
         let on = |k: &str| std::env::var(k).is_ok_and(|v| v == "1" || v == "true");
+        let cache_limit = match std::env::var("NCCLSIM_CACHE_LIMIT") {
+            Ok(v) => parse_bytes(&v).unwrap_or_else(|| {
+                eprintln!(
+                    "ncclsim: NCCLSIM_CACHE_LIMIT={v:?} is not a byte count (e.g. 8G); using the default"
+                );
+                default_cache_limit()
+            }),
+            Err(_) => default_cache_limit(),
+        };
         Config {
             pace: on("NCCLSIM_PACE"),
             strict_kernels: on("NCCLSIM_STRICT_KERNELS"),
+            cache_limit,
         }
+    }
+}
+
+/// `1234`, `64K`, `8M`, `4G`, `1T` (binary multiples) as bytes.
+pub fn parse_bytes(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let (digits, shift) = match t.char_indices().last()? {
+        (i, 'k' | 'K') => (&t[..i], 10),
+        (i, 'm' | 'M') => (&t[..i], 20),
+        (i, 'g' | 'G') => (&t[..i], 30),
+        (i, 't' | 'T') => (&t[..i], 40),
+        _ => (t, 0),
+    };
+    digits.trim().parse::<u64>().ok()?.checked_mul(1 << shift)
+}
+
+/// A quarter of the machine's physical memory (1 GiB if unknown).
+fn default_cache_limit() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if pages > 0 && page > 0 {
+        (pages as u64).saturating_mul(page as u64) / 4
+    } else {
+        1 << 30
     }
 }
 
@@ -155,6 +212,10 @@ struct State {
     timeline: Timeline,
     kernels: kernels::Kernels,
     graphs: graph::Graphs,
+    /// Events exported with `cudaIpcGetEventHandle`: event -> (physical device, slot, serial).
+    event_exports: HashMap<u64, (usize, u32, u64)>,
+    /// Device addresses taken back by `cudaDeviceReset` / `cudaIpcCloseMemHandle`.
+    retired: reserve::Retired,
 }
 
 impl State {
@@ -177,8 +238,21 @@ impl State {
         })
     }
 
-    fn in_any_arena(&self, ptr: usize) -> bool {
-        self.arenas.iter().flatten().any(|a| a.contains(ptr))
+    /// Whether `[ptr, ptr + len)` touches memory the core maps or mapped as device memory
+    /// (arenas with their headers, imports, retired ranges): such a range is never host
+    /// memory, so it must be checked as device memory.
+    fn touches_device_space(&self, ptr: usize, len: usize) -> bool {
+        let end = ptr.saturating_add(len.max(1));
+        let overlaps = |start: usize, l: usize| start < end && ptr < start + l;
+        self.arenas.iter().flatten().any(|a| {
+            let (s, l) = a.mapping();
+            overlaps(s, l)
+        }) || self
+            .imports
+            .range(..end)
+            .next_back()
+            .is_some_and(|(&s, imp)| overlaps(s, imp.mapping.len()))
+            || self.retired.overlapping(ptr, len).is_some()
     }
 }
 
@@ -189,7 +263,8 @@ pub struct Core {
     config: Config,
     epoch: Instant,
     state: Mutex<State>,
-    current: Mutex<HashMap<ThreadId, i32>>,
+    /// Each thread's current device (forgotten after the thread exits).
+    current: Mutex<threads::PerThread<i32>>,
 }
 
 /// Work enqueued on a stream, run after the core's lock is released.
@@ -214,7 +289,7 @@ impl Core {
             config,
             epoch: Instant::now(),
             state: Mutex::new(state),
-            current: Mutex::new(HashMap::new()),
+            current: Mutex::new(threads::PerThread::default()),
         }
     }
 
@@ -306,17 +381,15 @@ impl Core {
 
     /// The calling thread's current device (0 until set).
     pub fn current_device(&self) -> i32 {
-        let id = std::thread::current().id();
         let cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        cur.get(&id).copied().unwrap_or(0)
+        cur.get().copied().unwrap_or(0)
     }
 
     /// Sets the calling thread's current device.
     pub fn set_device(&self, ordinal: i32) -> Result<()> {
         self.physical(ordinal)?;
-        let id = std::thread::current().id();
         let mut cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        cur.insert(id, ordinal);
+        *cur.get_or_insert_with(|| ordinal, |_| {}) = ordinal;
         Ok(())
     }
 
@@ -342,11 +415,7 @@ impl Core {
         };
         let rounded = arena::round_size(size as u64).ok_or_else(|| oom(0, u64::MAX))?;
         let mut st = self.lock();
-        if st.arenas[phys].is_none() {
-            st.next_arena_id += 1;
-            let id = st.next_arena_id;
-            st.arenas[phys] = Some(Arena::create(id, phys as u32, cap)?);
-        }
+        self.arena(&mut st, phys)?;
         st.next_serial += 1;
         let serial = st.next_serial;
         let a = st.arenas[phys].as_mut().expect("created above");
@@ -358,6 +427,17 @@ impl Core {
         Ok(ptr)
     }
 
+    /// The arena of physical device `phys`, created on first use.
+    fn arena<'s>(&self, st: &'s mut State, phys: usize) -> Result<&'s mut Arena> {
+        if st.arenas[phys].is_none() {
+            st.next_arena_id += 1;
+            let id = st.next_arena_id;
+            let cap = self.devices[phys].memory_bytes;
+            st.arenas[phys] = Some(Arena::create(id, phys as u32, cap)?);
+        }
+        Ok(st.arenas[phys].as_mut().expect("created above"))
+    }
+
     /// Frees device memory from [`Core::malloc`]. Freeing 0 is a no-op.
     pub fn free(&self, ptr: usize) -> Result<()> {
         if ptr == 0 {
@@ -367,11 +447,18 @@ impl Core {
         for a in st.arenas.iter_mut().flatten() {
             if a.contains(ptr) {
                 let off = (ptr - a.data_base()) as u64;
-                return a.free(off).map(|_| ()).ok_or(CoreError::InvalidPointer {
+                a.free(off).ok_or(CoreError::InvalidPointer {
                     ptr,
                     len: 0,
                     why: "not the start of a live allocation",
-                });
+                })?;
+                let cached: u64 = st.arenas.iter().flatten().map(Arena::cached).sum();
+                if cached > self.config.cache_limit {
+                    for a in st.arenas.iter_mut().flatten() {
+                        a.trim();
+                    }
+                }
+                return Ok(());
             }
         }
         Err(CoreError::InvalidPointer {
@@ -381,7 +468,21 @@ impl Core {
         })
     }
 
-    /// `(free, total)` bytes of visible device `ordinal`.
+    /// Gives the pages of freed memory of visible device `ordinal` back to the system (freed
+    /// memory otherwise keeps its pages for reuse); returns the bytes trimmed.
+    pub fn trim(&self, ordinal: i32) -> Result<u64> {
+        let phys = self.physical(ordinal)?;
+        Ok(self.lock().arenas[phys].as_mut().map_or(0, Arena::trim))
+    }
+
+    /// Bytes of freed memory of visible device `ordinal` whose pages are kept for reuse.
+    pub fn cached_bytes(&self, ordinal: i32) -> Result<u64> {
+        let phys = self.physical(ordinal)?;
+        Ok(self.lock().arenas[phys].as_ref().map_or(0, Arena::cached))
+    }
+
+    /// `(free, total)` bytes of visible device `ordinal` (logical: freed memory whose pages
+    /// are kept for reuse counts as free).
     pub fn mem_info(&self, ordinal: i32) -> Result<(u64, u64)> {
         let phys = self.physical(ordinal)?;
         let total = self.devices[phys].memory_bytes;
@@ -551,11 +652,16 @@ impl Core {
     }
 
     fn check_device(st: &State, ptr: usize, len: usize) -> Result<DeviceRange> {
-        let r = st.device_range(ptr).ok_or(CoreError::InvalidPointer {
-            ptr,
-            len,
-            why: "not inside a live device allocation",
-        })?;
+        let r = st
+            .device_range(ptr)
+            .ok_or_else(|| CoreError::InvalidPointer {
+                ptr,
+                len,
+                why: st
+                    .retired
+                    .overlapping(ptr, len)
+                    .unwrap_or("not inside a live device allocation"),
+            })?;
         if ptr.checked_add(len).is_none_or(|end| end > r.base + r.size) {
             return Err(CoreError::InvalidPointer {
                 ptr,
@@ -573,7 +679,7 @@ impl Core {
         len: usize,
         must_be_device: bool,
     ) -> Result<Option<DeviceRange>> {
-        if must_be_device || st.device_range(ptr).is_some() || st.in_any_arena(ptr) {
+        if must_be_device || st.touches_device_space(ptr, len) {
             Self::check_device(st, ptr, len).map(Some)
         } else if ptr == 0 && len > 0 {
             Err(CoreError::InvalidValue("null host pointer".into()))
@@ -623,6 +729,12 @@ impl Core {
             Op::Kernel { .. } => return Ok(0),
             Op::Host { duration_ns, .. } => return Ok(duration_ns),
         };
+        if let [Some(d), Some(s)] = spans[..] {
+            if d.physical != s.physical {
+                let (src, dst) = (&self.devices[s.physical], &self.devices[d.physical]);
+                return Ok(timing::peer_copy_ns(src, dst, d.physical, bytes));
+            }
+        }
         let dev = spans
             .iter()
             .flatten()
@@ -645,7 +757,7 @@ impl Core {
                     return Err(CoreError::KernelRefused(st.kernels.name_of(host_fun)));
                 }
             }
-            if st.graphs.record(key, op) {
+            if st.graphs.record(key, &op) {
                 return Ok(());
             }
             if let Op::Kernel { host_fun } = op {
@@ -686,6 +798,7 @@ impl Core {
                 if let Some(f) = func {
                     unsafe { f(data as *mut std::ffi::c_void) }
                 }
+                // Dropping `op` here releases owned data that no graph holds.
             }
         }
         Ok(())
@@ -762,6 +875,37 @@ impl Core {
                 func,
                 data,
                 duration_ns,
+                owned: None,
+            },
+        )
+    }
+
+    /// Like [`Core::enqueue_host`], but the core owns `data`: `release(data)` is called once
+    /// when no operation needs it any more — right after `func` ran (or the enqueue failed),
+    /// or, if the stream was capturing, when the graph and every executable graph made from
+    /// it are destroyed. `release` may run while the core's lock is held, so it must not call
+    /// into the core.
+    ///
+    /// # Safety
+    /// `release(data)` must be safe to call once, from any thread, at any later time, and
+    /// `func(data)` must be safe to call until then.
+    pub unsafe fn enqueue_host_owned(
+        &self,
+        stream: u64,
+        duration_ns: u64,
+        func: Option<CWorkFn>,
+        data: usize,
+        release: CWorkFn,
+    ) -> Result<()> {
+        // SAFETY: the caller's contract.
+        let owned = unsafe { graph::OwnedData::new(data, release) };
+        self.submit(
+            stream,
+            Op::Host {
+                func,
+                data,
+                duration_ns,
+                owned: Some(owned),
             },
         )
     }
@@ -895,7 +1039,13 @@ impl Core {
     pub fn event_destroy(&self, event: u64) -> Result<()> {
         let mut st = self.lock();
         st.graphs.forget_event(event);
-        st.timeline.destroy_event(event)
+        st.timeline.destroy_event(event)?;
+        if let Some((phys, slot, _)) = st.event_exports.remove(&event) {
+            if let Some(a) = st.arenas[phys].as_mut() {
+                a.retract_event(slot);
+            }
+        }
+        Ok(())
     }
 
     /// `cudaEventRecord`.
@@ -1000,7 +1150,8 @@ impl Core {
     }
 
     /// `cudaDeviceReset`: waits for the device, then frees every allocation on it (the
-    /// arena and its memfd go away; mappings other processes opened stay valid until they
+    /// arena and its memfd go away, its addresses stay reserved so stale pointers are errors;
+    /// mappings other processes opened stay valid until they
     /// close them).
     pub fn device_reset(&self, ordinal: i32) -> Result<()> {
         let phys = self.physical(ordinal)?;
@@ -1012,7 +1163,13 @@ impl Core {
         }
         let clock = st.timeline.device_clock(phys);
         st.timeline.host_waited(clock);
-        st.arenas[phys] = None;
+        if let Some(a) = st.arenas[phys].take() {
+            let (start, len) = a.retire();
+            st.retired
+                .add(start, len, "memory of a device that cudaDeviceReset freed");
+        }
+        // Event exports lived in that arena's header: their handles are stale now.
+        st.event_exports.retain(|_, (p, _, _)| *p != phys);
         Ok(())
     }
 
@@ -1103,7 +1260,13 @@ impl Core {
         if let Some(imp) = st.imports.get_mut(&ptr) {
             imp.refs -= 1;
             if imp.refs == 0 {
-                st.imports.remove(&ptr);
+                let imp = st.imports.remove(&ptr).expect("present");
+                let (start, len) = imp.mapping.retire();
+                st.retired.add(
+                    start,
+                    len,
+                    "an IPC mapping that cudaIpcCloseMemHandle closed",
+                );
             }
             return Ok(());
         }
@@ -1123,27 +1286,71 @@ impl Core {
         })
     }
 
-    /// `cudaIpcGetEventHandle`.
+    /// `cudaIpcGetEventHandle`: publishes the event in an export slot of the current
+    /// device's arena (once per event) and returns a handle naming that slot.
     pub fn ipc_get_event_handle(&self, event: u64) -> Result<[u8; HANDLE_BYTES]> {
         let (_, phys) = self.current_checked()?;
-        self.lock().timeline.event_flags(event)?;
+        let mut st = self.lock();
+        st.timeline.event_flags(event)?;
+        let (phys, slot, serial) = match st.event_exports.get(&event) {
+            Some(&e) => e,
+            None => {
+                st.next_serial += 1;
+                let serial = st.next_serial;
+                let slot = self.arena(&mut st, phys)?.export_event(event, serial)?;
+                st.event_exports.insert(event, (phys, slot, serial));
+                (phys, slot, serial)
+            }
+        };
+        let a = st.arenas[phys]
+            .as_ref()
+            .expect("invariant: exported events live in an existing arena");
         Ok(EventHandle {
             owner_pid: std::process::id(),
             event,
             device: phys as u32,
+            arena_fd: a.raw_fd() as u32,
+            arena_id: a.id(),
+            slot,
+            serial,
         }
         .encode())
     }
 
-    /// `cudaIpcOpenEventHandle`. In the owner process this is the same event; elsewhere the
-    /// owner's virtual clock is not visible, so the event opens as already complete.
+    /// `cudaIpcOpenEventHandle`. The handle is checked against the owner's export slot like a
+    /// memory handle (forged, corrupt and stale handles are `InvalidValue`). In the owner
+    /// process this is the same event; elsewhere the owner's virtual clock is not visible, so
+    /// the event opens as already complete.
     pub fn ipc_open_event_handle(&self, bytes: &[u8; HANDLE_BYTES]) -> Result<u64> {
-        let h = EventHandle::decode(bytes)?;
-        let mut st = self.lock();
+        let invalid = |e: CoreError| match e {
+            CoreError::InvalidIpcHandle(m) | CoreError::IpcMapFailed(m) => {
+                CoreError::InvalidValue(format!("IPC event handle: {m}"))
+            }
+            e => e,
+        };
+        let h = EventHandle::decode(bytes).map_err(invalid)?;
         if h.owner_pid == std::process::id() {
-            st.timeline.event_flags(h.event)?;
-            return Ok(h.event);
+            let st = self.lock();
+            let ok = st
+                .event_exports
+                .get(&h.event)
+                .is_some_and(|&(p, slot, serial)| {
+                    st.arenas[p].as_ref().is_some_and(|a| a.id() == h.arena_id)
+                        && p as u32 == h.device
+                        && slot == h.slot
+                        && serial == h.serial
+                });
+            return if ok {
+                Ok(h.event)
+            } else {
+                Err(CoreError::InvalidValue(format!(
+                    "IPC event handle: event {:#x} is not exported by this process (destroyed, stale or forged)",
+                    h.event
+                )))
+            };
         }
+        h.check_foreign().map_err(invalid)?;
+        let mut st = self.lock();
         let now = st.timeline.host_clock();
         Ok(st
             .timeline
@@ -1188,6 +1395,7 @@ impl Core {
                 .collect(),
             calls,
             kernel_launches: self.kernel_launch_counts(),
+            streams: self.lock().timeline.stream_count(),
         }
     }
 }
@@ -1219,6 +1427,9 @@ pub struct Report {
     pub calls: BTreeMap<String, u64>,
     /// Kernel launches by kernel name.
     pub kernel_launches: BTreeMap<String, u64>,
+    /// Streams that exist at the time of the report (per-thread default streams of exited
+    /// threads are dropped along the way).
+    pub streams: usize,
 }
 
 #[cfg(test)]
@@ -1396,7 +1607,7 @@ mod tests {
             vec![0],
             Config {
                 pace: true,
-                strict_kernels: false,
+                ..Config::default()
             },
         );
         let s = core.stream_create(0, 0).unwrap();
@@ -1444,6 +1655,73 @@ mod tests {
     }
 
     #[test]
+    fn owned_host_data_lives_as_long_as_its_graphs() {
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        static RUNS: AtomicUsize = AtomicUsize::new(0);
+        static RELEASES: AtomicUsize = AtomicUsize::new(0);
+        unsafe extern "C" fn run(_: *mut std::ffi::c_void) {
+            RUNS.fetch_add(1, SeqCst);
+        }
+        unsafe extern "C" fn release(_: *mut std::ffi::c_void) {
+            RELEASES.fetch_add(1, SeqCst);
+        }
+        let core = core_with(&[0], 1 << 30);
+        let s = core
+            .stream_create(timeline::STREAM_NON_BLOCKING, 0)
+            .unwrap();
+        // SAFETY: the functions only count.
+        unsafe { core.enqueue_host_owned(s, 0, Some(run), 1, release) }.unwrap();
+        assert_eq!((RUNS.load(SeqCst), RELEASES.load(SeqCst)), (1, 1));
+        core.begin_capture(s).unwrap();
+        // SAFETY: as above.
+        unsafe { core.enqueue_host_owned(s, 0, Some(run), 2, release) }.unwrap();
+        let g = core.end_capture(s).unwrap();
+        let e = core.graph_instantiate(g).unwrap();
+        core.graph_destroy(g).unwrap();
+        core.graph_launch(e, s).unwrap();
+        core.graph_launch(e, s).unwrap();
+        assert_eq!((RUNS.load(SeqCst), RELEASES.load(SeqCst)), (3, 1));
+        core.graph_exec_destroy(e).unwrap();
+        assert_eq!(RELEASES.load(SeqCst), 2, "released with the last graph");
+        // A failed enqueue releases at once.
+        // SAFETY: as above.
+        assert!(unsafe { core.enqueue_host_owned(0xbad, 0, Some(run), 3, release) }.is_err());
+        assert_eq!((RUNS.load(SeqCst), RELEASES.load(SeqCst)), (3, 3));
+    }
+
+    #[test]
+    fn freed_memory_is_cached_up_to_the_limit() {
+        let mut devs = device::dgx_a100();
+        devs.truncate(2);
+        let config = Config {
+            cache_limit: 3 << 20,
+            ..Config::default()
+        };
+        let core = Core::new(devs, vec![0, 1], config);
+        let a = core.malloc(0, 2 << 20).unwrap();
+        core.free(a).unwrap();
+        assert_eq!(core.cached_bytes(0).unwrap(), 2 << 20);
+        assert_eq!(core.mem_info(0).unwrap().0, 40 << 30, "logically free");
+        let b = core.malloc(0, 2 << 20).unwrap();
+        assert_eq!((b, core.cached_bytes(0).unwrap()), (a, 0), "reused");
+        let c = core.malloc(1, 2 << 20).unwrap();
+        core.free(b).unwrap();
+        core.free(c).unwrap(); // 4 MiB cached over both devices > 3 MiB: trimmed
+        assert_eq!(
+            core.cached_bytes(0).unwrap() + core.cached_bytes(1).unwrap(),
+            0
+        );
+        let d = core.malloc(0, 1 << 20).unwrap();
+        core.free(d).unwrap();
+        assert_eq!(core.trim(0).unwrap(), 1 << 20);
+        assert_eq!(core.cached_bytes(0).unwrap(), 0);
+        assert_eq!(parse_bytes("64K"), Some(64 << 10));
+        assert_eq!(parse_bytes(" 8g"), Some(8 << 30));
+        assert_eq!(parse_bytes("12"), Some(12));
+        assert_eq!(parse_bytes("x"), None);
+    }
+
+    #[test]
     fn device_reset_frees_everything_on_the_device() {
         let core = core_with(&[0, 1], 1 << 30);
         let a = core.malloc(0, 1 << 20).unwrap();
@@ -1451,6 +1729,11 @@ mod tests {
         core.device_reset(0).unwrap();
         assert_eq!(core.mem_info(0).unwrap(), (1 << 30, 1 << 30));
         assert!(core.free(a).is_err());
+        let mut buf = [0u8; 8];
+        let e = core
+            .memcpy(buf.as_mut_ptr() as usize, a, 8, CopyKind::Default, 0)
+            .unwrap_err();
+        assert!(e.to_string().contains("cudaDeviceReset"), "{e}");
         core.free(b).unwrap();
         core.malloc(0, 10).unwrap();
     }
@@ -1466,8 +1749,8 @@ mod tests {
             device::dgx_a100(),
             vec![0],
             Config {
-                pace: false,
                 strict_kernels: true,
+                ..Config::default()
             },
         );
         strict.register_function(0x42, "fill");

@@ -10,8 +10,8 @@
 //! reaches the virtual completion time.
 
 use crate::error::{CoreError, Result};
+use crate::threads::PerThread;
 use std::collections::HashMap;
-use std::thread::ThreadId;
 
 /// `cudaStreamNonBlocking`: no implicit synchronisation with the legacy default stream.
 pub const STREAM_NON_BLOCKING: u32 = 0x1;
@@ -51,12 +51,25 @@ pub struct StreamInfo {
     pub priority: i32,
 }
 
+/// Latest completion times of a device's streams, kept up to date as clocks move (clocks only
+/// ever move forward), so that the legacy stream and device synchronisation cost O(1) however
+/// many streams exist.
+#[derive(Debug, Clone, Copy, Default)]
+struct DeviceClocks {
+    /// Over all streams of the device.
+    all: u64,
+    /// Over its blocking streams (not `cudaStreamNonBlocking`).
+    blocking: u64,
+}
+
 /// All streams and events of a process and the host's virtual clock.
 #[derive(Debug, Default)]
 pub struct Timeline {
     streams: HashMap<u64, Stream>,
     legacy: HashMap<usize, u64>,
-    per_thread: HashMap<(ThreadId, usize), u64>,
+    /// Each thread's per-thread default streams, by device; dropped after the thread exits.
+    per_thread: PerThread<HashMap<usize, u64>>,
+    devices: HashMap<usize, DeviceClocks>,
     events: HashMap<u64, Event>,
     next_handle: u64,
     host_clock_ns: u64,
@@ -81,10 +94,24 @@ impl Timeline {
                 flags,
                 priority,
                 legacy: false,
-                clock_ns: self.host_clock_ns,
+                clock_ns: 0,
             },
         );
+        self.set_clock(h, self.host_clock_ns);
         h
+    }
+
+    /// Moves stream `key`'s clock forward to `t` (never back) and the device's aggregates.
+    fn set_clock(&mut self, key: u64, t: u64) {
+        let s = self.streams.get_mut(&key).expect("resolved key");
+        s.clock_ns = s.clock_ns.max(t);
+        let (device, clock) = (s.device, s.clock_ns);
+        let blocking = s.flags & STREAM_NON_BLOCKING == 0;
+        let c = self.devices.entry(device).or_default();
+        c.all = c.all.max(clock);
+        if blocking {
+            c.blocking = c.blocking.max(clock);
+        }
     }
 
     /// Resolves a user-visible handle (`0`, `1` = legacy, `2` = per-thread, or a created
@@ -101,12 +128,20 @@ impl Timeline {
                 Ok(k)
             }
             STREAM_PER_THREAD => {
-                let key = (std::thread::current().id(), current_device);
-                if let Some(&k) = self.per_thread.get(&key) {
+                let mine = self.per_thread.get().and_then(|m| m.get(&current_device));
+                if let Some(&k) = mine {
                     return Ok(k);
                 }
                 let k = self.create_stream(current_device, 0, 0);
-                self.per_thread.insert(key, k);
+                let mut exited = Vec::new();
+                self.per_thread
+                    .get_or_insert_with(HashMap::new, |m| exited.extend(m.into_values()))
+                    .insert(current_device, k);
+                // Streams of exited threads go; their clocks stay in the device aggregates,
+                // so the work they held still orders later legacy-stream work.
+                for old in exited {
+                    self.streams.remove(&old);
+                }
                 Ok(k)
             }
             h if self.streams.contains_key(&h) => Ok(h),
@@ -120,7 +155,10 @@ impl Timeline {
     /// Destroys a created stream; default streams cannot be destroyed.
     pub fn destroy_stream(&mut self, handle: u64) -> Result<()> {
         let special = self.legacy.values().any(|&k| k == handle)
-            || self.per_thread.values().any(|&k| k == handle);
+            || self
+                .per_thread
+                .values()
+                .any(|m| m.values().any(|&k| k == handle));
         if special || self.streams.remove(&handle).is_none() {
             return Err(CoreError::InvalidHandle {
                 what: "stream",
@@ -128,6 +166,12 @@ impl Timeline {
             });
         }
         Ok(())
+    }
+
+    /// Streams that exist: created ones, default streams, and per-thread default streams of
+    /// threads that are alive (or exited and not swept yet).
+    pub fn stream_count(&self) -> usize {
+        self.streams.len()
     }
 
     /// Device, flags and priority of a resolved stream.
@@ -153,20 +197,15 @@ impl Timeline {
         let blocking = s.flags & STREAM_NON_BLOCKING == 0;
         if s.legacy {
             // The legacy stream waits for all earlier work on the device's blocking streams.
-            let dev = s.device;
-            start = self
-                .streams
-                .values()
-                .filter(|o| o.device == dev && o.flags & STREAM_NON_BLOCKING == 0)
-                .map(|o| o.clock_ns)
-                .fold(start, u64::max);
+            let dev = self.devices.get(&s.device).copied().unwrap_or_default();
+            start = start.max(dev.blocking);
         } else if blocking {
             if let Some(l) = self.legacy.get(&s.device) {
                 start = start.max(self.streams[l].clock_ns);
             }
         }
         let end = start.saturating_add(duration_ns);
-        self.streams.get_mut(&key).expect("resolved key").clock_ns = end;
+        self.set_clock(key, end);
         (start, end)
     }
 
@@ -182,19 +221,14 @@ impl Timeline {
 
     /// Completion time of all work on a device's streams.
     pub fn device_clock(&self, device: usize) -> u64 {
-        self.streams
-            .values()
-            .filter(|s| s.device == device)
-            .map(|s| s.clock_ns)
-            .fold(0, u64::max)
+        self.devices.get(&device).map_or(0, |c| c.all)
     }
 
     /// Makes stream `key` wait for `event` (no-op if the event was never recorded).
     pub fn wait_event(&mut self, key: u64, event: u64) -> Result<()> {
         let t = self.event(event)?.recorded_ns;
         if let Some(t) = t {
-            let s = self.streams.get_mut(&key).expect("resolved key");
-            s.clock_ns = s.clock_ns.max(t);
+            self.set_clock(key, t);
         }
         Ok(())
     }
@@ -358,5 +392,60 @@ mod tests {
         assert!(t.destroy_stream(pt).is_err());
         t.destroy_stream(s).unwrap();
         assert!(t.destroy_stream(s).is_err());
+    }
+
+    #[test]
+    fn device_aggregates_agree_with_every_stream() {
+        let mut t = Timeline::default();
+        let mut all = Vec::new();
+        for i in 0..50u64 {
+            let flags = if i % 3 == 0 { STREAM_NON_BLOCKING } else { 0 };
+            let s = t.create_stream((i % 2) as usize, flags, 0);
+            t.schedule(s, 1000 * (i % 7), None);
+            all.push(s);
+        }
+        let e = t.create_event(0);
+        t.record(e, all[3], None).unwrap();
+        t.wait_event(all[10], e).unwrap();
+        for dev in 0..2 {
+            let of = |blocking_only: bool| {
+                all.iter()
+                    .map(|k| &t.streams[k])
+                    .filter(|s| s.device == dev)
+                    .filter(|s| !blocking_only || s.flags & STREAM_NON_BLOCKING == 0)
+                    .map(|s| s.clock_ns)
+                    .max()
+                    .unwrap()
+            };
+            let (want_all, want_blocking) = (of(false), of(true));
+            assert_eq!(t.device_clock(dev), want_all);
+            let legacy = t.resolve(STREAM_LEGACY, dev).unwrap();
+            let (start, _) = t.schedule(legacy, 0, None);
+            assert_eq!(start, want_blocking);
+        }
+    }
+
+    #[test]
+    fn per_thread_streams_of_exited_threads_are_dropped() {
+        let t = std::sync::Mutex::new(Timeline::default());
+        for i in 0..500 {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    let mut t = t.lock().unwrap();
+                    let k = t.resolve(STREAM_PER_THREAD, 0).unwrap();
+                    t.schedule(k, 10 * i, None);
+                });
+            });
+        }
+        let mut t = t.into_inner().unwrap();
+        assert!(
+            t.per_thread.len() <= 32,
+            "{} per-thread maps",
+            t.per_thread.len()
+        );
+        assert!(t.streams.len() <= 32, "{} streams", t.streams.len());
+        // Their work still orders the legacy stream.
+        let legacy = t.resolve(STREAM_LEGACY, 0).unwrap();
+        assert_eq!(t.schedule(legacy, 1, None), (4990, 4991));
     }
 }

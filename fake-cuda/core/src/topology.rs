@@ -36,7 +36,7 @@ impl TopologyChoice {
         let node = match var("NCCLSIM_NODE") {
             None => 0,
             Some(v) => v.trim().parse().map_err(|_| {
-                CoreError::InvalidValue(format!("NCCLSIM_NODE={v:?} is not a node index"))
+                CoreError::Topology(format!("NCCLSIM_NODE={v:?} is not a node index"))
             })?,
         };
         Ok(TopologyChoice {
@@ -229,6 +229,10 @@ pub fn devices_from_xml(
             shared_mem_per_block_optin: (facts.smem_per_sm_kib - 1) << 10,
             memory_bandwidth_gbps: facts.memory_gbps,
             host_link_bandwidth_gbps: facts.host_link_gbps,
+            nvlink_bandwidth_gbps: f64::from(topo::consts::nvlink_bw(
+                sm_version as i32,
+                topo::NcclVersion::DEFAULT,
+            )),
             numa_node: f.numa_node,
             pci_ancestors: f.ancestors.clone(),
             nvlinks,
@@ -393,6 +397,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("NCCLSIM_NODE"), "{e}");
+        let e = TopologyChoice::from_lookup(|k| (k == "NCCLSIM_NODE").then(|| "abc".into()))
+            .unwrap_err();
+        assert_eq!(e.status(), crate::Status::NoDevice, "{e}");
         let root = topo::xml::parse("<system version=\"1\"><cpu/></system>", "e.xml").unwrap();
         let e = devices_from_xml(&root, "e", "e.xml", None)
             .unwrap_err()

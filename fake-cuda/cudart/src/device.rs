@@ -305,6 +305,15 @@ ffi_fn!(
 );
 
 ffi_fn!(
+    fn cudaDeviceGraphMemTrim(device: c_int) {
+        // Freed device memory keeps its pages for reuse (as CUDA's pools and graph memory
+        // do); this gives them back to the system.
+        core()?.trim_device(device)?;
+        Ok(())
+    }
+);
+
+ffi_fn!(
     #[cfg(not(cuda13))]
     fn cudaThreadSynchronize() {
         Ok(core()?.device_synchronize()?)

@@ -203,28 +203,68 @@ ffi_fn!(
     }
 );
 
+/// The argument checks of `cudaMemcpyPeer[Async]`: both devices exist and each pointer is
+/// device memory of the device named with it.
+fn check_peer_copy(
+    c: &Client,
+    dst: usize,
+    dst_device: c_int,
+    src: usize,
+    src_device: c_int,
+) -> Result<()> {
+    let count = c.device_count()?;
+    for (what, d) in [("dstDevice", dst_device), ("srcDevice", src_device)] {
+        if !(0..count).contains(&d) {
+            return Err(RuntimeError::Cuda {
+                code: errors::INVALID_DEVICE,
+                message: format!("cudaMemcpyPeer: {what} {d}: {count} device(s) visible"),
+            });
+        }
+    }
+    for (what, p, d) in [("dst", dst, dst_device), ("src", src, src_device)] {
+        let info = c.pointer_info(p)?;
+        if info.kind != fake_cuda_core::MemoryKind::Device as i32 {
+            return Err(RuntimeError::invalid(format!(
+                "cudaMemcpyPeer: {what} {p:#x} is not device memory"
+            )));
+        }
+        if info.device != d {
+            return Err(RuntimeError::invalid(format!(
+                "cudaMemcpyPeer: {what} {p:#x} is memory of device {}, not of device {d}",
+                info.device
+            )));
+        }
+    }
+    Ok(())
+}
+
 ffi_fn!(
     fn cudaMemcpyPeer(
         dst: *mut c_void,
-        _dst_device: c_int,
+        dst_device: c_int,
         src: *const c_void,
-        _src_device: c_int,
+        src_device: c_int,
         count: usize,
     ) {
-        on_legacy_and_wait(|c, s| Ok(c.memcpy(dst as usize, src as usize, count, 3, s)?))
+        let (dst, src) = (dst as usize, src as usize);
+        check_peer_copy(core()?, dst, dst_device, src, src_device)?;
+        on_legacy_and_wait(|c, s| Ok(c.memcpy(dst, src, count, 3, s)?))
     }
 );
 
 ffi_fn!(
     fn cudaMemcpyPeerAsync(
         dst: *mut c_void,
-        _dst_device: c_int,
+        dst_device: c_int,
         src: *const c_void,
-        _src_device: c_int,
+        src_device: c_int,
         count: usize,
         stream: cudaStream_t,
     ) {
-        Ok(core()?.memcpy(dst as usize, src as usize, count, 3, stream_id(stream))?)
+        let (dst, src) = (dst as usize, src as usize);
+        let c = core()?;
+        check_peer_copy(c, dst, dst_device, src, src_device)?;
+        Ok(c.memcpy(dst, src, count, 3, stream_id(stream))?)
     }
 );
 

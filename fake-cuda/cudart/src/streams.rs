@@ -107,10 +107,16 @@ struct CallbackCall {
 }
 
 unsafe extern "C" fn run_stream_callback(call: *mut c_void) {
-    // SAFETY: `call` is the Box leaked by cudaStreamAddCallback, consumed exactly once here.
-    let call = unsafe { Box::from_raw(call.cast::<CallbackCall>()) };
+    // SAFETY: `call` is the Box cudaStreamAddCallback handed to the core, alive until the core
+    // releases it (after the last run, also of graphs it was captured into).
+    let call = unsafe { &*call.cast::<CallbackCall>() };
     // SAFETY: the program's callback with the arguments it asked for.
     unsafe { (call.callback)(call.stream, errors::SUCCESS, call.data) };
+}
+
+unsafe extern "C" fn release_stream_callback(call: *mut c_void) {
+    // SAFETY: the core releases the Box from cudaStreamAddCallback exactly once.
+    drop(unsafe { Box::from_raw(call.cast::<CallbackCall>()) });
 }
 
 ffi_fn!(
@@ -129,15 +135,25 @@ ffi_fn!(
             stream,
             data,
         }));
-        // SAFETY: the trampoline consumes `call` exactly once.
-        let r = unsafe {
-            core()?.enqueue_raw(stream_id(stream), 0, Some(run_stream_callback), call.cast())
+        let core = match core() {
+            Ok(c) => c,
+            Err(e) => {
+                // SAFETY: not handed to the core; reclaim it.
+                drop(unsafe { Box::from_raw(call) });
+                return Err(e);
+            }
         };
-        if r.is_err() {
-            // SAFETY: not consumed on failure; reclaim it.
-            drop(unsafe { Box::from_raw(call) });
-        }
-        Ok(r?)
+        // SAFETY: the core owns `call` from here on and releases it exactly once with
+        // release_stream_callback, after the callback (and any graph replaying it) is done.
+        Ok(unsafe {
+            core.enqueue_owned(
+                stream_id(stream),
+                0,
+                Some(run_stream_callback),
+                call.cast(),
+                release_stream_callback,
+            )
+        }?)
     }
 );
 

@@ -35,6 +35,12 @@ struct ncclsim_core_api_v1 {
     ncclsim_fn graph_node_count, graph_write_dot, graph_instantiate, graph_exec_destroy;
     ncclsim_fn graph_launch, device_reset;
     ncclsim_fn pointer_arena; /* (uintptr_t ptr, struct { uint32_t owner_pid, arena_id; int32_t fd, device; uint64_t file_len, offset, alloc_offset, alloc_size; } *out) */
+    /* Like enqueue, but the core owns `data`: release(data) runs once when no work (and no
+     * captured graph) needs it any more. */
+    int (*enqueue_owned)(uint64_t stream, uint64_t duration_ns, ncclsim_work_fn work, void *data,
+                         ncclsim_work_fn release);
+    /* Gives the pages of a visible device's freed memory back; writes the bytes trimmed. */
+    int (*trim_device)(int ordinal, uint64_t *trimmed);
 };
 
 const struct ncclsim_core_api_v1 *ncclsim_cuda_core_v1(void);

@@ -7,7 +7,7 @@
 //! file once per process, so whichever library a program loads first, they all share this
 //! state.
 //!
-//! Each vtable entry is written with [`core_fn!`]: it catches panics, checks out-pointers,
+//! Each vtable entry is written with `core_fn!`: it catches panics, checks out-pointers,
 //! records the calling thread's last error message and returns a [`Status`] code.
 
 use fake_cuda_core::abi::{
@@ -22,13 +22,27 @@ use std::ffi::{c_char, c_void, CStr};
 use std::sync::Mutex;
 use std::sync::OnceLock;
 
+mod single;
+
 static CORE: OnceLock<Result<Core, CoreError>> = OnceLock::new();
 
 /// The process's core, created from the environment on first use. With `NCCLSIM_REPORT=file`
 /// a JSON report is written to `file` when the process exits. If the environment names a
-/// topology that cannot be used, every call fails with that error (printed once).
+/// topology that cannot be used, or if another copy of this library is loaded in the process,
+/// every call fails with that error (printed once).
 pub fn core() -> Result<&'static Core, CoreError> {
     CORE.get_or_init(|| {
+        let others = single::other_cores();
+        if !others.is_empty() {
+            let e = CoreError::Load(format!(
+                "another copy of libncclsim_cuda.so is loaded in this process ({}); two cores \
+                 would not know each other's devices and memory, so this one refuses to start \
+                 (keep the fake CUDA libraries in one directory)",
+                others.join(", ")
+            ));
+            eprintln!("ncclsim: {e}");
+            return Err(e);
+        }
         let core = Core::from_env();
         match &core {
             Ok(_) if std::env::var_os("NCCLSIM_REPORT").is_some() => {
@@ -282,6 +296,11 @@ core_fn!(stream_clock(stream: u64, out: *mut u64) { put(out, core()?.stream_cloc
 core_fn!(enqueue(stream: u64, duration_ns: u64, work: Option<CWorkFn>, data: *mut c_void) {
     core()?.enqueue_host(stream, duration_ns, work, data as usize)
 });
+core_fn!(enqueue_owned(stream: u64, duration_ns: u64, work: Option<CWorkFn>, data: *mut c_void,
+                       release: CWorkFn) {
+    // SAFETY: the vtable contract of `enqueue_owned` is the contract of the core method.
+    unsafe { core()?.enqueue_host_owned(stream, duration_ns, work, data as usize, release) }
+});
 core_fn!(device_synchronize() { core()?.device_synchronize() });
 
 core_fn!(event_create(flags: u32, out: *mut u64) { put(out, core()?.event_create(flags)) });
@@ -374,6 +393,7 @@ core_fn!(graph_instantiate(graph: u64, out: *mut u64) {
 core_fn!(graph_exec_destroy(exec: u64) { core()?.graph_exec_destroy(exec) });
 core_fn!(graph_launch(exec: u64, stream: u64) { core()?.graph_launch(exec, stream) });
 core_fn!(device_reset(ordinal: i32) { core()?.device_reset(ordinal) });
+core_fn!(trim_device(ordinal: i32, trimmed: *mut u64) { put(trimmed, core()?.trim(ordinal)?) });
 
 static API: CoreApiV1 = CoreApiV1 {
     size: std::mem::size_of::<CoreApiV1>(),
@@ -432,6 +452,8 @@ static API: CoreApiV1 = CoreApiV1 {
     graph_launch,
     device_reset,
     pointer_arena,
+    enqueue_owned,
+    trim_device,
 };
 
 /// The one exported symbol: the core's vtable.

@@ -158,6 +158,20 @@ pub fn exported(lib: &Path) -> Vec<String> {
         .collect()
 }
 
+/// The SONAME of a library (`readelf -d`), if it has one.
+pub fn soname(lib: &Path) -> Option<String> {
+    let out = Command::new("readelf")
+        .arg("-d")
+        .arg(lib)
+        .output()
+        .expect("run readelf");
+    assert!(out.status.success(), "readelf -d {}", lib.display());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.contains("(SONAME)"))
+        .and_then(|l| Some(l.split_once('[')?.1.split_once(']')?.0.to_string()))
+}
+
 /// Asserts the built library `file` exports every name of the list at `list` and no function
 /// whose name does not start with `prefix` (the library's API prefix).
 pub fn assert_exports_listed(file: &str, list: &Path, prefix: &str) {
