@@ -287,14 +287,12 @@ pub fn run(args: &PlanArgs) -> Result<(), String> {
                 TunerSettings::from_lookup(|k| lookup(&pairs, k)).map_err(|e| e.to_string())?;
             for c in comms {
                 let r = view_rank(c, args.rank);
-                // What ncclTopoTuneModel prints (the TUNING table on rank 0, threadThresholds).
-                let tuning = CostModel::from_plan(c, &tsettings, Mode::Nccl)
-                    .map_err(|e| format!("communicator {}: {e}", c.name))?
-                    .nccl
-                    .init_lines(&tsettings, r);
+                // With what ncclTopoTuneModel prints (the TUNING table on rank 0, threadThresholds).
+                let model = CostModel::from_plan(c, &tsettings, Mode::Nccl)
+                    .map_err(|e| format!("communicator {}: {e}", c.name))?;
                 println!("{}", summary(c));
                 println!("# INFO lines as rank {r} of {} prints them", c.name);
-                for line in planner::format::info_lines_with(c, r, &tuning) {
+                for line in model.init_info_lines(c, r) {
                     println!("NCCL INFO {line}");
                 }
                 println!();

@@ -114,6 +114,14 @@ impl CostModel {
         Self::new(&CommShape::from_plan(plan), settings, v, mode)
     }
 
+    /// Every INFO line NCCL prints at init for `rank` of `plan`: the planner's (graphs, rings,
+    /// trees, channels) with what `ncclTopoTuneModel` prints in its place (the TUNING table on
+    /// rank 0, `threadThresholds`). What `ncclsim plan --format info` and the runtime print.
+    pub fn init_info_lines(&self, plan: &CommPlan, rank: usize) -> Vec<String> {
+        let tuning = self.nccl.init_lines(&self.settings, rank);
+        planner::format::info_lines_with(plan, rank, &tuning)
+    }
+
     /// The communicator.
     pub fn shape(&self) -> &CommShape {
         &self.nccl.shape

@@ -143,6 +143,8 @@ pub struct Comm {
     pub redops: Mutex<crate::ops::RedOps>,
     /// Other processes of this host in the communicator: (rank, pid, host name).
     pub local_peers: Arc<Vec<(usize, u32, String)>>,
+    /// NCCL's plan and cost model for this communicator (None with the simulation off).
+    pub sim: Option<Arc<crate::sim::CommSim>>,
 }
 
 impl Comm {
@@ -286,7 +288,9 @@ fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> R
             local_peers.push((r, m.pid, m.hostname.clone()));
         }
     }
+    let sim = simulate(&members, j.rank, &j.config);
     Ok(Comm {
+        sim,
         local_peers: Arc::new(local_peers),
         rank: j.rank,
         nranks: j.nranks,
@@ -309,6 +313,51 @@ fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> R
         child_count: AtomicU32::new(0),
         redops: Mutex::new(Default::default()),
     })
+}
+
+/// Plans the communicator on the simulated hardware, prints NCCL's init lines for this rank
+/// (`NCCL_DEBUG=INFO`) and writes `NCCL_GRAPH_DUMP_FILE` on `NCCL_GRAPH_DUMP_FILE_RANK`
+/// (default 0). A communicator that cannot be planned still runs, without predictions.
+fn simulate(
+    members: &[Member],
+    rank: usize,
+    config: &CommConfig,
+) -> Option<Arc<crate::sim::CommSim>> {
+    let sim = crate::sim::sim()?;
+    let m: Vec<(usize, i32)> = members
+        .iter()
+        .map(|m| (m.node.max(0) as usize, m.device.physical))
+        .collect();
+    let name = config.comm_name.clone().unwrap_or_else(|| "comm".into());
+    match sim.plan(&m, &name) {
+        Ok(c) => {
+            if crate::error::level() >= crate::error::Level::Info {
+                for line in sim.info_lines(&c, rank) {
+                    crate::error::info(&line);
+                }
+            }
+            let dump_rank = std::env::var("NCCL_GRAPH_DUMP_FILE_RANK")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0usize);
+            if let (Ok(path), true) = (std::env::var("NCCL_GRAPH_DUMP_FILE"), rank == dump_rank) {
+                let node = c.plan.ranks[rank].node;
+                if let Some(search) = c.plan.searches.get(node) {
+                    if let Some(t) = search.topo.as_ref() {
+                        let xml = planner::graph_xml::graphs_to_xml(search, &t.system);
+                        if let Err(e) = std::fs::write(&path, topo::xml::write(&xml)) {
+                            crate::error::warn(&format!("NCCL_GRAPH_DUMP_FILE {path}: {e}"));
+                        }
+                    }
+                }
+            }
+            Some(c)
+        }
+        Err(e) => {
+            crate::error::warn(&format!("no plan for this communicator: {e}"));
+            None
+        }
+    }
 }
 
 /// `ncclCommInitRank`: joins the communicator of `id` as `j.rank`.

@@ -127,3 +127,18 @@ pub unsafe fn enqueue_owned(
     unsafe { c.enqueue_owned(stream, duration_ns, Some(work), data, release) }
         .map_err(|e| NcclError::cuda(&format!("enqueue on stream {stream:#x}"), e))
 }
+
+/// Virtual time (ns) at which `stream`'s queued work completes.
+pub fn stream_clock(stream: u64) -> Result<u64> {
+    core()?
+        .stream_clock(stream)
+        .map_err(|e| NcclError::cuda(&format!("stream {stream:#x}"), e))
+}
+
+/// Advances `stream` by `duration_ns` of virtual time (recorded while it captures).
+pub fn advance(stream: u64, duration_ns: u64) -> Result<()> {
+    let c = core()?;
+    // SAFETY: no work function, so no data to keep alive.
+    unsafe { c.enqueue_raw(stream, duration_ns, None, std::ptr::null_mut()) }
+        .map_err(|e| NcclError::cuda(&format!("enqueue on stream {stream:#x}"), e))
+}

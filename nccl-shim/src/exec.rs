@@ -151,6 +151,8 @@ struct Desc {
     recv: BufRef,
     rank: u32,
     _pad: u32,
+    /// Virtual time at which this rank's stream reached the operation.
+    ready: u64,
 }
 const _: () = assert!(std::mem::size_of::<Desc>() <= SLOT);
 
@@ -304,8 +306,9 @@ unsafe fn stream_copy(src: *const u8, dst: *mut u8, len: usize) {
     unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
 }
 
-/// Runs one collective as this rank.
-pub fn run_collective(comm: &Comm, coll: &Coll) -> Result<()> {
+/// Runs one collective as this rank, whose stream reached it at virtual time `ready`; returns
+/// when it starts in virtual time (the latest participant's ready time).
+pub fn run_collective(comm: &Comm, coll: &Coll, ready: u64) -> Result<u64> {
     let n = comm.local.ranks.len();
     let me = comm.rank;
     let seq = comm.op_seq.fetch_add(1, Ordering::Relaxed) + 1;
@@ -325,6 +328,7 @@ pub fn run_collective(comm: &Comm, coll: &Coll) -> Result<()> {
         recv: BufRef::of(coll.recv),
         rank: me as u32,
         _pad: 0,
+        ready,
     };
     let m = seg(comm);
     // SAFETY: our slot lies in the segment; others read it only after the barrier.
@@ -340,11 +344,12 @@ pub fn run_collective(comm: &Comm, coll: &Coll) -> Result<()> {
         // the closing barrier.
         .map(|i| unsafe { m.ptr().add(slot_off(i)).cast::<Desc>().read_volatile() })
         .collect();
+    let local_start = descs.iter().map(|d| d.ready).max().unwrap_or(ready);
     let result = agree(&descs, &desc).and_then(|()| {
         if comm.local.ranks.len() == comm.nranks {
-            work(comm, coll, &descs)
+            work(comm, coll, &descs).map(|()| local_start)
         } else {
-            work_across_hosts(comm, coll, &descs, &waiter)
+            work_across_hosts(comm, coll, &descs, &waiter).map(|remote| local_start.max(remote))
         }
     });
     // Everyone saw the same descriptors, so a disagreement fails every rank alike; work
@@ -469,12 +474,13 @@ fn needed(coll: &Coll, bytes: usize, q: usize, p: usize) -> Option<(usize, usize
 /// input it needs (same-host inputs in place, remote ones received into staging), into a
 /// private buffer; after every local rank has read its inputs (barrier) the result is copied
 /// to the output, so in-place operations never overwrite an input a peer still reads.
-fn work_across_hosts(comm: &Comm, coll: &Coll, local: &[Desc], waiter: &Waiter) -> Result<()> {
+fn work_across_hosts(comm: &Comm, coll: &Coll, local: &[Desc], waiter: &Waiter) -> Result<u64> {
     let n = comm.nranks;
     let me = comm.rank;
     let bytes = coll.count * coll.dtype.size();
     let seq = local[comm.local.index].seq;
     let my_scalar = local[comm.local.index].scalar;
+    let my_ready = local[comm.local.index].ready;
     let mut outgoing = Vec::new();
     let mut incoming = Vec::new();
     let mut staging: Vec<Vec<u64>> = Vec::new();
@@ -486,6 +492,7 @@ fn work_across_hosts(comm: &Comm, coll: &Coll, local: &[Desc], waiter: &Waiter) 
             outgoing.push(crate::net::Outgoing {
                 peer: q,
                 seq,
+                ready: my_ready,
                 scalar: my_scalar,
                 src: coll.send + off,
                 len,
@@ -499,6 +506,7 @@ fn work_across_hosts(comm: &Comm, coll: &Coll, local: &[Desc], waiter: &Waiter) 
                 len,
                 dst: buf.as_ptr() as usize,
                 scalar: 0,
+                ready: 0,
             });
             staging.push(buf);
         }
@@ -552,7 +560,7 @@ fn work_across_hosts(comm: &Comm, coll: &Coll, local: &[Desc], waiter: &Waiter) 
     }
     barrier(comm, waiter)?;
     copy(out, coll.recv, out_len);
-    Ok(())
+    Ok(incoming.iter().map(|m| m.ready).max().unwrap_or(0))
 }
 
 const EMPTY: u32 = 0;
@@ -733,6 +741,7 @@ fn run_remote_p2p(comm: &Comm, ops: &[P2p]) -> Result<()> {
                     peer: op.peer,
                     seq: P2P_SEQ | counts.0[op.peer],
                     scalar: 0,
+                    ready: 0,
                     src: op.buf,
                     len: op.bytes,
                 });
@@ -744,6 +753,7 @@ fn run_remote_p2p(comm: &Comm, ops: &[P2p]) -> Result<()> {
                     len: op.bytes,
                     dst: op.buf,
                     scalar: 0,
+                    ready: 0,
                 });
             }
         }

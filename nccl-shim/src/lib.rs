@@ -8,6 +8,8 @@
 //! - [`group`]: handles and group semantics; [`task`]: operations as stream work.
 //! - [`exec`]: the shared segment, barrier and data movement; [`reduce`]: the arithmetic.
 //! - [`net`]: TCP between ranks on different hosts.
+//! - [`sim`]: each communicator's NCCL plan and cost model.
+//! - [`trace`]: Perfetto traces (`NCCLSIM_TRACE`).
 //! - [`shm`]: shared mappings, futex waits, peers' arenas; [`cuda`]: the fake CUDA core.
 
 pub mod api;
@@ -21,5 +23,7 @@ pub mod net;
 pub mod ops;
 pub mod reduce;
 pub mod shm;
+pub mod sim;
 pub mod task;
+pub mod trace;
 pub mod types;

@@ -20,7 +20,7 @@ pub struct Links {
     conns: Vec<Option<TcpStream>>,
 }
 
-const HEADER: usize = 24;
+const HEADER: usize = 32;
 
 impl Links {
     /// No remote ranks.
@@ -121,6 +121,8 @@ pub struct Outgoing {
     pub seq: u64,
     /// PreMulSum scalar of the sender.
     pub scalar: u64,
+    /// Virtual time at which the sender's stream reached the operation.
+    pub ready: u64,
     /// Source address and length.
     pub src: usize,
     /// Bytes.
@@ -139,6 +141,8 @@ pub struct Incoming {
     pub dst: usize,
     /// The sender's scalar, once received.
     pub scalar: u64,
+    /// The sender's ready time, once received.
+    pub ready: u64,
 }
 
 struct Progress {
@@ -160,6 +164,7 @@ pub fn exchange(
             h[0..8].copy_from_slice(&o.seq.to_le_bytes());
             h[8..16].copy_from_slice(&(o.len as u64).to_le_bytes());
             h[16..24].copy_from_slice(&o.scalar.to_le_bytes());
+            h[24..32].copy_from_slice(&o.ready.to_le_bytes());
             Progress { header: h, done: 0 }
         })
         .collect();
@@ -302,6 +307,9 @@ pub fn exchange(
                                 );
                                 m.scalar = u64::from_le_bytes(
                                     p.header[16..24].try_into().expect("invariant: 8 bytes"),
+                                );
+                                m.ready = u64::from_le_bytes(
+                                    p.header[24..32].try_into().expect("invariant: 8 bytes"),
                                 );
                                 if seq != m.seq || len != m.len as u64 {
                                     return Err(NcclError::invalid_usage(format!(

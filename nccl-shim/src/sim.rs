@@ -1,0 +1,213 @@
+//! The simulation a communicator carries: NCCL's plan for its members on the simulated
+//! hardware (the planner, exactly as `ncclsim plan` runs it) and the cost model that prices
+//! each of its operations (`ncclsim predict`'s model), so every call gets NCCL's algorithm,
+//! protocol, channels and a predicted time.
+//!
+//! The hardware is the node topology the fake CUDA core reads (`NCCLSIM_TOPO`, else
+//! `NCCL_TOPO_FILE`, else the bundled DGX A100), one copy per simulated node; NCCL's
+//! environment variables act as in `ncclsim plan`/`predict`; `NCCLSIM_MODEL=calibrated`
+//! selects the calibrated times; `NCCLSIM_SIM=0` turns the simulation off.
+
+use crate::error::{self, NcclError, Result};
+use cost_model::types::Collective;
+use cost_model::{CostModel, Mode, Prediction, TunerSettings};
+use planner::{CommPlan, Member, PlannerSettings};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use topo::cluster::{Cluster, Completion};
+
+/// A communicator's plan and model.
+pub struct CommSim {
+    /// NCCL's plan for the communicator.
+    pub plan: CommPlan,
+    /// Its tuning model.
+    pub model: CostModel,
+}
+
+/// The process's simulation settings and caches.
+pub struct Sim {
+    source: String,
+    xml: Arc<topo::XmlElement>,
+    planner: PlannerSettings,
+    tuner: TunerSettings,
+    mode: Mode,
+    clusters: Mutex<HashMap<usize, Arc<Cluster>>>,
+    comms: Mutex<HashMap<Vec<(usize, i32)>, Arc<CommSim>>>,
+}
+
+fn load() -> Result<Sim> {
+    let (source, xml) =
+        match std::env::var("NCCLSIM_TOPO").or_else(|_| std::env::var("NCCL_TOPO_FILE")) {
+            Ok(path) => (
+                path.clone(),
+                topo::read_xml(&path).map_err(|e| NcclError::invalid_usage(e.to_string()))?,
+            ),
+            Err(_) => (
+                format!("{} (bundled)", fake_cuda_core::topology::BUNDLED_NAME),
+                topo::xml::parse(fake_cuda_core::topology::BUNDLED_XML, "dgx-a100.xml")
+                    .map_err(|e| NcclError::internal(e.to_string()))?,
+            ),
+        };
+    let planner =
+        PlannerSettings::from_env().map_err(|e| NcclError::invalid_argument(e.to_string()))?;
+    let tuner =
+        TunerSettings::from_env().map_err(|e| NcclError::invalid_argument(e.to_string()))?;
+    let mode = match std::env::var("NCCLSIM_MODEL").as_deref() {
+        Ok("calibrated") => Mode::Calibrated,
+        Ok("nccl") | Err(_) => Mode::Nccl,
+        Ok(other) => {
+            return Err(NcclError::invalid_argument(format!(
+                "NCCLSIM_MODEL={other}: expected nccl or calibrated"
+            )))
+        }
+    };
+    Ok(Sim {
+        source,
+        xml: Arc::new(xml),
+        planner,
+        tuner,
+        mode,
+        clusters: Mutex::new(HashMap::new()),
+        comms: Mutex::new(HashMap::new()),
+    })
+}
+
+/// The process's simulation, or None when it is off or cannot load (said once).
+pub fn sim() -> Option<&'static Sim> {
+    static S: OnceLock<Option<Sim>> = OnceLock::new();
+    S.get_or_init(|| {
+        if std::env::var("NCCLSIM_SIM").is_ok_and(|v| v == "0") {
+            return None;
+        }
+        match load() {
+            Ok(s) => Some(s),
+            Err(e) => {
+                error::warn(&format!("simulation off: {e}"));
+                None
+            }
+        }
+    })
+    .as_ref()
+}
+
+impl Sim {
+    fn cluster(&self, nodes: usize) -> Result<Arc<Cluster>> {
+        let mut m = self
+            .clusters
+            .lock()
+            .map_err(|_| NcclError::internal("cluster cache poisoned"))?;
+        if let Some(c) = m.get(&nodes) {
+            return Ok(c.clone());
+        }
+        let hosts: Vec<(String, Arc<topo::XmlElement>)> = (0..nodes)
+            .map(|_| (self.source.clone(), self.xml.clone()))
+            .collect();
+        let gpu = std::env::var("NCCLSIM_GPU")
+            .ok()
+            .and_then(|g| topo::profiles::gpu_model(&g).ok());
+        let c = Arc::new(
+            Cluster::from_hosts(
+                &hosts,
+                &self.planner.topo,
+                Completion {
+                    gpu,
+                    nic_speed_mbps: None,
+                },
+            )
+            .map_err(|e| NcclError::invalid_usage(format!("{}: {e}", self.source)))?,
+        );
+        m.insert(nodes, c.clone());
+        Ok(c)
+    }
+
+    /// Plans a communicator whose rank r is GPU `members[r].1` (physical index) of simulated
+    /// node `members[r].0`; cached per member list.
+    pub fn plan(&self, members: &[(usize, i32)], name: &str) -> Result<Arc<CommSim>> {
+        if let Some(c) = self
+            .comms
+            .lock()
+            .map_err(|_| NcclError::internal("plan cache poisoned"))?
+            .get(members)
+        {
+            return Ok(c.clone());
+        }
+        let nodes = members.iter().map(|m| m.0).max().unwrap_or(0) + 1;
+        let cluster = self.cluster(nodes)?;
+        // Physical index i is the i-th GPU of the node in `dev` order (the core's numbering).
+        let devs: Vec<i32> = planner::world_members(&cluster)
+            .iter()
+            .filter(|m| m.host == 0)
+            .map(|m| m.dev)
+            .collect();
+        let pm = members
+            .iter()
+            .map(|&(node, phys)| {
+                let dev = devs.get(phys as usize).copied().ok_or_else(|| {
+                    NcclError::invalid_usage(format!(
+                        "GPU {phys} is not in {} ({} GPUs)",
+                        self.source,
+                        devs.len()
+                    ))
+                })?;
+                Ok(Member { host: node, dev })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let plan = planner::plan_comm(&cluster, &pm, name, &self.planner, None)
+            .map_err(|e| NcclError::invalid_usage(e.to_string()))?;
+        let model = CostModel::from_plan(&plan, &self.tuner, self.mode)
+            .map_err(|e| NcclError::invalid_usage(e.to_string()))?;
+        let c = Arc::new(CommSim { plan, model });
+        self.comms
+            .lock()
+            .map_err(|_| NcclError::internal("plan cache poisoned"))?
+            .insert(members.to_vec(), c.clone());
+        Ok(c)
+    }
+
+    /// The INFO lines NCCL prints at init for `rank` (graphs, rings, trees, tuning), as
+    /// `ncclsim plan --format info --rank R` prints them.
+    pub fn info_lines(&self, c: &CommSim, rank: usize) -> Vec<String> {
+        c.model.init_info_lines(&c.plan, rank)
+    }
+}
+
+/// The cost model's view of a collective call: its collective and its nccl-tests size.
+pub fn predict(
+    c: &CommSim,
+    kind: crate::ops::CollKind,
+    count: usize,
+    dtype: crate::types::DataType,
+    op: i32,
+    nranks: usize,
+) -> Option<Prediction> {
+    use crate::ops::CollKind as K;
+    let es = dtype.size() as u64;
+    let n = nranks as u64;
+    let c_ = count as u64;
+    let (coll, bytes) = match kind {
+        K::AllReduce => (Collective::AllReduce, c_ * es),
+        K::Reduce => (Collective::Reduce, c_ * es),
+        K::Broadcast => (Collective::Broadcast, c_ * es),
+        K::AllGather => (Collective::AllGather, c_ * es * n),
+        K::ReduceScatter => (Collective::ReduceScatter, c_ * es * n),
+        K::AlltoAll => (Collective::AllToAll, c_ * es * n),
+        K::Gather => (Collective::Gather, c_ * es * n),
+        K::Scatter => (Collective::Scatter, c_ * es * n),
+    };
+    let dt = cost_model::types::DataType::ALL[dtype as usize];
+    let red = match op {
+        1 => cost_model::types::RedOp::Prod,
+        2 => cost_model::types::RedOp::Max,
+        3 => cost_model::types::RedOp::Min,
+        4 => cost_model::types::RedOp::Avg,
+        _ => cost_model::types::RedOp::Sum,
+    };
+    c.model.predict(coll, bytes, dt, red).ok()
+}
+
+/// The price of a group's sends and receives: NCCL runs them concurrently on its p2p channels,
+/// so the batch lasts as long as its largest direction.
+pub fn predict_p2p(c: &CommSim, sent: u64, received: u64) -> Prediction {
+    c.model
+        .predict_p2p(Collective::SendRecv, sent.max(received))
+}
