@@ -389,6 +389,37 @@ int main(int argc, char **argv) {
         OK(ncclCommAbort(comm));
         return 0;
     }
+    if (strcmp(argv[1], "sim") == 0) {
+        /* The TP=8/DP=2 job's communicators, then one AllReduce of 1 Mi floats on each; rank 0
+         * first spends virtual time on a 128 MiB host-to-device copy (a stand-in for compute),
+         * which the others wait for in the world AllReduce. */
+        int r = atoi(argv[2]);
+        OK(cudaSetDevice(r % 8));
+        ncclUniqueId id = shared_id(r, argv[3]);
+        ncclComm_t world, tp, dp;
+        OK(ncclCommInitRank(&world, 16, id, r));
+        OK(ncclCommSplit(world, r / 8, r, &tp, NULL));
+        OK(ncclCommSplit(world, r % 8, r, &dp, NULL));
+        void *stream;
+        OK(cudaStreamCreate(&stream));
+        size_t count = 1 << 20;
+        void *buf = dalloc(count * 4);
+        if (r == 0) {
+            size_t big = (size_t)128 << 20;
+            void *h = malloc(big), *d = dalloc(big);
+            memset(h, 0, big);
+            OK(cudaMemcpy(d, h, big, H2D));
+            OK(cudaFree(d));
+            free(h);
+        }
+        OK(ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, world, stream));
+        OK(ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, tp, stream));
+        OK(ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, dp, stream));
+        OK(cudaStreamSynchronize(stream));
+        OK(ncclCommDestroy(dp)); OK(ncclCommDestroy(tp)); OK(ncclCommDestroy(world));
+        printf("ok sim rank %d\n", r);
+        return 0;
+    }
     if (strcmp(argv[1], "tpdp") == 0) {
         int r = atoi(argv[2]);
         int N = 16;

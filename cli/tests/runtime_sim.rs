@@ -1,0 +1,208 @@
+//! The runtime against the CLI: the 16-process TP=8/DP=2 job on 2 simulated DGX A100 nodes
+//! (a C program on `libnccl.so.2`), run with `NCCL_DEBUG=INFO`, `NCCL_GRAPH_DUMP_FILE` and
+//! `NCCLSIM_TRACE`, must print the INFO lines `ncclsim plan ... --split tp=8,dp=2 --rank R`
+//! prints for each of its communicators, dump the graph `--format graph-xml` gives, and trace
+//! AllReduces whose predicted times are `ncclsim predict`'s; rank 0's extra virtual work
+//! before the world AllReduce shows up as the others waiting.
+
+use fake_cuda_test_support as support;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn program(dir: &Path) -> PathBuf {
+    support::link_real_names(
+        dir,
+        &[
+            ("libnccl.so", "libnccl.so.2"),
+            ("libcudart12.so", "libcudart.so.12"),
+        ],
+    );
+    support::built("libncclsim_cuda.so");
+    let c = repo().join("nccl-shim/tests/c");
+    support::compile_c(
+        dir,
+        &c.join("nccl_check.c"),
+        &[repo().join("nccl-shim/include")],
+        &["libnccl.so.2", "libcudart.so.12", "libpthread.so.0"],
+        "nccl_check",
+    )
+}
+
+fn ncclsim(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_ncclsim"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .expect("run ncclsim");
+    assert!(
+        out.status.success(),
+        "ncclsim {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The CLI's INFO lines per communicator name, as world rank `r` prints them.
+fn cli_info(r: usize) -> BTreeMap<String, Vec<String>> {
+    let text = ncclsim(&[
+        "plan",
+        "--topo",
+        "topologies/dgx-a100.xml",
+        "--nodes",
+        "2",
+        "--split",
+        "tp=8,dp=2",
+        "--rank",
+        &r.to_string(),
+    ]);
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut cur = String::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# comm ") {
+            cur = rest.split(':').next().unwrap_or_default().to_string();
+        } else if let Some(l) = line.strip_prefix("NCCL INFO ") {
+            out.entry(cur.clone()).or_default().push(l.to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn tp_dp_job_plans_traces_and_waits_match_the_cli() {
+    let dir = support::scratch_dir("runtime-sim");
+    let exe = program(&dir);
+    let trace = dir.join("trace");
+    let id = dir.join("id");
+    let children: Vec<_> = (0..16)
+        .map(|r| {
+            Command::new(&exe)
+                .args(["sim".to_string(), r.to_string(), id.display().to_string()])
+                .env_remove("CUDA_VISIBLE_DEVICES")
+                .env_remove("NCCLSIM_TOPO")
+                .env_remove("NCCL_TOPO_FILE")
+                .env_remove("NCCL_HOSTID")
+                .env("NCCLSIM_NODE", (r / 8).to_string())
+                .env("NCCL_DEBUG", "INFO")
+                .env("NCCL_DEBUG_FILE", dir.join(format!("rank{r}.log")))
+                .env("NCCL_GRAPH_DUMP_FILE", dir.join(format!("graph{r}.xml")))
+                .env("NCCLSIM_TRACE", &trace)
+                .env("NCCLSIM_TIMEOUT", "120")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn a rank")
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    for c in children {
+        let out = c.wait_with_output().expect("wait");
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(Instant::now() < deadline);
+
+    // INFO lines: world, then the rank's TP group, then its DP group, as the CLI prints them.
+    for r in 0..16 {
+        let log = std::fs::read_to_string(dir.join(format!("rank{r}.log"))).expect("debug file");
+        let got: Vec<&str> = log
+            .lines()
+            .filter_map(|l| l.split_once(" NCCL INFO ").map(|(_, m)| m))
+            .filter(|m| !m.ends_with("Init COMPLETE"))
+            .collect();
+        let cli = cli_info(r);
+        let want: Vec<&str> = [
+            "world".to_string(),
+            format!("tp{}", r / 8),
+            format!("dp{}", r % 8),
+        ]
+        .iter()
+        .flat_map(|c| cli[c].iter().map(String::as_str))
+        .collect();
+        assert!(got.len() > 50, "rank {r}: {} INFO lines", got.len());
+        if let Some(i) = (0..got.len().max(want.len())).find(|&i| got.get(i) != want.get(i)) {
+            panic!(
+                "rank {r}: INFO line {i} differs:\n runtime: {:?}\n ncclsim: {:?}",
+                got.get(i),
+                want.get(i)
+            );
+        }
+    }
+
+    // The graph dump of rank 0 is that of its last communicator, dp0.
+    let dumped = std::fs::read_to_string(dir.join("graph0.xml")).expect("graph dump");
+    let cli_xml = ncclsim(&[
+        "plan",
+        "--topo",
+        "topologies/dgx-a100.xml",
+        "--nodes",
+        "2",
+        "--split",
+        "tp=8,dp=2",
+        "--comm",
+        "dp0",
+        "--format",
+        "graph-xml",
+    ]);
+    assert_eq!(dumped, cli_xml);
+
+    // Traces: valid JSON; the world AllReduce (16 ranks, 4 MiB) priced as ncclsim predict prices it.
+    let csv = ncclsim(&[
+        "predict",
+        "--topo",
+        "topologies/dgx-a100.xml",
+        "--nodes",
+        "2",
+        "--op",
+        "all_reduce",
+        "-b",
+        "4M",
+        "-e",
+        "4M",
+        "--format",
+        "csv",
+    ]);
+    let row: Vec<&str> = csv.lines().nth(1).expect("a row").split(',').collect();
+    let want_us: f64 = row[5].parse().expect("time_us");
+    let mut world_events = Vec::new();
+    for f in std::fs::read_dir(&trace).expect("trace dir") {
+        let text = std::fs::read_to_string(f.expect("entry").path()).expect("trace");
+        let v: serde_json::Value = serde_json::from_str(&text).expect("trace is valid JSON");
+        for e in v.as_array().expect("array") {
+            if e["name"] == "AllReduce" && e["args"]["nranks"] == 16 {
+                world_events.push(e.clone());
+            }
+        }
+    }
+    assert_eq!(world_events.len(), 16, "one world AllReduce per rank");
+    for e in &world_events {
+        let got = e["args"]["predicted_us"].as_f64().expect("predicted_us");
+        assert!(
+            (got - want_us).abs() <= 0.01 * want_us.max(1.0),
+            "predicted {got} us, ncclsim predict {want_us} us"
+        );
+        assert_eq!(e["args"]["algo"].as_str(), Some(row[8]), "algorithm");
+        let waited = e["args"]["waited_us"].as_f64().expect("waited_us");
+        if e["args"]["rank"] == 0 {
+            assert!(
+                waited < 1.0,
+                "rank 0 was last to arrive, waited {waited} us"
+            );
+        } else {
+            assert!(
+                waited > 1000.0,
+                "rank {} waited only {waited} us for rank 0's 128 MiB copy",
+                e["args"]["rank"]
+            );
+        }
+    }
+}
