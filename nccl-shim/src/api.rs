@@ -17,6 +17,22 @@ use std::ffi::{c_char, c_void};
 type Comm = usize;
 type Stream = u64;
 
+/// `ncclSimInfo_t` (2.22+).
+#[repr(C)]
+pub struct SimInfo {
+    /// sizeof the struct.
+    pub size: usize,
+    /// `SIM_INFO_MAGIC`.
+    pub magic: u32,
+    /// NCCL_VERSION_CODE of the caller's headers.
+    pub version: u32,
+    /// Estimated time of the group, microseconds.
+    pub estimated_time: f32,
+}
+
+/// The magic of `NCCL_SIM_INFO_INITIALIZER`.
+pub const SIM_INFO_MAGIC: u32 = 0x7468_5283;
+
 /// Defines `pnccl<Name>` with the body inside the panic boundary and `nccl<Name>` calling it.
 macro_rules! api_fn {
     ($(fn $name:ident | $pname:ident ($($arg:ident: $ty:ty),* $(,)?) $body:block)*) => {$(
@@ -524,9 +540,19 @@ fn ncclGroupStart | pncclGroupStart() {
 fn ncclGroupEnd | pncclGroupEnd() {
     group::end()
 }
-fn ncclGroupSimulateEnd | pncclGroupSimulateEnd(_sim_info: *mut c_void) {
-    group::discard()?;
-    not_implemented("ncclGroupSimulateEnd (time estimates)")
+fn ncclGroupSimulateEnd | pncclGroupSimulateEnd(sim_info: *mut SimInfo) {
+    let ops = group::end_simulated()?;
+    let t = crate::sim::simulate_group(&ops)?;
+    if !sim_info.is_null() {
+        let info = unsafe { &mut *sim_info };
+        if info.magic != SIM_INFO_MAGIC {
+            return Err(NcclError::invalid_argument(format!(
+                "simInfo: magic {:#x} is not NCCL_SIM_INFO_INITIALIZER's", info.magic
+            )));
+        }
+        info.estimated_time = t as f32;
+    }
+    Ok(())
 }
 fn ncclCommGetUniqueId | pncclCommGetUniqueId(_comm: Comm, _id: *mut UniqueId) { not_implemented("ncclCommGetUniqueId") }
 fn ncclCommGrow | pncclCommGrow(_comm: Comm, _n: i32, _id: *const UniqueId, _rank: i32, _newcomm: *mut Comm, _config: *const RawConfig) { not_implemented("ncclCommGrow") }

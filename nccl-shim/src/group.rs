@@ -185,9 +185,10 @@ pub fn end() -> Result<()> {
     run_ops(ops)
 }
 
-/// Drops the group's queued work without running it (`ncclGroupSimulateEnd`).
-pub fn discard() -> Result<()> {
-    GROUP.with(|g| {
+/// Ends the group without running its operations and returns them (`ncclGroupSimulateEnd`);
+/// queued inits still run.
+pub fn end_simulated() -> Result<Vec<(Arc<Comm>, Op)>> {
+    let (inits, ops) = GROUP.with(|g| {
         let mut g = g.borrow_mut();
         if g.depth == 0 {
             return Err(NcclError::invalid_usage(
@@ -195,11 +196,13 @@ pub fn discard() -> Result<()> {
             ));
         }
         g.depth -= 1;
-        if g.depth == 0 {
-            g.ops.clear();
+        if g.depth > 0 {
+            return Ok((Vec::new(), Vec::new()));
         }
-        Ok(())
-    })
+        Ok((std::mem::take(&mut g.inits), std::mem::take(&mut g.ops)))
+    })?;
+    run_inits(inits);
+    Ok(ops.into_iter().map(|(c, _, o)| (c, o)).collect())
 }
 
 fn run_inits(inits: Vec<InitJob>) {

@@ -24,6 +24,9 @@ pub struct CommSim {
     pub model: CostModel,
 }
 
+/// Plans by member list ((simulated node, physical GPU) per rank).
+type PlanCache = HashMap<Vec<(usize, i32)>, Arc<CommSim>>;
+
 /// The process's simulation settings and caches.
 pub struct Sim {
     source: String,
@@ -32,7 +35,7 @@ pub struct Sim {
     tuner: TunerSettings,
     mode: Mode,
     clusters: Mutex<HashMap<usize, Arc<Cluster>>>,
-    comms: Mutex<HashMap<Vec<(usize, i32)>, Arc<CommSim>>>,
+    comms: Mutex<PlanCache>,
 }
 
 fn load() -> Result<Sim> {
@@ -195,14 +198,7 @@ pub fn predict(
         K::Scatter => (Collective::Scatter, c_ * es * n),
     };
     let dt = cost_model::types::DataType::ALL[dtype as usize];
-    let red = match op {
-        1 => cost_model::types::RedOp::Prod,
-        2 => cost_model::types::RedOp::Max,
-        3 => cost_model::types::RedOp::Min,
-        4 => cost_model::types::RedOp::Avg,
-        _ => cost_model::types::RedOp::Sum,
-    };
-    c.model.predict(coll, bytes, dt, red).ok()
+    c.model.predict(coll, bytes, dt, red_op(op)).ok()
 }
 
 /// The price of a group's sends and receives: NCCL runs them concurrently on its p2p channels,
@@ -210,4 +206,65 @@ pub fn predict(
 pub fn predict_p2p(c: &CommSim, sent: u64, received: u64) -> Prediction {
     c.model
         .predict_p2p(Collective::SendRecv, sent.max(received))
+}
+
+/// `ncclGroupSimulateEnd`'s estimate (µs) for a group's operations: each communicator's
+/// collectives as NCCL groups and tunes them (`estimatedTime` is the last aggregate's time, as
+/// NCCL leaves it); 0 without the simulation or collectives.
+pub fn simulate_group(ops: &[(Arc<crate::comm::Comm>, crate::ops::Op)]) -> Result<f64> {
+    use crate::ops::{CollKind as K, Op};
+    let mut t = 0.0;
+    let mut done: Vec<*const crate::comm::Comm> = Vec::new();
+    for (comm, _) in ops {
+        let key = Arc::as_ptr(comm);
+        if done.contains(&key) {
+            continue;
+        }
+        done.push(key);
+        let Some(sim) = comm.sim.as_ref() else {
+            continue;
+        };
+        let group: Vec<cost_model::GroupOp> = ops
+            .iter()
+            .filter(|(c, _)| Arc::ptr_eq(c, comm))
+            .filter_map(|(_, o)| match o {
+                Op::Coll(c) => {
+                    let coll = match c.kind {
+                        K::AllReduce => Collective::AllReduce,
+                        K::Reduce => Collective::Reduce,
+                        K::Broadcast => Collective::Broadcast,
+                        K::AllGather => Collective::AllGather,
+                        K::ReduceScatter => Collective::ReduceScatter,
+                        _ => return None,
+                    };
+                    Some(cost_model::GroupOp {
+                        coll,
+                        count: c.count as u64,
+                        dtype: cost_model::types::DataType::ALL[c.dtype as usize],
+                        op: red_op(c.op),
+                    })
+                }
+                Op::P2p(_) => None,
+            })
+            .collect();
+        if group.is_empty() {
+            continue;
+        }
+        let est = sim
+            .model
+            .simulate_group(&group)
+            .map_err(|e| NcclError::internal(e.to_string()))?;
+        t = est.nccl_estimated_time_us;
+    }
+    Ok(t)
+}
+
+fn red_op(op: i32) -> cost_model::types::RedOp {
+    match op {
+        1 => cost_model::types::RedOp::Prod,
+        2 => cost_model::types::RedOp::Max,
+        3 => cost_model::types::RedOp::Min,
+        4 => cost_model::types::RedOp::Avg,
+        _ => cost_model::types::RedOp::Sum,
+    }
 }

@@ -284,6 +284,19 @@ int main(int argc, char **argv) {
             OK(ncclCommCount(comms[r], &n)); OK(ncclCommUserRank(comms[r], &me)); OK(ncclCommCuDevice(comms[r], &dev));
             CHECK(n == N && me == r && dev == r);
         }
+        /* A simulated group is priced, not run. */
+        {
+            ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+            OK(ncclGroupStart());
+            for (int r = 0; r < N; r++) OK(ncclAllReduce(s[r], s[r], count, ncclFloat, ncclSum, comms[r], streams[r]));
+            OK(ncclGroupSimulateEnd(&info));
+            CHECK(info.estimatedTime > 0.0f);
+            float *h = malloc(count * 4), *w0 = malloc(count * 4);
+            fill(w0, 0, count, 0);
+            OK(cudaSetDevice(0)); get(h, s[0], count * 4); expect(h, w0, count, "simulated group ran nothing", 0);
+            free(h); free(w0);
+            printf("ok simulated group %.3f us\n", info.estimatedTime);
+        }
         /* One thread drives every rank: only possible inside a group. */
         OK(ncclGroupStart());
         for (int r = 0; r < N; r++) OK(ncclAllReduce(s[r], d[r], count, ncclFloat, ncclSum, comms[r], streams[r]));
