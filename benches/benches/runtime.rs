@@ -93,7 +93,13 @@ fn seconds(out: std::process::Output, what: &str) -> f64 {
 }
 
 fn run_nccl(n: usize, bytes: usize, iters: u64) -> Duration {
+    run_nccl_sim(n, bytes, iters, true)
+}
+
+/// [`run_nccl`] with the simulation (plans and predicted times) on or off.
+fn run_nccl_sim(n: usize, bytes: usize, iters: u64, sim: bool) -> Duration {
     let p = programs();
+    let sim = if sim { "1" } else { "0" };
     let id = p.dir.join(format!("id-{n}-{bytes}"));
     let _ = std::fs::remove_file(&id);
     let args = |r: usize| {
@@ -111,6 +117,7 @@ fn run_nccl(n: usize, bytes: usize, iters: u64) -> Duration {
                 .args(args(r))
                 .env("NCCLSIM_NODE", (r / 8).to_string())
                 .env("NCCLSIM_TIMEOUT", "300")
+                .env("NCCLSIM_SIM", sim)
                 .spawn()
                 .expect("spawn")
         })
@@ -119,6 +126,7 @@ fn run_nccl(n: usize, bytes: usize, iters: u64) -> Duration {
         .args(args(0))
         .env("NCCLSIM_NODE", "0")
         .env("NCCLSIM_TIMEOUT", "300")
+        .env("NCCLSIM_SIM", sim)
         .output()
         .expect("rank 0");
     for mut o in others {
@@ -235,5 +243,40 @@ fn init(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, allreduce, init);
+/// What the simulation adds to each call after the first: pricing one collective on its
+/// communicator's plan (the plan itself is made once, at init).
+fn pricing(c: &mut Criterion) {
+    let sim = nccl::sim::sim().expect("the simulation loads the bundled topology");
+    let members: Vec<(usize, i32)> = (0..16).map(|r| (r / 8, (r % 8) as i32)).collect();
+    let comm = sim.plan(&members, "world").expect("plan");
+    let mut g = c.benchmark_group("runtime_per_call");
+    g.bench_function("plan_lookup_cached_16_ranks", |b| {
+        b.iter(|| {
+            sim.plan(std::hint::black_box(&members), "world")
+                .expect("plan")
+        })
+    });
+    g.bench_function("price_allreduce_4MiB", |b| {
+        b.iter(|| {
+            nccl::sim::predict(
+                &comm,
+                nccl::ops::CollKind::AllReduce,
+                std::hint::black_box(1 << 20),
+                nccl::types::DataType::Float32,
+                0,
+                16,
+            )
+        })
+    });
+    // The whole call, one rank, 8 bytes: with and without the simulation.
+    for (name, on) in [
+        ("allreduce_8B_1_rank_simulated", true),
+        ("allreduce_8B_1_rank_not_simulated", false),
+    ] {
+        g.bench_function(name, |b| b.iter_custom(|it| run_nccl_sim(1, 8, it, on)));
+    }
+    g.finish();
+}
+
+criterion_group!(benches, allreduce, init, pricing);
 criterion_main!(benches);

@@ -80,12 +80,16 @@ unsafe extern "C" fn release_task(data: *mut c_void) {
     drop(unsafe { Arc::from_raw(data as *const Task) });
 }
 
-/// NCCL's prediction for `work` on `comm`: (name, time in ns, trace arguments).
+/// NCCL's prediction for `work` on `comm`: (name, time in ns, trace arguments when tracing).
 fn price(comm: &Comm, work: &Work) -> Option<(&'static str, u64, String)> {
     let sim = comm.sim.as_ref()?;
+    let tracing = trace::enabled();
     match work {
         Work::Coll(c) => {
             let p = crate::sim::predict(sim, c.kind, c.count, c.dtype, c.op, comm.nranks)?;
+            if !tracing {
+                return Some((c.kind.name(), (p.time_us * 1e3).round() as u64, String::new()));
+            }
             let args = format!(
                 "\"comm\":\"{:#x}\",\"rank\":{},\"nranks\":{},\"count\":{},\"bytes\":{},\"type\":{:?},\"op\":{},\"root\":{},\"algo\":{},\"proto\":{},\"channels\":{},\"predicted_us\":{:.3},\"busbw_GBs\":{:.3}",
                 comm.magic, comm.rank, comm.nranks, c.count, p.bytes, format!("{:?}", c.dtype), c.op, c.root,
@@ -97,6 +101,9 @@ fn price(comm: &Comm, work: &Work) -> Option<(&'static str, u64, String)> {
             let sent: u64 = ops.iter().filter(|o| o.send).map(|o| o.bytes as u64).sum();
             let recv: u64 = ops.iter().filter(|o| !o.send).map(|o| o.bytes as u64).sum();
             let p = crate::sim::predict_p2p(sim, sent, recv);
+            if !tracing {
+                return Some(("SendRecv", (p.time_us * 1e3).round() as u64, String::new()));
+            }
             let peers: Vec<String> = ops
                 .iter()
                 .map(|o| format!("{}{}", if o.send { "send:" } else { "recv:" }, o.peer))
