@@ -3,6 +3,7 @@
 
 mod plan;
 mod predict;
+mod trace;
 mod whatif;
 
 use clap::{Args, Parser, Subcommand};
@@ -39,6 +40,9 @@ enum Cmd {
     Predict(predict::PredictArgs),
     /// Compare two configurations (topology, edits, NCCL settings, release) or sweep one key.
     Whatif(whatif::WhatifArgs),
+    /// Runtime traces (NCCLSIM_TRACE): summarize them, or reprice their calls on other hardware.
+    #[command(subcommand)]
+    Trace(trace::TraceCmd),
 }
 
 #[derive(Subcommand)]
@@ -309,6 +313,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         Cmd::Plan(args) => plan::run(&args)?,
         Cmd::Predict(args) => predict::run(&args)?,
         Cmd::Whatif(args) => whatif::run(&args)?,
+        Cmd::Trace(cmd) => trace::run(&cmd)?,
     }
     Ok(ExitCode::SUCCESS)
 }

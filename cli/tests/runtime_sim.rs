@@ -205,4 +205,42 @@ fn tp_dp_job_plans_traces_and_waits_match_the_cli() {
             );
         }
     }
+
+    // The traces summarized, and repriced on 2 DGX H100 nodes: 11 communicators (world, 2 TP,
+    // 8 DP), one AllReduce each per rank; H100's NVLink makes every one faster.
+    let summary = ncclsim(&[
+        "trace",
+        "summarize",
+        &trace.display().to_string(),
+        "--format",
+        "csv",
+    ]);
+    let rows: Vec<&str> = summary.lines().skip(1).collect();
+    assert_eq!(rows.len(), 11, "{summary}");
+    assert!(
+        rows.iter().all(|r| r.contains(",AllReduce,1.0,4194304,")),
+        "{summary}"
+    );
+    let repriced = ncclsim(&[
+        "trace",
+        "reprice",
+        &trace.display().to_string(),
+        "--topo",
+        "topologies/dgx-h100.xml",
+        "--format",
+        "csv",
+    ]);
+    let ratios: Vec<f64> = repriced
+        .lines()
+        .skip(1)
+        .map(|l| {
+            l.rsplit(',')
+                .next()
+                .expect("ratio")
+                .parse()
+                .expect("number")
+        })
+        .collect();
+    assert_eq!(ratios.len(), 11, "{repriced}");
+    assert!(ratios.iter().all(|&r| r > 0.2 && r < 1.0), "{repriced}");
 }

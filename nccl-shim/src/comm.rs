@@ -288,7 +288,7 @@ fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> R
             local_peers.push((r, m.pid, m.hostname.clone()));
         }
     }
-    let sim = simulate(&members, j.rank, &j.config);
+    let sim = simulate(&members, j.rank, magic, &j.config);
     Ok(Comm {
         sim,
         local_peers: Arc::new(local_peers),
@@ -321,6 +321,7 @@ fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> R
 fn simulate(
     members: &[Member],
     rank: usize,
+    magic: u64,
     config: &CommConfig,
 ) -> Option<Arc<crate::sim::CommSim>> {
     let sim = crate::sim::sim()?;
@@ -335,6 +336,24 @@ fn simulate(
                 for line in sim.info_lines(&c, rank) {
                     crate::error::info(&line);
                 }
+            }
+            if crate::trace::enabled() {
+                let list: Vec<String> = m.iter().map(|(n, g)| format!("[{n},{g}]")).collect();
+                let g = &c.plan.graphs;
+                crate::trace::instant(
+                    "comm_init",
+                    0,
+                    &format!(
+                        "\"comm\":\"{:#x}\",\"rank\":{rank},\"nranks\":{},\"nodes\":{},\"members\":[{}],\"ring_channels\":{},\"tree_channels\":{},\"coll_channels\":{}",
+                        magic,
+                        m.len(),
+                        c.plan.n_nodes,
+                        list.join(","),
+                        g.ring.n_channels,
+                        g.tree.n_channels,
+                        c.plan.n_channels
+                    ),
+                );
             }
             let dump_rank = std::env::var("NCCL_GRAPH_DUMP_FILE_RANK")
                 .ok()

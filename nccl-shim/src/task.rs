@@ -88,7 +88,11 @@ fn price(comm: &Comm, work: &Work) -> Option<(&'static str, u64, String)> {
         Work::Coll(c) => {
             let p = crate::sim::predict(sim, c.kind, c.count, c.dtype, c.op, comm.nranks)?;
             if !tracing {
-                return Some((c.kind.name(), (p.time_us * 1e3).round() as u64, String::new()));
+                return Some((
+                    c.kind.name(),
+                    (p.time_us * 1e3).round() as u64,
+                    String::new(),
+                ));
             }
             let args = format!(
                 "\"comm\":\"{:#x}\",\"rank\":{},\"nranks\":{},\"count\":{},\"bytes\":{},\"type\":{:?},\"op\":{},\"root\":{},\"algo\":{},\"proto\":{},\"channels\":{},\"predicted_us\":{:.3},\"busbw_GBs\":{:.3}",

@@ -1,0 +1,395 @@
+//! `ncclsim trace summarize|reprice DIR`: what the runtime's traces (`NCCLSIM_TRACE=DIR`, one
+//! Perfetto JSON file per process) say about a run, and what the same calls would cost on
+//! other hardware.
+//!
+//! Every rank traces its own view of each operation, so per communicator and operation the
+//! figures are per rank: calls, bytes and predicted time averaged over the ranks that traced.
+
+use clap::{Args, Subcommand};
+use cost_model::types::{Collective, DataType, RedOp};
+use cost_model::{CostModel, Mode, TunerSettings};
+use std::collections::BTreeMap;
+
+#[derive(Subcommand)]
+pub enum TraceCmd {
+    /// Per communicator and operation: calls, bytes, predicted time and share of the total.
+    Summarize(SummarizeArgs),
+    /// The traced calls planned and priced on another topology, side by side with the original.
+    Reprice(RepriceArgs),
+}
+
+#[derive(Args)]
+pub struct SummarizeArgs {
+    /// Directory the runtime wrote with NCCLSIM_TRACE.
+    dir: String,
+    /// Output format.
+    #[arg(long, default_value = "table", value_parser = ["table", "csv", "json"])]
+    format: String,
+}
+
+#[derive(Args)]
+pub struct RepriceArgs {
+    /// Directory the runtime wrote with NCCLSIM_TRACE.
+    dir: String,
+    /// Topology XML of the other hardware (one node).
+    #[arg(long)]
+    topo: String,
+    /// Number of nodes of the other hardware (default: as many as the run used).
+    #[arg(long)]
+    nodes: Option<usize>,
+    /// NCCL settings for the other hardware, e.g. --env NCCL_ALGO=Ring.
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    env: Vec<String>,
+    /// nccl (NCCL's model) or calibrated.
+    #[arg(long, default_value = "nccl", value_parser = ["nccl", "calibrated"])]
+    mode: String,
+    /// Output format.
+    #[arg(long, default_value = "table", value_parser = ["table", "csv", "json"])]
+    format: String,
+}
+
+/// One traced operation.
+struct Call {
+    comm: String,
+    rank: u64,
+    name: String,
+    bytes: u64,
+    dtype: String,
+    op: i64,
+    predicted_us: f64,
+}
+
+/// A communicator as its init event describes it.
+struct CommInfo {
+    nranks: usize,
+    members: Vec<(usize, i32)>,
+}
+
+fn read(dir: &str) -> Result<(Vec<Call>, BTreeMap<String, CommInfo>), String> {
+    let mut calls = Vec::new();
+    let mut comms = BTreeMap::new();
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{dir}: {e}"))?;
+    let mut files: Vec<_> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(format!(
+            "{dir}: no trace files (*.json); run with NCCLSIM_TRACE={dir}"
+        ));
+    }
+    for f in files {
+        let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+        let v: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| format!("{}: not a trace: {e}", f.display()))?;
+        let events = v
+            .as_array()
+            .ok_or_else(|| format!("{}: not a JSON array of events", f.display()))?;
+        for e in events {
+            let a = &e["args"];
+            let comm = a["comm"].as_str().unwrap_or_default().to_string();
+            if e["name"] == "comm_init" {
+                let members = a["members"]
+                    .as_array()
+                    .map(|m| {
+                        m.iter()
+                            .filter_map(|p| Some((p[0].as_u64()? as usize, p[1].as_i64()? as i32)))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                comms.insert(
+                    comm,
+                    CommInfo {
+                        nranks: a["nranks"].as_u64().unwrap_or(0) as usize,
+                        members,
+                    },
+                );
+                continue;
+            }
+            if e["ph"] != "X" {
+                continue;
+            }
+            calls.push(Call {
+                comm,
+                rank: a["rank"].as_u64().unwrap_or(0),
+                name: e["name"].as_str().unwrap_or("?").to_string(),
+                bytes: a["bytes"]
+                    .as_u64()
+                    .or_else(|| a["sent_bytes"].as_u64())
+                    .unwrap_or(0),
+                dtype: a["type"].as_str().unwrap_or("Float32").to_string(),
+                op: a["op"].as_i64().unwrap_or(0),
+                predicted_us: a["predicted_us"].as_f64().unwrap_or(0.0),
+            });
+        }
+    }
+    Ok((calls, comms))
+}
+
+/// Per (comm, op): (ranks seen, calls, bytes, predicted µs), summed over ranks.
+type Totals = BTreeMap<(String, String), (std::collections::BTreeSet<u64>, u64, u64, f64)>;
+
+fn totals<'a>(calls: impl Iterator<Item = (&'a Call, f64)>) -> Totals {
+    let mut t: Totals = BTreeMap::new();
+    for (c, us) in calls {
+        let e = t.entry((c.comm.clone(), c.name.clone())).or_default();
+        e.0.insert(c.rank);
+        e.1 += 1;
+        e.2 += c.bytes;
+        e.3 += us;
+    }
+    t
+}
+
+fn per_rank(e: &(std::collections::BTreeSet<u64>, u64, u64, f64)) -> (f64, f64, f64) {
+    let n = e.0.len().max(1) as f64;
+    (e.1 as f64 / n, e.2 as f64 / n, e.3 / n)
+}
+
+pub fn run(cmd: &TraceCmd) -> Result<(), String> {
+    match cmd {
+        TraceCmd::Summarize(a) => summarize(a),
+        TraceCmd::Reprice(a) => reprice(a),
+    }
+}
+
+fn summarize(a: &SummarizeArgs) -> Result<(), String> {
+    let (calls, comms) = read(&a.dir)?;
+    let t = totals(calls.iter().map(|c| (c, c.predicted_us)));
+    let total: f64 = t.values().map(|e| per_rank(e).2).sum();
+    let rows: Vec<(String, usize, String, f64, f64, f64, f64)> = t
+        .iter()
+        .map(|((comm, op), e)| {
+            let (calls, bytes, us) = per_rank(e);
+            let n = comms.get(comm).map_or(0, |c| c.nranks);
+            (
+                comm.clone(),
+                n,
+                op.clone(),
+                calls,
+                bytes,
+                us,
+                if total > 0.0 { 100.0 * us / total } else { 0.0 },
+            )
+        })
+        .collect();
+    match a.format.as_str() {
+        "csv" => {
+            println!(
+                "comm,nranks,op,calls_per_rank,bytes_per_rank,predicted_us_per_rank,share_pct"
+            );
+            for r in &rows {
+                println!(
+                    "{},{},{},{:.1},{:.0},{:.3},{:.2}",
+                    r.0, r.1, r.2, r.3, r.4, r.5, r.6
+                );
+            }
+        }
+        "json" => {
+            let v: Vec<serde_json::Value> = rows
+                .iter()
+                .map(|r| serde_json::json!({"comm": r.0, "nranks": r.1, "op": r.2, "calls_per_rank": r.3, "bytes_per_rank": r.4, "predicted_us_per_rank": r.5, "share_pct": r.6}))
+                .collect();
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+            );
+        }
+        _ => {
+            println!(
+                "# {} operations traced by {} communicator(s); figures per rank",
+                calls.len(),
+                comms.len()
+            );
+            println!(
+                "{:<20} {:>6} {:<14} {:>8} {:>14} {:>14} {:>7}",
+                "comm", "nranks", "op", "calls", "bytes", "predicted_us", "share"
+            );
+            for r in &rows {
+                println!(
+                    "{:<20} {:>6} {:<14} {:>8.1} {:>14.0} {:>14.3} {:>6.1}%",
+                    r.0, r.1, r.2, r.3, r.4, r.5, r.6
+                );
+            }
+            println!(
+                "{:<20} {:>6} {:<14} {:>8} {:>14} {:>14.3} {:>6.1}%",
+                "total", "", "", "", "", total, 100.0
+            );
+        }
+    }
+    Ok(())
+}
+
+fn collective(name: &str) -> Option<Collective> {
+    Some(match name {
+        "AllReduce" => Collective::AllReduce,
+        "Reduce" => Collective::Reduce,
+        "Broadcast" => Collective::Broadcast,
+        "AllGather" => Collective::AllGather,
+        "ReduceScatter" => Collective::ReduceScatter,
+        "AlltoAll" => Collective::AllToAll,
+        "Gather" => Collective::Gather,
+        "Scatter" => Collective::Scatter,
+        "SendRecv" => Collective::SendRecv,
+        _ => return None,
+    })
+}
+
+fn dtype(name: &str) -> DataType {
+    let all = [
+        "Int8",
+        "Uint8",
+        "Int32",
+        "Uint32",
+        "Int64",
+        "Uint64",
+        "Float16",
+        "Float32",
+        "Float64",
+        "Bfloat16",
+        "Float8e4m3",
+        "Float8e5m2",
+    ];
+    all.iter()
+        .position(|n| *n == name)
+        .map_or(DataType::Float32, |i| DataType::ALL[i])
+}
+
+fn red(op: i64) -> RedOp {
+    match op {
+        1 => RedOp::Prod,
+        2 => RedOp::Max,
+        3 => RedOp::Min,
+        4 => RedOp::Avg,
+        _ => RedOp::Sum,
+    }
+}
+
+fn reprice(a: &RepriceArgs) -> Result<(), String> {
+    let (calls, comms) = read(&a.dir)?;
+    let pairs = crate::plan::env_pairs(&a.env, None)?;
+    let psettings = crate::plan::planner_settings(&pairs)?;
+    let tsettings = TunerSettings::from_lookup(|k| crate::plan::lookup(&pairs, k))
+        .map_err(|e| e.to_string())?;
+    let mode = if a.mode == "calibrated" {
+        Mode::Calibrated
+    } else {
+        Mode::Nccl
+    };
+    let used = comms
+        .values()
+        .flat_map(|c| c.members.iter().map(|m| m.0 + 1))
+        .max()
+        .unwrap_or(1);
+    let nodes = a.nodes.unwrap_or(used);
+    if nodes < used {
+        return Err(format!("--nodes {nodes}: the run used {used} nodes"));
+    }
+    let cluster = crate::load_cluster(&a.topo, nodes, &psettings.topo, None, None)?;
+    let devs: Vec<i32> = planner::world_members(&cluster)
+        .iter()
+        .filter(|m| m.host == 0)
+        .map(|m| m.dev)
+        .collect();
+    let mut models: BTreeMap<String, CostModel> = BTreeMap::new();
+    for (id, c) in &comms {
+        let members =
+            c.members
+                .iter()
+                .map(|&(node, gpu)| {
+                    let dev = devs.get(gpu as usize).copied().ok_or_else(|| {
+                        format!("{}: no GPU {gpu} (it has {})", a.topo, devs.len())
+                    })?;
+                    Ok(planner::Member { host: node, dev })
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+        let plan = planner::plan_comm(&cluster, &members, id, &psettings, None)
+            .map_err(|e| format!("communicator {id}: {e}"))?;
+        let model = CostModel::from_plan(&plan, &tsettings, mode)
+            .map_err(|e| format!("communicator {id}: {e}"))?;
+        models.insert(id.clone(), model);
+    }
+    let priced: Vec<(&Call, f64)> = calls
+        .iter()
+        .map(|c| {
+            let us = match (models.get(&c.comm), collective(&c.name)) {
+                (Some(m), Some(Collective::SendRecv)) => {
+                    m.predict_p2p(Collective::SendRecv, c.bytes).time_us
+                }
+                (Some(m), Some(coll)) => m
+                    .predict(coll, c.bytes, dtype(&c.dtype), red(c.op))
+                    .map(|p| p.time_us)
+                    .unwrap_or(0.0),
+                _ => 0.0,
+            };
+            (c, us)
+        })
+        .collect();
+    let before = totals(calls.iter().map(|c| (c, c.predicted_us)));
+    let after = totals(priced.into_iter());
+    let rows: Vec<(String, String, f64, f64, f64)> = before
+        .iter()
+        .map(|(k, e)| {
+            let b = per_rank(e).2;
+            let x = after.get(k).map_or(0.0, |e| per_rank(e).2);
+            (
+                k.0.clone(),
+                k.1.clone(),
+                b,
+                x,
+                if b > 0.0 { x / b } else { 0.0 },
+            )
+        })
+        .collect();
+    let (tb, ta): (f64, f64) = rows
+        .iter()
+        .fold((0.0, 0.0), |acc, r| (acc.0 + r.2, acc.1 + r.3));
+    match a.format.as_str() {
+        "csv" => {
+            println!("comm,op,traced_us_per_rank,repriced_us_per_rank,ratio");
+            for r in &rows {
+                println!("{},{},{:.3},{:.3},{:.4}", r.0, r.1, r.2, r.3, r.4);
+            }
+        }
+        "json" => {
+            let v: Vec<serde_json::Value> = rows
+                .iter()
+                .map(|r| serde_json::json!({"comm": r.0, "op": r.1, "traced_us_per_rank": r.2, "repriced_us_per_rank": r.3, "ratio": r.4}))
+                .collect();
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+            );
+        }
+        _ => {
+            println!(
+                "# {} operations of {} communicator(s) repriced on {} x {}; figures per rank",
+                calls.len(),
+                comms.len(),
+                nodes,
+                a.topo
+            );
+            println!(
+                "{:<20} {:<14} {:>14} {:>14} {:>8}",
+                "comm", "op", "traced_us", "repriced_us", "ratio"
+            );
+            for r in &rows {
+                println!(
+                    "{:<20} {:<14} {:>14.3} {:>14.3} {:>8.3}",
+                    r.0, r.1, r.2, r.3, r.4
+                );
+            }
+            println!(
+                "{:<20} {:<14} {:>14.3} {:>14.3} {:>8.3}",
+                "total",
+                "",
+                tb,
+                ta,
+                if tb > 0.0 { ta / tb } else { 0.0 }
+            );
+        }
+    }
+    Ok(())
+}
