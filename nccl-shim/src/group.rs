@@ -166,21 +166,24 @@ pub fn op(comm: Arc<Comm>, stream: u64, op: Op) -> Result<()> {
     }
 }
 
-/// `ncclGroupEnd`.
-pub fn end() -> Result<()> {
-    let (inits, ops) = GROUP.with(|g| {
+/// Leaves one group level; at the outermost end, takes the queued inits and operations.
+fn pop(what: &str) -> Result<(Vec<InitJob>, Vec<(Arc<Comm>, u64, Op)>)> {
+    GROUP.with(|g| {
         let mut g = g.borrow_mut();
         if g.depth == 0 {
-            return Err(NcclError::invalid_usage(
-                "ncclGroupEnd without ncclGroupStart",
-            ));
+            return Err(NcclError::invalid_usage(format!("{what} without ncclGroupStart")));
         }
         g.depth -= 1;
         if g.depth > 0 {
             return Ok((Vec::new(), Vec::new()));
         }
         Ok((std::mem::take(&mut g.inits), std::mem::take(&mut g.ops)))
-    })?;
+    })
+}
+
+/// `ncclGroupEnd`.
+pub fn end() -> Result<()> {
+    let (inits, ops) = pop("ncclGroupEnd")?;
     run_inits(inits);
     run_ops(ops)
 }
@@ -188,19 +191,7 @@ pub fn end() -> Result<()> {
 /// Ends the group without running its operations and returns them (`ncclGroupSimulateEnd`);
 /// queued inits still run.
 pub fn end_simulated() -> Result<Vec<(Arc<Comm>, Op)>> {
-    let (inits, ops) = GROUP.with(|g| {
-        let mut g = g.borrow_mut();
-        if g.depth == 0 {
-            return Err(NcclError::invalid_usage(
-                "ncclGroupSimulateEnd without ncclGroupStart",
-            ));
-        }
-        g.depth -= 1;
-        if g.depth > 0 {
-            return Ok((Vec::new(), Vec::new()));
-        }
-        Ok((std::mem::take(&mut g.inits), std::mem::take(&mut g.ops)))
-    })?;
+    let (inits, ops) = pop("ncclGroupSimulateEnd")?;
     run_inits(inits);
     Ok(ops.into_iter().map(|(c, _, o)| (c, o)).collect())
 }
