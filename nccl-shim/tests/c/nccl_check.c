@@ -329,6 +329,21 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < count; i++) w[i] *= (float)N * (float)N;
         for (int r = 0; r < N; r++) { OK(cudaSetDevice(r)); get(g, d[r], count * 4); expect(g, w, count, "graph launched twice", r); }
         for (int r = 0; r < N; r++) { OK(ncclCommDestroy(comms[r])); }
+        /* The same ranks created the nccl-tests -g way: one thread, one id, InitRank per
+         * device inside a group, then a grouped AllReduce. */
+        {
+            ncclUniqueId gid;
+            OK(ncclGetUniqueId(&gid));
+            ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+            OK(ncclGroupStart());
+            for (int r = 0; r < N; r++) { OK(cudaSetDevice(r)); OK(ncclCommInitRankConfig(&comms[r], N, gid, r, &cfg)); }
+            OK(ncclGroupEnd());
+            OK(ncclGroupStart());
+            for (int r = 0; r < N; r++) OK(ncclAllReduce(s[r], d[r], count, ncclFloat, ncclSum, comms[r], streams[r]));
+            OK(ncclGroupEnd());
+            for (size_t i = 0; i < count; i++) { float a = 0; for (int q = 0; q < N; q++) a += val(q, i); w[i] = a; }
+            for (int r = 0; r < N; r++) { OK(cudaSetDevice(r)); get(g, d[r], count * 4); expect(g, w, count, "grouped InitRank allreduce", r); OK(ncclCommDestroy(comms[r])); }
+        }
         printf("ok threads %d\n", N);
         return 0;
     }
