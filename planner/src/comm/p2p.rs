@@ -1,0 +1,132 @@
+//! P2P channel counts (NCCL 2.30.7 `src/graph/paths.cc`, `ncclTopoComputeP2pChannels`,
+//! `ncclTopoComputeP2pChannelsPerPeer`, `ncclTopoGetNchannels`) with the older releases' rules.
+
+use super::host::HostSearch;
+use super::trees::{pow2_down, pow2_up};
+use super::Member;
+use crate::settings::PlannerSettings;
+use rustc_hash::FxHashMap as HashMap;
+use std::sync::Arc;
+use topo::{NodeKind, PathType, Topology};
+
+/// `ncclTopoGetNchannels`' answer for a peer on the same host: NVLink paths get
+/// `2*max(1, bw/nvlBw)` (2.30 counts NVB paths as NVLink too), others 2.
+pub(super) fn p2p_local_channels(
+    topo: &Topology,
+    p: usize,
+    g: usize,
+    version: topo::NcclVersion,
+) -> usize {
+    let path = topo.gpu_gpu(p, g);
+    let nvlink = path.ty == PathType::Nvl || (version.at_least(2, 30) && path.ty == PathType::Nvb);
+    if nvlink {
+        let nvl = topo::consts::nvlink_bw(topo.system.gpu(g).sm, version);
+        2 * 1.max((path.bw / nvl) as i32) as usize
+    } else {
+        2
+    }
+}
+
+/// P2P channels and channels per peer, as each release computes them (`ncclTopoComputeP2pChannels`,
+/// and from 2.29 `ncclTopoComputeP2pChannelsPerPeer` with the min over ranks):
+/// - up to 2.28 each rank takes the min over every GPU of its host and every peer, starting
+///   from the P2P channel count; a remote peer counts `NCCL_NCHANNELS_PER_NET_PEER` (2.19: default
+///   2; 2.20-2.28: unset means 2 halved while `2*nRanks > 4*p2pnChannels`, at least the NETs
+///   needed by bandwidth). Releases before 2.29 do not share the result between ranks: this is
+///   rank 0's host's value.
+/// - 2.29+ each rank takes the min over its own GPU's peers, remote ones by NET count and
+///   bandwidth, then the min over ranks; with several nodes the result is halved to fit
+///   `maxP2pPeers` (2.29: nRanks) peers per round.
+pub(super) fn p2p_channels(
+    members: &[Member],
+    host_ranks: &HashMap<usize, Vec<usize>>,
+    hs: &HashMap<usize, Arc<HostSearch>>,
+    settings: &PlannerSettings,
+    n_channels: usize,
+    n_nodes: usize,
+    version: topo::NcclVersion,
+) -> (usize, usize, usize) {
+    let nranks = members.len();
+    let mut p2p = n_channels.min(settings.max_p2p_nchannels.max(1) as usize);
+    p2p = p2p.max(settings.min_p2p_nchannels.max(1) as usize);
+    if !version.at_least(2, 29) {
+        let h = &hs[&members[0].host];
+        let topo = &h.topo;
+        let mine = &host_ranks[&members[0].host];
+        let mut min_ch = p2p;
+        for g in 0..topo.system.count(NodeKind::Gpu) {
+            for r in 0..nranks {
+                let n = match mine.iter().position(|&x| x == r) {
+                    Some(label) if h.labels[label] == g => continue,
+                    Some(label) => p2p_local_channels(topo, h.labels[label], g, version),
+                    None => match settings.nchannels_per_net_peer {
+                        Some(v) => v.max(0) as usize,
+                        None if !version.at_least(2, 20) => 2,
+                        None => {
+                            let mut most = 2;
+                            while most * nranks > p2p * 4 && most > 1 {
+                                most /= 2;
+                            }
+                            most.max(h.gpu_nets[g].count_by_bw_2_20)
+                        }
+                    },
+                };
+                min_ch = min_ch.min(n);
+            }
+        }
+        let mut per_peer = pow2_up(min_ch);
+        p2p = pow2_up(p2p);
+        if version.at_least(2, 22) {
+            p2p = p2p.min(pow2_down(version.max_channels()));
+            per_peer = per_peer.min(p2p);
+        }
+        return (p2p, per_peer, nranks);
+    }
+    let mut per_peer = usize::MAX;
+    for (r, m) in members.iter().enumerate() {
+        let topo = &hs[&m.host].topo;
+        let labels = &hs[&m.host].labels;
+        let mine = &host_ranks[&m.host];
+        let label = mine.iter().position(|&x| x == r).unwrap_or(0);
+        let g = labels[label];
+        let mut min_ch = version.max_channels();
+        let remote = nranks > mine.len();
+        for (pl, &pr) in mine.iter().enumerate() {
+            if pr == r {
+                continue;
+            }
+            min_ch = min_ch.min(p2p_local_channels(topo, labels[pl], g, version));
+        }
+        if remote {
+            let n = match settings.nchannels_per_net_peer {
+                Some(v) => v.max(0) as usize,
+                None => {
+                    let (count, bw) = hs[&m.host].gpu_nets[g].count_by_bw;
+                    if count > 0 {
+                        count.max(
+                            (bw as usize).div_ceil(settings.p2p_per_channel_net_bw.max(1) as usize),
+                        )
+                    } else {
+                        2
+                    }
+                }
+            };
+            min_ch = min_ch.min(n);
+        }
+        per_peer = per_peer.min(min_ch);
+    }
+    let max_peers = match settings.max_p2p_peers {
+        Some(m) if version.at_least(2, 30) => (m.max(1) as usize).min(nranks),
+        _ => nranks,
+    };
+    let mut per_peer = pow2_up(per_peer);
+    p2p = pow2_up(p2p).min(pow2_down(version.max_channels()));
+    if n_nodes > 1 && settings.nchannels_per_net_peer.is_none() {
+        while per_peer * max_peers.div_ceil(8) > p2p && per_peer > 1 {
+            per_peer /= 2;
+        }
+    } else {
+        per_peer = per_peer.min(p2p);
+    }
+    (p2p, per_peer, max_peers)
+}
