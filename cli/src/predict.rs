@@ -157,7 +157,9 @@ pub fn build(
         },
     )
     .map_err(|e| e.to_string())?;
-    let plan = planner::plan_world(&cluster, &psettings).map_err(|e| e.to_string())?;
+    let plan = planner::Planner::new(cluster, psettings)
+        .plan_world()
+        .map_err(|e| e.to_string())?;
     let model = CostModel::from_plan(&plan, &tsettings, mode).map_err(|e| e.to_string())?;
     let gpu_name = |sm: i32| format!("sm{sm}");
     let devices = plan

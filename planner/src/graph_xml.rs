@@ -3,9 +3,10 @@
 //! (decimal `dev`, NET by device number, no `rank`) and the 2.21-2.29 form (hex `dev`, no `rank`)
 //! behind the version profile.
 
+use crate::error::PlanError;
 use crate::graph::{Pattern, TopoGraph};
 use crate::plan::NodeSearch;
-use topo::{NodeKind, PathType, System, TopoError, XmlElement};
+use topo::{NodeKind, PathType, System, XmlElement};
 
 /// `%g` as C prints it for the values graphs hold.
 pub fn fmt_g(v: f32) -> String {
@@ -120,19 +121,19 @@ pub fn graphs_to_xml(search: &NodeSearch, sys: &System) -> XmlElement {
     root
 }
 
-fn attr<'a>(e: &'a XmlElement, k: &str, file: &str) -> topo::Result<&'a str> {
+fn attr<'a>(e: &'a XmlElement, k: &str, file: &str) -> crate::error::Result<&'a str> {
     e.get(k).ok_or_else(|| {
-        TopoError::Model(format!(
+        PlanError::GraphFile(format!(
             "{}: <{}> has no '{k}' attribute",
             e.location(file),
             e.name
         ))
     })
 }
-fn int_attr(e: &XmlElement, k: &str, file: &str) -> topo::Result<i64> {
+fn int_attr(e: &XmlElement, k: &str, file: &str) -> crate::error::Result<i64> {
     let s = attr(e, k, file)?;
     topo::settings::parse_c_int(s).ok_or_else(|| {
-        TopoError::Model(format!(
+        PlanError::GraphFile(format!(
             "{}: {k}=\"{s}\" is not an integer",
             e.location(file)
         ))
@@ -149,14 +150,14 @@ pub fn graph_from_xml(
     sys: &System,
     id: i32,
     file: &str,
-) -> topo::Result<Option<TopoGraph>> {
+) -> crate::error::Result<Option<TopoGraph>> {
     let graphs = if root.name == "graphs" {
         root
     } else {
         match root.children.iter().find(|c| c.name == "graphs") {
             Some(g) => g,
             None => {
-                return Err(TopoError::Model(format!(
+                return Err(PlanError::GraphFile(format!(
                     "{file}: no <graphs> element (is this a graph dump?)"
                 )))
             }
@@ -170,20 +171,20 @@ pub fn graph_from_xml(
         }
         let pattern_n = int_attr(x, "pattern", file)? as i32;
         let pattern = Pattern::from_number(pattern_n).ok_or_else(|| {
-            TopoError::Model(format!("{}: unknown pattern {pattern_n}", x.location(file)))
+            PlanError::GraphFile(format!("{}: unknown pattern {pattern_n}", x.location(file)))
         })?;
-        let float = |k: &str| -> topo::Result<f32> {
+        let float = |k: &str| -> crate::error::Result<f32> {
             let s = attr(x, k, file)?;
             s.trim().parse::<f32>().map_err(|_| {
-                TopoError::Model(format!("{}: {k}=\"{s}\" is not a number", x.location(file)))
+                PlanError::GraphFile(format!("{}: {k}=\"{s}\" is not a number", x.location(file)))
             })
         };
-        let ty = |k: &str| -> topo::Result<PathType> {
+        let ty = |k: &str| -> crate::error::Result<PathType> {
             let s = attr(x, k, file)?;
             PathType::from_name(s)
                 .filter(|t| !matches!(t, PathType::C2c | PathType::Net | PathType::Dis))
                 .ok_or_else(|| {
-                    TopoError::Model(format!(
+                    PlanError::GraphFile(format!(
                         "{}: {k}=\"{s}\" is not a path type NCCL accepts",
                         x.location(file)
                     ))
@@ -215,7 +216,7 @@ pub fn graph_from_xml(
                     dev_s.trim().parse::<i64>()
                 }
                 .map_err(|_| {
-                    TopoError::Model(format!(
+                    PlanError::GraphFile(format!(
                         "{}: dev=\"{dev_s}\" is not a number",
                         sub.location(file)
                     ))
@@ -229,7 +230,7 @@ pub fn graph_from_xml(
                         let by_dev = (0..ngpus)
                             .find(|&gi| sys.gpu(gi).dev as i64 == dev & 0xff_ffff_ffff_ffff);
                         let Some(gi) = by_dev else {
-                            return Err(TopoError::Model(format!(
+                            return Err(PlanError::GraphFile(format!(
                                 "{}: XML Import Channel : dev {dev} not found",
                                 sub.location(file)
                             )));
@@ -245,7 +246,7 @@ pub fn graph_from_xml(
                 continue;
             }
             if k != ngpus {
-                return Err(TopoError::Model(format!(
+                return Err(PlanError::GraphFile(format!(
                     "{}: channel {c} lists {k} GPU(s) but this node has {ngpus}",
                     ch.location(file)
                 )));

@@ -4,12 +4,13 @@
 //! (`ncclTopoGetLocalNetCountByBw` in `src/graph/topo.cc`).
 
 use super::nvls::nvls_supported;
+use crate::error::{PlanError, Result};
 use crate::graph::{graph_id, Pattern, TopoGraph};
 use crate::graph_xml;
 use crate::search::Searcher;
 use crate::settings::PlannerSettings;
 use std::sync::Arc;
-use topo::{BuildOptions, Cluster, HostXml, NodeKind, System, TopoError, Topology};
+use topo::{BuildOptions, Cluster, HostXml, NodeKind, System, Topology};
 
 /// What a host search records about each GPU's NETs.
 #[derive(Debug, Clone, Copy)]
@@ -51,10 +52,10 @@ pub(super) fn search_host(
     graph_file: Option<&topo::XmlElement>,
     collnet: bool,
     file: &str,
-) -> topo::Result<HostSearch> {
+) -> Result<HostSearch> {
     let mut s = Searcher::new(&topo, settings);
     let ngpus = topo.system.count(NodeKind::Gpu);
-    let loaded = |id: i32| -> topo::Result<Option<TopoGraph>> {
+    let loaded = |id: i32| -> Result<Option<TopoGraph>> {
         match graph_file {
             None => Ok(None),
             Some(x) => graph_xml::graph_from_xml(x, &topo.system, id, file),
@@ -128,7 +129,7 @@ pub(super) fn build_topology(
     inter: bool,
     name: &str,
     settings: &PlannerSettings,
-) -> topo::Result<Topology> {
+) -> Result<Topology> {
     let node = &cluster.nodes[h];
     let opts = BuildOptions {
         version: settings.topo.version,
@@ -139,13 +140,17 @@ pub(super) fn build_topology(
     };
     let sys = System::from_host_xml(host_xml, &node.source, &opts)?;
     if sys.count(NodeKind::Gpu) != devs.len() {
-        return Err(TopoError::Model(format!(
-            "communicator {name}: host {h} ({}) has no GPU with dev {:?}",
-            node.source,
-            devs.iter()
-                .find(|d| !(0..sys.count(NodeKind::Gpu)).any(|g| sys.gpu(g).dev == **d))
-                .unwrap_or(&-1)
-        )));
+        let dev = devs
+            .iter()
+            .copied()
+            .find(|&d| !(0..sys.count(NodeKind::Gpu)).any(|g| sys.gpu(g).dev == d))
+            .unwrap_or(-1);
+        return Err(PlanError::NoSuchGpu {
+            comm: name.to_string(),
+            host: h,
+            file: node.source.clone(),
+            dev,
+        });
     }
     Ok(Topology::new(sys, &settings.topo))
 }
@@ -155,7 +160,7 @@ pub(super) fn search_topology(
     topo: Arc<Topology>,
     settings: &PlannerSettings,
     graph_file: Option<&topo::XmlElement>,
-) -> topo::Result<HostSearch> {
+) -> Result<HostSearch> {
     let collnet = settings.collnet_enable
         && topo.system.inter
         && (0..topo.system.count(NodeKind::Net)).any(|n| {
