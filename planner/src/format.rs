@@ -118,7 +118,7 @@ pub fn info_lines_with(plan: &CommPlan, rank: usize, tuning: &[String]) -> Vec<S
             me.dev
         ));
     }
-    for g in &search.graphs {
+    for g in search.graphs.iter() {
         let searched = g.id <= 1
             || (g.id == 3 && plan.nvls_support)
             || ((g.id == 2 || g.id == 4) && plan.collnet_support);
@@ -213,7 +213,7 @@ pub fn nvls_trees_line(plan: &CommPlan, rank: usize) -> Option<String> {
         .position(|h| h[node] == rank)
         .map_or(-1, |h| h as i32);
     let down = plan.n_ranks as i32 + 1 + head_rank;
-    let (t0, t1) = crate::comm::dtree(n, node as i32);
+    let dt = crate::comm::dtree(n, node as i32);
     let mut up = [-1i32; 2];
     let mut d0 = [-1i32; 2];
     let mut d1 = [-1i32; 2];
@@ -226,10 +226,10 @@ pub fn nvls_trees_line(plan: &CommPlan, rank: usize) -> Option<String> {
                 heads[x as usize] as i32
             }
         };
-        for (k, t) in [t0, t1].into_iter().enumerate() {
-            up[k] = at(t.0);
-            d0[k] = at(t.1);
-            d1[k] = at(t.2);
+        for (k, t) in [dt.tree0, dt.tree1].into_iter().enumerate() {
+            up[k] = at(t.up);
+            d0[k] = at(t.down0);
+            d1[k] = at(t.down1);
         }
     }
     let chan = |k: usize| {

@@ -46,7 +46,6 @@ fn hex_alt(v: i64) -> String {
 pub fn graphs_to_xml(search: &NodeSearch, sys: &System) -> XmlElement {
     let v = sys.version;
     let ngpus = search.ranks.len();
-    let order = [0usize, 1, 4, 2, 3];
     let mut root = XmlElement::new("graphs").with("version", 1);
     let has_net = if v.at_least(2, 21) {
         sys.inter
@@ -61,8 +60,14 @@ pub fn graphs_to_xml(search: &NodeSearch, sys: &System) -> XmlElement {
             .and_then(|n| n.net().map(|x| x.dev as i64))
             .unwrap_or(id)
     };
-    for &i in &order {
-        let g = &search.graphs[i];
+    let gs = &search.graphs;
+    for g in [
+        &gs.ring,
+        &gs.tree,
+        &gs.collnet_direct,
+        &gs.collnet_chain,
+        &gs.nvls,
+    ] {
         let mut x = XmlElement::new("graph")
             .with("id", g.id)
             .with("pattern", g.pattern.number())

@@ -104,7 +104,7 @@ fn dgx_h100_one_node() {
 #[test]
 fn dgx_a100_two_nodes_one_ring_per_nic() {
     let p = world(&lib("dgx-a100.xml"), 2);
-    let r = &p.searches[0].graphs[0];
+    let r = &p.searches[0].graphs.ring;
     assert_eq!((r.n_channels, r.bw_intra, r.bw_inter), (8, 24.0, 24.0));
     assert_eq!(p.n_channels, 16);
     assert_eq!(p.n_nodes, 2);
@@ -148,7 +148,7 @@ fn tp8_dp2_job() {
     assert_eq!((tp.len(), dp.len()), (2, 8));
     for t in &tp {
         assert_eq!((t.n_ranks, t.n_nodes), (8, 1));
-        assert!(t.searches[0].graphs[0].inter.iter().all(|&x| x == 0));
+        assert!(t.searches[0].graphs.ring.inter.iter().all(|&x| x == 0));
         assert_eq!(t.graphs.ring.type_intra, PathType::Nvl);
         assert_eq!(t.n_channels, 24);
     }
@@ -158,7 +158,7 @@ fn tp8_dp2_job() {
         assert_eq!(d.ranks[0].world_rank, i);
         assert_eq!(d.ranks[1].world_rank, i + 8);
         assert_eq!(d.ranks[0].dev, i as i32);
-        let g = &d.searches[0].graphs[0];
+        let g = &d.searches[0].graphs.ring;
         assert!(g.n_channels >= 1);
         assert!(g.type_inter <= PathType::Pxb);
         assert_ne!(g.type_inter, PathType::Dis);

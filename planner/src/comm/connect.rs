@@ -5,7 +5,7 @@
 
 use super::host::HostSearch;
 use super::p2p::p2p_channels;
-use super::trees::{dtree, log2i};
+use super::trees::{dtree, log2i, DoubleTree};
 use super::Member;
 use crate::graph::{Pattern, TopoGraph};
 use crate::plan::{ChannelRank, CommGraphs, CommPlan, NodeSearch, RankInfo, TreeLine};
@@ -50,20 +50,10 @@ pub(super) fn assemble(
         }
         g
     };
-    let graphs_of: HashMap<usize, Vec<TopoGraph>> = host_order
+    let graphs_of: HashMap<usize, CommGraphs> = host_order
         .iter()
-        .map(|&h| {
-            (
-                h,
-                host_search[&h]
-                    .graphs
-                    .iter()
-                    .map(|g| to_comm(h, g))
-                    .collect(),
-            )
-        })
+        .map(|&h| (h, host_search[&h].graphs.map(|g| to_comm(h, g))))
         .collect();
-    let (g_ring, g_tree, g_chain, g_nvls) = (0, 1, 2, 3);
 
     // Preset, per rank, with the rank's own graphs.
     let mut topo_ranks: Vec<TopoRanks> = vec![TopoRanks::default(); nranks];
@@ -71,13 +61,13 @@ pub(super) fn assemble(
     for (r, m) in members.iter().enumerate() {
         let gs = &graphs_of[&m.host];
         let local = host_ranks[&m.host].len();
-        let nch = gs[g_ring].n_channels.min(gs[g_tree].n_channels) as usize;
+        let nch = gs.ring.n_channels.min(gs.tree.n_channels) as usize;
         own_nch[r] = nch;
         let tr = &mut topo_ranks[r];
-        tr.cross_nic_ring = gs[g_ring].cross_nic;
+        tr.cross_nic_ring = gs.ring.cross_nic;
         for c in 0..nch {
-            let ring = gs[g_ring].channel(c, local);
-            let tree = gs[g_tree].channel(c, local);
+            let ring = gs.ring.channel(c, local);
+            let tree = gs.tree.channel(c, local);
             if let Some(i) = ring.iter().position(|&x| x as usize == r) {
                 tr.ring_recv.push(ring[0]);
                 tr.ring_send.push(ring[local - 1]);
@@ -86,7 +76,7 @@ pub(super) fn assemble(
                     .push(if i == local - 1 { -1 } else { ring[i + 1] });
             }
             if tree.contains(&(r as i32)) {
-                let pat = gs[g_tree].pattern;
+                let pat = gs.tree.pattern;
                 tr.tree_to_parent.push(tree[0]);
                 tr.tree_to_child0.push(
                     tree[if pat == Pattern::Tree {
@@ -104,7 +94,7 @@ pub(super) fn assemble(
                 );
             }
         }
-        let nv = &gs[g_nvls];
+        let nv = &gs.nvls;
         for c in 0..nv.n_channels as usize {
             let head = nv.intra[c * local];
             if !tr.nvls_heads.contains(&head) {
@@ -123,7 +113,7 @@ pub(super) fn assemble(
             Some(n) => n,
             None => {
                 first_ranks.push(fr);
-                node_tree_patterns.push(graphs_of[&members[r].host][g_tree].pattern);
+                node_tree_patterns.push(graphs_of[&members[r].host].tree.pattern);
                 first_ranks.len() - 1
             }
         };
@@ -140,12 +130,11 @@ pub(super) fn assemble(
     let max_local = node_ranks.iter().map(|v| v.len()).max().unwrap_or(0);
 
     // Align graphs (AllGather3).
-    let mut aligned: Vec<TopoGraph> = graphs_of[&members[0].host].clone();
+    let mut aligned: CommGraphs = graphs_of[&members[0].host].clone();
     let mut max_tree_pattern = Pattern::BalancedTree;
     for m in members {
         let gs = &graphs_of[&m.host];
-        for (a, g) in gs.iter().enumerate() {
-            let t = &mut aligned[a];
+        for (t, g) in aligned.iter_mut().zip(gs.iter()) {
             t.n_channels = t.n_channels.min(g.n_channels);
             t.same_channels = t.same_channels.min(g.same_channels);
             t.bw_intra = t.bw_intra.min(g.bw_intra);
@@ -154,14 +143,14 @@ pub(super) fn assemble(
             t.type_inter = t.type_inter.max(g.type_inter);
             t.cross_nic = t.cross_nic.max(g.cross_nic);
         }
-        max_tree_pattern = max_tree_pattern.max(gs[g_tree].pattern);
+        max_tree_pattern = max_tree_pattern.max(gs.tree.pattern);
     }
     let mut nvls_support = members.iter().all(|m| host_search[&m.host].nvls_support);
-    let collnet_graph = aligned[g_chain].n_channels > 0;
+    let collnet_graph = aligned.collnet_chain.n_channels > 0;
     let collnet_support = settings.collnet_enable
         && collnet_graph
         && n_nodes as i32 >= settings.collnet_node_threshold;
-    if aligned[g_nvls].n_channels == 0 {
+    if aligned.nvls.n_channels == 0 {
         nvls_support = false;
     }
     let sms: Vec<i32> = members.iter().map(|m| sm_of(host_search, m)).collect();
@@ -199,9 +188,9 @@ pub(super) fn assemble(
         }
         nvls_channels = (n as i32).min(settings.max_ctas).max(settings.min_ctas) as usize;
     }
-    let nch = aligned[g_ring].n_channels.min(aligned[g_tree].n_channels) as usize;
-    aligned[g_ring].n_channels = nch as i32;
-    aligned[g_tree].n_channels = nch as i32;
+    let nch = aligned.ring.n_channels.min(aligned.tree.n_channels) as usize;
+    aligned.ring.n_channels = nch as i32;
+    aligned.tree.n_channels = nch as i32;
 
     // Preset channel state per rank: ring prev/next -1, intra-node tree chain.
     let mut channels: Vec<Vec<ChannelRank>> = vec![
@@ -220,7 +209,7 @@ pub(super) fn assemble(
         let gs = &graphs_of[&m.host];
         let local = host_ranks[&m.host].len();
         for c in 0..nch {
-            let tree = gs[g_tree].channel(c, local);
+            let tree = gs.tree.channel(c, local);
             if let Some(i) = tree.iter().position(|&x| x as usize == r) {
                 let ch = &mut channels[c][r];
                 ch.tree_up = if i == 0 { -1 } else { tree[i - 1] };
@@ -265,7 +254,10 @@ pub(super) fn assemble(
     let depth = nranks / n_nodes - 1 + log2i(n_nodes);
     for r in 0..nranks {
         let node = rank_to_node[r];
-        let ((t0u, t0d0, t0d1, t0ct), (t1u, t1d0, t1d1, t1ct)) = dtree(n_nodes as i32, node as i32);
+        let DoubleTree {
+            tree0: t0,
+            tree1: t1,
+        } = dtree(n_nodes as i32, node as i32);
         for c in 0..nch {
             let ttp = |n: usize| topo_ranks[fr(n)].tree_to_parent[c];
             let ttc0 = |n: usize| topo_ranks[fr(n)].tree_to_child0[c];
@@ -287,20 +279,20 @@ pub(super) fn assemble(
                 }
             };
             if ri == ttp(node) {
-                if t0u != -1 {
-                    channels[c][r].tree_up = pick(t0ct, t0u);
+                if t0.up != -1 {
+                    channels[c][r].tree_up = pick(t0.parent_child_type, t0.up);
                 }
-                if t1u != -1 {
-                    channels[c + nch][r].tree_up = pick(t1ct, t1u);
+                if t1.up != -1 {
+                    channels[c + nch][r].tree_up = pick(t1.parent_child_type, t1.up);
                 }
             }
             if ri == ttc0(node) {
-                set_down(&mut channels[c][r], t0d0);
-                set_down(&mut channels[c + nch][r], t1d0);
+                set_down(&mut channels[c][r], t0.down0);
+                set_down(&mut channels[c + nch][r], t1.down0);
             }
             if ri == ttc1(node) {
-                set_down(&mut channels[c][r], t0d1);
-                set_down(&mut channels[c + nch][r], t1d1);
+                set_down(&mut channels[c][r], t0.down1);
+                set_down(&mut channels[c + nch][r], t1.down1);
             }
             if ri == ttp(node) || ri == ttc0(node) || ri == ttc1(node) {
                 for (cc, ch) in [(c, channels[c][r]), (c + nch, channels[c + nch][r])] {
@@ -334,18 +326,18 @@ pub(super) fn assemble(
     };
     // CollNet: more channels to saturate intra-node bandwidth.
     if collnet_support {
-        let chain = &aligned[g_chain];
+        let chain = &aligned.collnet_chain;
         if chain.bw_intra > chain.bw_inter && nranks > n_nodes {
             let target = maxch.min(n_channels + n_channels / 2);
             n_channels = copy_channels(&mut channels, n_channels, target);
         }
     }
     let sm90_double = if version.at_least(2, 20) {
-        min_cc >= 90 && n_nodes > 1 && aligned[g_ring].bw_intra > 45.0 && n_channels < 16
+        min_cc >= 90 && n_nodes > 1 && aligned.ring.bw_intra > 45.0 && n_channels < 16
     } else {
         min_cc == 90
             && n_nodes > 1
-            && aligned[g_ring].bw_intra > 45.0
+            && aligned.ring.bw_intra > 45.0
             && n_channels < 16
             && 2 * n_channels <= maxch
     };
@@ -467,12 +459,6 @@ pub(super) fn assemble(
             }
         })
         .collect();
-    let mut gr = aligned.into_iter();
-    let ring = gr.next().expect("5 graphs");
-    let tree = gr.next().expect("5 graphs");
-    let collnet_chain = gr.next().expect("5 graphs");
-    let nvls = gr.next().expect("5 graphs");
-    let collnet_direct = gr.next().expect("5 graphs");
     CommPlan {
         name: name.to_string(),
         nccl_version: version.to_string(),
@@ -488,13 +474,7 @@ pub(super) fn assemble(
         cpu_vendor: cpu.1,
         cpu_model: cpu.2,
         searches,
-        graphs: CommGraphs {
-            ring,
-            tree,
-            collnet_chain,
-            nvls,
-            collnet_direct,
-        },
+        graphs: aligned,
         max_tree_pattern,
         n_channels,
         collnet_channels: n_channels,

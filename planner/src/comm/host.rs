@@ -7,6 +7,7 @@ use super::nvls::nvls_supported;
 use crate::error::{PlanError, Result};
 use crate::graph::{graph_id, Pattern, TopoGraph};
 use crate::graph_xml;
+use crate::plan::CommGraphs;
 use crate::search::Searcher;
 use crate::settings::PlannerSettings;
 use std::sync::Arc;
@@ -31,8 +32,8 @@ pub struct GpuNets {
 pub struct HostSearch {
     /// The topology (only this comm's GPUs on the host).
     pub topo: Arc<Topology>,
-    /// Ring, tree, CollNet chain, NVLS, CollNet direct.
-    pub graphs: Vec<TopoGraph>,
+    /// The graphs found (CollNet and NVLS with zero channels when not searched).
+    pub graphs: CommGraphs,
     /// INFO lines printed by the search.
     pub notes: Vec<String>,
     /// Whether NVLS is supported on this host for this comm (`ncclNvlsInit`).
@@ -111,7 +112,13 @@ pub(super) fn search_host(
     Ok(HostSearch {
         labels: local_gpu_of_label(&topo.system),
         gpu_nets,
-        graphs: vec![ring, tree, chain, nvls, direct],
+        graphs: CommGraphs {
+            ring,
+            tree,
+            collnet_chain: chain,
+            nvls,
+            collnet_direct: direct,
+        },
         notes: std::mem::take(&mut s.notes),
         steps: s.steps,
         nvls_support,

@@ -21,7 +21,7 @@ use cache::{SearchCache, SearchKey};
 use connect::assemble;
 use host::{build_topology, search_topology};
 pub use host::{GpuNets, HostSearch};
-pub use trees::{btree, dtree};
+pub use trees::{btree, dtree, DoubleTree, TreeLinks};
 
 use crate::error::{PlanError, Result};
 use crate::plan::CommPlan;

@@ -130,3 +130,68 @@ pub(super) fn p2p_channels(
     }
     (p2p, per_peer, max_peers)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use topo::NcclVersion;
+
+    fn topology(file: &str, version: NcclVersion) -> Arc<Topology> {
+        let path = format!("{}/../topologies/{file}", env!("CARGO_MANIFEST_DIR"));
+        let mut s = PlannerSettings::default();
+        s.topo.version = version;
+        let c = topo::Cluster::load(&path, 1, &s.topo, None).unwrap();
+        c.nodes[0].topo.clone()
+    }
+
+    fn matrix(file: &str, version: NcclVersion) -> Vec<Vec<usize>> {
+        let t = topology(file, version);
+        let n = t.system.count(NodeKind::Gpu);
+        (0..n)
+            .map(|p| {
+                (0..n)
+                    .map(|g| p2p_local_channels(&t, p, g, version))
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn p2p_channels_per_local_peer() {
+        let v230 = NcclVersion::new(2, 30, 7);
+        // A100 through NVSwitch: 12 NVLinks of 20 GB/s -> 2 * 12.
+        let peers = |m: &[Vec<usize>]| -> Vec<usize> {
+            let n = m.len();
+            (0..n * n)
+                .filter(|i| i / n != i % n)
+                .map(|i| m[i / n][i % n])
+                .collect()
+        };
+        let a100 = matrix("dgx-a100.xml", v230);
+        assert!(peers(&a100).iter().all(|&c| c == 24), "{a100:?}");
+        // PCIe only: 2 per peer.
+        let pcie = matrix("pcie-4xa100.xml", v230);
+        assert!(peers(&pcie).iter().all(|&c| c == 2), "{pcie:?}");
+        // DGX-1 hybrid cube mesh: 2 * links for direct NVLink peers; peers two NVLink hops
+        // away (NVB) count as NVLink from 2.30 only.
+        let v100 = matrix("dgx1-v100.xml", v230);
+        let v100_229 = matrix("dgx1-v100.xml", NcclVersion::new(2, 29, 7));
+        let t = topology("dgx1-v100.xml", v230);
+        for p in 0..8 {
+            for g in (0..8).filter(|&g| g != p) {
+                let ty = t.gpu_gpu(p, g).ty;
+                let (now, before) = (v100[p][g], v100_229[p][g]);
+                match ty {
+                    PathType::Nvl => {
+                        assert!(now >= 2 && now % 2 == 0, "{p}->{g}");
+                        assert_eq!(now, before, "{p}->{g}");
+                    }
+                    PathType::Nvb => assert_eq!(before, 2, "{p}->{g}"),
+                    _ => assert_eq!((now, before), (2, 2), "{p}->{g} {ty:?}"),
+                }
+            }
+        }
+        // At least one pair with two NVLinks (4 channels) on a DGX-1.
+        assert!(v100.iter().flatten().any(|&c| c == 4), "{v100:?}");
+    }
+}
