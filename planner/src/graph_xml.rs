@@ -6,6 +6,7 @@
 use crate::error::PlanError;
 use crate::graph::{Pattern, TopoGraph};
 use crate::plan::NodeSearch;
+use crate::profile::Profile;
 use topo::{NodeKind, PathType, System, XmlElement};
 
 /// `%g` as C prints it for the values graphs hold.
@@ -44,10 +45,10 @@ fn hex_alt(v: i64) -> String {
 /// The `<graphs>` tree a rank of node `search` dumps: ring, tree, CollNet direct, CollNet chain,
 /// NVLS, with that node's own (not yet aligned) graphs.
 pub fn graphs_to_xml(search: &NodeSearch, sys: &System) -> XmlElement {
-    let v = sys.version;
+    let profile = Profile::for_version(sys.version);
     let ngpus = search.ranks.len();
     let mut root = XmlElement::new("graphs").with("version", 1);
-    let has_net = if v.at_least(2, 21) {
+    let has_net = if profile.graph_dump_nets_when_inter {
         sys.inter
     } else {
         sys.count(NodeKind::Net) > 0
@@ -82,7 +83,7 @@ pub fn graphs_to_xml(search: &NodeSearch, sys: &System) -> XmlElement {
         for c in 0..g.n_channels as usize {
             let mut ch = XmlElement::new("channel");
             let net = |id: i64| -> XmlElement {
-                if v.at_least(2, 21) {
+                if profile.graph_hex_ids {
                     XmlElement::new("net").with("dev", hex_alt(id))
                 } else {
                     XmlElement::new("net").with("dev", net_dev(id))
@@ -100,10 +101,10 @@ pub fn graphs_to_xml(search: &NodeSearch, sys: &System) -> XmlElement {
                 let Some(gi) = gpu else { continue };
                 let node = sys.node(sys.nodes(NodeKind::Gpu)[gi]);
                 let dev = sys.gpu(gi).dev as i64;
-                let e = if v.at_least(2, 21) {
+                let e = if profile.graph_hex_ids {
                     let id = ((node.system_id() as i64) << 56) | dev;
                     let e = XmlElement::new("gpu").with("dev", hex_alt(id));
-                    if v.at_least(2, 30) {
+                    if profile.graph_dump_gpu_rank {
                         e.with("rank", rank)
                     } else {
                         e
@@ -214,7 +215,7 @@ pub fn graph_from_xml(
             let (mut n, mut k) = (0, 0);
             for sub in &ch.children {
                 let dev_s = attr(sub, "dev", file)?;
-                let hex = sys.version.at_least(2, 21);
+                let hex = Profile::for_version(sys.version).graph_hex_ids;
                 let dev = if hex {
                     i64::from_str_radix(dev_s.trim().trim_start_matches("0x"), 16)
                 } else {

@@ -5,11 +5,13 @@
 //! version profile in [`topo::NcclVersion`]. Knows nothing about cost: that is `cost-model`.
 
 pub mod comm;
+pub mod consts;
 pub mod error;
 pub mod format;
 pub mod graph;
 pub mod graph_xml;
 pub mod plan;
+pub mod profile;
 pub mod search;
 pub mod settings;
 pub mod split;

@@ -9,6 +9,7 @@ use super::trees::{dtree, log2i, DoubleTree};
 use super::Member;
 use crate::graph::{Pattern, TopoGraph};
 use crate::plan::{ChannelRank, CommGraphs, CommPlan, NodeSearch, RankInfo, TreeLine};
+use crate::profile::Profile;
 use crate::settings::PlannerSettings;
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
@@ -40,6 +41,7 @@ pub(super) fn assemble(
 ) -> CommPlan {
     let nranks = members.len();
     let version = settings.topo.version;
+    let profile = Profile::for_version(version);
     let maxch = version.max_channels();
     // Translate a host's graphs from local labels to comm ranks.
     let to_comm = |h: usize, g: &TopoGraph| -> TopoGraph {
@@ -160,19 +162,17 @@ pub(super) fn assemble(
     let min_net_bw = min_net_bw_all(members, host_ranks, host_search);
     let mut nvls_channels = 0usize;
     if nvls_support {
-        // NVLS_NCHANNELS: 16 up to 2.24; Blackwell 32 from 2.25, 24 within one node from 2.27.
-        let mut n = if my_cc >= 100 && version.at_least(2, 27) {
+        // NVLS_NCHANNELS: 16, and Blackwell's own counts where the release has them.
+        let mut n = if my_cc >= 100 {
             if n_nodes > 1 {
-                32
+                profile.nvls_channels_sm100_nodes
             } else {
-                24
+                profile.nvls_channels_sm100_one_node
             }
-        } else if my_cc >= 100 && version.at_least(2, 25) {
-            32
         } else {
             16
         };
-        if min_cc >= 100 && n_nodes > 1 && version.at_least(2, 30) {
+        if min_cc >= 100 && n_nodes > 1 && profile.nvls_tree_sm100_tuning {
             // ncclNvlsTreeSm100Tuning's channel count (its chunk sizes are not modelled).
             let ppn = min_local;
             if n_nodes == 2 && min_net_bw >= 48.0 {
@@ -332,7 +332,7 @@ pub(super) fn assemble(
             n_channels = copy_channels(&mut channels, n_channels, target);
         }
     }
-    let sm90_double = if version.at_least(2, 20) {
+    let sm90_double = if profile.double_channels_sm90_plus {
         min_cc >= 90 && n_nodes > 1 && aligned.ring.bw_intra > 45.0 && n_channels < 16
     } else {
         min_cc == 90
@@ -389,7 +389,7 @@ pub(super) fn assemble(
         settings,
         n_channels,
         n_nodes,
-        version,
+        &profile,
     );
 
     let cpu = host_search[&members[0].host].topo.system.cpu_type();

@@ -4,6 +4,7 @@
 use super::host::HostSearch;
 use super::trees::{pow2_down, pow2_up};
 use super::Member;
+use crate::profile::Profile;
 use crate::settings::PlannerSettings;
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
@@ -11,16 +12,12 @@ use topo::{NodeKind, PathType, Topology};
 
 /// `ncclTopoGetNchannels`' answer for a peer on the same host: NVLink paths get
 /// `2*max(1, bw/nvlBw)` (2.30 counts NVB paths as NVLink too), others 2.
-pub(super) fn p2p_local_channels(
-    topo: &Topology,
-    p: usize,
-    g: usize,
-    version: topo::NcclVersion,
-) -> usize {
+pub(super) fn p2p_local_channels(topo: &Topology, p: usize, g: usize, profile: &Profile) -> usize {
     let path = topo.gpu_gpu(p, g);
-    let nvlink = path.ty == PathType::Nvl || (version.at_least(2, 30) && path.ty == PathType::Nvb);
+    let nvlink =
+        path.ty == PathType::Nvl || (profile.p2p_nvb_is_nvlink && path.ty == PathType::Nvb);
     if nvlink {
-        let nvl = topo::consts::nvlink_bw(topo.system.gpu(g).sm, version);
+        let nvl = topo::consts::nvlink_bw(topo.system.gpu(g).sm, profile.version);
         2 * 1.max((path.bw / nvl) as i32) as usize
     } else {
         2
@@ -44,12 +41,13 @@ pub(super) fn p2p_channels(
     settings: &PlannerSettings,
     n_channels: usize,
     n_nodes: usize,
-    version: topo::NcclVersion,
+    profile: &Profile,
 ) -> (usize, usize, usize) {
+    let version = profile.version;
     let nranks = members.len();
     let mut p2p = n_channels.min(settings.max_p2p_nchannels.max(1) as usize);
     p2p = p2p.max(settings.min_p2p_nchannels.max(1) as usize);
-    if !version.at_least(2, 29) {
+    if !profile.p2p_per_peer_over_ranks {
         let h = &hs[&members[0].host];
         let topo = &h.topo;
         let mine = &host_ranks[&members[0].host];
@@ -58,10 +56,10 @@ pub(super) fn p2p_channels(
             for r in 0..nranks {
                 let n = match mine.iter().position(|&x| x == r) {
                     Some(label) if h.labels[label] == g => continue,
-                    Some(label) => p2p_local_channels(topo, h.labels[label], g, version),
+                    Some(label) => p2p_local_channels(topo, h.labels[label], g, profile),
                     None => match settings.nchannels_per_net_peer {
                         Some(v) => v.max(0) as usize,
-                        None if !version.at_least(2, 20) => 2,
+                        None if !profile.net_peer_channels_by_ranks => 2,
                         None => {
                             let mut most = 2;
                             while most * nranks > p2p * 4 && most > 1 {
@@ -76,7 +74,7 @@ pub(super) fn p2p_channels(
         }
         let mut per_peer = pow2_up(min_ch);
         p2p = pow2_up(p2p);
-        if version.at_least(2, 22) {
+        if profile.p2p_pow2_clamp {
             p2p = p2p.min(pow2_down(version.max_channels()));
             per_peer = per_peer.min(p2p);
         }
@@ -95,7 +93,7 @@ pub(super) fn p2p_channels(
             if pr == r {
                 continue;
             }
-            min_ch = min_ch.min(p2p_local_channels(topo, labels[pl], g, version));
+            min_ch = min_ch.min(p2p_local_channels(topo, labels[pl], g, profile));
         }
         if remote {
             let n = match settings.nchannels_per_net_peer {
@@ -116,7 +114,7 @@ pub(super) fn p2p_channels(
         per_peer = per_peer.min(min_ch);
     }
     let max_peers = match settings.max_p2p_peers {
-        Some(m) if version.at_least(2, 30) => (m.max(1) as usize).min(nranks),
+        Some(m) if profile.max_p2p_peers_setting => (m.max(1) as usize).min(nranks),
         _ => nranks,
     };
     let mut per_peer = pow2_up(per_peer);
@@ -150,7 +148,7 @@ mod tests {
         (0..n)
             .map(|p| {
                 (0..n)
-                    .map(|g| p2p_local_channels(&t, p, g, version))
+                    .map(|g| p2p_local_channels(&t, p, g, &Profile::for_version(version)))
                     .collect()
             })
             .collect()

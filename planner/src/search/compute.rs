@@ -3,10 +3,9 @@
 //! (`ncclTopoDupChannels`) and the fallbacks.
 
 use super::{
-    cpu_arch, cpu_vendor, dominance, fold, futile, next_type, speed_arrays, End, NodeKind,
-    PathType, Pattern, Searcher, TopoGraph, FORCED_ORDER_PCI, FORCED_ORDER_REPLAY, GLOBAL_TIMEOUT,
-    GLOBAL_TIMEOUT_2_18, MAXCHANNELS, NCCL_MAX_DIRECT_ARITY, NCCL_MAX_NVLS_ARITY, TIMEOUT,
-    TIMEOUT_SAMECHANNELS, TIMEOUT_TREE,
+    cpu_arch, cpu_vendor, dominance, fold, futile, next_type, End, NodeKind, PathType, Pattern,
+    Searcher, TopoGraph, FORCED_ORDER_PCI, FORCED_ORDER_REPLAY, GLOBAL_TIMEOUT, MAXCHANNELS,
+    NCCL_MAX_DIRECT_ARITY, NCCL_MAX_NVLS_ARITY, TIMEOUT, TIMEOUT_SAMECHANNELS, TIMEOUT_TREE,
 };
 
 impl Searcher<'_> {
@@ -261,8 +260,12 @@ impl Searcher<'_> {
         self.used = vec![0; ngpus];
         let mut tmp = graph.clone();
 
-        let (intra_arr, inter_arr) = speed_arrays(cc_min, self.version);
-        let speeds = if self.inter { inter_arr } else { intra_arr };
+        let arrays = self.profile.speeds(cc_min);
+        let speeds = if self.inter {
+            arrays.inter
+        } else {
+            arrays.intra
+        };
         let nspeeds = speeds.len();
         let mut pass = 1;
         let mut speed_index = 0;
@@ -279,11 +282,7 @@ impl Searcher<'_> {
         }
         tmp.bw_intra = speeds[speed_index];
         tmp.bw_inter = speeds[speed_index];
-        let mut global_timeout = if self.version.at_least(2, 19) {
-            GLOBAL_TIMEOUT
-        } else {
-            GLOBAL_TIMEOUT_2_18
-        };
+        let mut global_timeout = self.profile.global_timeout;
 
         let mut time;
         loop {
@@ -292,7 +291,7 @@ impl Searcher<'_> {
             self.outlook = if self.end_hopeless {
                 let at = futile::LoopState {
                     pass,
-                    speeds: &speeds,
+                    speeds,
                     speed_index,
                     cc_min,
                 };

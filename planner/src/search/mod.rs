@@ -11,13 +11,14 @@
 //! NET loop's early `continue` that skips restoring a NET's bandwidth when no GPU reaches it, and
 //! `nHops` accumulated through a float-to-int conversion.
 //!
-//! Layout: this module holds the [`Searcher`] state and its path table; `speeds` the per-release
-//! speed arrays and rounding, `memo` the subtree/attempt memo, `charge` path following and
+//! Layout: this module holds the [`Searcher`] state and its path table; `round` NCCL's float
+//! rounding (the speed arrays are in `crate::consts`, picked by `crate::profile`), `memo` the subtree/attempt memo, `charge` path following and
 //! bandwidth charges, `nets` NET selection, `walk` the recursion over GPUs and NETs, `compute`
 //! `ncclTopoCompute` itself; `dominance` and `futile` skip attempts that provably cannot change
 //! the result.
 
 use crate::graph::{Pattern, TopoGraph};
+use crate::profile::Profile;
 use crate::settings::PlannerSettings;
 use petgraph::graph::NodeIndex;
 use topo::consts::{cpu_arch, cpu_vendor};
@@ -31,26 +32,16 @@ mod dominance;
 mod futile;
 mod memo;
 mod nets;
-mod speeds;
+mod round;
 mod walk;
 
 use memo::{fold, weight, Memo, TAG_LINK, TAG_NET, TAG_USED};
-pub use speeds::speed_arrays;
-use speeds::sub_round;
+use round::sub_round;
 
-const MAXCHANNELS: usize = 64;
-const NCCL_TOPO_MAX_NODES: usize = 576;
-const NCCL_MAX_NVLS_ARITY: i32 = 32;
-const NCCL_MAX_DIRECT_ARITY: i32 = 7;
-
-const GLOBAL_TIMEOUT: i64 = 1 << 19;
-const GLOBAL_TIMEOUT_2_18: i64 = 5 << 16;
-const TIMEOUT: i32 = 1 << 14;
-const TIMEOUT_TREE: i32 = 1 << 14;
-const TIMEOUT_SAMECHANNELS: i32 = 1 << 8;
-
-const FORCED_ORDER_PCI: i32 = 1;
-const FORCED_ORDER_REPLAY: i32 = 2;
+use crate::consts::{
+    FORCED_ORDER_PCI, FORCED_ORDER_REPLAY, GLOBAL_TIMEOUT, MAXCHANNELS, NCCL_MAX_DIRECT_ARITY,
+    NCCL_MAX_NVLS_ARITY, NCCL_TOPO_MAX_NODES, TIMEOUT, TIMEOUT_SAMECHANNELS, TIMEOUT_TREE,
+};
 
 /// Node kinds an end of a path can be.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -93,6 +84,8 @@ pub struct Searcher<'a> {
     inter: bool,
     cpu: (i32, i32, i32),
     version: topo::NcclVersion,
+    /// The release's search rules.
+    profile: Profile,
     /// Recursion steps NCCL takes for the same search (what its budgets count).
     pub steps: u64,
     /// Recursion steps this search actually walked (the rest were answered by [`Memo`]).
@@ -207,6 +200,7 @@ impl<'a> Searcher<'a> {
             inter: sys.inter,
             cpu: sys.cpu_type(),
             version: sys.version,
+            profile: Profile::for_version(sys.version),
             steps: 0,
             walked: 0,
             memo: Memo {
