@@ -10,7 +10,7 @@ fn model(nodes: usize) -> CostModel {
     let s = planner::PlannerSettings::default();
     let path = benches::topology_file("dgx-h100.xml");
     let c = topo::Cluster::load(&path, nodes, &s.topo, None).unwrap();
-    let plan = planner::plan_world(&c, &s).unwrap();
+    let plan = planner::Planner::new(c, s).plan_world().unwrap();
     CostModel::from_plan(&plan, &TunerSettings::default(), Mode::Nccl).unwrap()
 }
 

@@ -6,7 +6,7 @@
 use benches::topology_file;
 use criterion::{criterion_group, criterion_main, Criterion};
 use planner::split::parse_dims;
-use planner::{plan_job, plan_world, PlannerSettings};
+use planner::{Planner, PlannerSettings};
 use std::hint::black_box;
 use topo::Cluster;
 
@@ -16,29 +16,41 @@ fn bench(c: &mut Criterion) {
     let members = planner::world_members(&two);
     let spec = [parse_dims("tp=8,dp=2").unwrap()];
     c.bench_function("planner/tp8 dp2 job, 2 x dgx-a100 (11 comms)", |b| {
-        b.iter(|| black_box(plan_job(&two, &members, &s, &spec).unwrap()))
+        b.iter(|| {
+            black_box(
+                Planner::new(two.clone(), s.clone())
+                    .plan_job(&members, &spec)
+                    .unwrap(),
+            )
+        })
     });
     let h2 = Cluster::load(&topology_file("dgx-h100.xml"), 2, &s.topo, None).unwrap();
     let h2_members = planner::world_members(&h2);
     c.bench_function("planner/tp8 dp2 job, 2 x dgx-h100 (11 comms, NVLS)", |b| {
-        b.iter(|| black_box(plan_job(&h2, &h2_members, &s, &spec).unwrap()))
+        b.iter(|| {
+            black_box(
+                Planner::new(h2.clone(), s.clone())
+                    .plan_job(&h2_members, &spec)
+                    .unwrap(),
+            )
+        })
     });
     c.bench_function("planner/world 2 x dgx-a100", |b| {
-        b.iter(|| black_box(plan_world(&two, &s).unwrap()))
+        b.iter(|| black_box(Planner::new(two.clone(), s.clone()).plan_world().unwrap()))
     });
     let one = Cluster::load(&topology_file("dgx-a100.xml"), 1, &s.topo, None).unwrap();
     c.bench_function("planner/world 1 x dgx-a100", |b| {
-        b.iter(|| black_box(plan_world(&one, &s).unwrap()))
+        b.iter(|| black_box(Planner::new(one.clone(), s.clone()).plan_world().unwrap()))
     });
     let h = Cluster::load(&topology_file("dgx-h100.xml"), 1, &s.topo, None).unwrap();
     c.bench_function("planner/world 1 x dgx-h100 (ring, tree, nvls)", |b| {
-        b.iter(|| black_box(plan_world(&h, &s).unwrap()))
+        b.iter(|| black_box(Planner::new(h.clone(), s.clone()).plan_world().unwrap()))
     });
     let big = Cluster::load(&topology_file("dgx-a100.xml"), 1024, &s.topo, None).unwrap();
     let mut g = c.benchmark_group("planner-large");
     g.sample_size(10);
     g.bench_function("world 1024 x dgx-a100 (8192 ranks)", |b| {
-        b.iter(|| black_box(plan_world(&big, &s).unwrap()))
+        b.iter(|| black_box(Planner::new(big.clone(), s.clone()).plan_world().unwrap()))
     });
     g.finish();
 }

@@ -126,9 +126,11 @@ pub fn plan(args: &PlanArgs, pairs: &[(String, String)]) -> Result<(Cluster, Job
     for (i, s) in args.split_by.iter().enumerate() {
         specs.push(parse_split_by(s, i).map_err(|e| e.to_string())?);
     }
-    let job =
-        planner::plan_job(&cluster, &members, &settings, &specs).map_err(|e| e.to_string())?;
-    Ok((cluster, job))
+    let planner = planner::Planner::new(cluster, settings);
+    let job = planner
+        .plan_job(&members, &specs)
+        .map_err(|e| e.to_string())?;
+    Ok((planner.into_cluster(), job))
 }
 
 /// The rank of `comm` to view it from: the member that is world rank `world`, else 0.

@@ -88,11 +88,22 @@ pub struct Built {
     pub summary: String,
 }
 
+/// What the sweep options ask for.
+pub struct Sweep {
+    /// Collectives (`--op`), in order.
+    pub colls: Vec<Collective>,
+    /// Message sizes in bytes (`-b`, `-e`, `-f`).
+    pub sizes: Vec<u64>,
+    /// Element type (`-d`).
+    pub dtype: DataType,
+    /// Reduction operation (`-o`).
+    pub op: RedOp,
+    /// Cost model mode (`--mode`).
+    pub mode: Mode,
+}
+
 /// Parse the sweep options.
-#[allow(clippy::type_complexity)]
-pub fn parse_sweep(
-    s: &SweepArgs,
-) -> Result<(Vec<Collective>, Vec<u64>, DataType, RedOp, Mode), String> {
+pub fn parse_sweep(s: &SweepArgs) -> Result<Sweep, String> {
     let colls = if s.op == "all" {
         Collective::ALL.to_vec()
     } else {
@@ -111,7 +122,13 @@ pub fn parse_sweep(
     let dtype = s.dtype.parse::<DataType>().map_err(|e| e.to_string())?;
     let op = s.redop.parse::<RedOp>().map_err(|e| e.to_string())?;
     let mode = s.mode.parse::<Mode>().map_err(|e| e.to_string())?;
-    Ok((colls, sizes, dtype, op, mode))
+    Ok(Sweep {
+        colls,
+        sizes,
+        dtype,
+        op,
+        mode,
+    })
 }
 
 /// Build the world communicator's cost model from a topology (optionally edited).
@@ -158,7 +175,9 @@ pub fn build(
         },
     )
     .map_err(|e| e.to_string())?;
-    let plan = planner::plan_world(&cluster, &psettings).map_err(|e| e.to_string())?;
+    let plan = planner::Planner::new(cluster, psettings)
+        .plan_world()
+        .map_err(|e| e.to_string())?;
     let model = CostModel::from_plan(&plan, &tsettings, mode).map_err(|e| e.to_string())?;
     let gpu_name = |sm: i32| format!("sm{sm}");
     let devices = plan
@@ -218,7 +237,13 @@ pub fn rows(
 
 /// `ncclsim predict`.
 pub fn run(args: &PredictArgs) -> Result<(), String> {
-    let (colls, sizes, dtype, op, mode) = parse_sweep(&args.sweep)?;
+    let Sweep {
+        colls,
+        sizes,
+        dtype,
+        op,
+        mode,
+    } = parse_sweep(&args.sweep)?;
     let mut extra = Vec::new();
     if let Some(a) = &args.algo {
         extra.push(("NCCL_ALGO".to_string(), a.clone()));

@@ -288,7 +288,9 @@ fn reprice(a: &RepriceArgs) -> Result<(), String> {
         return Err(format!("--nodes {nodes}: the run used {used} nodes"));
     }
     let cluster = crate::load_cluster(&a.topo, nodes, &psettings.topo, None, None)?;
-    let devs: Vec<i32> = planner::world_members(&cluster)
+    let planner = planner::Planner::new(cluster, psettings);
+    let devs: Vec<i32> = planner
+        .world_members()
         .iter()
         .filter(|m| m.host == 0)
         .map(|m| m.dev)
@@ -305,7 +307,8 @@ fn reprice(a: &RepriceArgs) -> Result<(), String> {
                     Ok(planner::Member { host: node, dev })
                 })
                 .collect::<Result<Vec<_>, String>>()?;
-        let plan = planner::plan_comm(&cluster, &members, id, &psettings, None)
+        let plan = planner
+            .plan(&members, id, None)
             .map_err(|e| format!("communicator {id}: {e}"))?;
         let model = CostModel::from_plan(&plan, &tsettings, mode)
             .map_err(|e| format!("communicator {id}: {e}"))?;

@@ -1,7 +1,7 @@
 //! `ncclsim whatif`: two configurations side by side (another topology, topology edits, NCCL
 //! settings, another NCCL release), or a parallel sweep of one edit key.
 
-use crate::predict::{build, parse_sweep, rows, Built, SweepArgs, SystemArgs};
+use crate::predict::{build, parse_sweep, rows, Built, Sweep, SweepArgs, SystemArgs};
 use clap::Args;
 use cost_model::edit::Edit;
 use cost_model::{Collective, Mode};
@@ -63,7 +63,13 @@ fn band_summary(
 
 /// `ncclsim whatif`.
 pub fn run(args: &WhatifArgs) -> Result<(), String> {
-    let (colls, sizes, dtype, op, mode) = parse_sweep(&args.sweep)?;
+    let Sweep {
+        colls,
+        sizes,
+        dtype,
+        op,
+        mode,
+    } = parse_sweep(&args.sweep)?;
     let coll = *colls.first().ok_or("--op: nothing to compare")?;
     if let Some(sw) = &args.sweep_key {
         return sweep(args, sw, coll, &sizes, mode);
@@ -189,7 +195,7 @@ fn sweep(
         .iter()
         .map(|s| Edit::parse(s).map_err(|e| e.to_string()))
         .collect::<Result<Vec<_>, _>>()?;
-    let (_, _, dtype, op, _) = parse_sweep(&args.sweep)?;
+    let Sweep { dtype, op, .. } = parse_sweep(&args.sweep)?;
     let bar = ProgressBar::new(edits.len() as u64);
     if !std::io::stderr().is_terminal() {
         bar.set_draw_target(ProgressDrawTarget::hidden());

@@ -9,7 +9,7 @@ fn plan(file: &str, nodes: usize) -> planner::CommPlan {
     let s = PlannerSettings::default();
     let path = format!("{}/../topologies/{file}", env!("CARGO_MANIFEST_DIR"));
     let c = topo::Cluster::load(&path, nodes, &s.topo, None).unwrap();
-    planner::plan_world(&c, &s).unwrap()
+    planner::Planner::new(c, s).plan_world().unwrap()
 }
 
 fn key(s: &CommShape) -> Vec<String> {

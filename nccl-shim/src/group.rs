@@ -123,6 +123,8 @@ pub fn remove(handle: usize) -> Result<Arc<Slot>> {
 }
 
 type InitJob = Box<dyn FnOnce() + Send>;
+/// An operation queued in a group: its communicator, stream and call.
+type QueuedOp = (Arc<Comm>, u64, Op);
 /// A communicator's queued operations with their streams.
 type CommOps = (Arc<Comm>, Vec<(u64, Op)>);
 
@@ -130,7 +132,7 @@ type CommOps = (Arc<Comm>, Vec<(u64, Op)>);
 struct Group {
     depth: u32,
     inits: Vec<InitJob>,
-    ops: Vec<(Arc<Comm>, u64, Op)>,
+    ops: Vec<QueuedOp>,
 }
 
 thread_local! {
@@ -167,11 +169,13 @@ pub fn op(comm: Arc<Comm>, stream: u64, op: Op) -> Result<()> {
 }
 
 /// Leaves one group level; at the outermost end, takes the queued inits and operations.
-fn pop(what: &str) -> Result<(Vec<InitJob>, Vec<(Arc<Comm>, u64, Op)>)> {
+fn pop(what: &str) -> Result<(Vec<InitJob>, Vec<QueuedOp>)> {
     GROUP.with(|g| {
         let mut g = g.borrow_mut();
         if g.depth == 0 {
-            return Err(NcclError::invalid_usage(format!("{what} without ncclGroupStart")));
+            return Err(NcclError::invalid_usage(format!(
+                "{what} without ncclGroupStart"
+            )));
         }
         g.depth -= 1;
         if g.depth > 0 {

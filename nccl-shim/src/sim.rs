@@ -11,7 +11,7 @@
 use crate::error::{self, NcclError, Result};
 use cost_model::types::Collective;
 use cost_model::{CostModel, Mode, Prediction, TunerSettings};
-use planner::{CommPlan, Member, PlannerSettings};
+use planner::{CommPlan, Member, Planner, PlannerSettings};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use topo::cluster::{Cluster, Completion};
@@ -34,7 +34,7 @@ pub struct Sim {
     planner: PlannerSettings,
     tuner: TunerSettings,
     mode: Mode,
-    clusters: Mutex<HashMap<usize, Arc<Cluster>>>,
+    planners: Mutex<HashMap<usize, Arc<Planner>>>,
     comms: Mutex<PlanCache>,
 }
 
@@ -70,7 +70,7 @@ fn load() -> Result<Sim> {
         planner,
         tuner,
         mode,
-        clusters: Mutex::new(HashMap::new()),
+        planners: Mutex::new(HashMap::new()),
         comms: Mutex::new(HashMap::new()),
     })
 }
@@ -94,13 +94,15 @@ pub fn sim() -> Option<&'static Sim> {
 }
 
 impl Sim {
-    fn cluster(&self, nodes: usize) -> Result<Arc<Cluster>> {
+    /// The planner of `nodes` simulated nodes (it keeps its host searches for later
+    /// communicators).
+    fn planner(&self, nodes: usize) -> Result<Arc<Planner>> {
         let mut m = self
-            .clusters
+            .planners
             .lock()
-            .map_err(|_| NcclError::internal("cluster cache poisoned"))?;
-        if let Some(c) = m.get(&nodes) {
-            return Ok(c.clone());
+            .map_err(|_| NcclError::internal("planner cache poisoned"))?;
+        if let Some(p) = m.get(&nodes) {
+            return Ok(p.clone());
         }
         let hosts: Vec<(String, Arc<topo::XmlElement>)> = (0..nodes)
             .map(|_| (self.source.clone(), self.xml.clone()))
@@ -108,19 +110,18 @@ impl Sim {
         let gpu = std::env::var("NCCLSIM_GPU")
             .ok()
             .and_then(|g| topo::profiles::gpu_model(&g).ok());
-        let c = Arc::new(
-            Cluster::from_hosts(
-                &hosts,
-                &self.planner.topo,
-                Completion {
-                    gpu,
-                    nic_speed_mbps: None,
-                },
-            )
-            .map_err(|e| NcclError::invalid_usage(format!("{}: {e}", self.source)))?,
-        );
-        m.insert(nodes, c.clone());
-        Ok(c)
+        let cluster = Cluster::from_hosts(
+            &hosts,
+            &self.planner.topo,
+            Completion {
+                gpu,
+                nic_speed_mbps: None,
+            },
+        )
+        .map_err(|e| NcclError::invalid_usage(format!("{}: {e}", self.source)))?;
+        let p = Arc::new(Planner::new(cluster, self.planner.clone()));
+        m.insert(nodes, p.clone());
+        Ok(p)
     }
 
     /// Plans a communicator whose rank r is GPU `members[r].1` (physical index) of simulated
@@ -135,9 +136,10 @@ impl Sim {
             return Ok(c.clone());
         }
         let nodes = members.iter().map(|m| m.0).max().unwrap_or(0) + 1;
-        let cluster = self.cluster(nodes)?;
+        let planner = self.planner(nodes)?;
         // Physical index i is the i-th GPU of the node in `dev` order (the core's numbering).
-        let devs: Vec<i32> = planner::world_members(&cluster)
+        let devs: Vec<i32> = planner
+            .world_members()
             .iter()
             .filter(|m| m.host == 0)
             .map(|m| m.dev)
@@ -155,7 +157,8 @@ impl Sim {
                 Ok(Member { host: node, dev })
             })
             .collect::<Result<Vec<_>>>()?;
-        let plan = planner::plan_comm(&cluster, &pm, name, &self.planner, None)
+        let plan = planner
+            .plan(&pm, name, None)
             .map_err(|e| NcclError::invalid_usage(e.to_string()))?;
         let model = CostModel::from_plan(&plan, &self.tuner, self.mode)
             .map_err(|e| NcclError::invalid_usage(e.to_string()))?;

@@ -4,6 +4,7 @@
 
 use crate::graph::TopoGraph;
 use crate::plan::{CommPlan, NodeSearch};
+use crate::profile::Profile;
 
 /// `ncclTopoPrintGraph` for one graph of a node.
 pub fn graph_lines(
@@ -23,12 +24,13 @@ pub fn graph_lines(
         g.type_inter.name(),
         g.same_channels
     )];
+    let profile = Profile::for_version(v);
     let ngpus = search.ranks.len();
     let net = |id: i64| -> String {
         let u = id as u64;
-        if v.at_least(2, 23) {
+        if profile.graph_net_ids_split {
             format!(" NET/{:x}-{:x}", u >> 56, u & 0x00ff_ffff_ffff_ffff)
-        } else if v.at_least(2, 21) {
+        } else if profile.graph_hex_ids {
             format!(" NET/{:x}", u)
         } else {
             format!(" NET/{}", id)
@@ -41,7 +43,7 @@ pub fn graph_lines(
         }
         for k in 0..ngpus {
             let rank = g.intra[c * ngpus + k];
-            if v.code() >= topo::NcclVersion::new(2, 27, 5).code() {
+            if profile.graph_gpu_ids {
                 let label = search
                     .ranks
                     .iter()
@@ -52,7 +54,7 @@ pub fn graph_lines(
             } else {
                 line.push_str(&format!(" GPU/{rank}"));
             }
-            if g.id == 3 && v.at_least(2, 21) {
+            if g.id == 3 && profile.nvls_graph_lines_head_only {
                 break;
             }
         }
@@ -67,7 +69,7 @@ pub fn graph_lines(
 /// `dumpLine`: the `Channel xx/yy :` line with NCCL's 128-byte buffer (2.23+), or the older
 /// fixed `" %3d"` columns for at most 20 ranks.
 pub fn ring_line(c: usize, nrings: usize, ring: &[usize], v: topo::NcclVersion) -> String {
-    if !v.at_least(2, 23) {
+    if !Profile::for_version(v).ring_line_buffer {
         let mut line = format!("Channel {c:02}/{nrings:02} : ");
         for r in ring.iter().take(20) {
             line.push_str(&format!(" {r:>3}"));
@@ -76,11 +78,7 @@ pub fn ring_line(c: usize, nrings: usize, ring: &[usize], v: topo::NcclVersion) 
     }
     let mut line = format!("Channel {c:02}/{nrings:02} :");
     let nranks = ring.len();
-    let width = if v.at_least(2, 23) {
-        format!("{}", nranks.saturating_sub(1)).len()
-    } else {
-        3
-    };
+    let width = format!("{}", nranks.saturating_sub(1)).len();
     let mut truncated = false;
     for &r in ring {
         if line.len() >= 127 {
@@ -107,6 +105,7 @@ pub fn info_lines(plan: &CommPlan, rank: usize) -> Vec<String> {
 /// cost model) supplies `tuning`.
 pub fn info_lines_with(plan: &CommPlan, rank: usize, tuning: &[String]) -> Vec<String> {
     let v: topo::NcclVersion = plan.nccl_version.parse().unwrap_or_default();
+    let profile = Profile::for_version(v);
     let me = &plan.ranks[rank];
     let search = &plan.searches[me.node];
     let inter = plan.n_nodes > 1;
@@ -118,7 +117,7 @@ pub fn info_lines_with(plan: &CommPlan, rank: usize, tuning: &[String]) -> Vec<S
             me.dev
         ));
     }
-    for g in &search.graphs {
+    for g in search.graphs.iter() {
         let searched = g.id <= 1
             || (g.id == 3 && plan.nvls_support)
             || ((g.id == 2 || g.id == 4) && plan.collnet_support);
@@ -178,14 +177,14 @@ pub fn info_lines_with(plan: &CommPlan, rank: usize, tuning: &[String]) -> Vec<S
         }
     }
     out.push(format!("Trees{trees}"));
-    if plan.n_nodes > 1 && v.at_least(2, 30) {
+    if plan.n_nodes > 1 && profile.max_p2p_peers_line {
         out.push(format!(
             "Tuning P2P operations with maxP2pPeers = {}",
             plan.p2p_max_peers
         ));
     }
     out.extend(tuning.iter().cloned());
-    if v.at_least(2, 20) {
+    if profile.collnet_channels_line {
         out.push(format!(
             "{} coll channels, {} collnet channels, {} nvls channels, {} p2p channels, {} p2p channels per peer",
             plan.n_channels, plan.collnet_channels, plan.nvls_channels, plan.p2p_channels, plan.p2p_channels_per_peer
@@ -213,7 +212,7 @@ pub fn nvls_trees_line(plan: &CommPlan, rank: usize) -> Option<String> {
         .position(|h| h[node] == rank)
         .map_or(-1, |h| h as i32);
     let down = plan.n_ranks as i32 + 1 + head_rank;
-    let (t0, t1) = crate::comm::dtree(n, node as i32);
+    let dt = crate::comm::dtree(n, node as i32);
     let mut up = [-1i32; 2];
     let mut d0 = [-1i32; 2];
     let mut d1 = [-1i32; 2];
@@ -226,10 +225,10 @@ pub fn nvls_trees_line(plan: &CommPlan, rank: usize) -> Option<String> {
                 heads[x as usize] as i32
             }
         };
-        for (k, t) in [t0, t1].into_iter().enumerate() {
-            up[k] = at(t.0);
-            d0[k] = at(t.1);
-            d1[k] = at(t.2);
+        for (k, t) in [dt.tree0, dt.tree1].into_iter().enumerate() {
+            up[k] = at(t.up);
+            d0[k] = at(t.down0);
+            d1[k] = at(t.down1);
         }
     }
     let chan = |k: usize| {

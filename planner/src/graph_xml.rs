@@ -3,9 +3,11 @@
 //! (decimal `dev`, NET by device number, no `rank`) and the 2.21-2.29 form (hex `dev`, no `rank`)
 //! behind the version profile.
 
+use crate::error::PlanError;
 use crate::graph::{Pattern, TopoGraph};
 use crate::plan::NodeSearch;
-use topo::{NodeKind, PathType, System, TopoError, XmlElement};
+use crate::profile::Profile;
+use topo::{NodeKind, PathType, System, XmlElement};
 
 /// `%g` as C prints it for the values graphs hold.
 pub fn fmt_g(v: f32) -> String {
@@ -43,11 +45,10 @@ fn hex_alt(v: i64) -> String {
 /// The `<graphs>` tree a rank of node `search` dumps: ring, tree, CollNet direct, CollNet chain,
 /// NVLS, with that node's own (not yet aligned) graphs.
 pub fn graphs_to_xml(search: &NodeSearch, sys: &System) -> XmlElement {
-    let v = sys.version;
+    let profile = Profile::for_version(sys.version);
     let ngpus = search.ranks.len();
-    let order = [0usize, 1, 4, 2, 3];
     let mut root = XmlElement::new("graphs").with("version", 1);
-    let has_net = if v.at_least(2, 21) {
+    let has_net = if profile.graph_dump_nets_when_inter {
         sys.inter
     } else {
         sys.count(NodeKind::Net) > 0
@@ -60,8 +61,14 @@ pub fn graphs_to_xml(search: &NodeSearch, sys: &System) -> XmlElement {
             .and_then(|n| n.net().map(|x| x.dev as i64))
             .unwrap_or(id)
     };
-    for &i in &order {
-        let g = &search.graphs[i];
+    let gs = &search.graphs;
+    for g in [
+        &gs.ring,
+        &gs.tree,
+        &gs.collnet_direct,
+        &gs.collnet_chain,
+        &gs.nvls,
+    ] {
         let mut x = XmlElement::new("graph")
             .with("id", g.id)
             .with("pattern", g.pattern.number())
@@ -76,7 +83,7 @@ pub fn graphs_to_xml(search: &NodeSearch, sys: &System) -> XmlElement {
         for c in 0..g.n_channels as usize {
             let mut ch = XmlElement::new("channel");
             let net = |id: i64| -> XmlElement {
-                if v.at_least(2, 21) {
+                if profile.graph_hex_ids {
                     XmlElement::new("net").with("dev", hex_alt(id))
                 } else {
                     XmlElement::new("net").with("dev", net_dev(id))
@@ -94,10 +101,10 @@ pub fn graphs_to_xml(search: &NodeSearch, sys: &System) -> XmlElement {
                 let Some(gi) = gpu else { continue };
                 let node = sys.node(sys.nodes(NodeKind::Gpu)[gi]);
                 let dev = sys.gpu(gi).dev as i64;
-                let e = if v.at_least(2, 21) {
+                let e = if profile.graph_hex_ids {
                     let id = ((node.system_id() as i64) << 56) | dev;
                     let e = XmlElement::new("gpu").with("dev", hex_alt(id));
-                    if v.at_least(2, 30) {
+                    if profile.graph_dump_gpu_rank {
                         e.with("rank", rank)
                     } else {
                         e
@@ -120,19 +127,19 @@ pub fn graphs_to_xml(search: &NodeSearch, sys: &System) -> XmlElement {
     root
 }
 
-fn attr<'a>(e: &'a XmlElement, k: &str, file: &str) -> topo::Result<&'a str> {
+fn attr<'a>(e: &'a XmlElement, k: &str, file: &str) -> crate::error::Result<&'a str> {
     e.get(k).ok_or_else(|| {
-        TopoError::Model(format!(
+        PlanError::GraphFile(format!(
             "{}: <{}> has no '{k}' attribute",
             e.location(file),
             e.name
         ))
     })
 }
-fn int_attr(e: &XmlElement, k: &str, file: &str) -> topo::Result<i64> {
+fn int_attr(e: &XmlElement, k: &str, file: &str) -> crate::error::Result<i64> {
     let s = attr(e, k, file)?;
     topo::settings::parse_c_int(s).ok_or_else(|| {
-        TopoError::Model(format!(
+        PlanError::GraphFile(format!(
             "{}: {k}=\"{s}\" is not an integer",
             e.location(file)
         ))
@@ -149,14 +156,14 @@ pub fn graph_from_xml(
     sys: &System,
     id: i32,
     file: &str,
-) -> topo::Result<Option<TopoGraph>> {
+) -> crate::error::Result<Option<TopoGraph>> {
     let graphs = if root.name == "graphs" {
         root
     } else {
         match root.children.iter().find(|c| c.name == "graphs") {
             Some(g) => g,
             None => {
-                return Err(TopoError::Model(format!(
+                return Err(PlanError::GraphFile(format!(
                     "{file}: no <graphs> element (is this a graph dump?)"
                 )))
             }
@@ -170,20 +177,20 @@ pub fn graph_from_xml(
         }
         let pattern_n = int_attr(x, "pattern", file)? as i32;
         let pattern = Pattern::from_number(pattern_n).ok_or_else(|| {
-            TopoError::Model(format!("{}: unknown pattern {pattern_n}", x.location(file)))
+            PlanError::GraphFile(format!("{}: unknown pattern {pattern_n}", x.location(file)))
         })?;
-        let float = |k: &str| -> topo::Result<f32> {
+        let float = |k: &str| -> crate::error::Result<f32> {
             let s = attr(x, k, file)?;
             s.trim().parse::<f32>().map_err(|_| {
-                TopoError::Model(format!("{}: {k}=\"{s}\" is not a number", x.location(file)))
+                PlanError::GraphFile(format!("{}: {k}=\"{s}\" is not a number", x.location(file)))
             })
         };
-        let ty = |k: &str| -> topo::Result<PathType> {
+        let ty = |k: &str| -> crate::error::Result<PathType> {
             let s = attr(x, k, file)?;
             PathType::from_name(s)
                 .filter(|t| !matches!(t, PathType::C2c | PathType::Net | PathType::Dis))
                 .ok_or_else(|| {
-                    TopoError::Model(format!(
+                    PlanError::GraphFile(format!(
                         "{}: {k}=\"{s}\" is not a path type NCCL accepts",
                         x.location(file)
                     ))
@@ -208,14 +215,14 @@ pub fn graph_from_xml(
             let (mut n, mut k) = (0, 0);
             for sub in &ch.children {
                 let dev_s = attr(sub, "dev", file)?;
-                let hex = sys.version.at_least(2, 21);
+                let hex = Profile::for_version(sys.version).graph_hex_ids;
                 let dev = if hex {
                     i64::from_str_radix(dev_s.trim().trim_start_matches("0x"), 16)
                 } else {
                     dev_s.trim().parse::<i64>()
                 }
                 .map_err(|_| {
-                    TopoError::Model(format!(
+                    PlanError::GraphFile(format!(
                         "{}: dev=\"{dev_s}\" is not a number",
                         sub.location(file)
                     ))
@@ -229,7 +236,7 @@ pub fn graph_from_xml(
                         let by_dev = (0..ngpus)
                             .find(|&gi| sys.gpu(gi).dev as i64 == dev & 0xff_ffff_ffff_ffff);
                         let Some(gi) = by_dev else {
-                            return Err(TopoError::Model(format!(
+                            return Err(PlanError::GraphFile(format!(
                                 "{}: XML Import Channel : dev {dev} not found",
                                 sub.location(file)
                             )));
@@ -245,7 +252,7 @@ pub fn graph_from_xml(
                 continue;
             }
             if k != ngpus {
-                return Err(TopoError::Model(format!(
+                return Err(PlanError::GraphFile(format!(
                     "{}: channel {c} lists {k} GPU(s) but this node has {ngpus}",
                     ch.location(file)
                 )));

@@ -5,20 +5,21 @@
 //! version profile in [`topo::NcclVersion`]. Knows nothing about cost: that is `cost-model`.
 
 pub mod comm;
+pub mod consts;
+pub mod error;
 pub mod format;
 pub mod graph;
 pub mod graph_xml;
 pub mod plan;
+pub mod profile;
 pub mod search;
 pub mod settings;
 pub mod split;
 
-pub use comm::{
-    plan_comm, plan_comm_cached, plan_comm_from_cache, plan_world, world_members, Member,
-    SearchCache,
-};
+pub use comm::{world_members, Member, Planner};
+pub use error::PlanError;
 pub use graph::{Pattern, TopoGraph};
 pub use plan::{ChannelRank, CommGraphs, CommPlan, NodeSearch, RankInfo};
 pub use settings::PlannerSettings;
-pub use split::{plan_job, JobPlan, SplitSpec};
+pub use split::{JobPlan, SplitSpec};
 pub use topo;

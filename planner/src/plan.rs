@@ -39,9 +39,11 @@ pub struct NodeSearch {
     pub ranks: Vec<usize>,
     /// NCCL topology ids of those GPUs (`GPU/<system>-<local>` in the graph lines), same order.
     pub gpu_ids: Vec<(u64, u64)>,
-    /// Ring, tree, CollNet chain, NVLS, CollNet direct, in NCCL's compute order; graphs that were
-    /// not searched (CollNet disabled, no NVLS) have zero channels.
-    pub graphs: Vec<TopoGraph>,
+    /// The node's graphs; those that were not searched (CollNet disabled, no NVLS) have zero
+    /// channels. Serialized as a list in id order (ring, tree, CollNet chain, NVLS, CollNet
+    /// direct: NCCL's compute order).
+    #[serde(serialize_with = "graphs_in_id_order")]
+    pub graphs: CommGraphs,
     /// INFO lines the search printed besides the graph lines (fallbacks, graph-file loads).
     pub notes: Vec<String>,
     /// The topology the node searched on (this communicator's GPUs of the host, local rank
@@ -63,6 +65,49 @@ pub struct CommGraphs {
     pub nvls: TopoGraph,
     /// CollNet direct graph (id 4).
     pub collnet_direct: TopoGraph,
+}
+
+impl CommGraphs {
+    /// The five graphs in id order (ring, tree, CollNet chain, NVLS, CollNet direct), which is
+    /// also the order `initTransportsRank` computes them in.
+    pub fn iter(&self) -> impl Iterator<Item = &TopoGraph> {
+        [
+            &self.ring,
+            &self.tree,
+            &self.collnet_chain,
+            &self.nvls,
+            &self.collnet_direct,
+        ]
+        .into_iter()
+    }
+
+    /// [`Self::iter`], mutable.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut TopoGraph> {
+        [
+            &mut self.ring,
+            &mut self.tree,
+            &mut self.collnet_chain,
+            &mut self.nvls,
+            &mut self.collnet_direct,
+        ]
+        .into_iter()
+    }
+
+    /// Each graph through `f`.
+    pub fn map(&self, mut f: impl FnMut(&TopoGraph) -> TopoGraph) -> CommGraphs {
+        CommGraphs {
+            ring: f(&self.ring),
+            tree: f(&self.tree),
+            collnet_chain: f(&self.collnet_chain),
+            nvls: f(&self.nvls),
+            collnet_direct: f(&self.collnet_direct),
+        }
+    }
+}
+
+/// Serialize the graphs as a list in id order (the layout of `searches[].graphs` in the JSON).
+fn graphs_in_id_order<S: serde::Serializer>(g: &CommGraphs, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(g.iter())
 }
 
 /// One rank's view of one channel.

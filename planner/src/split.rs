@@ -4,10 +4,9 @@
 //! ways the CLI describes splits: parallelism dimensions (`tp=8,dp=2`, innermost first, as
 //! Megatron lays ranks out) and a color/key expression of `rank` (`color=rank/8,key=rank`).
 
-use crate::comm::{plan_comm_cached, plan_comm_from_cache, Member, SearchCache};
+use crate::comm::{Member, Planner};
+use crate::error::{PlanError, Result};
 use crate::plan::CommPlan;
-use crate::settings::PlannerSettings;
-use topo::{Cluster, TopoError};
 
 /// Color of ranks that take no part in any child.
 pub const NOCOLOR: i64 = -1;
@@ -56,46 +55,46 @@ pub enum SplitSpec {
 }
 
 /// Parse `tp=8,dp=2`.
-pub fn parse_dims(s: &str) -> topo::Result<SplitSpec> {
+pub fn parse_dims(s: &str) -> Result<SplitSpec> {
     let mut dims = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (n, v) = part.split_once('=').ok_or_else(|| {
-            TopoError::Model(format!(
+            PlanError::Split(format!(
                 "--split {s}: '{part}' is not NAME=SIZE (e.g. tp=8,dp=2)"
             ))
         })?;
         let size: usize = v.trim().parse().ok().filter(|&x| x > 0).ok_or_else(|| {
-            TopoError::Model(format!(
+            PlanError::Split(format!(
                 "--split {s}: size of '{n}' must be a positive integer"
             ))
         })?;
         let name = n.trim().to_string();
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Err(TopoError::Model(format!(
+            return Err(PlanError::Split(format!(
                 "--split {s}: '{n}' is not a dimension name"
             )));
         }
         if dims.iter().any(|d: &Dim| d.name == name) {
-            return Err(TopoError::Model(format!(
+            return Err(PlanError::Split(format!(
                 "--split {s}: '{name}' given twice"
             )));
         }
         dims.push(Dim { name, size });
     }
     if dims.is_empty() {
-        return Err(TopoError::Model(format!("--split '{s}': no dimension")));
+        return Err(PlanError::Split(format!("--split '{s}': no dimension")));
     }
     Ok(SplitSpec::Dims(dims))
 }
 
 /// Parse `color=rank/8,key=rank` (optionally `name=...` for the children's name).
-pub fn parse_split_by(s: &str, index: usize) -> topo::Result<SplitSpec> {
+pub fn parse_split_by(s: &str, index: usize) -> Result<SplitSpec> {
     let mut color = None;
     let mut key = None;
     let mut name = format!("split{index}_");
     for part in split_top(s) {
         let (k, v) = part.split_once('=').ok_or_else(|| {
-            TopoError::Model(format!(
+            PlanError::Split(format!(
                 "--split-by '{s}': '{part}' is not color=EXPR, key=EXPR or name=NAME"
             ))
         })?;
@@ -104,19 +103,19 @@ pub fn parse_split_by(s: &str, index: usize) -> topo::Result<SplitSpec> {
             "key" => key = Some(Expr::parse(v).map_err(|e| bad(s, &e))?),
             "name" => name = v.trim().to_string(),
             other => {
-                return Err(TopoError::Model(format!(
+                return Err(PlanError::Split(format!(
                     "--split-by '{s}': unknown field '{other}' (color, key, name)"
                 )))
             }
         }
     }
     let color =
-        color.ok_or_else(|| TopoError::Model(format!("--split-by '{s}': no color=EXPR")))?;
+        color.ok_or_else(|| PlanError::Split(format!("--split-by '{s}': no color=EXPR")))?;
     Ok(SplitSpec::Expr { name, color, key })
 }
 
-fn bad(s: &str, e: &str) -> TopoError {
-    TopoError::Model(format!("--split-by '{s}': {e}"))
+fn bad(s: &str, e: &str) -> PlanError {
+    PlanError::Split(format!("--split-by '{s}': {e}"))
 }
 
 /// Split at top-level commas (not inside parentheses).
@@ -265,12 +264,12 @@ fn parse_atom(t: &[String], p: &mut usize) -> Result<Expr, String> {
 pub type ColorKeys = Vec<(i64, i64)>;
 
 /// Colors and keys of every parent rank for a spec; for `Dims`, one (name, colors) per dimension.
-pub fn colors(spec: &SplitSpec, nranks: usize) -> topo::Result<Vec<(String, ColorKeys)>> {
+pub fn colors(spec: &SplitSpec, nranks: usize) -> Result<Vec<(String, ColorKeys)>> {
     match spec {
         SplitSpec::Dims(dims) => {
             let prod: usize = dims.iter().map(|d| d.size).product();
             if prod != nranks {
-                return Err(TopoError::Model(format!(
+                return Err(PlanError::Split(format!(
                     "--split {}: the sizes multiply to {prod} but the world has {nranks} ranks",
                     dims.iter()
                         .map(|d| format!("{}={}", d.name, d.size))
@@ -299,10 +298,10 @@ pub fn colors(spec: &SplitSpec, nranks: usize) -> topo::Result<Vec<(String, Colo
             for r in 0..n {
                 let c = color
                     .eval(r, n)
-                    .map_err(|e| TopoError::Model(format!("--split-by color at rank {r}: {e}")))?;
+                    .map_err(|e| PlanError::Split(format!("--split-by color at rank {r}: {e}")))?;
                 let k = match key {
                     Some(k) => k.eval(r, n).map_err(|e| {
-                        TopoError::Model(format!("--split-by key at rank {r}: {e}"))
+                        PlanError::Split(format!("--split-by key at rank {r}: {e}"))
                     })?,
                     None => r,
                 };
@@ -322,52 +321,43 @@ pub struct JobPlan {
     pub splits: Vec<CommPlan>,
 }
 
-/// Plan the world over `members` and every split in `specs`.
-pub fn plan_job(
-    cluster: &Cluster,
-    members: &[Member],
-    settings: &PlannerSettings,
-    specs: &[SplitSpec],
-) -> topo::Result<JobPlan> {
-    // Every communicator's members first, so that all their host searches (independent of
-    // each other) run in parallel before the communicators are put together in order.
-    let comms = || -> topo::Result<Vec<(String, Vec<Member>)>> {
-        let mut comms = Vec::new();
-        for spec in specs {
-            for (name, cs) in colors(spec, members.len())? {
-                for (i, (_color, ranks)) in split_groups(&cs).into_iter().enumerate() {
-                    let m: Vec<Member> = ranks.iter().map(|&r| members[r]).collect();
-                    comms.push((format!("{name}{i}"), m));
+impl Planner {
+    /// Plan the world over `members` and every split in `specs`.
+    ///
+    /// Every communicator's members are worked out first, so that all their host searches
+    /// (independent of each other) run in parallel before the communicators are put together;
+    /// the world is planned first, then the children in parallel. Errors are reported in order
+    /// (the world's first, then the first failing child's), whatever the thread count.
+    pub fn plan_job(&self, members: &[Member], specs: &[SplitSpec]) -> Result<JobPlan> {
+        let comms = || -> Result<Vec<(String, Vec<Member>)>> {
+            let mut comms = Vec::new();
+            for spec in specs {
+                for (name, cs) in colors(spec, members.len())? {
+                    for (i, (_color, ranks)) in split_groups(&cs).into_iter().enumerate() {
+                        let m: Vec<Member> = ranks.iter().map(|&r| members[r]).collect();
+                        comms.push((format!("{name}{i}"), m));
+                    }
                 }
             }
+            Ok(comms)
+        };
+        let comms = comms();
+        let mut all: Vec<Vec<Member>> = vec![members.to_vec()];
+        if let Ok(c) = &comms {
+            all.extend(c.iter().map(|(_, m)| m.clone()));
         }
-        Ok(comms)
-    };
-    let comms = comms();
-    let mut cache = SearchCache::new();
-    let mut all: Vec<Vec<Member>> = vec![members.to_vec()];
-    if let Ok(c) = &comms {
-        all.extend(c.iter().map(|(_, m)| m.clone()));
+        self.prefetch(&all);
+        // The world's errors come first, as when it is planned on its own.
+        let world = self.plan(members, "world", None)?;
+        let comms = comms?;
+        use rayon::prelude::*;
+        let splits: Vec<Result<CommPlan>> = comms
+            .par_iter()
+            .map(|(name, m)| self.plan(m, name, Some(&world)))
+            .collect();
+        let splits = splits.into_iter().collect::<Result<Vec<_>>>()?;
+        Ok(JobPlan { world, splits })
     }
-    cache.prefetch(cluster, &all, settings);
-    // The world's errors come first, as when it is planned on its own.
-    let world = plan_comm_cached(cluster, members, "world", settings, None, &mut cache)?;
-    let comms = comms?;
-    // The children from the searches done above, in parallel; one whose search failed above is
-    // planned again in order, so that the first failing communicator reports its error.
-    use rayon::prelude::*;
-    let ready: Vec<Option<topo::Result<CommPlan>>> = comms
-        .par_iter()
-        .map(|(name, m)| plan_comm_from_cache(cluster, m, name, settings, Some(&world), &cache))
-        .collect();
-    let mut splits = Vec::new();
-    for ((name, m), r) in comms.iter().zip(ready) {
-        splits.push(match r {
-            Some(r) => r?,
-            None => plan_comm_cached(cluster, m, name, settings, Some(&world), &mut cache)?,
-        });
-    }
-    Ok(JobPlan { world, splits })
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! planner; the world communicator plans or gives an error. (About one mutated file in twelve
 //! still plans; 256 cases per run, and runs of 40,000 cases were clean.)
 
-use planner::{plan_world, PlannerSettings};
+use planner::{Planner, PlannerSettings};
 use proptest::prelude::*;
 
 #[path = "../../topo/tests/support/mutate.rs"]
@@ -63,7 +63,7 @@ proptest! {
             let xml = Arc::new(root);
             let hosts: Vec<_> = (0..nodes).map(|_| ("m.xml".to_string(), xml.clone())).collect();
             if let Ok(c) = topo::Cluster::from_hosts(&hosts, &s.topo, topo::Completion::default()) {
-                if let Ok(p) = plan_world(&c, &s) {
+                if let Ok(p) = Planner::new(c, s.clone()).plan_world() {
                     let _ = planner::format::info_lines(&p, 0);
                 }
             }

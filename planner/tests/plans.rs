@@ -3,7 +3,7 @@
 //! determinism, and every real topology file planned on 1 and 2 nodes.
 
 use planner::split::parse_dims;
-use planner::{plan_job, plan_world, CommPlan, Pattern, PlannerSettings};
+use planner::{CommPlan, JobPlan, Member, Pattern, PlanError, Planner, PlannerSettings, SplitSpec};
 use std::sync::Arc;
 use topo::{Cluster, Completion, NodeKind, PathType};
 
@@ -24,6 +24,30 @@ fn cluster(file: &str, nodes: usize, s: &PlannerSettings, gpu: Option<&str>) -> 
         nic_speed_mbps: None,
     };
     Cluster::from_hosts(&hosts, &s.topo, completion).unwrap()
+}
+
+fn plan_world(c: &Cluster, s: &PlannerSettings) -> Result<CommPlan, PlanError> {
+    Planner::new(c.clone(), s.clone()).plan_world()
+}
+
+fn plan_job(
+    c: &Cluster,
+    members: &[Member],
+    s: &PlannerSettings,
+    specs: &[SplitSpec],
+) -> Result<JobPlan, PlanError> {
+    Planner::new(c.clone(), s.clone()).plan_job(members, specs)
+}
+
+/// A communicator planned on its own (a planner with nothing cached).
+fn plan_comm(
+    c: &Cluster,
+    members: &[Member],
+    name: &str,
+    s: &PlannerSettings,
+    parent: Option<&CommPlan>,
+) -> Result<CommPlan, PlanError> {
+    Planner::new(c.clone(), s.clone()).plan(members, name, parent)
 }
 
 fn world(file: &str, nodes: usize) -> CommPlan {
@@ -77,7 +101,7 @@ fn dgx_h100_one_node() {
 #[test]
 fn dgx_a100_two_nodes_one_ring_per_nic() {
     let p = world(&lib("dgx-a100.xml"), 2);
-    let r = &p.searches[0].graphs[0];
+    let r = &p.searches[0].graphs.ring;
     assert_eq!((r.n_channels, r.bw_intra, r.bw_inter), (8, 24.0, 24.0));
     assert_eq!(p.n_channels, 16);
     assert_eq!(p.n_nodes, 2);
@@ -121,7 +145,7 @@ fn tp8_dp2_job() {
     assert_eq!((tp.len(), dp.len()), (2, 8));
     for t in &tp {
         assert_eq!((t.n_ranks, t.n_nodes), (8, 1));
-        assert!(t.searches[0].graphs[0].inter.iter().all(|&x| x == 0));
+        assert!(t.searches[0].graphs.ring.inter.iter().all(|&x| x == 0));
         assert_eq!(t.graphs.ring.type_intra, PathType::Nvl);
         assert_eq!(t.n_channels, 24);
     }
@@ -131,7 +155,7 @@ fn tp8_dp2_job() {
         assert_eq!(d.ranks[0].world_rank, i);
         assert_eq!(d.ranks[1].world_rank, i + 8);
         assert_eq!(d.ranks[0].dev, i as i32);
-        let g = &d.searches[0].graphs[0];
+        let g = &d.searches[0].graphs.ring;
         assert!(g.n_channels >= 1);
         assert!(g.type_inter <= PathType::Pxb);
         assert_ne!(g.type_inter, PathType::Dis);
@@ -140,7 +164,7 @@ fn tp8_dp2_job() {
     // group's GPUs of a host, one checked XML per host, searches run ahead in parallel); every
     // communicator must come out exactly as when it is planned on its own.
     let alone = |name: &str, m: &[planner::Member], parent: Option<&CommPlan>| {
-        serde_json::to_string(&planner::plan_comm(&c, m, name, &s, parent).unwrap()).unwrap()
+        serde_json::to_string(&plan_comm(&c, m, name, &s, parent).unwrap()).unwrap()
     };
     assert_eq!(
         serde_json::to_string(&job.world).unwrap(),
@@ -306,9 +330,37 @@ fn split_errors_are_clear() {
         "{e}"
     );
     let bad = [planner::Member { host: 5, dev: 0 }];
-    let e = planner::plan_comm(&c, &bad, "x", &s, None).unwrap_err();
+    let e = plan_comm(&c, &bad, "x", &s, None).unwrap_err();
     assert!(e.to_string().contains("host 5"), "{e}");
     let dup = [m[0], m[0]];
-    let e = planner::plan_comm(&c, &dup, "x", &s, None).unwrap_err();
+    let e = plan_comm(&c, &dup, "x", &s, None).unwrap_err();
     assert!(e.to_string().contains("one rank per GPU"), "{e}");
+}
+
+/// One planner shared by threads (as the runtime holds it) plans every communicator as a fresh
+/// planner does, whichever thread searches a host first.
+#[test]
+fn shared_planner_plans_like_fresh_ones_from_many_threads() {
+    let s = PlannerSettings::default();
+    let c = cluster(&lib("dgx-h100.xml"), 2, &s, None);
+    let members = planner::world_members(&c);
+    let comms: Vec<(String, Vec<Member>)> = (0..4)
+        .map(|i| (format!("tp{i}"), members[i * 4..i * 4 + 4].to_vec()))
+        .chain(std::iter::once(("world".to_string(), members.clone())))
+        .collect();
+    let shared = Planner::new(c.clone(), s.clone());
+    let got: Vec<String> = std::thread::scope(|sc| {
+        let hs: Vec<_> = comms
+            .iter()
+            .map(|(n, m)| {
+                let p = &shared;
+                sc.spawn(move || serde_json::to_string(&p.plan(m, n, None).unwrap()).unwrap())
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for ((n, m), g) in comms.iter().zip(got) {
+        let alone = serde_json::to_string(&plan_comm(&c, m, n, &s, None).unwrap()).unwrap();
+        assert_eq!(g, alone, "{n}");
+    }
 }

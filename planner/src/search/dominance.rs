@@ -469,8 +469,8 @@ mod tests {
             topo::NcclVersion::OLDEST,
         ] {
             for cc in [70, 80, 90, 100] {
-                let (a, b) = super::super::speed_arrays(cc, v);
-                for s in a.into_iter().chain(b) {
+                let sp = crate::profile::Profile::for_version(v).speeds(cc);
+                for s in sp.intra.iter().chain(sp.inter).copied() {
                     for x in [s, s / 2.0] {
                         for y in [x, x * 6.0 / 5.0] {
                             for z in [y, y / 8.0, y / 8.0 + y] {

@@ -2,7 +2,7 @@
 //! README.md), shared by the planner's INFO-line test and the cost model's TUNING-table test
 //! (included there with `#[path]`; both crates sit at the same depth of the workspace).
 
-use planner::{plan_world, CommPlan, PlannerSettings};
+use planner::{CommPlan, Planner, PlannerSettings};
 use std::sync::Arc;
 use topo::{Cluster, Completion};
 
@@ -74,5 +74,5 @@ pub fn plan_case_as(case: &str, version: Option<&str>) -> CommPlan {
     let xml = Arc::new(topo::read_xml(&file).unwrap());
     let hosts: Vec<_> = (0..n).map(|_| (file.clone(), xml.clone())).collect();
     let c = Cluster::from_hosts(&hosts, &s.topo, Completion::default()).unwrap();
-    plan_world(&c, &s).unwrap()
+    Planner::new(c, s).plan_world().unwrap()
 }
