@@ -338,3 +338,16 @@ fn a_killed_rank_fails_the_others_with_remote_error() {
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(outs[2].status.signal(), Some(9));
 }
+
+#[test]
+fn invalid_arguments_are_named_and_mismatched_calls_fail_alike() {
+    let out = wait_all(
+        vec![command(&["invalid".into(), "0".into()])
+            .spawn()
+            .expect("spawn")],
+        Duration::from_secs(120),
+    );
+    assert!(out.contains("ok invalid arguments"), "{out}");
+    let out = ranks("mismatch", 3, &[], &[]);
+    assert_eq!(out.matches("ok mismatch detected").count(), 3, "{out}");
+}

@@ -400,6 +400,51 @@ int main(int argc, char **argv) {
         printf("ok rank %d of %d\n", r, N);
         return 0;
     }
+    if (strcmp(argv[1], "invalid") == 0) {
+        /* Bad arguments get ncclInvalidArgument and a message naming them; nothing crashes. */
+        ncclComm_t c;
+        int dev0 = 0;
+        OK(ncclCommInitAll(&c, 1, &dev0));
+        float *d = dalloc(64 * 4), host[64];
+#define BAD(call, want)                                                                   \
+        do {                                                                                  \
+            CHECK((call) == ncclInvalidArgument);                                             \
+            const char *msg_ = ncclGetLastError(NULL);                                        \
+            if (!strstr(msg_, want)) {                                                        \
+                fprintf(stderr, "FAIL %s: last error '%s' lacks '%s'\n", #call, msg_, want);   \
+                return 1;                                                                     \
+            }                                                                                 \
+        } while (0)
+        BAD(ncclAllReduce(NULL, d, 16, ncclFloat, ncclSum, c, NULL), "sendbuff is NULL");
+        BAD(ncclAllReduce(host, d, 16, ncclFloat, ncclSum, c, NULL), "not device memory");
+        BAD(ncclAllReduce(d, d, 5000, ncclFloat, ncclSum, c, NULL), "bytes needed");
+        BAD(ncclAllReduce(d, d, 16, (ncclDataType_t)42, ncclSum, c, NULL), "datatype 42");
+        BAD(ncclAllReduce(d, d, 16, ncclFloat, (ncclRedOp_t)77, c, NULL), "op 77");
+        BAD(ncclBroadcast(d, d, 16, ncclFloat, 3, c, NULL), "root 3");
+        BAD(ncclSend(d, 16, ncclFloat, -1, c, NULL), "peer -1");
+        BAD(ncclAllReduce(d, d, 16, ncclFloat, ncclSum, (ncclComm_t)0x1234, NULL), "not a live communicator");
+        OK(ncclCommDestroy(c));
+        CHECK(ncclAllReduce(d, d, 16, ncclFloat, ncclSum, c, NULL) == ncclInvalidArgument);
+        printf("ok invalid arguments\n");
+        return 0;
+    }
+    if (strcmp(argv[1], "mismatch") == 0) {
+        /* Ranks calling different collectives fail alike, found in the operation's exchange. */
+        int r = atoi(argv[2]), N = atoi(argv[3]);
+        OK(cudaSetDevice(r % 8));
+        ncclUniqueId id = shared_id(r, argv[4]);
+        ncclComm_t comm;
+        OK(ncclCommInitRank(&comm, N, id, r));
+        float *d = dalloc(64 * 4);
+        ncclResult_t rc = ncclAllReduce(d, d, r == 0 ? 16 : 32, ncclFloat, ncclSum, comm, NULL);
+        CHECK(rc == ncclInvalidUsage);
+        CHECK(strstr(ncclGetLastError(comm), "disagree") != NULL);
+        /* The communicator still works afterwards. */
+        OK(ncclAllReduce(d, d, 16, ncclFloat, ncclSum, comm, NULL));
+        OK(ncclCommDestroy(comm));
+        printf("ok mismatch detected\n");
+        return 0;
+    }
     if (strcmp(argv[1], "die") == 0) {
         /* The last rank is killed after init; the others' next collective must fail with
          * ncclRemoteError naming it, long before NCCLSIM_TIMEOUT. */
