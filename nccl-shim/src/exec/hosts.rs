@@ -1,0 +1,122 @@
+//! Collectives of a communicator that spans hosts: each rank computes its own output from the
+//! parts of every input it needs, same-host inputs read in place and remote ones received over
+//! TCP (`net`).
+
+use super::{barrier, copy, reduce_range, Arith, Desc};
+use crate::comm::Comm;
+use crate::error::Result;
+use crate::ops::{Coll, CollKind};
+use crate::shm::Waiter;
+use crate::types::Reduction;
+
+/// Which part of rank `q`'s input rank `p`'s own output needs: (offset, bytes) in q's send
+/// buffer, or None.
+fn needed(coll: &Coll, bytes: usize, q: usize, p: usize) -> Option<(usize, usize)> {
+    let root = coll.root;
+    let r = match coll.kind {
+        CollKind::AllReduce | CollKind::AllGather => Some((0, bytes)),
+        CollKind::Reduce | CollKind::Gather => (p == root).then_some((0, bytes)),
+        CollKind::ReduceScatter | CollKind::AlltoAll => Some((p * bytes, bytes)),
+        CollKind::Broadcast => (q == root).then_some((0, bytes)),
+        CollKind::Scatter => (q == root).then_some((p * bytes, bytes)),
+    };
+    r.filter(|(_, len)| *len > 0)
+}
+
+/// A communicator spanning hosts: each rank computes its own output from the parts of every
+/// input it needs (same-host inputs in place, remote ones received into staging), into a
+/// private buffer; after every local rank has read its inputs (barrier) the result is copied
+/// to the output, so in-place operations never overwrite an input a peer still reads.
+pub(super) fn work_across_hosts(
+    comm: &Comm,
+    coll: &Coll,
+    local: &[Desc],
+    waiter: &Waiter,
+) -> Result<u64> {
+    let n = comm.nranks;
+    let me = comm.rank;
+    let bytes = coll.count * coll.dtype.size();
+    let seq = local[comm.local.index].seq;
+    let my_scalar = local[comm.local.index].scalar;
+    let my_ready = local[comm.local.index].ready;
+    let mut outgoing = Vec::new();
+    let mut incoming = Vec::new();
+    let mut staging: Vec<Vec<u64>> = Vec::new();
+    for q in 0..n {
+        if !comm.links.is_remote(q) {
+            continue;
+        }
+        if let Some((off, len)) = needed(coll, bytes, me, q) {
+            outgoing.push(crate::net::Outgoing {
+                peer: q,
+                seq,
+                ready: my_ready,
+                scalar: my_scalar,
+                src: coll.send + off,
+                len,
+            });
+        }
+        if let Some((_, len)) = needed(coll, bytes, q, me) {
+            let buf = vec![0u64; len.div_ceil(8)];
+            incoming.push(crate::net::Incoming {
+                peer: q,
+                seq,
+                len,
+                dst: buf.as_ptr() as usize,
+                scalar: 0,
+                ready: 0,
+            });
+            staging.push(buf);
+        }
+    }
+    crate::net::exchange(&comm.links, &outgoing, &mut incoming, waiter)?;
+    // The part of every rank's input this rank needs, and each rank's scalar.
+    let mut parts = vec![0usize; n];
+    let mut scalars = vec![0u64; n];
+    for (li, &q) in comm.local.ranks.iter().enumerate() {
+        let src = local[li].send.resolve(comm, q)?;
+        scalars[q] = local[li].scalar;
+        if let Some((off, _)) = needed(coll, bytes, q, me) {
+            parts[q] = src + off;
+        }
+    }
+    for m in &incoming {
+        parts[m.peer] = m.dst;
+        scalars[m.peer] = m.scalar;
+    }
+    let (_, recv_elems) = coll.kind.extents(coll.count, n, me, coll.root);
+    let out_len = recv_elems * coll.dtype.size();
+    let mut result = vec![0u64; out_len.div_ceil(8)];
+    let out = result.as_mut_ptr() as usize;
+    let scal: &[u64] = if matches!(coll.red, Reduction::PreMulSum { .. }) {
+        &scalars
+    } else {
+        &[]
+    };
+    let arith = Arith {
+        dtype: coll.dtype,
+        red: coll.red,
+        scalars: scal,
+    };
+    match coll.kind {
+        CollKind::AllReduce | CollKind::ReduceScatter => {
+            reduce_range(arith, &parts, 0, &[out], 0, bytes)
+        }
+        CollKind::Reduce if me == coll.root => reduce_range(arith, &parts, 0, &[out], 0, bytes),
+        CollKind::Broadcast | CollKind::Scatter => copy(parts[coll.root], out, bytes),
+        CollKind::AllGather | CollKind::AlltoAll => {
+            for (q, &p) in parts.iter().enumerate() {
+                copy(p, out + q * bytes, bytes);
+            }
+        }
+        CollKind::Gather if me == coll.root => {
+            for (q, &p) in parts.iter().enumerate() {
+                copy(p, out + q * bytes, bytes);
+            }
+        }
+        _ => {}
+    }
+    barrier(comm, waiter)?;
+    copy(out, coll.recv, out_len);
+    Ok(incoming.iter().map(|m| m.ready).max().unwrap_or(0))
+}

@@ -1,0 +1,114 @@
+//! The data movement of operations: reductions of every rank's input range in rank order
+//! through an L2-sized block, and copies that write peers' buffers with streaming stores.
+
+use crate::reduce;
+use crate::types::{DataType, Reduction};
+use std::cell::RefCell;
+
+/// Bytes reduced per step (fits in L2 with a few inputs in flight).
+const BLOCK_BYTES: usize = 64 << 10;
+
+thread_local! {
+    static SCRATCH: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+}
+
+/// What a reduction computes: element type, reduction, and each input's PreMulSum scalar.
+#[derive(Clone, Copy)]
+pub(super) struct Arith<'a> {
+    pub(super) dtype: DataType,
+    pub(super) red: Reduction,
+    pub(super) scalars: &'a [u64],
+}
+
+/// Reduces `len` bytes at `inputs[q] + in_off` (in rank order) and writes the result at each
+/// of `outputs + out_off`.
+pub(super) fn reduce_range(
+    a: Arith<'_>,
+    inputs: &[usize],
+    in_off: usize,
+    outputs: &[usize],
+    out_off: usize,
+    len: usize,
+) {
+    let Arith {
+        dtype,
+        red,
+        scalars,
+    } = a;
+    SCRATCH.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() < BLOCK_BYTES / 8 {
+            s.resize(BLOCK_BYTES / 8, 0);
+        }
+        let esz = dtype.size();
+        let block = BLOCK_BYTES / esz * esz;
+        let mut done = 0;
+        while done < len {
+            let b = block.min(len - done);
+            // SAFETY: the scratch holds BLOCK_BYTES >= b bytes, aligned to 8.
+            let tmp = unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<u8>(), b) };
+            let ins: Vec<&[u8]> = inputs
+                .iter()
+                // SAFETY: each input buffer holds the operation's extent (checked by its owner
+                // at the call), and this rank alone reads this range until the next barrier.
+                .map(|&p| unsafe {
+                    std::slice::from_raw_parts((p + in_off + done) as *const u8, b)
+                })
+                .collect();
+            reduce::reduce(dtype, red, tmp, &ins, scalars);
+            for &o in outputs {
+                copy(tmp.as_ptr() as usize, o + out_off + done, b);
+            }
+            done += b;
+        }
+    });
+}
+
+/// Copies `len` bytes. Destinations are other ranks' buffers that this rank will not read
+/// again, so large copies use streaming stores: they skip reading the destination's cache
+/// lines first, which halves the memory traffic of writing (the data path is bound by it).
+pub(super) fn copy(src: usize, dst: usize, len: usize) {
+    if len == 0 || src == dst {
+        return;
+    }
+    let overlap = src < dst + len && dst < src + len;
+    if overlap || len < 4096 {
+        // SAFETY: both ranges lie in buffers of the operation's extent (checked by their
+        // owners); the partition of the work gives each destination range to one rank.
+        unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, len) };
+        return;
+    }
+    // SAFETY: as above, and the ranges do not overlap.
+    unsafe { stream_copy(src as *const u8, dst as *mut u8, len) };
+}
+
+#[cfg(target_arch = "x86_64")]
+unsafe fn stream_copy(src: *const u8, dst: *mut u8, len: usize) {
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
+    let head = dst.align_offset(16).min(len);
+    // SAFETY (whole function): callers pass non-overlapping ranges of `len` valid bytes; SSE2
+    // is part of the x86_64 baseline; stores are to 16-byte aligned addresses.
+    unsafe {
+        std::ptr::copy_nonoverlapping(src, dst, head);
+        let mut i = head;
+        while i + 64 <= len {
+            let a = _mm_loadu_si128(src.add(i).cast::<__m128i>());
+            let b = _mm_loadu_si128(src.add(i + 16).cast::<__m128i>());
+            let c = _mm_loadu_si128(src.add(i + 32).cast::<__m128i>());
+            let d = _mm_loadu_si128(src.add(i + 48).cast::<__m128i>());
+            _mm_stream_si128(dst.add(i).cast::<__m128i>(), a);
+            _mm_stream_si128(dst.add(i + 16).cast::<__m128i>(), b);
+            _mm_stream_si128(dst.add(i + 32).cast::<__m128i>(), c);
+            _mm_stream_si128(dst.add(i + 48).cast::<__m128i>(), d);
+            i += 64;
+        }
+        std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), len - i);
+        _mm_sfence();
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn stream_copy(src: *const u8, dst: *mut u8, len: usize) {
+    // SAFETY: forwarded from the caller.
+    unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
+}

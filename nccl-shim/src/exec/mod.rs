@@ -1,0 +1,388 @@
+//! Running operations on the host: the shared segment of a communicator's ranks on one host,
+//! its barrier, and the data movement of every collective and of send/receive.
+//!
+//! Collectives: each rank publishes a descriptor of its call (kind, type, count, reduction,
+//! root, where its buffers live) in its slot of the segment and enters the barrier; then every
+//! rank checks that all descriptors agree, maps the peers' buffers, and does its share of the
+//! work reading and writing peers' buffers in place; a second barrier ends the operation.
+//! Reductions are split by element range, rank r computing slice r of the result from all
+//! inputs in rank order and writing it to every destination, so each input byte is read once
+//! and each output byte written once, and every rank gets the same bits. Copies (broadcast,
+//! gathers, all-to-all, scatter) are done by each rank into its own output.
+//!
+//! Send/receive: a ring of message slots per ordered pair of local ranks. A sender posts
+//! {bytes, where its buffer lives}; the receiver copies straight from the sender's buffer and
+//! marks the slot done; the sender then frees it. A rank runs all of a group's sends and
+//! receives in one progress loop and sleeps on its futex doorbell when nothing can move, so
+//! grouped send/receive patterns never deadlock and waiting costs no CPU.
+
+use crate::comm::Comm;
+use crate::error::{NcclError, Result};
+use crate::ops::{Coll, CollKind, DEVICE_SCALAR_TAG};
+use crate::shm::{futex_wake, Mapping, Waiter};
+use crate::types::Reduction;
+use std::sync::atomic::Ordering;
+
+mod hosts;
+mod kernels;
+mod p2p;
+
+use hosts::work_across_hosts;
+use kernels::{copy, reduce_range, Arith};
+pub use p2p::run_p2p;
+
+/// Message slots per ordered pair of local ranks.
+pub const RING: usize = 16;
+const HEADER: usize = 4096;
+const OFF_MAGIC: usize = 0;
+const OFF_NLOCAL: usize = 8;
+const OFF_BAR_COUNT: usize = 64;
+const OFF_BAR_GEN: usize = 128;
+const SLOT: usize = 256;
+const BELL: usize = 64;
+const ENTRY: usize = 64;
+
+fn slot_off(i: usize) -> usize {
+    HEADER + i * SLOT
+}
+pub(super) fn bell_off(n: usize, i: usize) -> usize {
+    HEADER + n * SLOT + i * BELL
+}
+pub(super) fn entry_off(n: usize, src: usize, dst: usize, k: usize) -> usize {
+    HEADER + n * SLOT + n * BELL + ((src * n + dst) * RING + k) * ENTRY
+}
+
+/// Bytes of the segment for `n` local ranks (page-rounded).
+pub fn segment_len(n: usize) -> usize {
+    entry_off(n, n, 0, 0).next_multiple_of(4096)
+}
+
+/// Writes the header of a new segment.
+pub fn init_segment(m: &Mapping, magic: u64, n: usize) {
+    // SAFETY: the header lies inside the mapping, which is private to us until published.
+    unsafe {
+        m.ptr().add(OFF_MAGIC).cast::<u64>().write_volatile(magic);
+        m.ptr()
+            .add(OFF_NLOCAL)
+            .cast::<u64>()
+            .write_volatile(n as u64);
+    }
+}
+
+/// Checks a peer's segment is this communicator's.
+pub fn check_segment(m: &Mapping, magic: u64, n: usize) -> Result<()> {
+    // SAFETY: reading the header inside the mapping (its length was checked on open).
+    let (mg, nl) = unsafe {
+        (
+            m.ptr().add(OFF_MAGIC).cast::<u64>().read_volatile(),
+            m.ptr().add(OFF_NLOCAL).cast::<u64>().read_volatile(),
+        )
+    };
+    if mg != magic || nl != n as u64 {
+        return Err(NcclError::remote(
+            "the host's communicator segment belongs to another communicator",
+        ));
+    }
+    Ok(())
+}
+
+/// Where a buffer lives, as another process of the host can find it.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub(super) struct BufRef {
+    pid: u32,
+    arena: u32,
+    fd: i32,
+    _pad: u32,
+    file_len: u64,
+    offset: u64,
+    addr: u64,
+}
+
+const NO_ARENA: u32 = u32::MAX;
+
+impl BufRef {
+    fn of(ptr: usize) -> BufRef {
+        let mut r = BufRef {
+            pid: std::process::id(),
+            arena: NO_ARENA,
+            addr: ptr as u64,
+            ..Default::default()
+        };
+        if ptr != 0 {
+            if let Ok(loc) = crate::cuda::arena_location(ptr) {
+                r.arena = loc.arena_id;
+                r.fd = loc.fd;
+                r.file_len = loc.file_len;
+                r.offset = loc.offset;
+            }
+        }
+        r
+    }
+
+    fn resolve(&self, comm: &Comm, rank: usize) -> Result<usize> {
+        if self.addr == 0 {
+            return Ok(0);
+        }
+        if self.pid == std::process::id() {
+            return Ok(self.addr as usize);
+        }
+        if self.arena == NO_ARENA {
+            return Err(NcclError::invalid_argument(format!(
+                "rank {rank}'s buffer {:#x} is not device memory of its process (pid {}), so other processes cannot reach it",
+                self.addr, self.pid
+            )));
+        }
+        comm.peers
+            .lock()
+            .map_err(|_| NcclError::internal("peer map lock poisoned"))?
+            .address(self.pid, self.arena, self.fd, self.file_len, self.offset)
+    }
+}
+
+/// A rank's description of its call, as published in its slot.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub(super) struct Desc {
+    seq: u64,
+    kind: u32,
+    dtype: u32,
+    op: i32,
+    root: u32,
+    count: u64,
+    scalar: u64,
+    send: BufRef,
+    recv: BufRef,
+    rank: u32,
+    _pad: u32,
+    /// Virtual time at which this rank's stream reached the operation.
+    ready: u64,
+}
+const _: () = assert!(std::mem::size_of::<Desc>() <= SLOT);
+
+pub(super) fn seg(comm: &Comm) -> &Mapping {
+    &comm.local.segment
+}
+
+pub(super) fn barrier(comm: &Comm, waiter: &Waiter) -> Result<()> {
+    let m = seg(comm);
+    let n = comm.local.ranks.len() as u32;
+    let count = m.atomic_u32(OFF_BAR_COUNT);
+    let gen = m.atomic_u32(OFF_BAR_GEN);
+    let g = gen.load(Ordering::Acquire);
+    if count.fetch_add(1, Ordering::AcqRel) + 1 == n {
+        count.store(0, Ordering::Relaxed);
+        gen.fetch_add(1, Ordering::Release);
+        futex_wake(gen);
+        Ok(())
+    } else {
+        waiter.wait_until(gen, || gen.load(Ordering::Acquire) != g)
+    }
+}
+
+/// The scalar this rank applies to its own input (PreMulSum / ncclAvg), as element bits.
+fn own_scalar(coll: &Coll) -> u64 {
+    match coll.red {
+        Reduction::PreMulSum { scalar } if scalar & DEVICE_SCALAR_TAG != 0 => {
+            let addr = (scalar & !DEVICE_SCALAR_TAG) as usize;
+            let mut b = [0u8; 8];
+            // SAFETY: a device scalar is one element in this process's device memory, which
+            // is host memory here (checked when the op was created to be non-null).
+            unsafe {
+                std::ptr::copy_nonoverlapping(addr as *const u8, b.as_mut_ptr(), coll.dtype.size())
+            };
+            u64::from_le_bytes(b)
+        }
+        Reduction::PreMulSum { scalar } => scalar,
+        _ => 0,
+    }
+}
+
+/// Element range of slice `i` of `count` split `n` ways (64-element aligned).
+fn part(count: usize, n: usize, i: usize) -> std::ops::Range<usize> {
+    let chunk = count.div_ceil(n).next_multiple_of(64);
+    let lo = (i * chunk).min(count);
+    lo..((i + 1) * chunk).min(count)
+}
+
+/// Runs one collective as this rank, whose stream reached it at virtual time `ready`; returns
+/// when it starts in virtual time (the latest participant's ready time).
+pub fn run_collective(comm: &Comm, coll: &Coll, ready: u64) -> Result<u64> {
+    let n = comm.local.ranks.len();
+    let me = comm.rank;
+    let seq = comm.op_seq.fetch_add(1, Ordering::Relaxed) + 1;
+    let waiter = comm.waiter(format!(
+        "the other ranks to call {} #{seq}",
+        coll.kind.name()
+    ));
+    let desc = Desc {
+        seq,
+        kind: coll.kind as u32,
+        dtype: coll.dtype as u32,
+        op: coll.op,
+        root: coll.root as u32,
+        count: coll.count as u64,
+        scalar: own_scalar(coll),
+        send: BufRef::of(coll.send),
+        recv: BufRef::of(coll.recv),
+        rank: me as u32,
+        _pad: 0,
+        ready,
+    };
+    let m = seg(comm);
+    // SAFETY: our slot lies in the segment; others read it only after the barrier.
+    unsafe {
+        m.ptr()
+            .add(slot_off(comm.local.index))
+            .cast::<Desc>()
+            .write_volatile(desc)
+    };
+    barrier(comm, &waiter)?;
+    let descs: Vec<Desc> = (0..n)
+        // SAFETY: every slot was written before the barrier and is not written again until
+        // the closing barrier.
+        .map(|i| unsafe { m.ptr().add(slot_off(i)).cast::<Desc>().read_volatile() })
+        .collect();
+    let local_start = descs.iter().map(|d| d.ready).max().unwrap_or(ready);
+    let result = agree(&descs, &desc).and_then(|()| {
+        if comm.local.ranks.len() == comm.nranks {
+            work(comm, coll, &descs).map(|()| local_start)
+        } else {
+            work_across_hosts(comm, coll, &descs, &waiter).map(|remote| local_start.max(remote))
+        }
+    });
+    // Everyone saw the same descriptors, so a disagreement fails every rank alike; work
+    // errors (a peer buffer that cannot be mapped) still need the closing barrier.
+    if let Err(e) = &result {
+        if agree(&descs, &desc).is_err() {
+            return Err(e.clone());
+        }
+    }
+    barrier(comm, &waiter)?;
+    result
+}
+
+fn agree(descs: &[Desc], mine: &Desc) -> Result<()> {
+    for (r, d) in descs.iter().enumerate() {
+        let same_op = d.op == mine.op
+            || (d.op >= crate::types::redop::FIRST_DYNAMIC_OP
+                && mine.op >= crate::types::redop::FIRST_DYNAMIC_OP);
+        if d.seq != mine.seq
+            || d.kind != mine.kind
+            || d.dtype != mine.dtype
+            || d.count != mine.count
+            || d.root != mine.root
+            || !same_op
+        {
+            let name = |k: u32| CollKind::from_raw(k).map_or("?", |k| k.name());
+            return Err(NcclError::invalid_usage(format!(
+                "ranks disagree on collective #{}: rank {} called {}(count {}, type {}, op {}, root {}) but rank {} called {}(count {}, type {}, op {}, root {}) as its collective #{}",
+                mine.seq, mine.rank, name(mine.kind), mine.count, mine.dtype, mine.op, mine.root,
+                r, name(d.kind), d.count, d.dtype, d.op, d.root, d.seq
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn work(comm: &Comm, coll: &Coll, descs: &[Desc]) -> Result<()> {
+    let n = comm.nranks;
+    let me = comm.rank;
+    let esz = coll.dtype.size();
+    let count = coll.count;
+    let bytes = count * esz;
+    let root = coll.root;
+    let sends = descs
+        .iter()
+        .enumerate()
+        .map(|(r, d)| d.send.resolve(comm, r))
+        .collect::<Result<Vec<_>>>()?;
+    let recvs = descs
+        .iter()
+        .enumerate()
+        .map(|(r, d)| d.recv.resolve(comm, r))
+        .collect::<Result<Vec<_>>>()?;
+    let scalars: Vec<u64> = descs.iter().map(|d| d.scalar).collect();
+    let scalars: &[u64] = if matches!(coll.red, Reduction::PreMulSum { .. }) {
+        &scalars
+    } else {
+        &[]
+    };
+    match coll.kind {
+        CollKind::AllReduce | CollKind::Reduce => {
+            let r = part(count, n, me);
+            let outs: Vec<usize> = if coll.kind == CollKind::AllReduce {
+                recvs.clone()
+            } else {
+                vec![recvs[root]]
+            };
+            let a = Arith {
+                dtype: coll.dtype,
+                red: coll.red,
+                scalars,
+            };
+            reduce_range(
+                a,
+                &sends,
+                r.start * esz,
+                &outs,
+                r.start * esz,
+                r.len() * esz,
+            );
+        }
+        CollKind::ReduceScatter => {
+            let a = Arith {
+                dtype: coll.dtype,
+                red: coll.red,
+                scalars,
+            };
+            reduce_range(a, &sends, me * bytes, &[recvs[me]], 0, bytes);
+        }
+        CollKind::Broadcast => copy(sends[root], recvs[me], bytes),
+        CollKind::AllGather => {
+            for (q, &s) in sends.iter().enumerate() {
+                copy(s, recvs[me] + q * bytes, bytes);
+            }
+        }
+        CollKind::AlltoAll => {
+            for (q, &s) in sends.iter().enumerate() {
+                copy(s + me * bytes, recvs[me] + q * bytes, bytes);
+            }
+        }
+        CollKind::Gather => copy(sends[me], recvs[root] + me * bytes, bytes),
+        CollKind::Scatter => copy(sends[root] + me * bytes, recvs[me], bytes),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_cover_the_range_once() {
+        for count in [0usize, 1, 63, 64, 65, 1000, 4097] {
+            for n in 1..=9 {
+                let mut covered = 0;
+                let mut next = 0;
+                for i in 0..n {
+                    let r = part(count, n, i);
+                    assert!(r.start == next || r.is_empty());
+                    covered += r.len();
+                    if !r.is_empty() {
+                        next = r.end;
+                    }
+                }
+                assert_eq!(covered, count);
+            }
+        }
+    }
+
+    #[test]
+    fn segment_layout_fits() {
+        for n in 1..=16 {
+            assert!(entry_off(n, n - 1, n - 1, RING - 1) + ENTRY <= segment_len(n));
+            assert!(bell_off(n, n - 1) + BELL <= entry_off(n, 0, 0, 0));
+        }
+    }
+}
