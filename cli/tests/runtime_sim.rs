@@ -91,6 +91,7 @@ fn tp_dp_job_plans_traces_and_waits_match_the_cli() {
                 .env("NCCL_DEBUG", "INFO")
                 .env("NCCL_DEBUG_FILE", dir.join(format!("rank{r}.log")))
                 .env("NCCL_GRAPH_DUMP_FILE", dir.join(format!("graph{r}.xml")))
+                .env("NCCL_TOPO_DUMP_FILE", dir.join(format!("topo{r}.xml")))
                 .env("NCCLSIM_TRACE", &trace)
                 .env("NCCLSIM_TIMEOUT", "120")
                 .stdout(Stdio::piped())
@@ -154,6 +155,17 @@ fn tp_dp_job_plans_traces_and_waits_match_the_cli() {
         "graph-xml",
     ]);
     assert_eq!(dumped, cli_xml);
+
+    // The topology dump of rank 0 is what `ncclsim topo dump` prints for the node.
+    let topo_dump = std::fs::read_to_string(dir.join("topo0.xml")).expect("topology dump");
+    assert_eq!(
+        topo_dump,
+        ncclsim(&["topo", "dump", "topologies/dgx-a100.xml", "--nodes", "2"])
+    );
+    assert!(
+        !dir.join("topo1.xml").exists(),
+        "only NCCL_TOPO_DUMP_FILE_RANK (0) writes"
+    );
 
     // Traces: valid JSON; the world AllReduce (16 ranks, 4 MiB) priced as ncclsim predict prices it.
     let csv = ncclsim(&[

@@ -355,6 +355,19 @@ fn simulate(
                     ),
                 );
             }
+            let topo_rank = std::env::var("NCCL_TOPO_DUMP_FILE_RANK")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0usize);
+            if let (Ok(path), true) = (std::env::var("NCCL_TOPO_DUMP_FILE"), rank == topo_rank) {
+                let nodes = m.iter().map(|x| x.0).max().unwrap_or(0) + 1;
+                let written = sim.topo_dump(nodes).and_then(|x| {
+                    std::fs::write(&path, x).map_err(|e| NcclError::system(&path, e))
+                });
+                if let Err(e) = written {
+                    crate::error::warn(&format!("NCCL_TOPO_DUMP_FILE {path}: {e}"));
+                }
+            }
             let dump_rank = std::env::var("NCCL_GRAPH_DUMP_FILE_RANK")
                 .ok()
                 .and_then(|v| v.parse().ok())

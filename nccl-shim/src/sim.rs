@@ -170,6 +170,13 @@ impl Sim {
         Ok(c)
     }
 
+    /// The node topology XML NCCL writes to `NCCL_TOPO_DUMP_FILE` (after completion), as
+    /// `ncclsim topo dump` prints it.
+    pub fn topo_dump(&self, nodes: usize) -> Result<String> {
+        let p = self.planner(nodes.max(1))?;
+        Ok(topo::xml::write(&p.cluster().nodes[0].xml))
+    }
+
     /// The INFO lines NCCL prints at init for `rank` (graphs, rings, trees, tuning), as
     /// `ncclsim plan --format info --rank R` prints them.
     pub fn info_lines(&self, c: &CommSim, rank: usize) -> Vec<String> {
