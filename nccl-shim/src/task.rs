@@ -47,10 +47,9 @@ impl Task {
         match &self.work {
             Work::Coll(c) => crate::exec::run_collective(&self.comm, c, ready)
                 .map(|start| Times { ready, start }),
-            Work::P2p(ops) => crate::exec::run_p2p(&self.comm, ops).map(|()| Times {
-                ready,
-                start: ready,
-            }),
+            Work::P2p(ops) => {
+                crate::exec::run_p2p(&self.comm, ops, ready).map(|start| Times { ready, start })
+            }
         }
     }
 }

@@ -26,12 +26,16 @@ fn ring_bell(m: &Mapping, n: usize, i: usize) {
 }
 
 /// Runs a group's sends and receives as this rank (one progress loop, never deadlocking on
-/// ordering across peers).
-pub fn run_p2p(comm: &Comm, ops: &[P2p]) -> Result<()> {
+/// ordering across peers), whose stream reached them at virtual time `ready`. Returns when the
+/// batch starts in virtual time: the latest ready time among this rank and its peers (each
+/// message carries its sender's ready time, each acknowledgement its receiver's; a remote
+/// receiver's is not sent back).
+pub fn run_p2p(comm: &Comm, ops: &[P2p], ready: u64) -> Result<u64> {
     let (remote, ops): (Vec<P2p>, Vec<P2p>) =
         ops.iter().partition(|o| comm.links.is_remote(o.peer));
+    let mut start = ready;
     if !remote.is_empty() {
-        run_remote_p2p(comm, &remote)?;
+        start = start.max(run_remote_p2p(comm, &remote, ready)?);
     }
     let ops = &ops[..];
     let m = seg(comm);
@@ -86,6 +90,7 @@ pub fn run_p2p(comm: &Comm, ops: &[P2p]) -> Result<()> {
                         unsafe {
                             raw.add(8).cast::<u64>().write_volatile(op.bytes as u64);
                             raw.add(16).cast::<BufRef>().write_volatile(r);
+                            raw.add(READY).cast::<u64>().write_volatile(ready);
                         }
                         state.store(POSTED, Ordering::Release);
                         ring_bell(m, n, *p);
@@ -94,9 +99,12 @@ pub fn run_p2p(comm: &Comm, ops: &[P2p]) -> Result<()> {
                     }
                 }
                 (St::Posted, true) => {
-                    let (state, _) = entry(m, n, me, *p, slot);
+                    let (state, raw) = entry(m, n, me, *p, slot);
                     match state.load(Ordering::Acquire) {
                         DONE => {
+                            // SAFETY: the receiver wrote its ready time before publishing DONE.
+                            start =
+                                start.max(unsafe { raw.add(READY).cast::<u64>().read_volatile() });
                             state.store(EMPTY, Ordering::Release);
                             ring_bell(m, n, *p);
                             *st = St::Finished;
@@ -119,12 +127,14 @@ pub fn run_p2p(comm: &Comm, ops: &[P2p]) -> Result<()> {
                     let (state, raw) = entry(m, n, *p, me, slot);
                     if state.load(Ordering::Acquire) == POSTED {
                         // SAFETY: the sender wrote these fields before publishing POSTED.
-                        let (bytes, r) = unsafe {
+                        let (bytes, r, theirs) = unsafe {
                             (
                                 raw.add(8).cast::<u64>().read_volatile(),
                                 raw.add(16).cast::<BufRef>().read_volatile(),
+                                raw.add(READY).cast::<u64>().read_volatile(),
                             )
                         };
+                        start = start.max(theirs);
                         if bytes as usize != op.bytes {
                             state.store(MISMATCH, Ordering::Release);
                             error.get_or_insert(NcclError::invalid_usage(format!(
@@ -135,6 +145,8 @@ pub fn run_p2p(comm: &Comm, ops: &[P2p]) -> Result<()> {
                             match r.resolve(comm, op.peer) {
                                 Ok(src) => {
                                     copy(src, op.buf, op.bytes);
+                                    // SAFETY: the entry is ours until we publish DONE.
+                                    unsafe { raw.add(READY).cast::<u64>().write_volatile(ready) };
                                     state.store(DONE, Ordering::Release);
                                 }
                                 Err(e) => {
@@ -165,14 +177,18 @@ pub fn run_p2p(comm: &Comm, ops: &[P2p]) -> Result<()> {
     }
     match error {
         Some(e) => Err(e),
-        None => Ok(()),
+        None => Ok(start),
     }
 }
+
+/// Where a message slot holds the sender's (then the receiver's) ready time.
+const READY: usize = 56;
 
 /// Marks point-to-point message numbers on a connection (collectives use operation numbers).
 const P2P_SEQ: u64 = 1 << 62;
 
-fn run_remote_p2p(comm: &Comm, ops: &[P2p]) -> Result<()> {
+/// Sends and receives with ranks on other hosts; returns the latest sender ready time seen.
+fn run_remote_p2p(comm: &Comm, ops: &[P2p], ready: u64) -> Result<u64> {
     let mut outgoing = Vec::new();
     let mut incoming = Vec::new();
     {
@@ -187,7 +203,7 @@ fn run_remote_p2p(comm: &Comm, ops: &[P2p]) -> Result<()> {
                     peer: op.peer,
                     seq: P2P_SEQ | counts.0[op.peer],
                     scalar: 0,
-                    ready: 0,
+                    ready,
                     src: op.buf,
                     len: op.bytes,
                 });
@@ -209,5 +225,6 @@ fn run_remote_p2p(comm: &Comm, ops: &[P2p]) -> Result<()> {
         &outgoing,
         &mut incoming,
         &comm.waiter("send/receive across hosts"),
-    )
+    )?;
+    Ok(incoming.iter().map(|m| m.ready).max().unwrap_or(ready))
 }
