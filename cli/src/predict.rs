@@ -166,17 +166,12 @@ pub fn build(
         .map(topo::profiles::parse_nic_speed)
         .transpose()
         .map_err(|e| e.to_string())?;
-    let cluster = topo::Cluster::from_hosts(
-        &hosts,
-        &psettings.topo,
-        topo::Completion {
-            gpu,
-            nic_speed_mbps: nic,
-        },
-    )
-    .map_err(|e| e.to_string())?;
-    let plan = planner::Planner::new(cluster, psettings)
-        .plan_world()
+    let completion = topo::Completion {
+        gpu,
+        nic_speed_mbps: nic,
+    };
+    let plan = planner::Planner::from_hosts(&hosts, psettings, completion)
+        .and_then(|p| p.plan_world())
         .map_err(|e| e.to_string())?;
     let model = CostModel::from_plan(&plan, &tsettings, mode).map_err(|e| e.to_string())?;
     let gpu_name = |sm: i32| format!("sm{sm}");

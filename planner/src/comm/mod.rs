@@ -96,6 +96,18 @@ impl Planner {
         }
     }
 
+    /// A planner for the hosts `hosts` (source name and parsed XML per host, in host order),
+    /// building the cluster with `settings.topo`, so the topology and the searches cannot
+    /// disagree on settings. Skeleton files are completed as `completion` says.
+    pub fn from_hosts(
+        hosts: &[(String, Arc<topo::XmlElement>)],
+        settings: PlannerSettings,
+        completion: topo::Completion,
+    ) -> Result<Planner> {
+        let cluster = Cluster::from_hosts(hosts, &settings.topo, completion)?;
+        Ok(Planner::new(cluster, settings))
+    }
+
     /// The cluster this planner plans on.
     pub fn cluster(&self) -> &Cluster {
         &self.cluster

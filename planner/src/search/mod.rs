@@ -88,7 +88,7 @@ pub struct Searcher<'a> {
     profile: Profile,
     /// Recursion steps NCCL takes for the same search (what its budgets count).
     pub steps: u64,
-    /// Recursion steps this search actually walked (the rest were answered by [`Memo`]).
+    /// Recursion steps this search actually walked (the rest were answered by the memo).
     pub walked: u64,
     memo: Memo,
     /// Path types present among intra-node (GPU/NVSwitch) and NET paths, sorted.

@@ -1,0 +1,205 @@
+//! A host's XML before building: checked and NIC-fused once (`HostXml`), then claimed and
+//! trimmed per communicator (NCCL 2.30.7 `src/graph/topo.cc` / `xml.cc`: `ncclTopoTrimXml`,
+//! and from 2.23 `ncclTopoFuseXml` in local-rank order).
+
+use super::BuildOptions;
+use crate::error::{Result, TopoError};
+use crate::version::NcclVersion;
+use crate::xml::XmlElement;
+use std::sync::Arc;
+
+/// A host's topology XML as every local rank has it before claiming its GPU: checked, with NCCL's
+/// NIC fusion ([`crate::fusion`]) applied, and the devs of its GPUs that have a rank. Every rank of
+/// a host fuses the same file the same way, so this is made once per host and kept.
+#[derive(Debug, Clone)]
+pub struct HostXml {
+    pub(super) root: Arc<XmlElement>,
+    pub(super) devs: Vec<i32>,
+    pub(super) version: NcclVersion,
+    pub(super) fusion: crate::settings::NicFusion,
+}
+
+impl HostXml {
+    /// Check `root` and fuse its NIC ports as NCCL `version` does under `fusion`.
+    pub fn prepare(
+        root: &Arc<XmlElement>,
+        file: &str,
+        fusion: &crate::settings::NicFusion,
+        version: NcclVersion,
+    ) -> Result<HostXml> {
+        let (fused, devs) = check_and_fuse(root, file, fusion, version)?;
+        Ok(HostXml {
+            root: fused.map(Arc::new).unwrap_or_else(|| root.clone()),
+            devs,
+            version,
+            fusion: fusion.clone(),
+        })
+    }
+
+    /// The devs of the GPUs that have a rank, in increasing order.
+    pub fn devs(&self) -> &[i32] {
+        &self.devs
+    }
+}
+
+/// Check that `root` is a topology, fuse its NIC ports (`None` when nothing is fused) and list
+/// the devs of its GPUs that have a rank, in increasing order.
+pub(super) fn check_and_fuse(
+    root: &XmlElement,
+    file: &str,
+    fusion: &crate::settings::NicFusion,
+    version: NcclVersion,
+) -> Result<(Option<XmlElement>, Vec<i32>)> {
+    if root.name != "system" {
+        return Err(TopoError::Semantic {
+            at: root.location(file),
+            element: root.name.to_string(),
+            msg: "is not a topology: the top element must be <system version=\"1\">".into(),
+        });
+    }
+    match root.get("version").map(str::trim) {
+        Some("1") => {}
+        Some(v) => {
+            return Err(TopoError::Semantic {
+                at: root.location(file),
+                element: "system".into(),
+                msg: format!(
+                    "has version {v}; NCCL needs version 1 (XML Topology has wrong version)"
+                ),
+            })
+        }
+        None => {
+            return Err(TopoError::Semantic {
+                at: root.location(file),
+                element: "system".into(),
+                msg: "has no version attribute (NCCL needs version=\"1\")".into(),
+            })
+        }
+    }
+    // NIC fusion comes before the trim; every local rank fuses the same file the same way.
+    let fused = crate::fusion::fuse_nics(root, file, fusion, version)?.map(|(x, _)| x);
+    // Which GPU devs can be claimed.
+    let mut devs: Vec<i32> = Vec::new();
+    fused.as_ref().unwrap_or(root).walk(&mut |e, _| {
+        if e.name == "gpu" && e.get("rank").is_some() {
+            if let Some(d) = e.get("dev").and_then(crate::settings::parse_c_int) {
+                devs.push(d as i32);
+            }
+        }
+    });
+    devs.sort_unstable();
+    Ok((fused, devs))
+}
+
+/// NCCL's claim-and-trim step on a prepared host XML: GPUs not claimed by a rank are dropped
+/// together with PCI/CPU/NIC/NET subtrees that hold nothing kept (`ncclTopoTrimXml`); claimed GPUs
+/// get their rank.
+pub(super) fn claim_and_trim(
+    root: &XmlElement,
+    devs: &[i32],
+    file: &str,
+    opts: &BuildOptions,
+) -> Result<XmlElement> {
+    let order: Vec<i32> = match &opts.gpus {
+        Some(list) => {
+            for d in list {
+                if !devs.contains(d) {
+                    return Err(TopoError::Model(format!(
+                        "{file}: GPU dev {d} is not in the topology (it has {})",
+                        if devs.is_empty() {
+                            "no GPUs".to_string()
+                        } else {
+                            format!("devs {devs:?}")
+                        }
+                    )));
+                }
+            }
+            list.clone()
+        }
+        None => devs.to_vec(),
+    };
+    if !opts.version.at_least(2, 23) || order.len() <= 1 {
+        // Up to 2.22 every rank fills the topology of all its node's GPUs from one XML.
+        return Ok(claimed_copy(root, &order, opts.rank_base));
+    }
+    // 2.23+: each local rank trims the XML to its own GPU (plus the NICs), then the ranks' XMLs
+    // are fused in local-rank order (`ncclTopoFuseXml`): branches a later rank adds go after the
+    // ones already there, which is how NCCL's GPU order can differ from the file's.
+    let mut fused: Option<XmlElement> = None;
+    for (i, &dev) in order.iter().enumerate() {
+        let mine = claimed_copy(root, &[dev], opts.rank_base + i as i32);
+        match &mut fused {
+            None => fused = Some(mine),
+            Some(dst) => fuse(dst, &mine),
+        }
+    }
+    Ok(fused.expect("at least two ranks"))
+}
+
+/// `xmlTopoFuseXmlRecursive`: merge `src`'s children into `dst`, matching children with the same
+/// name and exactly the same attributes.
+pub(super) fn fuse(dst: &mut XmlElement, src: &XmlElement) {
+    for c in &src.children {
+        let same = |n: &XmlElement| {
+            n.name == c.name
+                && (Arc::ptr_eq(&n.attrs, &c.attrs)
+                    || (n.attrs.len() == c.attrs.len()
+                        && c.attrs
+                            .iter()
+                            .all(|(k, v)| n.attrs.iter().any(|(nk, nv)| nk == k && nv == v))))
+        };
+        match dst.children.iter_mut().find(|n| same(n)) {
+            Some(d) => fuse(d, c),
+            None => dst.children.push(c.clone()),
+        }
+    }
+}
+
+/// Whether `e` holds a GPU this rank claims or a NET with a device ([`claimed_copy`]'s rule),
+/// without copying anything.
+pub(super) fn holds_claimed(e: &XmlElement, order: &[i32]) -> bool {
+    match e.name.as_str() {
+        "gpu" => {
+            e.get("rank").is_some()
+                && e.get("dev")
+                    .and_then(crate::settings::parse_c_int)
+                    .is_some_and(|d| order.contains(&(d as i32)))
+        }
+        "net" => e.get("dev").is_some(),
+        "pci" | "cpu" | "nic" => e.children.iter().any(|c| holds_claimed(c, order)),
+        _ => true,
+    }
+}
+
+/// A copy of `e` with this rank's GPUs claimed (their `rank` set, in `order` from `rank_base`)
+/// and the PCI/CPU/NIC/NET subtrees that hold nothing claimed left out (`ncclTopoTrimXml`).
+/// Unclaimed GPUs outside such subtrees stay (NCCL's AddPci drops their PCI branch itself);
+/// what is left out is never copied.
+pub(super) fn claimed_copy(e: &XmlElement, order: &[i32], rank_base: i32) -> XmlElement {
+    if e.name == "net" {
+        return e.clone();
+    }
+    if e.name == "gpu" {
+        let mut out = e.clone();
+        if e.get("rank").is_some() {
+            let dev = e.get("dev").and_then(crate::settings::parse_c_int);
+            if let Some(i) = dev.and_then(|d| order.iter().position(|&o| o == d as i32)) {
+                out.set("rank", rank_base + i as i32);
+            }
+        }
+        return out;
+    }
+    let trimmable = |c: &XmlElement| matches!(c.name.as_str(), "pci" | "cpu" | "nic" | "net");
+    XmlElement {
+        name: e.name.clone(),
+        attrs: e.attrs.clone(),
+        children: e
+            .children
+            .iter()
+            .filter(|c| !trimmable(c) || holds_claimed(c, order))
+            .map(|c| claimed_copy(c, order, rank_base))
+            .collect(),
+        line: e.line,
+        col: e.col,
+    }
+}
