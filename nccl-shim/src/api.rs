@@ -1,7 +1,8 @@
 //! The exported C API: every `nccl*` function of NCCL 2.30.7 (`src/nccl.h.in`,
 //! `src/include/nccl_device/core.h`) and its `pnccl*` twin. Each export only checks and
 //! converts its arguments and calls into the runtime; the panic boundary, the mapping of
-//! errors to `ncclResult_t` and the thread's last-error text are in [`api_fn!`].
+//! errors to `ncclResult_t` and the thread's last-error text are in [`api_fn!`] (the
+//! workspace's one C boundary, `ffi_boundary::ffi_fn!`, with [`NcclError`]).
 
 #![allow(non_snake_case, clippy::missing_safety_doc)]
 
@@ -33,13 +34,11 @@ pub struct SimInfo {
 /// The magic of `NCCL_SIM_INFO_INITIALIZER`.
 pub const SIM_INFO_MAGIC: u32 = 0x7468_5283;
 
-/// Defines `pnccl<Name>` with the body inside the panic boundary and `nccl<Name>` calling it.
+/// Defines `pnccl<Name>` with the body inside the C boundary ([`ffi_boundary::ffi_fn!`] with
+/// [`NcclError`], named `nccl<Name>` in logs and last errors) and `nccl<Name>` calling it.
 macro_rules! api_fn {
     ($(fn $name:ident | $pname:ident ($($arg:ident: $ty:ty),* $(,)?) $body:block)*) => {$(
-        #[unsafe(no_mangle)]
-        pub unsafe extern "C" fn $pname($($arg: $ty),*) -> i32 {
-            boundary(stringify!($name), || -> Result<()> { $body })
-        }
+        ffi_boundary::ffi_fn!(NcclError; export fn $pname($($arg: $ty),*) as $name $body);
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> i32 {
             // SAFETY: same contract as the twin.
@@ -48,32 +47,11 @@ macro_rules! api_fn {
     )*};
 }
 
-/// Runs an export's body: 0 on success, the error's code otherwise (recorded as the thread's
-/// last error), `ncclInternalError` on a panic.
-fn boundary(name: &str, body: impl FnOnce() -> Result<()>) -> i32 {
-    fake_cuda_core::frontend::boundary(
-        "libnccl",
-        name,
-        result::INTERNAL_ERROR,
-        &[result::IN_PROGRESS],
-        || {
-            let r = body();
-            if let Err(e) = &r {
-                error::record(name, e);
-            }
-            r
-        },
-    )
-}
-
 /// Writes an out-parameter; `ncclInvalidArgument` naming it if null.
 unsafe fn out<T>(p: *mut T, v: T, what: &str) -> Result<()> {
-    // SAFETY: the caller's out-parameter, non-null checked by write_out.
-    unsafe {
-        fake_cuda_core::frontend::write_out(p, v, || {
-            NcclError::invalid_argument(format!("{what} is NULL"))
-        })
-    }
+    // The caller's out-parameter: valid for a `T` when not null (NCCL's API contract).
+    ffi_boundary::non_null!(*p = v; else NcclError::invalid_argument(format!("{what} is NULL")));
+    Ok(())
 }
 
 fn not_implemented(name: &str) -> Result<()> {

@@ -53,9 +53,24 @@ impl NcclError {
     }
 }
 
-impl fake_cuda_core::frontend::ApiError for NcclError {
+impl ffi_boundary::FfiError for NcclError {
+    const LIBRARY: &'static str = "libnccl";
+    const PANIC_CODE: i32 = result::INTERNAL_ERROR;
+
     fn code(&self) -> i32 {
         self.code
+    }
+
+    /// `ncclInProgress` is an answer, not a failure.
+    fn is_failure(&self) -> bool {
+        self.code != result::IN_PROGRESS
+    }
+
+    /// Failures become the thread's last error ([`record`]).
+    fn record(function: &'static str, outcome: ffi_boundary::Outcome<'_, Self>) {
+        if let ffi_boundary::Outcome::Failure(e) = outcome {
+            record(function, e);
+        }
     }
 }
 

@@ -4,8 +4,8 @@
 //! This crate holds no global state. [`Core`] is the whole state of a process; exactly one is
 //! created per process, by `libncclsim_cuda.so` (crate `ncclsim-cuda`), and the ABI front-ends
 //! (`libcudart.so.12`, later `.13`, `libcuda.so.1`, `libnvidia-ml.so.1`, `libnccl.so.2`) reach it
-//! through the C vtable in [`abi`]. Front-ends link this crate only for the vtable's types and
-//! the [`client`] loader, never to make a second `Core`.
+//! through the C vtable in [`abi`]. Front-ends link this crate only for the vtable's types (and
+//! reach the core through crate `fake-cuda-client`), never to make a second `Core`.
 //!
 //! Module map: [`device`] (what a GPU looks like, `CUDA_VISIBLE_DEVICES`), [`arena`] (device
 //! memory in memfds), [`ipc`] (handle codec and cross-process mapping), [`timeline`] (streams,
@@ -14,10 +14,8 @@
 
 pub mod abi;
 pub mod arena;
-pub mod client;
 pub mod device;
 pub mod error;
-pub mod frontend;
 pub mod graph;
 pub mod intervals;
 pub mod ipc;

@@ -54,6 +54,34 @@ impl RuntimeError {
     }
 }
 
+impl ffi_boundary::FfiError for RuntimeError {
+    const LIBRARY: &'static str = "libcudart";
+    const PANIC_CODE: i32 = UNKNOWN;
+
+    fn code(&self) -> i32 {
+        RuntimeError::code(self)
+    }
+
+    /// `cudaErrorNotReady` is an answer, not a failure.
+    fn is_failure(&self) -> bool {
+        self.code() != NOT_READY
+    }
+
+    /// `<cudaError name>: <message>`.
+    fn debug_text(&self) -> String {
+        format!("{}: {self}", name(self.code()).to_string_lossy())
+    }
+
+    /// Every call's code becomes the thread's last error ([`set_last`]).
+    fn record(_function: &'static str, outcome: ffi_boundary::Outcome<'_, Self>) {
+        set_last(match outcome {
+            ffi_boundary::Outcome::Success => SUCCESS,
+            ffi_boundary::Outcome::Failure(e) => e.code(),
+            ffi_boundary::Outcome::Panic(_) => UNKNOWN,
+        });
+    }
+}
+
 /// Result of the runtime front-end.
 pub type Result<T> = std::result::Result<T, RuntimeError>;
 
