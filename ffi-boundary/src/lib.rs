@@ -226,20 +226,22 @@ macro_rules! ffi_fn {
 #[macro_export]
 macro_rules! non_null {
     (*$ptr:ident = $value:expr; else $err:expr) => {{
-        if $ptr.is_null() {
+        let (ptr, value) = ($ptr, $value);
+        if ptr.is_null() {
             return ::std::result::Result::Err(::std::convert::From::from($err));
         }
         // SAFETY: not null, and by the C API's contract it points to writable memory for one
         // value of its type.
-        unsafe { $ptr.write($value) }
+        unsafe { ptr.write(value) }
     }};
     (&*$ptr:ident; else $err:expr) => {{
-        if $ptr.is_null() {
+        let ptr = $ptr;
+        if ptr.is_null() {
             return ::std::result::Result::Err(::std::convert::From::from($err));
         }
         // SAFETY: not null, and by the C API's contract it points to a valid value of its type
         // that nothing writes while the call runs.
-        unsafe { &*$ptr }
+        unsafe { &*ptr }
     }};
 }
 
@@ -335,23 +337,32 @@ mod tests {
     #[test]
     fn codes_outcomes_and_panics() {
         let mut x = 0;
+        // SAFETY: test calls with valid pointers or null, as each case says.
         assert_eq!(unsafe { set(&mut x, 5) }, 0);
         assert_eq!(x, 5);
         assert_eq!(last(), "set: ok");
+        // SAFETY: test calls with valid pointers or null, as each case says.
         assert_eq!(unsafe { set(&mut x, -4) }, -4);
         assert_eq!(last(), "set: e-4");
+        // SAFETY: test calls with valid pointers or null, as each case says.
         assert_eq!(unsafe { set(std::ptr::null_mut(), 1) }, 7);
+        // SAFETY: test calls with valid pointers or null, as each case says.
         assert_eq!(unsafe { set(&mut x, 13) }, 999);
         assert_eq!(last(), "set: panic unlucky");
+        // SAFETY: test calls with valid pointers or null, as each case says.
         assert_eq!(unsafe { named() }, 0);
         assert_eq!(last(), "other: ok");
     }
 
     #[test]
     fn values_fall_back_by_type_or_as_told() {
+        // SAFETY: test calls with valid pointers or null, as each case says.
         assert_eq!(unsafe { read(&3) }, 3);
+        // SAFETY: test calls with valid pointers or null, as each case says.
         assert_eq!(unsafe { read(std::ptr::null()) }, 0);
+        // SAFETY: test calls with valid pointers or null, as each case says.
         assert_eq!(unsafe { read_or(std::ptr::null()) }, -1);
+        // SAFETY: test calls with valid pointers or null, as each case says.
         assert!(unsafe { ptr() }.is_null());
         assert_eq!(deref(&8).ok(), Some(8));
         assert_eq!(deref(std::ptr::null()).err().map(|e| e.0), Some(3));
@@ -360,9 +371,12 @@ mod tests {
     #[test]
     fn strings_fit_or_are_refused() {
         let mut buf = [1 as c_char; 6];
+        // SAFETY: test calls with valid pointers or null, as each case says.
         assert!(!unsafe { write_c_string(buf.as_mut_ptr(), 6, b"abcdef") });
+        // SAFETY: test calls with valid pointers or null, as each case says.
         assert!(unsafe { write_c_string(buf.as_mut_ptr(), 6, b"abcde") });
         assert_eq!(c_array_text(&buf), b"abcde");
+        // SAFETY: test calls with valid pointers or null, as each case says.
         assert!(!unsafe { write_c_string(std::ptr::null_mut(), 6, b"a") });
     }
 }

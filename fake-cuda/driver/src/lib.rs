@@ -544,6 +544,7 @@ fn resolve_symbol(symbol: &CStr, version: c_int) -> *mut c_void {
     let Ok(target) = std::ffi::CString::new(target) else {
         return std::ptr::null_mut();
     };
+    // SAFETY: `Dl_info` is plain C data (pointers and integers); all zeroes is a valid value.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: `resolve_symbol` is code in this library; `info` is a valid out-parameter.
     if unsafe { libc::dladdr(resolve_symbol as *const c_void, &mut info) } == 0 {

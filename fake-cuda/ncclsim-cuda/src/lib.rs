@@ -476,20 +476,26 @@ mod tests {
 
     #[test]
     fn vtable_reports_errors_with_messages() {
+        // SAFETY: the vtable is static; its entries get valid locals or null as each case says.
         let api = unsafe { &*ncclsim_cuda_core_v1() };
         let mut n = 0;
+        // SAFETY: the vtable is static; its entries get valid locals or null as each case says.
         assert_eq!(unsafe { (api.device_count)(&mut n) }, 0);
         assert!(n >= 0);
         assert_eq!(
+            // SAFETY: the vtable is static; its entries get valid locals or null as each case says.
             unsafe { (api.set_device)(1000) },
             Status::InvalidDevice as i32
         );
         let mut buf = [0 as c_char; 128];
+        // SAFETY: the vtable is static; its entries get valid locals or null as each case says.
         let len = unsafe { (api.last_error_message)(buf.as_mut_ptr(), buf.len()) };
+        // SAFETY: the vtable is static; its entries get valid locals or null as each case says.
         let msg = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
         assert!(msg.contains("1000"), "{msg}");
         assert_eq!(len, msg.len());
         assert_eq!(
+            // SAFETY: the vtable is static; its entries get valid locals or null as each case says.
             unsafe { (api.device_count)(std::ptr::null_mut()) },
             Status::InvalidValue as i32
         );

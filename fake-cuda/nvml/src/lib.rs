@@ -739,7 +739,9 @@ mod tests {
     #[test]
     fn calls_before_init_are_refused() {
         let mut n = 0;
+        // SAFETY: valid out-pointer (a local).
         assert_eq!(unsafe { nvmlDeviceGetCount_v2(&mut n) }, UNINITIALIZED);
+        // SAFETY: valid out-pointer (a local).
         assert_eq!(unsafe { nvmlShutdown() }, UNINITIALIZED);
     }
 }
