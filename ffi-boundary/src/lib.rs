@@ -3,8 +3,8 @@
 //! that
 //!
 //! - no panic crosses into C: the body runs under `catch_unwind`, and a panic returns the
-//!   library's panic code (functions returning a C code) or a value chosen by the return type
-//!   ([`PanicOrDefault`], overridable with `panic = expr`);
+//!   library's panic code ([`Library`]; functions returning a C code) or a value chosen by the
+//!   return type ([`PanicOrDefault`], overridable with `panic = expr`);
 //! - a body returns `Result<(), E>` and the error's own [`FfiError::code`] becomes the C code;
 //! - the library keeps its "last error" through [`FfiError::record`], called after every call;
 //! - with `NCCLSIM_DEBUG` set (and not `0`) failures and panics are printed on stderr as
@@ -14,8 +14,8 @@
 //! returning the caller's error otherwise; [`write_c_string`] fills C string buffers.
 //!
 //! This crate knows nothing of CUDA or NCCL: each library supplies its error type, its codes
-//! and its bookkeeping through [`FfiError`]. Modelled on rustls-ffi's `ffi_panic_boundary!`
-//! and `PanicOrDefault`, and hyper's `non_null!`.
+//! and its bookkeeping through [`FfiError`] and its [`Library`]. Modelled on rustls-ffi's
+//! `ffi_panic_boundary!` and `PanicOrDefault`, and hyper's `non_null!`.
 
 use std::any::Any;
 use std::ffi::c_char;
@@ -23,23 +23,52 @@ use std::fmt::Display;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 
+/// What the boundary knows of a C library besides its error type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Library {
+    /// The name in `NCCLSIM_DEBUG` lines (`ncclsim <name>: <function>: ...`).
+    pub name: &'static str,
+    /// The code a function returning a C code returns when its body panicked.
+    pub panic_code: i32,
+    /// Codes that answer the caller rather than fail (e.g. "not ready", "in progress"): not
+    /// printed.
+    pub answers: &'static [i32],
+    /// Whether failures and panics are printed when `NCCLSIM_DEBUG` is set.
+    pub debug_log: bool,
+}
+
+impl Library {
+    /// A library named `name` whose panics return `panic_code`; every error is printed.
+    pub const fn new(name: &'static str, panic_code: i32) -> Library {
+        Library {
+            name,
+            panic_code,
+            answers: &[],
+            debug_log: true,
+        }
+    }
+
+    /// The same, with `answers` not printed.
+    pub const fn answering(self, answers: &'static [i32]) -> Library {
+        Library { answers, ..self }
+    }
+
+    /// The same, printing nothing (its callers print what it returns them).
+    pub const fn silent(self) -> Library {
+        Library {
+            debug_log: false,
+            ..self
+        }
+    }
+}
+
 /// The error type of one C library: its C code, and what the library does with a failure.
 pub trait FfiError: Display + Sized {
-    /// The library's name in `NCCLSIM_DEBUG` lines (`ncclsim <LIBRARY>: <function>: ...`).
-    const LIBRARY: &'static str;
-    /// The code a function returning a C code returns when its body panicked.
-    const PANIC_CODE: i32;
-    /// Whether failures and panics are printed when `NCCLSIM_DEBUG` is set.
-    const DEBUG_LOG: bool = true;
+    /// The library this is the error type of.
+    const LIBRARY: Library;
 
     /// The C code of this error (never the success code).
     fn code(&self) -> i32;
-
-    /// False for a code that answers the caller rather than fails (e.g. "not ready", "in
-    /// progress"): not printed. Default: true.
-    fn is_failure(&self) -> bool {
-        true
-    }
 
     /// What `NCCLSIM_DEBUG` prints for this failure. Default: `error <code>: <self>`.
     fn debug_text(&self) -> String {
@@ -58,7 +87,7 @@ pub enum Outcome<'a, E> {
     Success,
     /// The body returned this error; the function returns its code.
     Failure(&'a E),
-    /// The body panicked with this message; the function returns [`FfiError::PANIC_CODE`].
+    /// The body panicked with this message; the function returns [`Library::panic_code`].
     Panic(&'a str),
 }
 
@@ -121,7 +150,7 @@ pub fn panic_message(payload: &(dyn Any + Send)) -> String {
 const PANIC_LOG: &str = "panic caught at the C boundary";
 
 /// Runs the body of a function returning a C code: 0 on success, the error's code on failure,
-/// [`FfiError::PANIC_CODE`] if it panicked; records the outcome and logs failures. What
+/// [`Library::panic_code`] if it panicked; records the outcome and logs failures. What
 /// [`ffi_fn!`] expands to.
 pub fn call<E: FfiError>(function: &'static str, body: impl FnOnce() -> Result<(), E>) -> i32 {
     match catch_unwind(AssertUnwindSafe(body)) {
@@ -131,17 +160,18 @@ pub fn call<E: FfiError>(function: &'static str, body: impl FnOnce() -> Result<(
         }
         Ok(Err(e)) => {
             E::record(function, Outcome::Failure(&e));
-            if E::DEBUG_LOG && e.is_failure() {
-                log_failure(E::LIBRARY, function, &e.debug_text());
+            let code = e.code();
+            if E::LIBRARY.debug_log && !E::LIBRARY.answers.contains(&code) {
+                log_failure(E::LIBRARY.name, function, &e.debug_text());
             }
-            e.code()
+            code
         }
         Err(payload) => {
             E::record(function, Outcome::Panic(&panic_message(payload.as_ref())));
-            if E::DEBUG_LOG {
-                log_failure(E::LIBRARY, function, PANIC_LOG);
+            if E::LIBRARY.debug_log {
+                log_failure(E::LIBRARY.name, function, PANIC_LOG);
             }
-            E::PANIC_CODE
+            E::LIBRARY.panic_code
         }
     }
 }
@@ -155,8 +185,8 @@ pub fn call_value<E: FfiError, T>(
     body: impl FnOnce() -> T,
 ) -> T {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|_| {
-        if E::DEBUG_LOG {
-            log_failure(E::LIBRARY, function, PANIC_LOG);
+        if E::LIBRARY.debug_log {
+            log_failure(E::LIBRARY.name, function, PANIC_LOG);
         }
         fallback()
     })
@@ -168,7 +198,7 @@ pub fn call_value<E: FfiError, T>(
 ///
 /// - `export fn name(args) { body }`: `#[no_mangle] pub unsafe extern "C" fn name(args) -> i32`;
 ///   `body` yields `Result<(), E>` and the function returns 0, the error's code, or
-///   `E::PANIC_CODE` after a panic (see [`call`]).
+///   `E::LIBRARY.panic_code` after a panic (see [`call`]).
 /// - `export fn name(args) -> T { body }`: returns `body`'s `T`, or after a panic
 ///   [`PanicOrDefault::panic_value`] of `T`; `export fn name(args) -> T, panic = v; { body }`
 ///   returns `v` instead. Nothing is recorded (see [`call_value`]).
@@ -286,8 +316,7 @@ mod tests {
         static LAST: RefCell<String> = const { RefCell::new(String::new()) };
     }
     impl FfiError for E {
-        const LIBRARY: &'static str = "libtest";
-        const PANIC_CODE: i32 = 999;
+        const LIBRARY: Library = Library::new("libtest", 999).answering(&[1]);
         fn code(&self) -> i32 {
             self.0
         }

@@ -54,16 +54,13 @@ impl NcclError {
 }
 
 impl ffi_boundary::FfiError for NcclError {
-    const LIBRARY: &'static str = "libnccl";
-    const PANIC_CODE: i32 = result::INTERNAL_ERROR;
+    /// `ncclInProgress` is an answer, not a failure.
+    const LIBRARY: ffi_boundary::Library =
+        ffi_boundary::Library::new("libnccl", result::INTERNAL_ERROR)
+            .answering(&[result::IN_PROGRESS]);
 
     fn code(&self) -> i32 {
         self.code
-    }
-
-    /// `ncclInProgress` is an answer, not a failure.
-    fn is_failure(&self) -> bool {
-        self.code != result::IN_PROGRESS
     }
 
     /// Failures become the thread's last error ([`record`]).

@@ -55,16 +55,12 @@ impl RuntimeError {
 }
 
 impl ffi_boundary::FfiError for RuntimeError {
-    const LIBRARY: &'static str = "libcudart";
-    const PANIC_CODE: i32 = UNKNOWN;
+    /// `cudaErrorNotReady` is an answer, not a failure.
+    const LIBRARY: ffi_boundary::Library =
+        ffi_boundary::Library::new("libcudart", UNKNOWN).answering(&[NOT_READY]);
 
     fn code(&self) -> i32 {
         RuntimeError::code(self)
-    }
-
-    /// `cudaErrorNotReady` is an answer, not a failure.
-    fn is_failure(&self) -> bool {
-        self.code() != NOT_READY
     }
 
     /// `<cudaError name>: <message>`.

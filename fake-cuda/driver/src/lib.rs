@@ -67,16 +67,12 @@ impl DriverError {
 type Result<T> = std::result::Result<T, DriverError>;
 
 impl ffi_boundary::FfiError for DriverError {
-    const LIBRARY: &'static str = "libcuda";
-    const PANIC_CODE: i32 = UNKNOWN;
+    /// `CUDA_ERROR_NOT_READY` is an answer, not a failure.
+    const LIBRARY: ffi_boundary::Library =
+        ffi_boundary::Library::new("libcuda", UNKNOWN).answering(&[NOT_READY]);
 
     fn code(&self) -> i32 {
         DriverError::code(self)
-    }
-
-    /// `CUDA_ERROR_NOT_READY` is an answer, not a failure.
-    fn is_failure(&self) -> bool {
-        self.code() != NOT_READY
     }
 }
 

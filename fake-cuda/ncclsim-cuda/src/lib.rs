@@ -109,10 +109,9 @@ impl std::fmt::Display for VtableError {
 }
 
 impl ffi_boundary::FfiError for VtableError {
-    const LIBRARY: &'static str = "libncclsim_cuda";
-    const PANIC_CODE: i32 = Status::Internal as i32;
-    /// The front-ends log what the core returns them.
-    const DEBUG_LOG: bool = false;
+    /// The front-ends print what the core returns them.
+    const LIBRARY: ffi_boundary::Library =
+        ffi_boundary::Library::new("libncclsim_cuda", Status::Internal as i32).silent();
 
     fn code(&self) -> i32 {
         self.0.status() as i32
@@ -464,11 +463,12 @@ static API: CoreApiV1 = CoreApiV1 {
     trim_device,
 };
 
-/// The one exported symbol: the core's vtable.
-#[unsafe(no_mangle)]
-pub extern "C" fn ncclsim_cuda_core_v1() -> *const CoreApiV1 {
-    &API
-}
+ffi_boundary::ffi_fn!(VtableError; export
+    /// The one exported symbol: the core's vtable.
+    fn ncclsim_cuda_core_v1() -> *const CoreApiV1 {
+        &API
+    }
+);
 
 #[cfg(test)]
 mod tests {

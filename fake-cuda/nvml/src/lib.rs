@@ -55,8 +55,7 @@ pub enum NvmlError {
 }
 
 impl ffi_boundary::FfiError for NvmlError {
-    const LIBRARY: &'static str = "libnvidia-ml";
-    const PANIC_CODE: i32 = UNKNOWN;
+    const LIBRARY: ffi_boundary::Library = ffi_boundary::Library::new("libnvidia-ml", UNKNOWN);
 
     fn code(&self) -> i32 {
         match self {
