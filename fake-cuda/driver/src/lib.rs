@@ -46,20 +46,9 @@ impl DriverError {
     fn code(&self) -> CUresult {
         match self {
             DriverError::Code(c) => *c,
-            DriverError::Core(CoreError::Load(_)) => NOT_INITIALIZED,
-            DriverError::Core(e) => match e.status() {
-                Status::Success => SUCCESS,
-                Status::InvalidDevice => INVALID_DEVICE,
-                Status::NoDevice => NO_DEVICE,
-                Status::OutOfMemory | Status::Os => OUT_OF_MEMORY,
-                Status::InvalidValue | Status::InvalidPointer => INVALID_VALUE,
-                Status::InvalidHandle | Status::InvalidIpcHandle => INVALID_HANDLE,
-                Status::NotReady => NOT_READY,
-                Status::IpcMapFailed => MAP_FAILED,
-                Status::KernelRefused | Status::NotSupported => NOT_SUPPORTED,
-                Status::CaptureViolation => STREAM_CAPTURE_UNSUPPORTED,
-                Status::Internal => UNKNOWN,
-            },
+            // The driver API has no "invalid device function".
+            DriverError::Core(e) if e.status() == Status::KernelRefused => NOT_SUPPORTED,
+            DriverError::Core(e) => e.cuda_code(),
         }
     }
 }
