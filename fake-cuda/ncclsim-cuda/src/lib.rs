@@ -146,7 +146,7 @@ macro_rules! core_fn {
     };
 }
 
-unsafe extern "C" fn last_error_message(buf: *mut c_char, len: usize) -> usize {
+ffi_boundary::ffi_fn!(VtableError; fn last_error_message(buf: *mut c_char, len: usize) -> usize {
     LAST_ERROR.with(|m| {
         let m = m.borrow();
         if !buf.is_null() && len > 0 {
@@ -159,7 +159,7 @@ unsafe extern "C" fn last_error_message(buf: *mut c_char, len: usize) -> usize {
         }
         m.len()
     })
-}
+});
 
 core_fn!(device_count(out: *mut i32) { put(out, core()?.device_count() as i32) });
 
