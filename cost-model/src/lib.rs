@@ -16,6 +16,8 @@
 //! assert_eq!((p.algo, p.proto), ("Ring", "Simple"));
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod calibrated;
 pub mod calibration;
 pub mod consts;

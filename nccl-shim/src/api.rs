@@ -1,7 +1,8 @@
 //! The exported C API: every `nccl*` function of NCCL 2.30.7 (`src/nccl.h.in`,
 //! `src/include/nccl_device/core.h`) and its `pnccl*` twin. Each export only checks and
 //! converts its arguments and calls into the runtime; the panic boundary, the mapping of
-//! errors to `ncclResult_t` and the thread's last-error text are in [`api_fn!`].
+//! errors to `ncclResult_t` and the thread's last-error text are in [`api_fn!`] (the
+//! workspace's one C boundary, `ffi_boundary::ffi_fn!`, with [`NcclError`]).
 
 #![allow(non_snake_case, clippy::missing_safety_doc)]
 
@@ -33,13 +34,11 @@ pub struct SimInfo {
 /// The magic of `NCCL_SIM_INFO_INITIALIZER`.
 pub const SIM_INFO_MAGIC: u32 = 0x7468_5283;
 
-/// Defines `pnccl<Name>` with the body inside the panic boundary and `nccl<Name>` calling it.
+/// Defines `pnccl<Name>` with the body inside the C boundary ([`ffi_boundary::ffi_fn!`] with
+/// [`NcclError`], named `nccl<Name>` in logs and last errors) and `nccl<Name>` calling it.
 macro_rules! api_fn {
     ($(fn $name:ident | $pname:ident ($($arg:ident: $ty:ty),* $(,)?) $body:block)*) => {$(
-        #[unsafe(no_mangle)]
-        pub unsafe extern "C" fn $pname($($arg: $ty),*) -> i32 {
-            boundary(stringify!($name), || -> Result<()> { $body })
-        }
+        ffi_boundary::ffi_fn!(NcclError; export fn $pname($($arg: $ty),*) as $name $body);
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> i32 {
             // SAFETY: same contract as the twin.
@@ -48,32 +47,11 @@ macro_rules! api_fn {
     )*};
 }
 
-/// Runs an export's body: 0 on success, the error's code otherwise (recorded as the thread's
-/// last error), `ncclInternalError` on a panic.
-fn boundary(name: &str, body: impl FnOnce() -> Result<()>) -> i32 {
-    fake_cuda_core::frontend::boundary(
-        "libnccl",
-        name,
-        result::INTERNAL_ERROR,
-        &[result::IN_PROGRESS],
-        || {
-            let r = body();
-            if let Err(e) = &r {
-                error::record(name, e);
-            }
-            r
-        },
-    )
-}
-
 /// Writes an out-parameter; `ncclInvalidArgument` naming it if null.
-unsafe fn out<T>(p: *mut T, v: T, what: &str) -> Result<()> {
-    // SAFETY: the caller's out-parameter, non-null checked by write_out.
-    unsafe {
-        fake_cuda_core::frontend::write_out(p, v, || {
-            NcclError::invalid_argument(format!("{what} is NULL"))
-        })
-    }
+fn out<T>(p: *mut T, v: T, what: &str) -> Result<()> {
+    // The caller's out-parameter: valid for a `T` when not null (NCCL's API contract).
+    ffi_boundary::non_null!(*p = v; else NcclError::invalid_argument(format!("{what} is NULL")));
+    Ok(())
 }
 
 fn not_implemented(name: &str) -> Result<()> {
@@ -260,7 +238,7 @@ fn init_rank(
 
 api_fn! {
 fn ncclGetVersion | pncclGetVersion(version: *mut i32) {
-    unsafe { out(version, NCCL_VERSION_CODE, "version") }
+    out(version, NCCL_VERSION_CODE, "version")
 }
 fn ncclGetUniqueId | pncclGetUniqueId(unique_id: *mut UniqueId) {
     let id = match crate::bootstrap::comm_id_env()? {
@@ -273,7 +251,7 @@ fn ncclGetUniqueId | pncclGetUniqueId(unique_id: *mut UniqueId) {
             id
         }
     };
-    unsafe { out(unique_id, id, "uniqueId") }
+    out(unique_id, id, "uniqueId")
 }
 fn ncclCommInitRank | pncclCommInitRank(newcomm: *mut Comm, nranks: i32, comm_id: UniqueId, rank: i32) {
     init_rank(newcomm, nranks, comm_id, rank, std::ptr::null())
@@ -287,6 +265,7 @@ fn ncclCommInitRankScalable | pncclCommInitRankScalable(newcomm: *mut Comm, nran
     }
     // Every rank gets all ids; the first one's root serves everyone here (one root suffices
     // for the rank counts a host can run).
+    // SAFETY: not null (checked above) and, by NCCL's contract, `nId` ids long.
     let id = unsafe { *ids };
     init_rank(newcomm, nranks, id, myrank, config)
 }
@@ -298,6 +277,7 @@ fn ncclCommInitAll | pncclCommInitAll(comms: *mut Comm, ndev: i32, devlist: *con
         return Err(NcclError::invalid_argument(format!("ndev {ndev} must be positive")));
     }
     let n = ndev as usize;
+    // SAFETY: a non-null devlist holds ndev ints (NCCL's contract for ncclCommInitAll).
     let devs: Vec<i32> = if devlist.is_null() { (0..ndev).collect() } else { unsafe { std::slice::from_raw_parts(devlist, n) }.to_vec() };
     let count = crate::cuda::device_count()?;
     if let Some(d) = devs.iter().find(|&&d| d < 0 || d >= count) {
@@ -319,16 +299,19 @@ fn ncclCommInitAll | pncclCommInitAll(comms: *mut Comm, ndev: i32, devlist: *con
     for (r, c) in results.into_iter().enumerate() {
         let (h, slot) = group::new_handle();
         slot.finish(c);
+        // SAFETY: comms holds ndev handles (checked non-null above; NCCL's contract).
         unsafe { *comms.add(r) = h };
     }
     Ok(())
 }
 fn ncclCommSplit | pncclCommSplit(comm: Comm, color: i32, key: i32, newcomm: *mut Comm, config: *const RawConfig) {
     let parent = group::comm(comm)?;
+    // SAFETY: config is null or an ncclConfig_t the caller initialised (read no further than its size).
     let cfg = unsafe { CommConfig::read(config, &parent.config)? };
     if newcomm.is_null() {
         return Err(NcclError::invalid_argument("newcomm is NULL"));
     }
+    // SAFETY: newcomm is not null (checked above) and points to the caller's ncclComm_t.
     unsafe { *newcomm = 0 };
     if group::in_group() || !cfg.blocking {
         let c2 = cfg.clone();
@@ -340,25 +323,30 @@ fn ncclCommSplit | pncclCommSplit(comm: Comm, color: i32, key: i32, newcomm: *mu
     if let Some(c) = comm::split(&parent, color, key, cfg)? {
         let (h, slot) = group::new_handle();
         slot.finish(Ok(c));
+        // SAFETY: newcomm is not null (checked above) and points to the caller's ncclComm_t.
         unsafe { *newcomm = h };
     }
     Ok(())
 }
 fn ncclCommShrink | pncclCommShrink(comm: Comm, exclude: *const i32, nexclude: i32, newcomm: *mut Comm, config: *const RawConfig, _flags: i32) {
     let parent = group::comm(comm)?;
+    // SAFETY: config is null or an ncclConfig_t the caller initialised (read no further than its size).
     let cfg = unsafe { CommConfig::read(config, &parent.config)? };
     if nexclude < 0 || (nexclude > 0 && exclude.is_null()) {
         return Err(NcclError::invalid_argument("excludeRanksList / excludeRanksCount"));
     }
+    // SAFETY: exclude is not null and holds nexclude ranks (checked above; NCCL's contract).
     let ex = if nexclude == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(exclude, nexclude as usize) } };
     if newcomm.is_null() {
         return Err(NcclError::invalid_argument("newcomm is NULL"));
     }
+    // SAFETY: newcomm is not null (checked above) and points to the caller's ncclComm_t.
     unsafe { *newcomm = 0 };
     let color = if ex.contains(&(parent.rank as i32)) { -1 } else { 0 };
     if let Some(c) = comm::split(&parent, color, parent.rank as i32, cfg)? {
         let (h, slot) = group::new_handle();
         slot.finish(Ok(c));
+        // SAFETY: newcomm is not null (checked above) and points to the caller's ncclComm_t.
         unsafe { *newcomm = h };
     }
     Ok(())
@@ -394,25 +382,25 @@ fn ncclCommGetAsyncError | pncclCommGetAsyncError(comm: Comm, async_error: *mut 
         group::SlotState::Failed(e) => e.code,
         group::SlotState::Ready(c) => c.async_error.load(std::sync::atomic::Ordering::Relaxed),
     };
-    unsafe { out(async_error, code, "asyncError") }
+    out(async_error, code, "asyncError")
 }
 fn ncclCommCount | pncclCommCount(comm: Comm, count: *mut i32) {
     let c = group::comm(comm)?;
-    unsafe { out(count, c.nranks as i32, "count") }
+    out(count, c.nranks as i32, "count")
 }
 fn ncclCommCuDevice | pncclCommCuDevice(comm: Comm, device: *mut i32) {
     let c = group::comm(comm)?;
-    unsafe { out(device, c.cuda_dev, "device") }
+    out(device, c.cuda_dev, "device")
 }
 fn ncclCommUserRank | pncclCommUserRank(comm: Comm, rank: *mut i32) {
     let c = group::comm(comm)?;
-    unsafe { out(rank, c.rank as i32, "rank") }
+    out(rank, c.rank as i32, "rank")
 }
 fn ncclCommRegister | pncclCommRegister(comm: Comm, buff: *mut c_void, size: usize, handle: *mut *mut c_void) {
     group::comm(comm)?;
     device_buffer(buff as usize, size, DataType::Uint8, "buff")?;
     let h = Box::into_raw(Box::new((buff as usize, size))) as *mut c_void;
-    unsafe { out(handle, h, "handle") }
+    out(handle, h, "handle")
 }
 fn ncclCommDeregister | pncclCommDeregister(comm: Comm, handle: *mut c_void) {
     group::comm(comm)?;
@@ -427,7 +415,7 @@ fn ncclCommWindowRegister | pncclCommWindowRegister(comm: Comm, buff: *mut c_voi
     group::comm(comm)?;
     device_buffer(buff as usize, size, DataType::Uint8, "buff")?;
     let h = Box::into_raw(Box::new((buff as usize, size))) as *mut c_void;
-    unsafe { out(win, h, "win") }
+    out(win, h, "win")
 }
 fn ncclCommWindowDeregister | pncclCommWindowDeregister(comm: Comm, win: *mut c_void) {
     group::comm(comm)?;
@@ -445,7 +433,7 @@ fn ncclWinGetUserPtr | pncclWinGetUserPtr(comm: Comm, win: *mut c_void, user_ptr
     }
     // SAFETY: windows come from ncclCommWindowRegister.
     let (p, _) = unsafe { *(win as *const (usize, usize)) };
-    unsafe { out(user_ptr, p as *mut c_void, "outUserPtr") }
+    out(user_ptr, p as *mut c_void, "outUserPtr")
 }
 fn ncclCommSuspend | pncclCommSuspend(comm: Comm, _flags: i32) {
     group::comm(comm).map(|_| ())
@@ -455,18 +443,21 @@ fn ncclCommResume | pncclCommResume(comm: Comm) {
 }
 fn ncclCommMemStats | pncclCommMemStats(comm: Comm, _stat: i32, value: *mut u64) {
     let c = group::comm(comm)?;
-    unsafe { out(value, c.local.segment.len() as u64, "value") }
+    out(value, c.local.segment.len() as u64, "value")
 }
 fn ncclCommQueryProperties | pncclCommQueryProperties(comm: Comm, props: *mut CommProperties) {
     let c = group::comm(comm)?;
     if props.is_null() {
         return Err(NcclError::invalid_argument("props is NULL"));
     }
+    // SAFETY: props is not null (checked above) and points to the caller's ncclCommProperties_t.
     let size = unsafe { (*props).size }.min(std::mem::size_of::<CommProperties>());
+    // SAFETY: as above.
+    let (size_in, magic, version) = unsafe { ((*props).size, (*props).magic, (*props).version) };
     let p = CommProperties {
-        size: unsafe { (*props).size },
-        magic: unsafe { (*props).magic },
-        version: unsafe { (*props).version },
+        size: size_in,
+        magic,
+        version,
         rank: c.rank as i32,
         n_ranks: c.nranks as i32,
         cuda_dev: c.cuda_dev,
@@ -481,7 +472,7 @@ fn ncclCommQueryProperties | pncclCommQueryProperties(comm: Comm, props: *mut Co
 fn ncclMemAlloc | pncclMemAlloc(ptr: *mut *mut c_void, size: usize) {
     let dev = crate::cuda::current_device()?;
     let p = crate::cuda::malloc(dev, size)?;
-    unsafe { out(ptr, p as *mut c_void, "ptr") }
+    out(ptr, p as *mut c_void, "ptr")
 }
 fn ncclMemFree | pncclMemFree(ptr: *mut c_void) {
     if ptr.is_null() {
@@ -493,7 +484,7 @@ fn ncclRedOpCreatePreMulSum | pncclRedOpCreatePreMulSum(op: *mut i32, scalar: *m
     let c = group::comm(comm)?;
     let dtype = DataType::from_raw(datatype)?;
     let id = c.redops.lock().map_err(|_| NcclError::internal("redop lock poisoned"))?.create(dtype, scalar as usize, residence)?;
-    unsafe { out(op, id, "op") }
+    out(op, id, "op")
 }
 fn ncclRedOpDestroy | pncclRedOpDestroy(op: i32, comm: Comm) {
     let c = group::comm(comm)?;
@@ -544,6 +535,7 @@ fn ncclGroupSimulateEnd | pncclGroupSimulateEnd(sim_info: *mut SimInfo) {
     let ops = group::end_simulated()?;
     let t = crate::sim::simulate_group(&ops)?;
     if !sim_info.is_null() {
+        // SAFETY: not null (checked above); the caller's ncclSimInfo_t, not aliased during the call.
         let info = unsafe { &mut *sim_info };
         if info.magic != SIM_INFO_MAGIC {
             return Err(NcclError::invalid_argument(format!(
@@ -585,145 +577,102 @@ fn ncclParamGetParameter | pncclParamGetParameter(_key: *const c_char, _v: *mut 
 fn ncclParamGetAllParameterKeys | pncclParamGetAllParameterKeys(_t: *mut *mut *const c_char, _len: *mut i32) { not_implemented("ncclParamGetAllParameterKeys") }
 }
 
-/// `ncclGetErrorString`.
-#[unsafe(no_mangle)]
-pub extern "C" fn pncclGetErrorString(code: i32) -> *const c_char {
-    crate::types::error_string(code).as_ptr()
-}
-/// `ncclGetErrorString`.
-#[unsafe(no_mangle)]
-pub extern "C" fn ncclGetErrorString(code: i32) -> *const c_char {
-    pncclGetErrorString(code)
+/// Defines value-returning `pnccl<Name>` and `nccl<Name>` exports with the same body, each
+/// inside the C boundary ([`ffi_boundary::ffi_fn!`]: after a panic they return `panic = v`, or
+/// the return type's [`ffi_boundary::PanicOrDefault`] value).
+macro_rules! api_value_fn {
+    ($($(#[$meta:meta])* fn $name:ident | $pname:ident ($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty
+       $(, panic = $fallback:expr;)? $body:block)*) => {$(
+        ffi_boundary::ffi_fn!(NcclError; export $(#[$meta])*
+            fn $pname($($arg: $ty),*) -> $ret $(, panic = $fallback;)? $body);
+        ffi_boundary::ffi_fn!(NcclError; export $(#[$meta])*
+            fn $name($($arg: $ty),*) -> $ret $(, panic = $fallback;)? $body);
+    )*};
 }
 
 thread_local! {
     static LAST_C: std::cell::RefCell<std::ffi::CString> = std::cell::RefCell::new(std::ffi::CString::default());
 }
 
-/// `ncclGetLastError`: the calling thread's last error text (valid until its next call).
-#[unsafe(no_mangle)]
-pub extern "C" fn pncclGetLastError(_comm: Comm) -> *const c_char {
-    let text = error::last().replace('\0', " ");
-    LAST_C.with(|c| {
-        *c.borrow_mut() = std::ffi::CString::new(text).unwrap_or_default();
-        c.borrow().as_ptr()
-    })
+impl ffi_boundary::PanicOrDefault for Team {
+    /// An empty team.
+    fn panic_value() -> Team {
+        Team::default()
+    }
 }
-/// `ncclGetLastError`.
-#[unsafe(no_mangle)]
-pub extern "C" fn ncclGetLastError(comm: Comm) -> *const c_char {
-    pncclGetLastError(comm)
-}
-
-/// `ncclResetDebugInit` (deprecated; nothing to reset).
-#[unsafe(no_mangle)]
-pub extern "C" fn pncclResetDebugInit() {}
-/// `ncclResetDebugInit`.
-#[unsafe(no_mangle)]
-pub extern "C" fn ncclResetDebugInit() {}
-/// `ncclParamDumpAll` (no parameter registry here).
-#[unsafe(no_mangle)]
-pub extern "C" fn pncclParamDumpAll() {}
-/// `ncclParamDumpAll`.
-#[unsafe(no_mangle)]
-pub extern "C" fn ncclParamDumpAll() {}
 
 fn team_of(comm: Comm, which: u8) -> Team {
-    std::panic::catch_unwind(|| {
-        let Ok(c) = group::comm(comm) else {
-            return Team::default();
-        };
-        match which {
-            0 => Team {
-                n_ranks: c.nranks as i32,
-                rank: c.rank as i32,
-                stride: 1,
-            },
-            1 => Team {
-                n_ranks: c.local.ranks.len() as i32,
-                rank: c.local.index as i32,
-                stride: 1,
-            },
-            _ => Team {
-                n_ranks: c.host_count() as i32,
-                rank: 0,
-                stride: c.local.ranks.len() as i32,
-            },
-        }
-    })
-    .unwrap_or_default()
+    let Ok(c) = group::comm(comm) else {
+        return Team::default();
+    };
+    match which {
+        0 => Team {
+            n_ranks: c.nranks as i32,
+            rank: c.rank as i32,
+            stride: 1,
+        },
+        1 => Team {
+            n_ranks: c.local.ranks.len() as i32,
+            rank: c.local.index as i32,
+            stride: 1,
+        },
+        _ => Team {
+            n_ranks: c.host_count() as i32,
+            rank: 0,
+            stride: c.local.ranks.len() as i32,
+        },
+    }
 }
 
-/// `ncclTeamWorld`: every rank.
-#[unsafe(no_mangle)]
-pub extern "C" fn pncclTeamWorld(comm: Comm) -> Team {
-    team_of(comm, 0)
-}
-/// `ncclTeamWorld`.
-#[unsafe(no_mangle)]
-pub extern "C" fn ncclTeamWorld(comm: Comm) -> Team {
-    team_of(comm, 0)
-}
-/// `ncclTeamLsa`: the ranks sharing memory with this one (its host).
-#[unsafe(no_mangle)]
-pub extern "C" fn pncclTeamLsa(comm: Comm) -> Team {
-    team_of(comm, 1)
-}
-/// `ncclTeamLsa`.
-#[unsafe(no_mangle)]
-pub extern "C" fn ncclTeamLsa(comm: Comm) -> Team {
-    team_of(comm, 1)
-}
-/// `ncclTeamRail`: one rank per host.
-#[unsafe(no_mangle)]
-pub extern "C" fn pncclTeamRail(comm: Comm) -> Team {
-    team_of(comm, 2)
-}
-/// `ncclTeamRail`.
-#[unsafe(no_mangle)]
-pub extern "C" fn ncclTeamRail(comm: Comm) -> Team {
-    team_of(comm, 2)
-}
-/// `ncclTeamRankToWorld`: world rank of `rank` in `team` relative to this rank.
-#[unsafe(no_mangle)]
-pub extern "C" fn pncclTeamRankToWorld(comm: Comm, team: Team, rank: i32) -> i32 {
-    let me = std::panic::catch_unwind(|| group::comm(comm).map(|c| c.rank as i32).unwrap_or(-1))
-        .unwrap_or(-1);
+/// World rank of `rank` in `team` relative to this rank, or -1.
+fn rank_to_world(comm: Comm, team: Team, rank: i32) -> i32 {
+    let me = group::comm(comm).map(|c| c.rank as i32).unwrap_or(-1);
     if me < 0 {
         -1
     } else {
         me + (rank - team.rank) * team.stride
     }
 }
-/// `ncclTeamRankToWorld`.
-#[unsafe(no_mangle)]
-pub extern "C" fn ncclTeamRankToWorld(comm: Comm, team: Team, rank: i32) -> i32 {
-    pncclTeamRankToWorld(comm, team, rank)
+
+api_value_fn! {
+/// `ncclGetErrorString`.
+fn ncclGetErrorString | pncclGetErrorString(code: i32) -> *const c_char,
+    panic = crate::types::error_string(result::INTERNAL_ERROR).as_ptr(); {
+    crate::types::error_string(code).as_ptr()
+}
+/// `ncclGetLastError`: the calling thread's last error text (valid until its next call).
+fn ncclGetLastError | pncclGetLastError(_comm: Comm) -> *const c_char, panic = c"".as_ptr(); {
+    let text = error::last().replace('\0', " ");
+    LAST_C.with(|c| {
+        *c.borrow_mut() = std::ffi::CString::new(text).unwrap_or_default();
+        c.borrow().as_ptr()
+    })
+}
+/// `ncclResetDebugInit` (deprecated; nothing to reset).
+fn ncclResetDebugInit | pncclResetDebugInit() -> () {}
+/// `ncclParamDumpAll` (no parameter registry here).
+fn ncclParamDumpAll | pncclParamDumpAll() -> () {}
+/// `ncclTeamWorld`: every rank.
+fn ncclTeamWorld | pncclTeamWorld(comm: Comm) -> Team { team_of(comm, 0) }
+/// `ncclTeamLsa`: the ranks sharing memory with this one (its host).
+fn ncclTeamLsa | pncclTeamLsa(comm: Comm) -> Team { team_of(comm, 1) }
+/// `ncclTeamRail`: one rank per host.
+fn ncclTeamRail | pncclTeamRail(comm: Comm) -> Team { team_of(comm, 2) }
+/// `ncclTeamRankToWorld`: world rank of `rank` in `team` relative to this rank.
+fn ncclTeamRankToWorld | pncclTeamRankToWorld(comm: Comm, team: Team, rank: i32) -> i32, panic = -1; {
+    rank_to_world(comm, team, rank)
 }
 /// `ncclTeamRankToLsa`.
-#[unsafe(no_mangle)]
-pub extern "C" fn pncclTeamRankToLsa(comm: Comm, team: Team, rank: i32) -> i32 {
+fn ncclTeamRankToLsa | pncclTeamRankToLsa(comm: Comm, team: Team, rank: i32) -> i32, panic = -1; {
     let lsa = team_of(comm, 1);
-    let world = pncclTeamRankToWorld(comm, team, rank);
-    let me = pncclTeamRankToWorld(comm, team, team.rank);
+    let world = rank_to_world(comm, team, rank);
+    let me = rank_to_world(comm, team, team.rank);
     if world < 0 || me < 0 {
         -1
     } else {
         lsa.rank + (world - me)
     }
 }
-/// `ncclTeamRankToLsa`.
-#[unsafe(no_mangle)]
-pub extern "C" fn ncclTeamRankToLsa(comm: Comm, team: Team, rank: i32) -> i32 {
-    pncclTeamRankToLsa(comm, team, rank)
-}
 /// `ncclLLA2ACalcSlots` (device API; no slots here).
-#[unsafe(no_mangle)]
-pub extern "C" fn pncclLLA2ACalcSlots(_max_elts: i32, _max_elt_size: i32) -> i32 {
-    0
-}
-/// `ncclLLA2ACalcSlots`.
-#[unsafe(no_mangle)]
-pub extern "C" fn ncclLLA2ACalcSlots(max_elts: i32, max_elt_size: i32) -> i32 {
-    pncclLLA2ACalcSlots(max_elts, max_elt_size)
+fn ncclLLA2ACalcSlots | pncclLLA2ACalcSlots(_max_elts: i32, _max_elt_size: i32) -> i32 { 0 }
 }

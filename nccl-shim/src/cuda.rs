@@ -2,11 +2,11 @@
 //! descriptions, where a buffer lives, device allocations, and stream-ordered host work.
 //!
 //! The core is the process's one `libncclsim_cuda.so`, loaded from this library's directory
-//! like every other front-end does (`fake_cuda_core::client`).
+//! like every other front-end does (`fake_cuda_client`).
 
 use crate::error::{NcclError, Result};
+use fake_cuda_client::{client, Client};
 use fake_cuda_core::abi::{CArenaLocation, CPointerInfo, CWorkFn};
-use fake_cuda_core::client::{client, Client};
 
 fn core() -> Result<&'static Client> {
     client().map_err(|e| NcclError::cuda("loading the fake CUDA core", e))

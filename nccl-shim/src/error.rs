@@ -53,9 +53,21 @@ impl NcclError {
     }
 }
 
-impl fake_cuda_core::frontend::ApiError for NcclError {
+impl ffi_boundary::FfiError for NcclError {
+    /// `ncclInProgress` is an answer, not a failure.
+    const LIBRARY: ffi_boundary::Library =
+        ffi_boundary::Library::new("libnccl", result::INTERNAL_ERROR)
+            .answering(&[result::IN_PROGRESS]);
+
     fn code(&self) -> i32 {
         self.code
+    }
+
+    /// Failures become the thread's last error ([`record`]).
+    fn record(function: &'static str, outcome: ffi_boundary::Outcome<'_, Self>) {
+        if let ffi_boundary::Outcome::Failure(e) = outcome {
+            record(function, e);
+        }
     }
 }
 

@@ -376,6 +376,7 @@ mod tests {
         let b = [-1e8f32, 1.0];
         let c = [1.0f32, 1e-8];
         let mut out = vec![0u64; 1];
+        // SAFETY: `out` is a live vector of at least that many bytes; u8 has no alignment or validity needs.
         let o = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), 8) };
         reduce(
             DataType::Float32,
@@ -395,6 +396,7 @@ mod tests {
     fn integer_average_divides_after_summing() {
         let red = average(DataType::Int32, 3);
         let mut out = vec![0u64; 1];
+        // SAFETY: `out` is a live vector of at least that many bytes; u8 has no alignment or validity needs.
         let o = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), 4) };
         reduce(
             DataType::Int32,
@@ -428,6 +430,7 @@ mod tests {
             scalar: scalar_bits(DataType::Float64, 0.5),
         };
         let mut out = vec![0u64; 1];
+        // SAFETY: `out` is a live vector of at least that many bytes; u8 has no alignment or validity needs.
         let o = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), 8) };
         reduce(
             DataType::Float64,

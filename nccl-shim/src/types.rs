@@ -417,6 +417,7 @@ mod tests {
         raw[40..44].copy_from_slice(&CONFIG_UNDEF_INT.to_ne_bytes());
         buf[..48].copy_from_slice(&raw);
         let base = CommConfig::default();
+        // SAFETY: the buffer is a live, initialised config of at least the size it declares.
         let c = unsafe { CommConfig::read(buf.as_ptr().cast(), &base) }.unwrap();
         assert!(!c.blocking);
         assert_eq!(
@@ -429,6 +430,7 @@ mod tests {
     fn bad_magic_is_refused() {
         let mut words = [0u64; 12];
         words[0] = 96;
+        // SAFETY: the buffer is a live, initialised config of at least the size it declares.
         let e = unsafe { CommConfig::read(words.as_ptr().cast(), &CommConfig::default()) };
         assert!(e.unwrap_err().to_string().contains("magic"));
     }

@@ -64,6 +64,7 @@ fn reference(
     let mut out = vec![Vec::new(); n];
     let red_all = |off: usize, len: usize| {
         let mut acc = vec![0u64; len.div_ceil(8)];
+        // SAFETY: test buffers and handles come from the calls above and outlive this use; lengths match their allocations.
         let a = unsafe { std::slice::from_raw_parts_mut(acc.as_mut_ptr().cast::<u8>(), len) };
         let ins: Vec<&[u8]> = inputs.iter().map(|i| &i[off..off + len]).collect();
         reduce::reduce(dtype, red, a, &ins, &[]);
@@ -109,6 +110,7 @@ fn run_case(
     seed: u64,
 ) -> Result<(), TestCaseError> {
     let mut comms = vec![0usize; n];
+    // SAFETY: test buffers and handles come from the calls above and outlive this use; lengths match their allocations.
     let rc = unsafe { ncclCommInitAll(comms.as_mut_ptr().cast(), n as i32, std::ptr::null()) };
     prop_assert_eq!(rc, 0);
     let es = dtype.size();
@@ -134,9 +136,11 @@ fn run_case(
         let s = dev_alloc(r as i32, send_elems * es);
         let (_, re) = kind.extents(count, n, r, root);
         let d = dev_alloc(r as i32, (re.max(1)) * es);
+        // SAFETY: test buffers and handles come from the calls above and outlive this use; lengths match their allocations.
         unsafe { std::ptr::copy_nonoverlapping(inp.as_ptr(), s as *mut u8, inp.len()) };
         bufs.push((s, d, re));
     }
+    // SAFETY: test buffers and handles come from the calls above and outlive this use; lengths match their allocations.
     unsafe { ncclGroupStart() };
     for r in 0..n {
         let (s, d, _) = bufs[r];
@@ -144,6 +148,7 @@ fn run_case(
         let c = comms[r];
         let t = dtype as i32;
         let stream = 0u64;
+        // SAFETY: test buffers and handles come from the calls above and outlive this use; lengths match their allocations.
         let rc = unsafe {
             match kind {
                 CollKind::AllReduce => ncclAllReduce(s, d, count, t, op, c, stream),
@@ -158,10 +163,12 @@ fn run_case(
         };
         prop_assert_eq!(rc, 0, "enqueue on rank {}", r);
     }
+    // SAFETY: test buffers and handles come from the calls above and outlive this use; lengths match their allocations.
     let rc = unsafe { ncclGroupEnd() };
     prop_assert_eq!(rc, 0);
     for r in 0..n {
         let (_, d, re) = bufs[r];
+        // SAFETY: test buffers and handles come from the calls above and outlive this use; lengths match their allocations.
         let got = unsafe { std::slice::from_raw_parts(d as *const u8, re * es) };
         prop_assert!(
             got == &want[r][..],
@@ -179,6 +186,7 @@ fn run_case(
         nccl::cuda::set_device(r as i32).expect("device");
         nccl::cuda::free(s).expect("free");
         nccl::cuda::free(d).expect("free");
+        // SAFETY: test buffers and handles come from the calls above and outlive this use; lengths match their allocations.
         prop_assert_eq!(unsafe { ncclCommDestroy(comms[r]) }, 0);
     }
     Ok(())

@@ -4,6 +4,8 @@
 //! and channel parts of `src/init.cc`, `ncclCommSplit`), with older releases' deltas behind the
 //! version profile in [`topo::NcclVersion`]. Knows nothing about cost: that is `cost-model`.
 
+#![forbid(unsafe_code)]
+
 pub mod comm;
 pub mod consts;
 pub mod error;

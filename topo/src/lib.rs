@@ -9,6 +9,8 @@
 //! println!("{}", topo::print::system(&cluster.nodes[0].topo).join("\n"));
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod cluster;
 pub mod consts;
 pub mod dot;

@@ -51,9 +51,24 @@ pub struct CDeviceInfo {
 }
 
 impl Default for CDeviceInfo {
+    /// All zeroes.
     fn default() -> Self {
-        // SAFETY: all-zero is a valid value of this plain-data struct.
-        unsafe { std::mem::zeroed() }
+        CDeviceInfo {
+            name: [0; 256],
+            uuid: [0; 16],
+            pci: [0; 4],
+            sm_major: 0,
+            sm_minor: 0,
+            total_memory: 0,
+            multiprocessor_count: 0,
+            clock_khz: 0,
+            memory_clock_khz: 0,
+            memory_bus_width: 0,
+            l2_cache_bytes: 0,
+            shared_mem_per_multiprocessor: 0,
+            shared_mem_per_block_optin: 0,
+            physical_index: 0,
+        }
     }
 }
 

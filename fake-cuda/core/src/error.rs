@@ -156,9 +156,40 @@ impl Status {
         .find(|s| *s as i32 == code)
         .unwrap_or(Internal)
     }
+
+    /// The CUDA error number of this status, the same in the runtime (`cudaError_t`) and the
+    /// driver (`CUresult`) API: e.g. 1 is `cudaErrorInvalidValue` and
+    /// `CUDA_ERROR_INVALID_VALUE`. A refused kernel is `cudaErrorInvalidDeviceFunction` (98), a
+    /// code only the runtime has.
+    pub fn cuda_code(self) -> i32 {
+        use Status::*;
+        match self {
+            Success => 0,
+            InvalidValue | InvalidPointer => 1,
+            OutOfMemory | Os => 2,
+            KernelRefused => 98,
+            NoDevice => 100,
+            InvalidDevice => 101,
+            IpcMapFailed => 205,
+            InvalidHandle | InvalidIpcHandle => 400,
+            NotReady => 600,
+            NotSupported => 801,
+            CaptureViolation => 900,
+            Internal => 999,
+        }
+    }
 }
 
 impl CoreError {
+    /// The CUDA error number of this error ([`Status::cuda_code`]); a core that could not be
+    /// loaded is 3 (`cudaErrorInitializationError`, `CUDA_ERROR_NOT_INITIALIZED`).
+    pub fn cuda_code(&self) -> i32 {
+        match self {
+            CoreError::Load(_) => 3,
+            e => e.status().cuda_code(),
+        }
+    }
+
     /// The stable numeric code of this error.
     pub fn status(&self) -> Status {
         match self {

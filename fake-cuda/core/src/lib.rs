@@ -1,11 +1,11 @@
 //! The fake CUDA core: devices, memory arenas, streams, events, kernels and virtual clocks of
-//! one process, as safe Rust.
+//! one process, in safe Rust except where it maps memory and copies.
 //!
 //! This crate holds no global state. [`Core`] is the whole state of a process; exactly one is
 //! created per process, by `libncclsim_cuda.so` (crate `ncclsim-cuda`), and the ABI front-ends
 //! (`libcudart.so.12`, later `.13`, `libcuda.so.1`, `libnvidia-ml.so.1`, `libnccl.so.2`) reach it
-//! through the C vtable in [`abi`]. Front-ends link this crate only for the vtable's types and
-//! the [`client`] loader, never to make a second `Core`.
+//! through the C vtable in [`abi`]. Front-ends link this crate only for the vtable's types (and
+//! reach the core through crate `fake-cuda-client`), never to make a second `Core`.
 //!
 //! Module map: [`device`] (what a GPU looks like, `CUDA_VISIBLE_DEVICES`), [`arena`] (device
 //! memory in memfds), [`ipc`] (handle codec and cross-process mapping), [`timeline`] (streams,
@@ -14,10 +14,8 @@
 
 pub mod abi;
 pub mod arena;
-pub mod client;
 pub mod device;
 pub mod error;
-pub mod frontend;
 pub mod graph;
 pub mod intervals;
 pub mod ipc;
@@ -780,7 +778,8 @@ impl Core {
                 ..
             } => {
                 for row in 0..height {
-                    // `copy` allows overlap.
+                    // SAFETY: device rows lie inside live allocations (checked when priced),
+                    // host rows are the caller's promise; `copy` allows overlap.
                     unsafe {
                         std::ptr::copy(
                             (src + row * spitch) as *const u8,
@@ -790,12 +789,14 @@ impl Core {
                     }
                 }
             }
+            // SAFETY: the `n` bytes at `dst` were checked to lie inside a live allocation.
             Op::Memset { dst, value, n } => unsafe {
                 std::ptr::write_bytes(dst as *mut u8, value, n)
             },
             Op::Kernel { .. } => {}
             Op::Host { func, data, .. } => {
                 if let Some(f) = func {
+                    // SAFETY: the program's host function, called with the argument it gave.
                     unsafe { f(data as *mut std::ffi::c_void) }
                 }
                 // Dropping `op` here releases owned data that no graph holds.

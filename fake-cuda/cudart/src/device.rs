@@ -406,6 +406,7 @@ fn driver_get_proc_address() -> Option<GetProcAddress> {
     static FOUND: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     let addr = *FOUND.get_or_init(|| {
         let mut candidates = vec![c"libcuda.so.1".to_owned()];
+        // SAFETY: `Dl_info` is plain C data (pointers and integers); all zeroes is a valid value.
         let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
         // SAFETY: `driver_get_proc_address` is code in this library; `info` is an out-param.
         if unsafe { libc::dladdr(driver_get_proc_address as *const c_void, &mut info) } != 0

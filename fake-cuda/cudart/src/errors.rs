@@ -2,7 +2,7 @@
 //! thread's last error.
 
 use crate::types::cudaError_t;
-use fake_cuda_core::{CoreError, Status};
+use fake_cuda_core::CoreError;
 use std::cell::Cell;
 use std::ffi::CStr;
 
@@ -35,22 +35,32 @@ impl RuntimeError {
     pub fn code(&self) -> cudaError_t {
         match self {
             RuntimeError::Cuda { code, .. } => *code,
-            RuntimeError::Core(CoreError::Load(_)) => INITIALIZATION_ERROR,
-            RuntimeError::Core(e) => match e.status() {
-                Status::Success => SUCCESS,
-                Status::InvalidDevice => INVALID_DEVICE,
-                Status::NoDevice => NO_DEVICE,
-                Status::OutOfMemory | Status::Os => MEMORY_ALLOCATION,
-                Status::InvalidValue | Status::InvalidPointer => INVALID_VALUE,
-                Status::InvalidHandle | Status::InvalidIpcHandle => INVALID_RESOURCE_HANDLE,
-                Status::NotReady => NOT_READY,
-                Status::IpcMapFailed => MAP_BUFFER_OBJECT_FAILED,
-                Status::KernelRefused => INVALID_DEVICE_FUNCTION,
-                Status::NotSupported => NOT_SUPPORTED,
-                Status::CaptureViolation => STREAM_CAPTURE_UNSUPPORTED,
-                Status::Internal => UNKNOWN,
-            },
+            RuntimeError::Core(e) => e.cuda_code(),
         }
+    }
+}
+
+impl ffi_boundary::FfiError for RuntimeError {
+    /// `cudaErrorNotReady` is an answer, not a failure.
+    const LIBRARY: ffi_boundary::Library =
+        ffi_boundary::Library::new("libcudart", UNKNOWN).answering(&[NOT_READY]);
+
+    fn code(&self) -> i32 {
+        RuntimeError::code(self)
+    }
+
+    /// `<cudaError name>: <message>`.
+    fn debug_text(&self) -> String {
+        format!("{}: {self}", name(self.code()).to_string_lossy())
+    }
+
+    /// Every call's code becomes the thread's last error ([`set_last`]).
+    fn record(_function: &'static str, outcome: ffi_boundary::Outcome<'_, Self>) {
+        set_last(match outcome {
+            ffi_boundary::Outcome::Success => SUCCESS,
+            ffi_boundary::Outcome::Failure(e) => e.code(),
+            ffi_boundary::Outcome::Panic(_) => UNKNOWN,
+        });
     }
 }
 

@@ -5,10 +5,11 @@
 //! package `fake-cudart13` (`libcudart.so.13`, compiled with `--cfg cuda13`, which selects the
 //! CUDA 13 struct layouts, signatures and version). See build.rs.
 //!
-//! Every exported function is written with [`ffi_fn!`], which catches panics, maps errors to
+//! Every exported function is written with [`ffi_fn!`] (the workspace's one C boundary,
+//! `ffi_boundary::ffi_fn!`, with [`errors::RuntimeError`]), which catches panics, maps errors to
 //! `cudaError_t`, records the thread's last error and (with `NCCLSIM_DEBUG=1`) logs failures.
 //! Bodies only check arguments, convert C types and call the process's core through
-//! [`fake_cuda_core::client`]; the state lives in `libncclsim_cuda.so`, loaded from this
+//! [`fake_cuda_client`]; the state lives in `libncclsim_cuda.so`, loaded from this
 //! library's directory, so this library can be loaded next to `libcuda.so.1`,
 //! `libnvidia-ml.so.1` and `libnccl.so.2` front-ends without duplicating anything.
 
@@ -29,9 +30,7 @@ mod stubs {
 }
 
 use errors::{Result, RuntimeError};
-use fake_cuda_core::client::{client, Client};
-use std::sync::OnceLock;
-use types::cudaError_t;
+use fake_cuda_client::{client, Client};
 
 /// The CUDA version this front-end reports (`cudaRuntimeGetVersion`, `cudaDriverGetVersion`).
 #[cfg(not(cuda13))]
@@ -40,69 +39,16 @@ pub const CUDA_VERSION: i32 = 12090;
 #[cfg(cuda13)]
 pub const CUDA_VERSION: i32 = 13050;
 
-/// Wraps an exported C function: no panic crosses the boundary and every error becomes a
-/// `cudaError_t`.
+/// Writes an exported C function inside [`ffi_boundary::ffi_fn!`] with [`RuntimeError`]: no
+/// panic crosses the boundary and every error becomes a `cudaError_t`.
 ///
 /// `fn name(args) body` returns `cudaError_t`; `body` yields `Result<()>`.
 /// `fn name(args) -> T, panic = v; body` returns `T` as `body` does, or `v` after a panic.
 #[macro_export]
 macro_rules! ffi_fn {
-    ($(#[$meta:meta])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
-        $(#[$meta])*
-        #[unsafe(no_mangle)]
-        #[allow(clippy::missing_safety_doc)]
-        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $crate::types::cudaError_t {
-            $crate::boundary(stringify!($name), move || -> $crate::errors::Result<()> { $body })
-        }
+    ($($function:tt)*) => {
+        ffi_boundary::ffi_fn!($crate::errors::RuntimeError; export $($function)*);
     };
-    ($(#[$meta:meta])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty,
-     panic = $fallback:expr; $body:block) => {
-        $(#[$meta])*
-        #[unsafe(no_mangle)]
-        #[allow(clippy::missing_safety_doc)]
-        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || -> $ret { $body }))
-                .unwrap_or_else(|_| {
-                    $crate::log_failure(stringify!($name), "panic caught at the C boundary");
-                    $fallback
-                })
-        }
-    };
-}
-
-fn debug_enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("NCCLSIM_DEBUG").is_ok_and(|v| v != "0"))
-}
-
-/// Prints a failure when `NCCLSIM_DEBUG` is set.
-pub fn log_failure(function: &str, message: &str) {
-    if debug_enabled() {
-        eprintln!("ncclsim libcudart: {function}: {message}");
-    }
-}
-
-/// Runs an exported function's body: catches panics, maps errors, sets the last error.
-pub fn boundary(function: &'static str, body: impl FnOnce() -> Result<()>) -> cudaError_t {
-    let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
-        Ok(Ok(())) => errors::SUCCESS,
-        Ok(Err(e)) => {
-            let code = e.code();
-            if code != errors::NOT_READY {
-                log_failure(
-                    function,
-                    &format!("{}: {e}", errors::name(code).to_string_lossy()),
-                );
-            }
-            code
-        }
-        Err(_) => {
-            log_failure(function, "panic caught at the C boundary");
-            errors::UNKNOWN
-        }
-    };
-    errors::set_last(code);
-    code
 }
 
 /// The process's core.
@@ -115,11 +61,7 @@ pub(crate) fn core() -> Result<&'static Client> {
 /// The C caller guarantees a non-null `out` points to writable memory for a `T`; that is the
 /// contract of every CUDA out-parameter.
 pub(crate) fn write_out<T>(out: *mut T, value: T) -> Result<()> {
-    if out.is_null() {
-        return Err(RuntimeError::invalid("null output pointer"));
-    }
-    // SAFETY: non-null, and valid by the CUDA API contract described above.
-    unsafe { out.write(value) };
+    ffi_boundary::non_null!(*out = value; else RuntimeError::invalid("null output pointer"));
     Ok(())
 }
 

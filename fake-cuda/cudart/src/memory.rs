@@ -4,7 +4,7 @@ use crate::errors::Result;
 use crate::errors::{self, RuntimeError};
 use crate::types::{cudaEvent_t, cudaIpcHandle, cudaPointerAttributes, cudaStream_t};
 use crate::{core, ffi_fn, stream_id, write_out};
-use fake_cuda_core::client::Client;
+use fake_cuda_client::Client;
 use std::ffi::{c_int, c_uint, c_void};
 
 /// The legacy default stream, which synchronous copies use.

@@ -7,8 +7,7 @@
 
 #![allow(non_snake_case)]
 
-use fake_cuda_core::client::{client, Client};
-use fake_cuda_core::frontend::{self, ApiError};
+use fake_cuda_client::{client, Client};
 use fake_cuda_core::{CoreError, Status};
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 
@@ -47,42 +46,30 @@ impl DriverError {
     fn code(&self) -> CUresult {
         match self {
             DriverError::Code(c) => *c,
-            DriverError::Core(CoreError::Load(_)) => NOT_INITIALIZED,
-            DriverError::Core(e) => match e.status() {
-                Status::Success => SUCCESS,
-                Status::InvalidDevice => INVALID_DEVICE,
-                Status::NoDevice => NO_DEVICE,
-                Status::OutOfMemory | Status::Os => OUT_OF_MEMORY,
-                Status::InvalidValue | Status::InvalidPointer => INVALID_VALUE,
-                Status::InvalidHandle | Status::InvalidIpcHandle => INVALID_HANDLE,
-                Status::NotReady => NOT_READY,
-                Status::IpcMapFailed => MAP_FAILED,
-                Status::KernelRefused | Status::NotSupported => NOT_SUPPORTED,
-                Status::CaptureViolation => STREAM_CAPTURE_UNSUPPORTED,
-                Status::Internal => UNKNOWN,
-            },
+            // The driver API has no "invalid device function".
+            DriverError::Core(e) if e.status() == Status::KernelRefused => NOT_SUPPORTED,
+            DriverError::Core(e) => e.cuda_code(),
         }
     }
 }
 
 type Result<T> = std::result::Result<T, DriverError>;
 
-impl ApiError for DriverError {
+impl ffi_boundary::FfiError for DriverError {
+    /// `CUDA_ERROR_NOT_READY` is an answer, not a failure.
+    const LIBRARY: ffi_boundary::Library =
+        ffi_boundary::Library::new("libcuda", UNKNOWN).answering(&[NOT_READY]);
+
     fn code(&self) -> i32 {
         DriverError::code(self)
     }
 }
 
-/// Wraps an exported driver function: panic boundary and `CUresult` mapping.
+/// Writes an exported driver function inside the C boundary ([`ffi_boundary::ffi_fn!`] with
+/// [`DriverError`]): panics caught, errors become `CUresult`.
 macro_rules! drv_fn {
-    ($(#[$meta:meta])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
-        $(#[$meta])*
-        #[unsafe(no_mangle)]
-        #[allow(clippy::missing_safety_doc)]
-        pub unsafe extern "C" fn $name($($arg: $ty),*) -> CUresult {
-            frontend::boundary("libcuda", stringify!($name), UNKNOWN, &[NOT_READY],
-                               move || -> Result<()> { $body })
-        }
+    ($($function:tt)*) => {
+        ffi_boundary::ffi_fn!(DriverError; export $($function)*);
     };
 }
 
@@ -91,8 +78,9 @@ fn core() -> Result<&'static Client> {
 }
 
 fn write_out<T>(out: *mut T, value: T) -> Result<()> {
-    // SAFETY: driver out-parameters point to a writable `T` when non-null (API contract).
-    unsafe { frontend::write_out(out, value, || DriverError::Code(INVALID_VALUE)) }
+    // Driver out-parameters point to a writable `T` when non-null (API contract).
+    ffi_boundary::non_null!(*out = value; else DriverError::Code(INVALID_VALUE));
+    Ok(())
 }
 
 drv_fn!(
@@ -120,10 +108,10 @@ drv_fn!(
 drv_fn!(
     fn cuDeviceGetName(name: *mut c_char, len: c_int, device: c_int) {
         let d = core()?.device_info(device)?;
-        let mut text = frontend::c_array_text(&d.name);
+        let mut text = ffi_boundary::c_array_text(&d.name);
         text.truncate((len.max(1) - 1) as usize);
         // SAFETY: the caller provides `len` bytes at `name`.
-        if !unsafe { frontend::write_c_string(name, len.max(0) as usize, &text) } {
+        if !unsafe { ffi_boundary::write_c_string(name, len.max(0) as usize, &text) } {
             return Err(DriverError::Code(INVALID_VALUE));
         }
         Ok(())
@@ -425,7 +413,7 @@ drv_fn!(
             d.pci[0], d.pci[1], d.pci[2], d.pci[3]
         );
         // SAFETY: the caller provides `len` bytes at `bus_id`.
-        if !unsafe { frontend::write_c_string(bus_id, len.max(0) as usize, text.as_bytes()) } {
+        if !unsafe { ffi_boundary::write_c_string(bus_id, len.max(0) as usize, text.as_bytes()) } {
             return Err(DriverError::Code(INVALID_VALUE));
         }
         Ok(())
@@ -541,6 +529,7 @@ fn resolve_symbol(symbol: &CStr, version: c_int) -> *mut c_void {
     let Ok(target) = std::ffi::CString::new(target) else {
         return std::ptr::null_mut();
     };
+    // SAFETY: `Dl_info` is plain C data (pointers and integers); all zeroes is a valid value.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: `resolve_symbol` is code in this library; `info` is a valid out-parameter.
     if unsafe { libc::dladdr(resolve_symbol as *const c_void, &mut info) } == 0 {

@@ -7,8 +7,9 @@
 //! file once per process, so whichever library a program loads first, they all share this
 //! state.
 //!
-//! Each vtable entry is written with `core_fn!`: it catches panics, checks out-pointers,
-//! records the calling thread's last error message and returns a [`Status`] code.
+//! Each vtable entry is written with `core_fn!` (the workspace's one C boundary,
+//! `ffi_boundary::ffi_fn!`): it catches panics, checks out-pointers, records the calling
+//! thread's last error message and returns a [`Status`] code.
 
 use fake_cuda_core::abi::{
     CArenaLocation, CDeviceInfo, CDeviceTopology, CHandle, CNvLink, CPointerInfo, CStreamInfo,
@@ -97,49 +98,55 @@ thread_local! {
     static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
-fn fail(e: CoreError) -> i32 {
-    LAST_ERROR.with(|m| *m.borrow_mut() = e.to_string());
-    e.status() as i32
+/// A core error at the vtable's C boundary: its [`Status`] is the code, its text the calling
+/// thread's last error message (`last_error_message`).
+struct VtableError(CoreError);
+
+impl std::fmt::Display for VtableError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
 }
 
-/// Runs `body`, mapping its error or a panic to a status code.
-fn guard(body: impl FnOnce() -> Result<(), CoreError>) -> i32 {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
-        Ok(Ok(())) => Status::Success as i32,
-        Ok(Err(e)) => fail(e),
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            LAST_ERROR.with(|m| *m.borrow_mut() = format!("internal error (panic): {what}"));
-            Status::Internal as i32
-        }
+impl ffi_boundary::FfiError for VtableError {
+    /// The front-ends print what the core returns them.
+    const LIBRARY: ffi_boundary::Library =
+        ffi_boundary::Library::new("libncclsim_cuda", Status::Internal as i32).silent();
+
+    fn code(&self) -> i32 {
+        self.0.status() as i32
+    }
+
+    /// Failures and panics set the thread's last error message; successes keep it.
+    fn record(_function: &'static str, outcome: ffi_boundary::Outcome<'_, Self>) {
+        let message = match outcome {
+            ffi_boundary::Outcome::Success => return,
+            ffi_boundary::Outcome::Failure(e) => e.to_string(),
+            ffi_boundary::Outcome::Panic(what) => format!("internal error (panic): {what}"),
+        };
+        LAST_ERROR.with(|m| *m.borrow_mut() = message);
     }
 }
 
 /// Writes through an out-pointer, failing with `InvalidValue` if it is null.
 fn put<T>(out: *mut T, value: T) -> Result<(), CoreError> {
-    if out.is_null() {
-        return Err(CoreError::InvalidValue("null output pointer".into()));
-    }
-    // SAFETY: non-null; the caller promises it points to a writable `T`.
-    unsafe { out.write(value) };
+    // The caller promises a non-null `out` points to a writable `T`.
+    ffi_boundary::non_null!(*out = value; else CoreError::InvalidValue("null output pointer".into()));
     Ok(())
 }
 
-/// Defines a vtable entry: `unsafe extern "C"`, panic-safe, returning a status code.
+/// Defines a vtable entry inside the C boundary ([`ffi_boundary::ffi_fn!`] with
+/// `VtableError`): `unsafe extern "C"`, panic-safe, counted, returning a [`Status`] code.
 macro_rules! core_fn {
     ($name:ident ( $($arg:ident : $ty:ty),* ) $body:block) => {
-        unsafe extern "C" fn $name($($arg: $ty),*) -> i32 {
+        ffi_boundary::ffi_fn!(VtableError; fn $name($($arg: $ty),*) {
             count_call(stringify!($name));
-            guard(|| $body)
-        }
+            (move || -> Result<(), CoreError> { $body })().map_err(VtableError)
+        });
     };
 }
 
-unsafe extern "C" fn last_error_message(buf: *mut c_char, len: usize) -> usize {
+ffi_boundary::ffi_fn!(VtableError; fn last_error_message(buf: *mut c_char, len: usize) -> usize {
     LAST_ERROR.with(|m| {
         let m = m.borrow();
         if !buf.is_null() && len > 0 {
@@ -152,7 +159,7 @@ unsafe extern "C" fn last_error_message(buf: *mut c_char, len: usize) -> usize {
         }
         m.len()
     })
-}
+});
 
 core_fn!(device_count(out: *mut i32) { put(out, core()?.device_count() as i32) });
 
@@ -456,11 +463,12 @@ static API: CoreApiV1 = CoreApiV1 {
     trim_device,
 };
 
-/// The one exported symbol: the core's vtable.
-#[unsafe(no_mangle)]
-pub extern "C" fn ncclsim_cuda_core_v1() -> *const CoreApiV1 {
-    &API
-}
+ffi_boundary::ffi_fn!(VtableError; export
+    /// The one exported symbol: the core's vtable.
+    fn ncclsim_cuda_core_v1() -> *const CoreApiV1 {
+        &API
+    }
+);
 
 #[cfg(test)]
 mod tests {
@@ -468,20 +476,26 @@ mod tests {
 
     #[test]
     fn vtable_reports_errors_with_messages() {
+        // SAFETY: the vtable is static; its entries get valid locals or null as each case says.
         let api = unsafe { &*ncclsim_cuda_core_v1() };
         let mut n = 0;
+        // SAFETY: the vtable is static; its entries get valid locals or null as each case says.
         assert_eq!(unsafe { (api.device_count)(&mut n) }, 0);
         assert!(n >= 0);
         assert_eq!(
+            // SAFETY: the vtable is static; its entries get valid locals or null as each case says.
             unsafe { (api.set_device)(1000) },
             Status::InvalidDevice as i32
         );
         let mut buf = [0 as c_char; 128];
+        // SAFETY: the vtable is static; its entries get valid locals or null as each case says.
         let len = unsafe { (api.last_error_message)(buf.as_mut_ptr(), buf.len()) };
+        // SAFETY: the vtable is static; its entries get valid locals or null as each case says.
         let msg = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
         assert!(msg.contains("1000"), "{msg}");
         assert_eq!(len, msg.len());
         assert_eq!(
+            // SAFETY: the vtable is static; its entries get valid locals or null as each case says.
             unsafe { (api.device_count)(std::ptr::null_mut()) },
             Status::InvalidValue as i32
         );

@@ -20,8 +20,8 @@ fn own_file() -> Option<String> {
     if found == 0 || info.dli_fname.is_null() {
         return None;
     }
-    // SAFETY: dladdr filled a NUL-terminated file name.
     Some(
+        // SAFETY: dladdr filled a NUL-terminated file name.
         unsafe { CStr::from_ptr(info.dli_fname) }
             .to_string_lossy()
             .into_owned(),

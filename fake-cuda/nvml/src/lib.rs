@@ -11,10 +11,9 @@
 
 #![allow(non_snake_case, non_camel_case_types)]
 
+use fake_cuda_client::{client, Client};
 use fake_cuda_core::abi::CDeviceInfo;
-use fake_cuda_core::client::{client, Client};
 use fake_cuda_core::device::uuid_string;
-use fake_cuda_core::frontend::{self, ApiError};
 use fake_cuda_core::{CoreError, Status};
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void, CStr};
 use std::mem::size_of;
@@ -55,7 +54,9 @@ pub enum NvmlError {
     },
 }
 
-impl ApiError for NvmlError {
+impl ffi_boundary::FfiError for NvmlError {
+    const LIBRARY: ffi_boundary::Library = ffi_boundary::Library::new("libnvidia-ml", UNKNOWN);
+
     fn code(&self) -> i32 {
         match self {
             NvmlError::Code { code, .. } => *code,
@@ -83,16 +84,11 @@ fn err(code: nvmlReturn_t, message: impl Into<String>) -> NvmlError {
 
 type Result<T> = std::result::Result<T, NvmlError>;
 
-/// Wraps an exported NVML function: panic boundary and `nvmlReturn_t` mapping.
+/// Writes an exported NVML function inside the C boundary ([`ffi_boundary::ffi_fn!`] with
+/// [`NvmlError`]): panics caught, errors become `nvmlReturn_t`.
 macro_rules! nvml_fn {
-    ($(#[$meta:meta])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
-        $(#[$meta])*
-        #[unsafe(no_mangle)]
-        #[allow(clippy::missing_safety_doc)]
-        pub unsafe extern "C" fn $name($($arg: $ty),*) -> nvmlReturn_t {
-            frontend::boundary("libnvidia-ml", stringify!($name), UNKNOWN, &[],
-                               move || -> Result<()> { $body })
-        }
+    ($($function:tt)*) => {
+        ffi_boundary::ffi_fn!(NvmlError; export $($function)*);
     };
 }
 
@@ -108,8 +104,9 @@ fn core() -> Result<&'static Client> {
 }
 
 fn write_out<T>(out: *mut T, value: T) -> Result<()> {
-    // SAFETY: NVML out-parameters point to a writable `T` when non-null (API contract).
-    unsafe { frontend::write_out(out, value, || err(INVALID_ARGUMENT, "null output pointer")) }
+    // NVML out-parameters point to a writable `T` when non-null (API contract).
+    ffi_boundary::non_null!(*out = value; else err(INVALID_ARGUMENT, "null output pointer"));
+    Ok(())
 }
 
 fn write_string(buf: *mut c_char, len: c_uint, text: &[u8]) -> Result<()> {
@@ -117,7 +114,7 @@ fn write_string(buf: *mut c_char, len: c_uint, text: &[u8]) -> Result<()> {
         return Err(err(INVALID_ARGUMENT, "null buffer"));
     }
     // SAFETY: the caller provides `len` bytes at `buf` (NVML's buffer contract).
-    if !unsafe { frontend::write_c_string(buf, len as usize, text) } {
+    if !unsafe { ffi_boundary::write_c_string(buf, len as usize, text) } {
         return Err(err(
             INSUFFICIENT_SIZE,
             format!("{len}-byte buffer for {} bytes", text.len() + 1),
@@ -234,8 +231,8 @@ fn pci_info(pci: [u32; 4], device_id: u32, subsystem: u32) -> nvmlPciInfo_t {
     let legacy = format!("{:04X}:{:02X}:{:02X}.{:X}", pci[0], pci[1], pci[2], pci[3]);
     // SAFETY: our own arrays of 16 and 32 bytes.
     unsafe {
-        frontend::write_c_string(p.busIdLegacy.as_mut_ptr(), 16, legacy.as_bytes());
-        frontend::write_c_string(p.busId.as_mut_ptr(), 32, bus_id_text(pci).as_bytes());
+        ffi_boundary::write_c_string(p.busIdLegacy.as_mut_ptr(), 16, legacy.as_bytes());
+        ffi_boundary::write_c_string(p.busId.as_mut_ptr(), 32, bus_id_text(pci).as_bytes());
     }
     p
 }
@@ -272,21 +269,22 @@ nvml_fn!(
     }
 );
 
-/// `nvmlErrorString`.
-#[unsafe(no_mangle)]
-pub extern "C" fn nvmlErrorString(result: nvmlReturn_t) -> *const c_char {
-    let text: &CStr = match result {
-        SUCCESS => c"Success",
-        UNINITIALIZED => c"Uninitialized",
-        INVALID_ARGUMENT => c"Invalid Argument",
-        NOT_SUPPORTED => c"Not Supported",
-        NOT_FOUND => c"Not Found",
-        INSUFFICIENT_SIZE => c"Insufficient Size",
-        DRIVER_NOT_LOADED => c"Driver Not Loaded",
-        _ => c"Unknown Error",
-    };
-    text.as_ptr()
-}
+nvml_fn!(
+    /// `nvmlErrorString`.
+    fn nvmlErrorString(result: nvmlReturn_t) -> *const c_char {
+        let text: &CStr = match result {
+            SUCCESS => c"Success",
+            UNINITIALIZED => c"Uninitialized",
+            INVALID_ARGUMENT => c"Invalid Argument",
+            NOT_SUPPORTED => c"Not Supported",
+            NOT_FOUND => c"Not Found",
+            INSUFFICIENT_SIZE => c"Insufficient Size",
+            DRIVER_NOT_LOADED => c"Driver Not Loaded",
+            _ => c"Unknown Error",
+        };
+        text.as_ptr()
+    }
+);
 
 nvml_fn!(
     fn nvmlSystemGetDriverVersion(version: *mut c_char, length: c_uint) {
@@ -422,7 +420,11 @@ nvml_fn!(
 
 nvml_fn!(
     fn nvmlDeviceGetName(device: nvmlDevice_t, name: *mut c_char, length: c_uint) {
-        write_string(name, length, &frontend::c_array_text(&info(device)?.name))
+        write_string(
+            name,
+            length,
+            &ffi_boundary::c_array_text(&info(device)?.name),
+        )
     }
 );
 nvml_fn!(
@@ -724,11 +726,11 @@ mod tests {
         let p = pci_info([0, 0x4e, 0, 0], 0x20b0, 0x134f10de);
         assert_eq!(p.pciDeviceId, 0x20b010de);
         assert_eq!(
-            frontend::c_array_text(&p.busId),
+            ffi_boundary::c_array_text(&p.busId),
             b"00000000:4E:00.0".to_vec()
         );
         assert_eq!(
-            frontend::c_array_text(&p.busIdLegacy),
+            ffi_boundary::c_array_text(&p.busIdLegacy),
             b"0000:4E:00.0".to_vec()
         );
     }
@@ -736,7 +738,9 @@ mod tests {
     #[test]
     fn calls_before_init_are_refused() {
         let mut n = 0;
+        // SAFETY: valid out-pointer (a local).
         assert_eq!(unsafe { nvmlDeviceGetCount_v2(&mut n) }, UNINITIALIZED);
+        // SAFETY: valid out-pointer (a local).
         assert_eq!(unsafe { nvmlShutdown() }, UNINITIALIZED);
     }
 }

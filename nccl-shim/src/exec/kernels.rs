@@ -86,7 +86,7 @@ pub(super) fn copy(src: usize, dst: usize, len: usize) {
 unsafe fn stream_copy(src: *const u8, dst: *mut u8, len: usize) {
     use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
     let head = dst.align_offset(16).min(len);
-    // SAFETY (whole function): callers pass non-overlapping ranges of `len` valid bytes; SSE2
+    // SAFETY: (whole function) callers pass non-overlapping ranges of `len` valid bytes; SSE2
     // is part of the x86_64 baseline; stores are to 16-byte aligned addresses.
     unsafe {
         std::ptr::copy_nonoverlapping(src, dst, head);

@@ -1,16 +1,20 @@
-//! The front-ends' side of the vtable: finds the process's one core and wraps each entry in a
-//! safe method returning [`crate::Result`].
+//! The front-ends' side of the fake CUDA core's vtable: finds the process's one core and wraps
+//! each entry in a safe method returning [`fake_cuda_core::Result`].
 //!
 //! The core is the `libncclsim_cuda.so` already loaded in the process (found by its SONAME
 //! with `RTLD_NOLOAD`, whichever directory it came from); else the file named by
 //! `NCCLSIM_CUDA_CORE`, else `libncclsim_cuda.so` from the directory of the library this code
 //! is linked into (found with `dladdr`). So all front-ends share one core whichever is loaded
 //! first, even from copies in different directories.
+//!
+//! This crate holds the `dlopen`/`dlsym` loading and the calls through the vtable's C function
+//! pointers: every method checks its arguments' contract (out-pointers are locals, C strings are
+//! borrowed `CStr`s) so that callers stay in safe Rust.
 
-use crate::abi::{
+use fake_cuda_core::abi::{
     self, CDeviceInfo, CDeviceTopology, CHandle, CPointerInfo, CStreamInfo, CoreApiV1,
 };
-use crate::error::{CoreError, Result, Status};
+use fake_cuda_core::{CoreError, Result, Status};
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::sync::OnceLock;
 
@@ -42,6 +46,7 @@ fn dlerror_text() -> String {
 
 /// Directory of the shared object (or executable) containing this function.
 fn own_directory() -> Option<std::path::PathBuf> {
+    // SAFETY: `Dl_info` is plain C data (pointers and integers); all zeroes is a valid value.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: `own_directory` is code in this object; `info` is a valid out-parameter.
     let found = unsafe { libc::dladdr(own_directory as *const c_void, &mut info) };
@@ -146,6 +151,7 @@ impl Client {
     /// Description of visible device `ordinal`.
     pub fn device_info(&self, ordinal: i32) -> Result<CDeviceInfo> {
         let mut d = CDeviceInfo::default();
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.device_info)(ordinal, &mut d) })?;
         Ok(d)
     }
@@ -153,30 +159,35 @@ impl Client {
     /// Current device of the calling thread.
     pub fn get_device(&self) -> Result<i32> {
         let mut d = 0;
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.get_device)(&mut d) })?;
         Ok(d)
     }
 
     /// Sets the calling thread's current device.
     pub fn set_device(&self, ordinal: i32) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.set_device)(ordinal) })
     }
 
     /// Device allocation.
     pub fn malloc(&self, ordinal: i32, size: usize) -> Result<usize> {
         let mut p = 0;
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.malloc)(ordinal, size, &mut p) })?;
         Ok(p)
     }
 
     /// Device free.
     pub fn free(&self, ptr: usize) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.free)(ptr) })
     }
 
     /// `(free, total)` of a device.
     pub fn mem_info(&self, ordinal: i32) -> Result<(u64, u64)> {
         let (mut f, mut t) = (0, 0);
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.mem_info)(ordinal, &mut f, &mut t) })?;
         Ok((f, t))
     }
@@ -184,28 +195,33 @@ impl Client {
     /// Pinned host allocation.
     pub fn host_alloc(&self, size: usize) -> Result<usize> {
         let mut p = 0;
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.host_alloc)(size, &mut p) })?;
         Ok(p)
     }
 
     /// Pinned host free.
     pub fn host_free(&self, ptr: usize) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.host_free)(ptr) })
     }
 
     /// Registers host memory.
     pub fn host_register(&self, ptr: usize, size: usize) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.host_register)(ptr, size) })
     }
 
     /// Unregisters host memory.
     pub fn host_unregister(&self, ptr: usize) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.host_unregister)(ptr) })
     }
 
     /// What a pointer points into.
     pub fn pointer_info(&self, ptr: usize) -> Result<CPointerInfo> {
         let mut i = CPointerInfo::default();
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.pointer_info)(ptr, &mut i) })?;
         Ok(i)
     }
@@ -220,6 +236,7 @@ impl Client {
 
     /// Stream-ordered copy.
     pub fn memcpy(&self, dst: usize, src: usize, n: usize, kind: i32, stream: u64) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.memcpy)(dst, src, n, kind, stream) })
     }
 
@@ -236,6 +253,7 @@ impl Client {
         kind: i32,
         stream: u64,
     ) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe {
             (self.api.memcpy_2d)(dst, dpitch, src, spitch, width, height, kind, stream)
         })
@@ -243,46 +261,54 @@ impl Client {
 
     /// Stream-ordered fill.
     pub fn memset(&self, dst: usize, value: i32, n: usize, stream: u64) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.memset)(dst, value, n, stream) })
     }
 
     /// Creates a stream.
     pub fn stream_create(&self, flags: u32, priority: i32) -> Result<u64> {
         let mut s = 0;
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.stream_create)(flags, priority, &mut s) })?;
         Ok(s)
     }
 
     /// Destroys a stream.
     pub fn stream_destroy(&self, stream: u64) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.stream_destroy)(stream) })
     }
 
     /// Stream properties.
     pub fn stream_info(&self, stream: u64) -> Result<CStreamInfo> {
         let mut i = CStreamInfo::default();
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.stream_info)(stream, &mut i) })?;
         Ok(i)
     }
 
     /// Queries a stream.
     pub fn stream_query(&self, stream: u64) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.stream_query)(stream) })
     }
 
     /// Waits for a stream.
     pub fn stream_synchronize(&self, stream: u64) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.stream_synchronize)(stream) })
     }
 
     /// Makes a stream wait for an event.
     pub fn stream_wait_event(&self, stream: u64, event: u64) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.stream_wait_event)(stream, event) })
     }
 
     /// Virtual completion time of a stream (ns).
     pub fn stream_clock(&self, stream: u64) -> Result<u64> {
         let mut c = 0;
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.stream_clock)(stream, &mut c) })?;
         Ok(c)
     }
@@ -298,6 +324,7 @@ impl Client {
         work: Option<abi::CWorkFn>,
         data: *mut c_void,
     ) -> Result<()> {
+        // SAFETY: `work(data)` may be called once from this thread (this function's contract).
         self.check(unsafe { (self.api.enqueue)(stream, duration_ns, work, data) })
     }
 
@@ -315,44 +342,52 @@ impl Client {
         data: *mut c_void,
         release: abi::CWorkFn,
     ) -> Result<()> {
+        // SAFETY: `work` and `release` keep the core's contract (this function's contract).
         self.check(unsafe { (self.api.enqueue_owned)(stream, duration_ns, work, data, release) })
     }
 
     /// Waits for the current device.
     pub fn device_synchronize(&self) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.device_synchronize)() })
     }
 
     /// Creates an event.
     pub fn event_create(&self, flags: u32) -> Result<u64> {
         let mut e = 0;
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.event_create)(flags, &mut e) })?;
         Ok(e)
     }
 
     /// Destroys an event.
     pub fn event_destroy(&self, event: u64) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.event_destroy)(event) })
     }
 
     /// Records an event.
     pub fn event_record(&self, event: u64, stream: u64) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.event_record)(event, stream) })
     }
 
     /// Queries an event.
     pub fn event_query(&self, event: u64) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.event_query)(event) })
     }
 
     /// Waits for an event.
     pub fn event_synchronize(&self, event: u64) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.event_synchronize)(event) })
     }
 
     /// Virtual milliseconds between events.
     pub fn event_elapsed_ms(&self, start: u64, end: u64) -> Result<f32> {
         let mut ms = 0.0;
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.event_elapsed_ms)(start, end, &mut ms) })?;
         Ok(ms)
     }
@@ -360,6 +395,7 @@ impl Client {
     /// IPC handle of an allocation.
     pub fn ipc_get_mem_handle(&self, ptr: usize) -> Result<CHandle> {
         let mut h = [0; 64];
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.ipc_get_mem_handle)(ptr, &mut h) })?;
         Ok(h)
     }
@@ -367,18 +403,21 @@ impl Client {
     /// Opens an IPC memory handle.
     pub fn ipc_open_mem_handle(&self, handle: &CHandle) -> Result<usize> {
         let mut p = 0;
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.ipc_open_mem_handle)(handle, &mut p) })?;
         Ok(p)
     }
 
     /// Closes an opened IPC pointer.
     pub fn ipc_close_mem_handle(&self, ptr: usize) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.ipc_close_mem_handle)(ptr) })
     }
 
     /// IPC handle of an event.
     pub fn ipc_get_event_handle(&self, event: u64) -> Result<CHandle> {
         let mut h = [0; 64];
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.ipc_get_event_handle)(event, &mut h) })?;
         Ok(h)
     }
@@ -386,23 +425,27 @@ impl Client {
     /// Opens an IPC event handle.
     pub fn ipc_open_event_handle(&self, handle: &CHandle) -> Result<u64> {
         let mut e = 0;
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.ipc_open_event_handle)(handle, &mut e) })?;
         Ok(e)
     }
 
     /// Registers a kernel name.
     pub fn register_function(&self, host_fun: usize, name: &CStr) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.register_function)(host_fun, name.as_ptr()) })
     }
 
     /// Counts a kernel launch.
     pub fn launch_kernel(&self, host_fun: usize, stream: u64) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.launch_kernel)(host_fun, stream) })
     }
 
     /// Number of devices of the node (NVML's view, ignoring `CUDA_VISIBLE_DEVICES`).
     pub fn physical_device_count(&self) -> Result<i32> {
         let mut n = 0;
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.physical_device_count)(&mut n) })?;
         Ok(n)
     }
@@ -410,6 +453,7 @@ impl Client {
     /// Description of physical device `index`.
     pub fn physical_device_info(&self, index: i32) -> Result<CDeviceInfo> {
         let mut d = CDeviceInfo::default();
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.physical_device_info)(index, &mut d) })?;
         Ok(d)
     }
@@ -417,6 +461,7 @@ impl Client {
     /// PCI ids, NUMA node, NVLinks and PCI ancestors of physical device `index`.
     pub fn physical_device_topology(&self, index: i32) -> Result<CDeviceTopology> {
         let mut t = CDeviceTopology::default();
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.physical_device_topology)(index, &mut t) })?;
         Ok(t)
     }
@@ -424,18 +469,21 @@ impl Client {
     /// NVML topology level between two physical devices.
     pub fn topology_common_ancestor(&self, a: i32, b: i32) -> Result<u32> {
         let mut level = 0;
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.topology_common_ancestor)(a, b, &mut level) })?;
         Ok(level)
     }
 
     /// Starts capturing a stream.
     pub fn begin_capture(&self, stream: u64) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.begin_capture)(stream) })
     }
 
     /// Ends a capture; returns its graph.
     pub fn end_capture(&self, stream: u64) -> Result<u64> {
         let mut g = 0;
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.end_capture)(stream, &mut g) })?;
         Ok(g)
     }
@@ -443,6 +491,7 @@ impl Client {
     /// (status 0/1, capture id, graph) of a stream.
     pub fn capture_info(&self, stream: u64) -> Result<(u32, u64, u64)> {
         let (mut s, mut i, mut g) = (0, 0, 0);
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.capture_info)(stream, &mut s, &mut i, &mut g) })?;
         Ok((s, i, g))
     }
@@ -450,52 +499,61 @@ impl Client {
     /// Creates an empty graph.
     pub fn graph_create(&self) -> Result<u64> {
         let mut g = 0;
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.graph_create)(&mut g) })?;
         Ok(g)
     }
 
     /// Destroys a graph.
     pub fn graph_destroy(&self, graph: u64) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.graph_destroy)(graph) })
     }
 
     /// Number of nodes of a graph.
     pub fn graph_node_count(&self, graph: u64) -> Result<usize> {
         let mut n = 0;
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.graph_node_count)(graph, &mut n) })?;
         Ok(n)
     }
 
     /// Writes a graph as Graphviz DOT to `path`.
     pub fn graph_write_dot(&self, graph: u64, path: &CStr) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.graph_write_dot)(graph, path.as_ptr()) })
     }
 
     /// Instantiates a graph.
     pub fn graph_instantiate(&self, graph: u64) -> Result<u64> {
         let mut e = 0;
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.graph_instantiate)(graph, &mut e) })?;
         Ok(e)
     }
 
     /// Destroys an executable graph.
     pub fn graph_exec_destroy(&self, exec: u64) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.graph_exec_destroy)(exec) })
     }
 
     /// Replays an executable graph on a stream.
     pub fn graph_launch(&self, exec: u64, stream: u64) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.graph_launch)(exec, stream) })
     }
 
     /// Frees every allocation of a visible device.
     pub fn device_reset(&self, ordinal: i32) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.device_reset)(ordinal) })
     }
 
     /// Gives the pages of a device's freed memory back; returns the bytes trimmed.
     pub fn trim_device(&self, ordinal: i32) -> Result<u64> {
         let mut n = 0;
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.trim_device)(ordinal, &mut n) })?;
         Ok(n)
     }
