@@ -85,7 +85,7 @@ struct Input {
     /// Topology XML file (one node).
     file: String,
     /// Number of identical nodes.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     nodes: usize,
     /// GPU model to complete skeleton files with (e.g. A100-SXM4, H100-SXM5, V100-SXM2, A10G, RTX4090).
     #[arg(long)]
@@ -117,6 +117,20 @@ fn load(input: &Input) -> Result<Cluster, String> {
     )
 }
 
+/// A node count a cluster can have (checked before anything is allocated per node).
+pub(crate) fn check_nodes(nodes: usize) -> Result<(), String> {
+    if nodes == 0 {
+        return Err("--nodes must be at least 1".into());
+    }
+    if nodes > topo::cluster::MAX_NODES {
+        return Err(format!(
+            "--nodes {nodes}: a cluster has at most {} nodes",
+            topo::cluster::MAX_NODES
+        ));
+    }
+    Ok(())
+}
+
 /// `nodes` copies of one node file, skeletons completed with `gpu` / `nic_speed`.
 pub(crate) fn load_cluster(
     file: &str,
@@ -133,9 +147,7 @@ pub(crate) fn load_cluster(
         .map(topo::profiles::parse_nic_speed)
         .transpose()
         .map_err(|e| e.to_string())?;
-    if nodes == 0 {
-        return Err("--nodes must be at least 1".into());
-    }
+    check_nodes(nodes)?;
     let xml = Arc::new(topo::read_xml(file).map_err(|e| e.to_string())?);
     let hosts: Vec<(String, Arc<topo::XmlElement>)> = (0..nodes)
         .map(|_| (file.to_string(), xml.clone()))
@@ -261,14 +273,9 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             print!("{}", topo::print::matrix(&c.nodes[0].topo));
         }
         Cmd::Topo(TopoCmd::Check { file }) => {
-            let text = std::fs::read_to_string(&file).map_err(|e| format!("{file}: {e}"))?;
-            let root = match topo::xml::parse(&text, &file) {
-                Ok(r) => r,
-                Err(e) => {
-                    println!("{e}");
-                    return Ok(ExitCode::from(1));
-                }
-            };
+            // A file that cannot be read or parsed is bad input (exit 2), not a lint finding.
+            let text = topo::read_text(&file).map_err(|e| e.to_string())?;
+            let root = topo::xml::parse(&text, &file).map_err(|e| e.to_string())?;
             let findings = topo::lint::check(&text, &root, &file);
             for f in &findings {
                 println!("{f}");

@@ -230,6 +230,12 @@ pub fn dot(c: &CommPlan, max_channels: usize) -> String {
 
 /// Run `ncclsim plan`.
 pub fn run(args: &PlanArgs) -> Result<(), String> {
+    if args.svg.is_some() && args.format != "dot" {
+        return Err(format!(
+            "--svg needs --format dot (the format is {})",
+            args.format
+        ));
+    }
     let pairs = env_pairs(&args.system.env, args.system.nccl_version.as_deref())?;
     let (_cluster, job) = plan(args, &pairs)?;
     let comms: Vec<&CommPlan> = std::iter::once(&job.world)

@@ -13,7 +13,7 @@ pub struct SystemArgs {
     #[arg(long)]
     pub topo: String,
     /// Number of identical nodes.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     pub nodes: usize,
     /// GPU model to complete skeleton files with.
     #[arg(long)]
@@ -119,6 +119,12 @@ pub fn parse_sweep(s: &SweepArgs) -> Result<Sweep, String> {
         return Err(format!("-b {min} is larger than -e {max}"));
     }
     let sizes = nccl_tests::sizes(min, max, s.step_factor);
+    if sizes.is_empty() {
+        return Err(format!(
+            "-b {} -e {}: no message size in the range (sizes start at 1 byte)",
+            s.min_bytes, s.max_bytes
+        ));
+    }
     let dtype = s.dtype.parse::<DataType>().map_err(|e| e.to_string())?;
     let op = s.redop.parse::<RedOp>().map_err(|e| e.to_string())?;
     let mode = s.mode.parse::<Mode>().map_err(|e| e.to_string())?;
@@ -147,9 +153,7 @@ pub fn build(
     let nodes = cost_model::edit::apply_all(&mut xml, edits)
         .map_err(|e| e.to_string())?
         .unwrap_or(sys.nodes);
-    if nodes == 0 {
-        return Err("--nodes must be at least 1".into());
-    }
+    crate::check_nodes(nodes)?;
     let xml = std::sync::Arc::new(xml);
     let hosts: Vec<(String, std::sync::Arc<XmlElement>)> = (0..nodes)
         .map(|_| (sys.topo.clone(), xml.clone()))

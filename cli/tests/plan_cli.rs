@@ -327,3 +327,45 @@ fn bad_input() {
         assert!(err.contains(msg), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn hostile_split_and_output_options_are_errors() {
+    let t = "topologies/dgx-a100.xml";
+    for (args, what) in [
+        (
+            vec!["--split-by", "color=(-9223372036854775807-1)/(0-1)"],
+            "overflows",
+        ),
+        (
+            vec!["--split", "tp=3,dp=12297829382473034416"],
+            "multiply to",
+        ),
+        (
+            vec!["--svg", "/tmp/never-written.svg"],
+            "--svg needs --format dot",
+        ),
+        (vec!["--nodes", "4294967297"], "--nodes 4294967297"),
+    ] {
+        let mut a = vec!["plan", "--topo", t];
+        a.extend(args.iter().copied());
+        let (code, _, err) = ncclsim(&a);
+        assert_eq!(code, 2, "{a:?}: {err}");
+        assert!(err.contains(what), "{a:?}: {err}");
+    }
+    let deep = format!("color={}1{}", "(".repeat(30_000), ")".repeat(30_000));
+    let (code, _, err) = ncclsim(&["plan", "--topo", t, "--split-by", &deep]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("longer than"), "{err}");
+    let (code, _, err) = ncclsim(&[
+        "plan",
+        "--topo",
+        t,
+        "--env",
+        "NCCL_GRAPH_FILE=/nonexistent-graph.xml",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("NCCL_GRAPH_FILE=/nonexistent-graph.xml"),
+        "{err}"
+    );
+}

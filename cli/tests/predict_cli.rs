@@ -192,3 +192,24 @@ fn whatif_compares_and_sweeps() {
     assert_eq!(rc, 0);
     assert!(out.contains("Tree/Simple"), "{out}");
 }
+
+#[test]
+fn empty_size_range_and_absurd_node_counts_are_errors() {
+    let (code, _, err) = ncclsim(&[
+        "predict",
+        "--topo",
+        "topologies/dgx-a100.xml",
+        "-b",
+        "0",
+        "-e",
+        "0",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("-b 0 -e 0"), "{err}");
+    for n in ["4294967297", "-1"] {
+        let (code, _, err) =
+            ncclsim(&["predict", "--topo", "topologies/dgx-a100.xml", "--nodes", n]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("--nodes"), "{err}");
+    }
+}

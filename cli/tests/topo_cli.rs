@@ -153,3 +153,35 @@ fn bad_input_is_a_clear_error() {
     assert_eq!(code, 2);
     assert!(err.contains("NCCL_P2P_LEVEL=FAST"), "{err}");
 }
+
+#[test]
+fn unreadable_files_are_bad_input() {
+    let dir = std::env::temp_dir().join(format!("ncclsim-hostile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let empty = dir.join("empty.xml");
+    std::fs::write(&empty, "").unwrap();
+    let bad = dir.join("bad-utf8.xml");
+    std::fs::write(&bad, b"<system>\n <cpu a=\"\xff\"/></system>").unwrap();
+    let bom = dir.join("bom.xml");
+    std::fs::write(&bom, "\u{feff}<system version=\"日\"></system>").unwrap();
+    let (e, b, m) = (
+        empty.to_string_lossy().into_owned(),
+        bad.to_string_lossy().into_owned(),
+        bom.to_string_lossy().into_owned(),
+    );
+    let (code, _, err) = ncclsim(&["topo", "check", &e]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(&format!("{e}:1:1:")), "{err}");
+    let (code, _, err) = ncclsim(&["topo", "show", &b]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(&format!("{b}:2:10: not valid UTF-8")), "{err}");
+    let (code, _, err) = ncclsim(&["topo", "show", &m]);
+    assert_eq!(code, 2, "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    if std::path::Path::new("/dev/zero").exists() {
+        let (code, _, err) = ncclsim(&["topo", "show", "/dev/zero"]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("larger than"), "{err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -4,7 +4,7 @@
 //! behind the version profile.
 
 use crate::error::PlanError;
-use crate::graph::{Pattern, TopoGraph};
+use crate::graph::{graph_id, Pattern, TopoGraph};
 use crate::plan::NodeSearch;
 use crate::profile::Profile;
 use topo::{NodeKind, PathType, System, XmlElement};
@@ -170,112 +170,189 @@ pub fn graph_from_xml(
         }
     };
     let ngpus = sys.count(NodeKind::Gpu);
+    let hex = Profile::for_version(sys.version).graph_hex_ids;
+    // NCCL keeps at most MAXCHANNELS/2 searched channels (Postset doubles them).
+    let max_channels = sys.version.max_channels() / 2;
+    let err = |e: &XmlElement, msg: String| {
+        PlanError::GraphFile(format!("{}: <{}> {msg}", e.location(file), e.name))
+    };
     let mut found = None;
     for x in graphs.subs("graph") {
-        if int_attr(x, "id", file)? as i32 != id {
+        if int_in(x, "id", 0, 4, file)? as i32 != id {
             continue;
         }
-        let pattern_n = int_attr(x, "pattern", file)? as i32;
-        let pattern = Pattern::from_number(pattern_n).ok_or_else(|| {
-            PlanError::GraphFile(format!("{}: unknown pattern {pattern_n}", x.location(file)))
-        })?;
+        if found.is_some() {
+            return Err(err(x, format!("graph id {id} given twice")));
+        }
+        let pattern_n = int_in(x, "pattern", 1, 6, file)? as i32;
+        let pattern = Pattern::from_number(pattern_n)
+            .ok_or_else(|| err(x, format!("pattern=\"{pattern_n}\" is not a pattern")))?;
+        // The patterns NCCL searches each graph with (a single GPU searches a chain).
+        let fits = match id {
+            graph_id::RING => pattern == Pattern::Ring,
+            graph_id::TREE | graph_id::COLLNET_CHAIN => pattern.is_tree(),
+            graph_id::NVLS => matches!(pattern, Pattern::Nvls | Pattern::Tree),
+            _ => matches!(pattern, Pattern::CollnetDirect | Pattern::Tree),
+        };
+        if !fits || (ngpus == 1 && !matches!(pattern, Pattern::Ring | Pattern::Tree)) {
+            return Err(err(
+                x,
+                format!("pattern=\"{pattern_n}\" is not a pattern of graph {id} on {ngpus} GPU(s)"),
+            ));
+        }
         let float = |k: &str| -> crate::error::Result<f32> {
             let s = attr(x, k, file)?;
-            s.trim().parse::<f32>().map_err(|_| {
-                PlanError::GraphFile(format!("{}: {k}=\"{s}\" is not a number", x.location(file)))
-            })
+            s.trim()
+                .parse::<f32>()
+                .ok()
+                .filter(|v| v.is_finite() && *v >= 0.0)
+                .ok_or_else(|| err(x, format!("{k}=\"{s}\" is not a non-negative number")))
         };
         let ty = |k: &str| -> crate::error::Result<PathType> {
             let s = attr(x, k, file)?;
             PathType::from_name(s)
                 .filter(|t| !matches!(t, PathType::C2c | PathType::Net | PathType::Dis))
-                .ok_or_else(|| {
-                    PlanError::GraphFile(format!(
-                        "{}: {k}=\"{s}\" is not a path type NCCL accepts",
-                        x.location(file)
-                    ))
-                })
+                .ok_or_else(|| err(x, format!("{k}=\"{s}\" is not a path type NCCL accepts")))
         };
         let mut g = TopoGraph::new(id, pattern, 0, 0);
-        g.cross_nic = int_attr(x, "crossnic", file)? as i32;
-        g.n_channels = int_attr(x, "nchannels", file)? as i32;
+        g.cross_nic = int_in(x, "crossnic", 0, 2, file)? as i32;
+        let nchannels = int_in(x, "nchannels", 0, max_channels as i64, file)? as usize;
         g.bw_intra = float("speedintra")?;
         g.bw_inter = float("speedinter")?;
-        g.latency_inter = x
-            .get("latencyinter")
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(0.0);
+        g.latency_inter = match x.get("latencyinter") {
+            Some(_) => float("latencyinter")?,
+            None => 0.0,
+        };
         g.type_intra = ty("typeintra")?;
         g.type_inter = ty("typeinter")?;
-        g.same_channels = int_attr(x, "samechannels", file)? as i32;
-        let chans: Vec<&XmlElement> = x.children.iter().collect();
-        g.intra = vec![0; chans.len().max(g.n_channels as usize) * ngpus];
-        g.inter = vec![0; chans.len().max(g.n_channels as usize) * 2];
+        g.same_channels = int_in(x, "samechannels", 0, 1, file)? as i32;
+        if let Some(c) = x.children.iter().find(|c| c.name != "channel") {
+            return Err(err(c, "is not a <channel>".into()));
+        }
+        let chans = &x.children;
+        if chans.len() != nchannels {
+            return Err(err(
+                x,
+                format!(
+                    "nchannels=\"{nchannels}\" but it has {} <channel> element(s)",
+                    chans.len()
+                ),
+            ));
+        }
+        // NVLS channels list only their head GPU.
+        let gpus_per_channel = if id == graph_id::NVLS { 1 } else { ngpus };
+        // Inter-node graphs enter and leave each channel through a NET.
+        let nets_per_channel = if sys.inter { 2 } else { 0 };
+        g.intra = vec![0; nchannels * ngpus];
+        g.inter = vec![0; nchannels * 2];
         for (c, ch) in chans.iter().enumerate() {
             let (mut n, mut k) = (0, 0);
             for sub in &ch.children {
                 let dev_s = attr(sub, "dev", file)?;
-                let hex = Profile::for_version(sys.version).graph_hex_ids;
                 let dev = if hex {
-                    i64::from_str_radix(dev_s.trim().trim_start_matches("0x"), 16)
+                    let t = dev_s.trim();
+                    let t = t
+                        .strip_prefix("0x")
+                        .or_else(|| t.strip_prefix("0X"))
+                        .unwrap_or(t);
+                    i64::from_str_radix(t, 16)
                 } else {
                     dev_s.trim().parse::<i64>()
                 }
-                .map_err(|_| {
-                    PlanError::GraphFile(format!(
-                        "{}: dev=\"{dev_s}\" is not a number",
-                        sub.location(file)
-                    ))
-                })?;
+                .map_err(|_| err(sub, format!("dev=\"{dev_s}\" is not a number")))?;
                 match sub.name.as_str() {
-                    "net" if n < 2 => {
-                        g.inter[2 * c + n] = net_id_of(sys, dev, hex);
+                    "net" => {
+                        if n == 2 {
+                            return Err(err(sub, format!("channel {c}: a third <net>")));
+                        }
+                        let Some(net) = net_id_of(sys, dev, hex) else {
+                            return Err(err(
+                                sub,
+                                format!("dev=\"{dev_s}\": this node has no such NET"),
+                            ));
+                        };
+                        g.inter[2 * c + n] = net;
                         n += 1;
                     }
-                    "gpu" if k < ngpus => {
+                    "gpu" => {
+                        if k == gpus_per_channel {
+                            return Err(err(
+                                sub,
+                                format!(
+                                    "channel {c} lists more than {gpus_per_channel} GPU(s) \
+                                     (this node has {ngpus})"
+                                ),
+                            ));
+                        }
                         let by_dev = (0..ngpus)
                             .find(|&gi| sys.gpu(gi).dev as i64 == dev & 0xff_ffff_ffff_ffff);
                         let Some(gi) = by_dev else {
-                            return Err(PlanError::GraphFile(format!(
-                                "{}: XML Import Channel : dev {dev} not found",
-                                sub.location(file)
-                            )));
+                            return Err(err(
+                                sub,
+                                format!("XML Import Channel : dev {dev} not found"),
+                            ));
                         };
-                        g.intra[c * ngpus + k] = sys.gpu(gi).rank;
+                        let rank = sys.gpu(gi).rank;
+                        if g.intra[c * ngpus..c * ngpus + k].contains(&rank) {
+                            return Err(err(
+                                sub,
+                                format!("dev=\"{dev_s}\": channel {c} lists this GPU twice"),
+                            ));
+                        }
+                        g.intra[c * ngpus + k] = rank;
                         k += 1;
                     }
-                    _ => {}
+                    _ => return Err(err(sub, "is not a <gpu> or <net>".into())),
                 }
             }
-            if id == 3 {
-                // NVLS channels list only the head.
-                continue;
+            if k != gpus_per_channel {
+                return Err(err(
+                    ch,
+                    format!("channel {c} lists {k} GPU(s) but needs {gpus_per_channel}"),
+                ));
             }
-            if k != ngpus {
-                return Err(PlanError::GraphFile(format!(
-                    "{}: channel {c} lists {k} GPU(s) but this node has {ngpus}",
-                    ch.location(file)
-                )));
+            if n != nets_per_channel && !(n == 2 && nets_per_channel == 0) {
+                return Err(err(
+                    ch,
+                    format!(
+                        "channel {c} lists {n} <net>(s); a graph {} nodes needs 2 per channel",
+                        if sys.inter { "across" } else { "within" }
+                    ),
+                ));
             }
         }
-        g.n_channels = chans.len() as i32;
-        g.intra.truncate(chans.len() * ngpus);
-        g.inter.truncate(chans.len() * 2);
+        g.n_channels = nchannels as i32;
         found = Some(g);
     }
     Ok(found)
 }
 
-fn net_id_of(sys: &System, dev: i64, hex_ids: bool) -> i64 {
-    if hex_ids {
-        return dev;
+/// An integer attribute within `lo..=hi`.
+fn int_in(e: &XmlElement, k: &str, lo: i64, hi: i64, file: &str) -> crate::error::Result<i64> {
+    let v = int_attr(e, k, file)?;
+    if !(lo..=hi).contains(&v) {
+        return Err(PlanError::GraphFile(format!(
+            "{}: <{}> {k}=\"{v}\" is not in {lo}..{hi}",
+            e.location(file),
+            e.name
+        )));
     }
+    Ok(v)
+}
+
+/// The id of the NET a channel names: by id in the hex form, by device number before.
+fn net_id_of(sys: &System, dev: i64, hex_ids: bool) -> Option<i64> {
     sys.nodes(NodeKind::Net)
         .iter()
         .map(|&n| sys.node(n))
-        .find(|n| n.net().map(|x| x.dev as i64) == Some(dev))
+        .find(|n| {
+            if hex_ids {
+                n.id as i64 == dev
+            } else {
+                n.net().map(|x| x.dev as i64) == Some(dev)
+            }
+        })
         .map(|n| n.id as i64)
-        .unwrap_or(dev)
 }
 
 #[cfg(test)]

@@ -137,6 +137,9 @@ fn split_top(s: &str) -> Vec<&str> {
     out.into_iter().filter(|p| !p.is_empty()).collect()
 }
 
+/// The longest `--split-by` expression, in tokens.
+pub const MAX_EXPR_TOKENS: usize = 256;
+
 /// An integer expression over `rank` and `nranks` with `+ - * / %` and parentheses (C integer
 /// semantics: division truncates).
 #[derive(Debug, Clone, PartialEq)]
@@ -157,6 +160,12 @@ impl Expr {
     /// Parse.
     pub fn parse(s: &str) -> Result<Expr, String> {
         let toks = tokenize(s)?;
+        // Bounds the depth of the tree (and of its evaluation) whatever the shape.
+        if toks.len() > MAX_EXPR_TOKENS {
+            return Err(format!(
+                "longer than {MAX_EXPR_TOKENS} numbers, names and operators"
+            ));
+        }
         let mut p = 0;
         let e = parse_sum(&toks, &mut p)?;
         if p != toks.len() {
@@ -170,18 +179,23 @@ impl Expr {
             Expr::Num(n) => *n,
             Expr::Rank => rank,
             Expr::NRanks => nranks,
-            Expr::Neg(e) => -e.eval(rank, nranks)?,
+            Expr::Neg(e) => {
+                let v = e.eval(rank, nranks)?;
+                v.checked_neg()
+                    .ok_or_else(|| format!("-({v}) overflows 64 bits"))?
+            }
             Expr::Bin(op, a, b) => {
                 let (a, b) = (a.eval(rank, nranks)?, b.eval(rank, nranks)?);
-                match op {
-                    '+' => a + b,
-                    '-' => a - b,
-                    '*' => a * b,
+                let v = match op {
+                    '+' => a.checked_add(b),
+                    '-' => a.checked_sub(b),
+                    '*' => a.checked_mul(b),
                     '/' | '%' if b == 0 => return Err("division by zero".into()),
-                    '/' => a / b,
-                    '%' => a % b,
+                    '/' => a.checked_div(b),
+                    '%' => a.checked_rem(b),
                     _ => unreachable!("parser only builds + - * / %"),
-                }
+                };
+                v.ok_or_else(|| format!("({a}) {op} ({b}) overflows 64 bits"))?
             }
         })
     }
@@ -267,8 +281,15 @@ pub type ColorKeys = Vec<(i64, i64)>;
 pub fn colors(spec: &SplitSpec, nranks: usize) -> Result<Vec<(String, ColorKeys)>> {
     match spec {
         SplitSpec::Dims(dims) => {
-            let prod: usize = dims.iter().map(|d| d.size).product();
-            if prod != nranks {
+            let prod = dims
+                .iter()
+                .try_fold(1usize, |p, d| p.checked_mul(d.size))
+                .filter(|&p| p == nranks);
+            let Some(_) = prod else {
+                let prod = dims
+                    .iter()
+                    .try_fold(1u128, |p, d| p.checked_mul(d.size as u128))
+                    .map_or("more than 2^128".to_string(), |p| p.to_string());
                 return Err(PlanError::Split(format!(
                     "--split {}: the sizes multiply to {prod} but the world has {nranks} ranks",
                     dims.iter()
@@ -276,7 +297,7 @@ pub fn colors(spec: &SplitSpec, nranks: usize) -> Result<Vec<(String, ColorKeys)
                         .collect::<Vec<_>>()
                         .join(",")
                 )));
-            }
+            };
             let mut out = Vec::new();
             let mut stride = 1;
             for d in dims {
@@ -400,5 +421,42 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("division by zero"));
+    }
+
+    #[test]
+    fn overflow_is_an_error() {
+        for e in [
+            "color=(-9223372036854775807-1)/(0-1)",
+            "color=(-9223372036854775807-1)%(0-1)",
+            "color=9223372036854775807*9223372036854775807",
+            "color=9223372036854775807+rank",
+            "color=-(-9223372036854775807-1)",
+        ] {
+            let s = parse_split_by(e, 0).unwrap();
+            let err = colors(&s, 4).unwrap_err().to_string();
+            assert!(err.contains("overflows"), "{e}: {err}");
+        }
+    }
+
+    #[test]
+    fn sizes_that_wrap_do_not_multiply_to_the_world() {
+        let spec = parse_dims("tp=3,dp=12297829382473034416").unwrap();
+        let err = colors(&spec, 16).unwrap_err().to_string();
+        assert!(err.contains("multiply to 36893488147419103248"), "{err}");
+        let spec = parse_dims("a=4294967296,b=4294967296,c=4294967296,d=4294967296,e=2").unwrap();
+        let err = colors(&spec, 16).unwrap_err().to_string();
+        assert!(err.contains("multiply to more than"), "{err}");
+    }
+
+    #[test]
+    fn deep_or_long_expressions_are_refused() {
+        for e in [
+            format!("color={}1{}", "(".repeat(30_000), ")".repeat(30_000)),
+            format!("color={}1", "-".repeat(30_000)),
+            format!("color=1{}", "+1".repeat(30_000)),
+        ] {
+            let err = parse_split_by(&e, 0).unwrap_err().to_string();
+            assert!(err.contains("longer than"), "{err}");
+        }
     }
 }

@@ -364,3 +364,99 @@ fn shared_planner_plans_like_fresh_ones_from_many_threads() {
         assert_eq!(g, alone, "{n}");
     }
 }
+
+/// A graph file is input: every way it can disagree with the topology is an error naming the
+/// file, line, column and element, never a panic or a huge allocation.
+#[test]
+fn bad_graph_files_are_errors() {
+    let s = PlannerSettings::default();
+    let c = cluster(&lib("dgx-a100.xml"), 2, &s, None);
+    let p = plan_world(&c, &s).unwrap();
+    let search = &p.searches[0];
+    let sys = &search.topo.as_ref().unwrap().system;
+    let good = topo::xml::write(&planner::graph_xml::graphs_to_xml(search, sys));
+    let first_channel = {
+        let i = good.find("    <channel>").unwrap();
+        let j = good[i..].find("</channel>\n").unwrap() + i + "</channel>\n".len();
+        good[i..j].to_string()
+    };
+    let many = |n: usize| {
+        let g = good.replacen("nchannels=\"8\"", &format!("nchannels=\"{n}\""), 1);
+        let k = g.find("</graph>").unwrap();
+        format!("{}{}{}", &g[..k], first_channel.repeat(n - 8), &g[k..])
+    };
+    let cases: Vec<(String, &str)> = vec![
+        (
+            good.replacen("nchannels=\"8\"", "nchannels=\"-1\"", 1),
+            "nchannels",
+        ),
+        (
+            good.replacen("nchannels=\"8\"", "nchannels=\"-2147483648\"", 1),
+            "nchannels",
+        ),
+        (
+            good.replacen("nchannels=\"8\"", "nchannels=\"2000000000\"", 1),
+            "nchannels",
+        ),
+        (
+            good.replacen("nchannels=\"8\"", "nchannels=\"7\"", 1),
+            "<channel> element",
+        ),
+        (many(100), "nchannels"),
+        (many(1000), "nchannels"),
+        (
+            good.replacen(
+                "<gpu dev=\"0x7\" rank=\"7\"/>",
+                "<gpu dev=\"0\" rank=\"0\"/>",
+                1,
+            ),
+            "twice",
+        ),
+        (
+            good.replacen("<gpu dev=\"0x7\" rank=\"7\"/>", "", 1),
+            "GPU(s)",
+        ),
+        (
+            good.replacen("<gpu dev=\"0x7\" rank=\"7\"/>", "<gpu dev=\"0x9\"/>", 1),
+            "not found",
+        ),
+        (
+            good.replacen("<net dev=\"0\"/>", "<net dev=\"0x63\"/>", 1),
+            "no such NET",
+        ),
+        (good.replacen("<net dev=\"0\"/>", "", 1), "<net>"),
+        (
+            good.replacen("speedintra=\"24\"", "speedintra=\"NaN\"", 1),
+            "speedintra",
+        ),
+        (
+            good.replacen("speedinter=\"24\"", "speedinter=\"-1\"", 1),
+            "speedinter",
+        ),
+        (
+            good.replacen("pattern=\"4\"", "pattern=\"1\"", 1),
+            "pattern",
+        ),
+        (good.replacen("id=\"0\"", "id=\"4294967296\"", 1), "id"),
+        (
+            good.replacen("<channel>", "<chanel/><channel>", 1),
+            "not a <channel>",
+        ),
+    ];
+    for (i, (text, what)) in cases.iter().enumerate() {
+        let path =
+            std::env::temp_dir().join(format!("ncclsim-badgraph-{}-{i}", std::process::id()));
+        std::fs::write(&path, text).unwrap();
+        let s2 = PlannerSettings {
+            graph_file: Some(path.to_string_lossy().into_owned()),
+            ..s.clone()
+        };
+        let r = std::panic::catch_unwind(|| plan_world(&c, &s2));
+        std::fs::remove_file(&path).unwrap();
+        let err = r.unwrap_or_else(|_| panic!("case {i} panicked"));
+        let err = err.expect_err(&format!("case {i} accepted")).to_string();
+        let name = path.to_string_lossy().into_owned();
+        assert!(err.starts_with(&format!("{name}:")), "case {i}: {err}");
+        assert!(err.contains(what), "case {i}: {err}");
+    }
+}

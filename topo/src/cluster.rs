@@ -42,6 +42,10 @@ pub struct Cluster {
     pub notes: Vec<String>,
 }
 
+/// The most hosts a cluster may have (131,072 hosts of 8 GPUs are a million ranks; NCCL's rank
+/// numbers are 32-bit).
+pub const MAX_NODES: usize = 1 << 17;
+
 impl Cluster {
     /// Build from (source name, parsed XML) per host, in host order. Hosts with identical XML share
     /// one topology.
@@ -52,6 +56,12 @@ impl Cluster {
     ) -> Result<Cluster> {
         if hosts.is_empty() {
             return Err(TopoError::Model("a cluster needs at least one host".into()));
+        }
+        if hosts.len() > MAX_NODES {
+            return Err(TopoError::Model(format!(
+                "{} hosts: a cluster has at most {MAX_NODES}",
+                hosts.len()
+            )));
         }
         let inter = hosts.len() > 1;
         let mut built: Vec<(Arc<XmlElement>, Arc<XmlElement>, Arc<Topology>)> = Vec::new();

@@ -183,8 +183,16 @@ impl XmlElement {
     }
 }
 
+/// How deep elements may nest. Real topologies nest a system, CPUs, a few levels of PCI switches
+/// and the devices under them; NCCL's own reader keeps every element in a fixed table of a few
+/// thousand. Refusing deeper documents keeps every walk of the tree shallow.
+pub const MAX_DEPTH: usize = 64;
+
 /// Parse a document and return its root element. `file` only names the input in errors.
 pub fn parse(text: &str, file: &str) -> Result<XmlElement> {
+    // A UTF-8 byte-order mark is not part of the document (quick-xml skips it, so its positions
+    // would not count it) and takes no column.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let lines = LineIndex::new(text);
     let mut reader = Reader::from_str(text);
     reader.config_mut().trim_text(true);
@@ -208,6 +216,15 @@ pub fn parse(text: &str, file: &str) -> Result<XmlElement> {
                 });
             }
             Event::Start(e) => {
+                if stack.len() >= MAX_DEPTH {
+                    return Err(TopoError::Syntax {
+                        at: lines.locate(file, start),
+                        msg: format!(
+                            "elements nested more than {MAX_DEPTH} deep; topology and graph files \
+                             nest a few levels"
+                        ),
+                    });
+                }
                 stack.push(element(&e, &lines, file, start)?);
             }
             Event::Empty(e) => {
@@ -415,6 +432,37 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("empty"));
+    }
+
+    #[test]
+    fn byte_order_mark_is_skipped() {
+        // A BOM before non-ASCII text used to slice inside a character.
+        let root = parse("\u{feff}<system version=\"日\"></system>", "b.xml").unwrap();
+        assert_eq!(root.get("version"), Some("日"));
+        assert_eq!((root.line, root.col), (1, 1));
+        let err = parse("\u{feff}<system>\n  <cpu>\n    <x\n</system>", "b.xml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("b.xml:3:5:") || err.starts_with("b.xml:4:"),
+            "{err}"
+        );
+        let err = parse("\u{feff}<system>\n 日 </system>", "b.xml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("b.xml:2:2: unexpected text"), "{err}");
+    }
+
+    #[test]
+    fn absurd_nesting_is_refused() {
+        let depth = 20_000;
+        let text = format!("{}{}", "<pci>".repeat(depth), "</pci>".repeat(depth));
+        let err = parse(&text, "d.xml").unwrap_err().to_string();
+        assert!(err.starts_with("d.xml:1:"), "{err}");
+        assert!(err.contains("nested more than"), "{err}");
+        let ok = MAX_DEPTH;
+        let text = format!("{}{}", "<pci>".repeat(ok), "</pci>".repeat(ok));
+        assert!(parse(&text, "d.xml").is_ok());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use super::host::{build_topology, search_topology, HostSearch};
 use super::{hosts_of, Member, Planner};
-use crate::error::Result;
+use crate::error::{PlanError, Result};
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::{Arc, PoisonError, RwLockReadGuard, RwLockWriteGuard};
 use topo::{HostXml, Topology, XmlElement};
@@ -76,7 +76,13 @@ impl Planner {
         }
         let x = match &self.settings.graph_file {
             None => None,
-            Some(f) => Some(Arc::new(topo::read_xml(f)?)),
+            Some(f) => Some(Arc::new(topo::read_xml(f).map_err(|e| match e {
+                // Name the setting: the path alone does not say where it came from.
+                topo::TopoError::Io { file, source } => {
+                    PlanError::GraphFile(format!("NCCL_GRAPH_FILE={file}: {source}"))
+                }
+                e => e.into(),
+            })?)),
         };
         Ok(self.write().graph_file.get_or_insert(x).clone())
     }
