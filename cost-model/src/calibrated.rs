@@ -983,6 +983,55 @@ pub fn accuracy_report() -> String {
             mm(&sel, Scored::err_cal),
         );
     }
+    let band_rows = |b: usize| -> Vec<&Scored> { rows.iter().filter(|x| x.band() == b).collect() };
+    let med = |sel: &[&Scored], e: fn(&Scored) -> f64| {
+        median_max(&sel.iter().map(|x| e(x)).collect::<Vec<_>>())
+    };
+    let yes = |ok: bool| if ok { "met" } else { "not met" };
+    let (big, mid, small) = (band_rows(3), band_rows(2), band_rows(0));
+    let (bh, bx) = med(&big, Scored::err_held_out);
+    let bn = med(&big, Scored::err_nccl).0;
+    let mh = med(&mid, Scored::err_held_out).0;
+    let sh = med(&small, Scored::err_held_out).0;
+    let sn = med(&small, Scored::err_nccl).0;
+    s += "\nTargets on the system-held-out column:\n\n";
+    s += "| target | value | |\n|---|---|---|\n";
+    s += &format!(
+        "| >= 512 MB: median <= 4% and below NCCL mode's ({bn:.1}%) | {bh:.1}% | {} |\n",
+        yes(bh <= 4.0 && bh < bn)
+    );
+    s += &format!(
+        "| >= 512 MB: maximum <= 15% | {bx:.1}% | {} |\n",
+        yes(bx <= 15.0)
+    );
+    s += &format!(
+        "| 16 MB - 512 MB: median <= 10% | {mh:.1}% | {} |\n",
+        yes(mh <= 10.0)
+    );
+    s += &format!(
+        "| < 64 KB: median <= 25% and below NCCL mode's ({sn:.1}%) | {sh:.1}% | {} |\n",
+        yes(sh <= 25.0 && sh < sn)
+    );
+    let mut worst: Vec<&Scored> = rows.iter().collect();
+    worst.sort_by(|a, b| b.err_held_out().total_cmp(&a.err_held_out()));
+    s += "\nLargest system-held-out errors: ";
+    s += &worst
+        .iter()
+        .take(6)
+        .map(|x| {
+            let r = &ROWS[x.index];
+            format!(
+                "#{} {} {} {:.0}%",
+                x.index + 1,
+                r.label,
+                crate::calibration::size_label(r.bytes),
+                x.err_held_out()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    s += ".\n";
+    s += "\n![measured vs predicted time per operation, NCCL mode and calibrated with the system held out](docs/accuracy.svg)\n";
     s += "\nPer hardware class (system held out):\n\n";
     s += "| class | n | NCCL mode | calibrated, system held out | calibrated, source held out |\n";
     s += "|---|---|---|---|---|\n";
