@@ -13,12 +13,13 @@
 //! 1/eta_eff = 1/eta[family] + net_load_coef * load^2   (multi-node: see `net_load`)
 //! ```
 //!
-//! - `lat_fixed` (µs) and `lat_scale` are **shared by every hardware class**: the launch and
-//!   completion time NCCL's model leaves out, and a scale on NCCL's per-step and per-hop
-//!   latencies. They are fitted to every latency-bound row (< 64 KB) by iteratively reweighted
-//!   least squares with Huber weights (`fit_latency`): latency is the host's, the launch mode's
-//!   and NCCL's more than the fabric's, and a class with no small-message rows (or a system never
-//!   seen) still gets a measured latency instead of NCCL's.
+//! - `lat_fixed` (µs) is **shared by every hardware class**: the launch and completion time
+//!   NCCL's model leaves out, on top of NCCL's own per-step and per-hop latencies (`lat_scale`
+//!   stays 1: fitting it too is ill-conditioned on the published rows). It is fitted to every
+//!   latency-bound row (< 64 KB) by iteratively reweighted least squares with Huber weights
+//!   (`fit_latency`): that time is the host's, the launch mode's and NCCL's more than the
+//!   fabric's, and a class with no small-message rows (or a system never seen) still gets a
+//!   measured latency instead of NCCL's.
 //! - Per class (NVSwitch Ampere, NVSwitch Hopper and newer, direct NVLink, PCIe, multi-node):
 //!   `eta` per algorithm family present (the fraction of NCCL's modelled path bandwidth achieved:
 //!   protocol and link efficiency), the pipeline ramp `(S_half, gamma)` (the size at which the
@@ -125,7 +126,7 @@ pub struct ClassParams {
     pub class: HwClass,
     /// Fixed time per operation (µs): launch and completion NCCL's model leaves out.
     pub lat_fixed: f64,
-    /// Scale on NCCL's latency (its per-step base and per-hop latencies).
+    /// Scale on NCCL's latency (its per-step base and per-hop latencies); 1 in the fitted model.
     pub lat_scale: f64,
     /// Effective fraction of NCCL's bandwidth per family (ring, tree, nvls, nvls-tree).
     pub eta: [f64; 4],
@@ -461,7 +462,6 @@ fn prepare(r: &Row) -> Option<Prepared> {
 
 /// Plausible ranges: a fit outside them describes the rows, not the hardware.
 const ETA_RANGE: (f64, f64) = (0.3, 1.6);
-const LAT_SCALE_RANGE: (f64, f64) = (0.3, 10.0);
 const LAT_FIXED_RANGE: (f64, f64) = (0.0, 60.0);
 
 /// Weighted least squares for a class's bandwidth parameters (1/eta per family present, and the
@@ -591,10 +591,13 @@ fn bandwidth_time(r: &Prepared, p: &ClassParams) -> f64 {
 type Lat = (f64, f64);
 
 /// Fits the shared latency to the rows below 64 KB (where it dominates) after their bandwidth
-/// part under the current class parameters, by iteratively reweighted least squares on relative
-/// errors with Huber weights (a row more than 15% off counts less: launch modes differ, e.g. CUDA
-/// graphs). Returns the parameters and their standard errors; NCCL's own latency (0, 1) without
-/// such rows.
+/// part under the current class parameters: `lat_scale` stays 1 (NCCL's per-step and per-hop
+/// latencies as NCCL computes them) and `lat_fixed`, the launch and completion time NCCL's model
+/// leaves out, is the Huber-weighted mean (iteratively reweighted: a row more than 15% off counts
+/// less, since launch modes differ, e.g. CUDA graphs) of the measured time less NCCL's latency, in
+/// relative terms. (Fitting `lat_scale` too is ill-conditioned on the published rows: the
+/// latency-bound rows barely vary `L`, and the fit trades the two terms against each other.)
+/// Returns the parameters and their standard errors; NCCL's own latency (0, 1) without rows.
 fn fit_latency(rows: &[Prepared], classes: &[ClassParams]) -> (Lat, Lat) {
     let small: Vec<(&Prepared, f64)> = rows
         .iter()
@@ -605,37 +608,34 @@ fn fit_latency(rows: &[Prepared], classes: &[ClassParams]) -> (Lat, Lat) {
                 .find(|c| c.class == r.class)
                 .copied()
                 .unwrap_or(ClassParams::identity(r.class));
-            (r, r.t_meas - bandwidth_time(r, &p))
+            (r, r.t_meas - bandwidth_time(r, &p) - r.lat)
         })
         .collect();
     let none = ((0.0, 1.0), (0.0, 0.0));
-    if small.len() < 3 {
+    if small.len() < 2 {
         return none;
     }
     let mut huber = vec![1.0; small.len()];
     let mut out = none;
     for _ in 0..20 {
-        let mut a = DMatrix::<f64>::zeros(small.len(), 2);
-        let mut b = DVector::<f64>::zeros(small.len());
+        // Weighted least squares for one constant, relative errors: weights (h / t)^2.
+        let w: Vec<f64> = small
+            .iter()
+            .zip(&huber)
+            .map(|((r, _), h)| (h / r.t_meas).powi(2))
+            .collect();
+        let sw: f64 = w.iter().sum();
+        let c0 = small.iter().zip(&w).map(|((_, y), w)| w * y).sum::<f64>() / sw;
+        let rss: f64 = small
+            .iter()
+            .zip(&w)
+            .map(|((_, y), w)| w * (y - c0).powi(2))
+            .sum();
+        let se = (rss / (small.len() - 1) as f64 / sw).sqrt();
+        let c0 = c0.clamp(LAT_FIXED_RANGE.0, LAT_FIXED_RANGE.1);
+        out = ((c0, 1.0), (se, 0.0));
         for (i, (r, y)) in small.iter().enumerate() {
-            let w = huber[i] / r.t_meas;
-            a[(i, 0)] = w;
-            a[(i, 1)] = r.lat * w;
-            b[i] = y * w;
-        }
-        let svd = a.clone().svd(true, true);
-        let Ok(sol) = svd.solve(&b, 1e-12) else {
-            break;
-        };
-        let resid = &a * &sol - &b;
-        let var = covariance_diag(&svd, resid.norm_squared(), small.len());
-        let lat = (
-            sol[0].clamp(LAT_FIXED_RANGE.0, LAT_FIXED_RANGE.1),
-            sol[1].clamp(LAT_SCALE_RANGE.0, LAT_SCALE_RANGE.1),
-        );
-        out = (lat, (var[0].sqrt(), var[1].sqrt()));
-        for (i, (r, y)) in small.iter().enumerate() {
-            let rel = ((lat.0 + lat.1 * r.lat - y) / r.t_meas).abs();
+            let rel = ((c0 - y) / r.t_meas).abs();
             huber[i] = if rel <= HUBER { 1.0 } else { HUBER / rel };
         }
     }
@@ -1110,7 +1110,7 @@ pub fn accuracy_report() -> String {
             opt(p.busbw_cap[1]),
         );
     }
-    s += "\nWhat the parameters mean: `lat_fixed` is the launch and completion time per operation NCCL's model leaves out; `lat_scale` scales NCCL's per-step latencies (its base latency plus the per-hop NVLink/PCIe/network latencies); `eta` is the fraction of NCCL's modelled path bandwidth an algorithm family achieves (protocol and link efficiency), with no network load; a multi-node communicator's inverse efficiency grows by `net load coef x load²` (NIC and PCIe saturation), load = the ring's network bandwidth per GPU over the GPU's PCIe link bandwidth (1.0 for 8x 400G on Gen5 GPUs, 0.5 for 4x 400G), clamped to the range the rows cover; `S_half` and `gamma` describe the pipeline ramp at small and mid sizes (the bandwidth term is multiplied by `1 + (S_half/S)^gamma`; S_half is per node for the multi-node class). Times are priced with NCCL 2.30.7's tables whatever release made the selection.\n\n";
+    s += "\nWhat the parameters mean: `lat_fixed` is the launch and completion time per operation NCCL's model leaves out, shared by all classes; `lat_scale` is the factor on NCCL's per-step latencies (its base latency plus the per-hop NVLink/PCIe/network latencies), kept at 1; `eta` is the fraction of NCCL's modelled path bandwidth an algorithm family achieves (protocol and link efficiency), with no network load; a multi-node communicator's inverse efficiency grows by `net load coef x load²` (NIC and PCIe saturation), load = the ring's network bandwidth per GPU over the GPU's PCIe link bandwidth (1.0 for 8x 400G on Gen5 GPUs, 0.5 for 4x 400G), clamped to the range the rows cover; `S_half` and `gamma` describe the pipeline ramp at small and mid sizes (the bandwidth term is multiplied by `1 + (S_half/S)^gamma`; S_half is per node for the multi-node class). Times are priced with NCCL 2.30.7's tables whatever release made the selection.\n\n";
     s += "Systems and how their shapes were obtained:\n\n";
     let mut seen: Vec<System> = Vec::new();
     for r in ROWS {
