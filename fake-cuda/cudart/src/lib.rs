@@ -33,12 +33,16 @@ use fake_cuda_core::client::{client, Client};
 use std::sync::OnceLock;
 use types::cudaError_t;
 
-/// The CUDA version this front-end reports (`cudaRuntimeGetVersion`, `cudaDriverGetVersion`).
+/// The CUDA version of this runtime (`cudaRuntimeGetVersion`; `cudaDriverGetVersion` reports
+/// the driver's, `fake_cuda_core::version::DRIVER_CUDA_VERSION`, which is at least this).
 #[cfg(not(cuda13))]
 pub const CUDA_VERSION: i32 = 12090;
-/// The CUDA version this front-end reports (`cudaRuntimeGetVersion`, `cudaDriverGetVersion`).
+/// The CUDA version of this runtime (`cudaRuntimeGetVersion`; `cudaDriverGetVersion` reports
+/// the driver's, `fake_cuda_core::version::DRIVER_CUDA_VERSION`, which is at least this).
 #[cfg(cuda13)]
 pub const CUDA_VERSION: i32 = 13050;
+
+const _: () = assert!(fake_cuda_core::version::DRIVER_CUDA_VERSION >= CUDA_VERSION);
 
 /// Wraps an exported C function: no panic crosses the boundary and every error becomes a
 /// `cudaError_t`.
