@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs a command (python, torchrun, ...) with ncclsim's CUDA and NCCL libraries in place of
+# NVIDIA's, for a torch venv made by scripts/torch-venv.sh (torch without NVIDIA's wheels).
+# A stop-gap for `ncclsim run`: builds the libraries, links them under their real names in
+# target/ncclsim-libs/<profile>/, and puts that directory and the venv's stub libraries on
+# LD_LIBRARY_PATH. (With no NVIDIA wheels installed, torch's DT_RPATH directories are empty, so
+# the loader falls through to LD_LIBRARY_PATH.)
+#
+# Usage: scripts/torch-run.sh COMMAND [ARGS...]
+#   NCCLSIM_TORCH_VENV  the venv (default ~/.cache/ncclsim/torch-venv); its bin/ goes first on PATH
+#   NCCLSIM_PROFILE     cargo profile of the libraries: release (default) or dev
+# Other settings (NCCLSIM_TOPO, NCCLSIM_NODE, NCCLSIM_TRACE, NCCL_DEBUG, ...) pass through.
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+venv="${NCCLSIM_TORCH_VENV:-$HOME/.cache/ncclsim/torch-venv}"
+profile="${NCCLSIM_PROFILE:-release}"
+if [ ! -d "$venv/ncclsim-stubs" ]; then
+    echo "torch-run: no venv with stubs at $venv; run scripts/torch-venv.sh first" >&2
+    exit 2
+fi
+dir=$([ "$profile" = dev ] && echo debug || echo "$profile")
+(cd "$repo" && cargo build -q --profile "$profile" -p nccl-shim -p ncclsim-cuda -p fake-cudart \
+    -p fake-cudart13 -p fake-cuda-driver -p fake-nvml)
+target="$(cd "$repo" && cargo metadata --format-version 1 --no-deps \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
+built="$target/$dir"
+libs="$target/ncclsim-libs/$dir"
+mkdir -p "$libs"
+for pair in libncclsim_cuda.so:libncclsim_cuda.so libnccl.so:libnccl.so.2 \
+    libcudart12.so:libcudart.so.12 libcudart13.so:libcudart.so.13 \
+    libcuda_driver.so:libcuda.so.1 libnvidia_ml.so:libnvidia-ml.so.1; do
+    ln -sfn "$built/${pair%%:*}" "$libs/${pair##*:}"
+done
+export LD_LIBRARY_PATH="$libs:$venv/ncclsim-stubs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH="$venv/bin:$PATH"
+exec "$@"
