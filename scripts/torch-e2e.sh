@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# End-to-end check of unmodified torch.distributed (NCCL backend, torchrun) on ncclsim's
+# libraries: scripts/torch/collectives.py on 1 node x 2 processes, then on 2 simulated nodes x 2
+# processes (two torchrun launchers, NCCLSIM_NODE=0 and 1, one rendezvous). Every collective's
+# result is checked on the CPU by every rank; the 2-node run must also report nNodes 2.
+#
+# Usage: scripts/torch-e2e.sh        (after scripts/torch-venv.sh; same NCCLSIM_TORCH_VENV)
+# Logs go to $NCCLSIM_E2E_LOGS (default a new temporary directory), kept on failure.
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+run="$repo/scripts/torch-run.sh"
+script="$repo/scripts/torch/collectives.py"
+logs="${NCCLSIM_E2E_LOGS:-$(mktemp -d -t ncclsim-torch-e2e.XXXXXX)}"
+mkdir -p "$logs"
+fail() { echo "torch-e2e: FAIL: $*; logs in $logs" >&2; exit 1; }
+port() { echo $((20000 + RANDOM % 20000)); }
+passes() { grep -h "PASS" "$@" | grep -c "^rank .*: PASS" || true; }
+
+echo "== 1 node x 2 processes"
+start=$SECONDS
+"$run" torchrun --nproc_per_node 2 --master_addr 127.0.0.1 --master_port "$(port)" "$script" \
+    > "$logs/one-node.log" 2>&1 || fail "1-node run exited $?"
+grep "^ok \|PASS" "$logs/one-node.log"
+[ "$(passes "$logs/one-node.log")" = 2 ] || fail "1-node run: not every rank passed"
+echo "($((SECONDS - start))s)"
+
+echo "== 2 simulated nodes x 2 processes"
+start=$SECONDS
+p=$(port)
+pids=()
+for node in 0 1; do
+    NCCLSIM_NODE=$node NCCL_DEBUG=INFO "$run" torchrun --nnodes 2 --node_rank $node \
+        --nproc_per_node 2 --master_addr 127.0.0.1 --master_port "$p" "$script" \
+        > "$logs/node$node.log" 2>&1 &
+    pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "$pid" || fail "2-node run: a launcher exited non-zero"; done
+grep -h "^ok \|PASS" "$logs/node0.log" "$logs/node1.log"
+[ "$(passes "$logs/node0.log" "$logs/node1.log")" = 4 ] || fail "2-node run: not every rank passed"
+grep -q "nRanks 4 nNodes 2" "$logs/node0.log" || fail "2-node run: the world communicator is not on 2 nodes"
+grep -q "ncclCommSplit comm" "$logs/node0.log" || fail "2-node run: new_group did not split"
+echo "($((SECONDS - start))s)"
+echo "torch-e2e: PASS (logs in $logs)"
