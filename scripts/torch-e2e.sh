@@ -2,7 +2,9 @@
 # End-to-end check of unmodified torch.distributed (NCCL backend, torchrun) on ncclsim's
 # libraries: scripts/torch/collectives.py on 1 node x 2 processes, then on 2 simulated nodes x 2
 # processes (two torchrun launchers, NCCLSIM_NODE=0 and 1, one rendezvous). Every collective's
-# result is checked on the CPU by every rank; the 2-node run must also report nNodes 2.
+# result is checked on the CPU by every rank; the 2-node run must also report nNodes 2. Last,
+# the 1-node run again with NCCLSIM_TEST_PERTURB=1 (the runtime flips a bit of rank 1's results)
+# must fail, proving the checks check.
 #
 # Usage: scripts/torch-e2e.sh        (after scripts/torch-venv.sh; same NCCLSIM_TORCH_VENV)
 # Logs go to $NCCLSIM_E2E_LOGS (default a new temporary directory), kept on failure.
@@ -40,4 +42,10 @@ grep -h "^ok \|PASS" "$logs/node0.log" "$logs/node1.log"
 grep -q "nRanks 4 nNodes 2" "$logs/node0.log" || fail "2-node run: the world communicator is not on 2 nodes"
 grep -q "ncclCommSplit comm" "$logs/node0.log" || fail "2-node run: new_group did not split"
 echo "($((SECONDS - start))s)"
+echo "== 1 node x 2 processes, rank 1's results perturbed (NCCLSIM_TEST_PERTURB=1): must fail"
+if NCCLSIM_TEST_PERTURB=1 "$run" torchrun --nproc_per_node 2 --master_addr 127.0.0.1 \
+    --master_port "$(port)" "$script" > "$logs/perturbed.log" 2>&1; then
+    fail "the perturbed run passed: the checks do not check"
+fi
+grep -m1 "rank 1: FAIL" "$logs/perturbed.log" || fail "the perturbed run failed, but not on rank 1's check"
 echo "torch-e2e: PASS (logs in $logs)"

@@ -1,6 +1,7 @@
 //! Unmodified PyTorch (`torch.distributed`, NCCL backend, `torchrun`) on these libraries:
 //! `scripts/torch-e2e.sh`, which runs `scripts/torch/collectives.py` on 1 node x 2 processes
-//! and on 2 simulated nodes x 2 processes, checking every result on the CPU.
+//! and on 2 simulated nodes x 2 processes, checking every result on the CPU, then once more
+//! with `NCCLSIM_TEST_PERTURB=1`, which must fail.
 //!
 //! Opt-in, because it needs a torch venv (about 1 GB, downloaded once): make one with
 //! `scripts/torch-venv.sh`, then
@@ -32,4 +33,5 @@ fn torchrun_collectives_on_one_and_two_simulated_nodes() {
     assert!(out.status.success(), "{text}\n{err}");
     assert!(text.contains("torch-e2e: PASS"), "{text}\n{err}");
     assert_eq!(text.matches(": PASS 19 checks").count(), 6, "{text}");
+    assert!(text.contains("rank 1: FAIL all_reduce sum"), "{text}");
 }
