@@ -26,6 +26,7 @@ fn torchrun_collectives_on_one_and_two_simulated_nodes() {
         .env("NCCLSIM_PROFILE", "dev")
         .env_remove("CUDA_VISIBLE_DEVICES")
         .env_remove("NCCLSIM_NODE")
+        .env_remove("NCCLSIM_E2E_PER_NODE")
         .output()
         .expect("run scripts/torch-e2e.sh");
     let text = String::from_utf8_lossy(&out.stdout);
