@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -46,6 +47,7 @@ STUBBED = [
     (r"libnvrtc\.so\.\d+", 11),  # NVRTC_ERROR_INTERNAL_ERROR
     (r"libcupti\.so\.\d+", 15),  # CUPTI_ERROR_NOT_INITIALIZED
     (r"libcufile\.so\.\d+", 5001),  # CU_FILE_DRIVER_NOT_INITIALIZED
+    (r"libcurand\.so\.\d+", 101),  # CURAND_STATUS_NOT_INITIALIZED (torch 2.10 links it)
     (r"libnvshmem_host\.so\.\d+", 1),  # NVSHMEM's non-zero failure
     (r"libnvJitLink\.so\.\d+", 1),  # NVJITLINK_ERROR_UNRECOGNIZED_OPTION
     (r"libnvToolsExt\.so\.\d+", 0),  # NVTX: markers return nothing useful anyway
@@ -94,6 +96,13 @@ def scan(torch_lib: Path) -> dict[str, dict[str, set[str]]]:
         sys.exit(f"torch-stubs: no shared objects in {torch_lib}")
     sonames = {n for lib in libs for n in needed(lib)}
     stubbed = sorted(n for n in sonames if n not in OURS and status_of(n) is not None)
+    # Anything else must be torch's own or the system's; say so if the loader cannot find it.
+    known = OURS | set(stubbed) | {p.name for p in torch_lib.iterdir()}
+    system = run(["ldconfig", "-p"]) if shutil.which("ldconfig") else ""
+    for name in sorted(sonames - known):
+        if f"{name} " not in system:
+            print(f"torch-stubs: warning: torch needs {name}, which is neither stubbed nor "
+                  "found by ldconfig; add it to STUBBED if it is an NVIDIA library", file=sys.stderr)
     result: dict[str, dict[str, set[str]]] = {s: {} for s in stubbed}
 
     def owner_of_node(node: str) -> str | None:
