@@ -2,9 +2,10 @@
 # End-to-end check of unmodified torch.distributed (NCCL backend, torchrun) on ncclsim's
 # libraries: scripts/torch/collectives.py on 1 node x 2 processes, then on 2 simulated nodes x 2
 # processes (two torchrun launchers, NCCLSIM_NODE=0 and 1, one rendezvous). Every collective's
-# result is checked on the CPU by every rank; the 2-node run must also report nNodes 2. Last,
-# the 1-node run again with NCCLSIM_TEST_PERTURB=1 (the runtime flips a bit of rank 1's results)
-# must fail, proving the checks check.
+# result is checked on the CPU by every rank; the 2-node run must also report nNodes 2. Then
+# DDP and FSDP2 steps (scripts/torch/ddp_fsdp.py) must complete and trace their all-reduces,
+# all-gathers and reduce-scatters. Last, the 1-node run again with NCCLSIM_TEST_PERTURB=1 (the
+# runtime flips a bit of rank 1's results) must fail, proving the checks check.
 #
 # Usage: scripts/torch-e2e.sh        (after scripts/torch-venv.sh; same NCCLSIM_TORCH_VENV)
 # NCCLSIM_E2E_PER_NODE=8 makes the 2-node run 2 x 8 processes (16 ranks: world, 2 TP and 8 DP
@@ -46,6 +47,21 @@ grep -h "^ok \|PASS" "$logs/node0.log" "$logs/node1.log"
 grep -q "nRanks $((2 * per_node)) nNodes 2" "$logs/node0.log" || fail "2-node run: the world communicator is not on 2 nodes"
 grep -q "ncclCommSplit comm" "$logs/node0.log" || fail "2-node run: new_group did not split"
 echo "($((SECONDS - start))s)"
+echo "== DDP and FSDP2, 3 steps each, 1 node x 2 processes (cuBLAS stubs that do nothing)"
+start=$SECONDS
+rm -rf "$logs/trace"
+NCCLSIM_STUBS=noop NCCLSIM_TRACE="$logs/trace" "$run" torchrun --nproc_per_node 2 \
+    --master_addr 127.0.0.1 --master_port "$(port)" "$repo/scripts/torch/ddp_fsdp.py" \
+    > "$logs/ddp-fsdp.log" 2>&1 || fail "DDP/FSDP2 run exited $?"
+grep "step .* done" "$logs/ddp-fsdp.log"
+[ "$(passes "$logs/ddp-fsdp.log")" = 2 ] || fail "DDP/FSDP2 run: not every rank finished"
+for op in AllReduce AllGather ReduceScatter; do
+    n=$(cat "$logs"/trace/*.json | grep -o "\"name\":\"$op\"" | wc -l)
+    echo "traced $op calls (both ranks): $n"
+    [ "$n" -gt 0 ] || fail "DDP/FSDP2 run: no $op in the traces"
+done
+echo "($((SECONDS - start))s)"
+
 echo "== 1 node x 2 processes, rank 1's results perturbed (NCCLSIM_TEST_PERTURB=1): must fail"
 if NCCLSIM_TEST_PERTURB=1 "$run" torchrun --nproc_per_node 2 --master_addr 127.0.0.1 \
     --master_port "$(port)" "$script" > "$logs/perturbed.log" 2>&1; then

@@ -9,13 +9,16 @@
 # Usage: scripts/torch-run.sh COMMAND [ARGS...]
 #   NCCLSIM_TORCH_VENV  the venv (default ~/.cache/ncclsim/torch-venv); its bin/ goes first on PATH
 #   NCCLSIM_PROFILE     cargo profile of the libraries: release (default) or dev
+#   NCCLSIM_STUBS       "noop": cuBLAS/cuBLASLt stubs that succeed doing nothing (so matmuls,
+#                       DDP and FSDP steps run, with meaningless values); default: stubs fail
 # Other settings (NCCLSIM_TOPO, NCCLSIM_NODE, NCCLSIM_TRACE, NCCL_DEBUG, ...) pass through.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 venv="${NCCLSIM_TORCH_VENV:-$HOME/.cache/ncclsim/torch-venv}"
 profile="${NCCLSIM_PROFILE:-release}"
-if [ ! -d "$venv/ncclsim-stubs" ]; then
-    echo "torch-run: no venv with stubs at $venv; run scripts/torch-venv.sh first" >&2
+stubs="$venv/ncclsim-stubs${NCCLSIM_STUBS:+-$NCCLSIM_STUBS}"
+if [ ! -d "$stubs" ]; then
+    echo "torch-run: no stubs at $stubs; run scripts/torch-venv.sh $venv first" >&2
     exit 2
 fi
 dir=$([ "$profile" = dev ] && echo debug || echo "$profile")
@@ -31,6 +34,6 @@ for pair in libncclsim_cuda.so:libncclsim_cuda.so libnccl.so:libnccl.so.2 \
     libcuda_driver.so:libcuda.so.1 libnvidia_ml.so:libnvidia-ml.so.1; do
     ln -sfn "$built/${pair%%:*}" "$libs/${pair##*:}"
 done
-export LD_LIBRARY_PATH="$libs:$venv/ncclsim-stubs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH="$libs:$stubs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="$venv/bin:$PATH"
 exec "$@"

@@ -2,7 +2,8 @@
 # Makes a Python venv with PyTorch from PyPI for running torch.distributed on ncclsim's libraries,
 # without NVIDIA's wheels: `pip install torch --no-deps`, the pure-Python packages torch needs at
 # import, then stub NVIDIA libraries generated from what the installed torch imports
-# (scripts/torch-stubs.py) in VENV/ncclsim-stubs.
+# (scripts/torch-stubs.py) in VENV/ncclsim-stubs (every function fails) and
+# VENV/ncclsim-stubs-noop (cuBLAS and cuBLASLt succeed doing nothing).
 #
 # Usage: scripts/torch-venv.sh [VENV]
 #   VENV            default $NCCLSIM_TORCH_VENV, else ~/.cache/ncclsim/torch-venv
@@ -28,6 +29,10 @@ fi
     jinja2 'fsspec>=0.8.5' 'setuptools>=77.0.3' numpy
 
 torch_lib="$("$venv/bin/python" -c 'import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec("torch").origin), "lib"))')"
-rm -rf "$venv/ncclsim-stubs"
+rm -rf "$venv/ncclsim-stubs" "$venv/ncclsim-stubs-noop"
 "$venv/bin/python" "$repo/scripts/torch-stubs.py" "$torch_lib" "$venv/ncclsim-stubs"
-echo "venv ready: $venv (torch $version, stubs in $venv/ncclsim-stubs)"
+# The same with cuBLAS/cuBLASLt succeeding and doing nothing, like our kernels (for DDP/FSDP
+# experiments; scripts/torch-run.sh uses them with NCCLSIM_STUBS=noop).
+"$venv/bin/python" "$repo/scripts/torch-stubs.py" --succeed cublas,cublasLt "$torch_lib" \
+    "$venv/ncclsim-stubs-noop" > /dev/null
+echo "venv ready: $venv (torch $version, stubs in $venv/ncclsim-stubs and ncclsim-stubs-noop)"

@@ -3,7 +3,8 @@
 //! without version nodes (`cuFileDriverOpen` from `libcufile.so.0`) and one from a library
 //! ncclsim implements (`libnccl.so.2`). The generated stubs must have the SONAMEs and version
 //! node, load in place of the originals, fail with each library's status and say so once; the
-//! library ncclsim implements must not be stubbed.
+//! library ncclsim implements must not be stubbed. With `--succeed`, the named library's stubs
+//! return 0 instead.
 
 use fake_cuda_test_support as support;
 use std::path::Path;
@@ -139,7 +140,7 @@ fn stubs_replace_what_the_libraries_import() {
     );
     let out = Command::new("python3")
         .arg("-c")
-        .arg(py)
+        .arg(&py)
         .env("LD_LIBRARY_PATH", &stubs)
         .env("LD_PRELOAD", dir.join("originals/libnccl.so.2"))
         .output()
@@ -155,5 +156,33 @@ fn stubs_replace_what_the_libraries_import() {
             .count(),
         1,
         "{stderr}"
+    );
+
+    // --succeed: cuBLAS's stubs return 0 and do nothing; cuFile's still fail.
+    let out = Command::new("python3")
+        .arg(&script)
+        .args(["--succeed", "cublas"])
+        .arg(dir.join("torch"))
+        .arg(dir.join("stubs-noop"))
+        .output()
+        .expect("run torch-stubs.py --succeed");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(&py)
+        .env("LD_LIBRARY_PATH", dir.join("stubs-noop"))
+        .env("LD_PRELOAD", dir.join("originals/libnccl.so.2"))
+        .output()
+        .expect("run python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout.trim(),
+        "0 0 5001 23007",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }
