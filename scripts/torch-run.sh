@@ -2,9 +2,9 @@
 # Runs a command (python, torchrun, ...) with ncclsim's CUDA and NCCL libraries in place of
 # NVIDIA's, for a torch venv made by scripts/torch-venv.sh (torch without NVIDIA's wheels).
 # A stop-gap for `ncclsim run`: builds the libraries, links them under their real names in
-# target/ncclsim-libs/<profile>/, and puts that directory and the venv's stub libraries on
-# LD_LIBRARY_PATH. (With no NVIDIA wheels installed, torch's DT_RPATH directories are empty, so
-# the loader falls through to LD_LIBRARY_PATH.)
+# target/ncclsim-libs/<profile>/, puts that directory and the venv's stub libraries on
+# LD_LIBRARY_PATH and preloads ours (libnccl.so.2, libcuda.so.1, libnvidia-ml.so.1 and the
+# libcudart torch links), so they win even if NVIDIA's wheels are installed.
 #
 # Usage: scripts/torch-run.sh COMMAND [ARGS...]
 #   NCCLSIM_TORCH_VENV  the venv (default ~/.cache/ncclsim/torch-venv); its bin/ goes first on PATH
@@ -35,5 +35,12 @@ for pair in libncclsim_cuda.so:libncclsim_cuda.so libnccl.so:libnccl.so.2 \
     ln -sfn "$built/${pair%%:*}" "$libs/${pair##*:}"
 done
 export LD_LIBRARY_PATH="$libs:$stubs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# torch's DT_RPATH lists NVIDIA's wheel directories, searched before LD_LIBRARY_PATH: if those
+# wheels are installed too, only preloading makes ours win. Preload the runtime of torch's CUDA
+# major only (one libcudart per process), with the driver, NVML and NCCL.
+torch_lib="$("$venv/bin/python" -c 'import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec("torch").origin), "lib"))')"
+cudart="$(readelf -d "$torch_lib/libc10_cuda.so" | grep -o 'libcudart\.so\.[0-9]*' | head -1)"
+preload="$libs/libnccl.so.2:$libs/libcuda.so.1:$libs/libnvidia-ml.so.1${cudart:+:$libs/$cudart}"
+export LD_PRELOAD="$preload${LD_PRELOAD:+:$LD_PRELOAD}"
 export PATH="$venv/bin:$PATH"
 exec "$@"
