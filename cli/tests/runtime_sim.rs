@@ -130,6 +130,16 @@ fn tp_dp_job_plans_traces_and_waits_match_the_cli() {
         .flat_map(|c| cli[c].iter().map(String::as_str))
         .collect();
         assert!(got.len() > 50, "rank {r}: {} INFO lines", got.len());
+        // The world's Init COMPLETE line counts the ranks of this rank's simulated node, not
+        // of the machine all 16 processes run on.
+        let complete = format!(
+            "rank {r} nRanks 16 nNodes 2 localRanks 8 localRank {} - Init COMPLETE",
+            r % 8
+        );
+        assert!(
+            log.contains(&complete),
+            "rank {r}: no {complete:?} in\n{log}"
+        );
         if let Some(i) = (0..got.len().max(want.len())).find(|&i| got.get(i) != want.get(i)) {
             panic!(
                 "rank {r}: INFO line {i} differs:\n runtime: {:?}\n ncclsim: {:?}",

@@ -428,14 +428,20 @@ pub fn init_rank(id: &crate::types::UniqueId, j: Joining) -> Result<Comm> {
         .collect::<Result<Vec<_>>>()?;
     let hub = Hub::form(listener, members[0].hub_addr, magic, j.rank, j.nranks)?;
     let comm = assemble(j, members, magic, hub)?;
+    // Local ranks are those of this rank's simulated node (as in the planner's line), not of
+    // the host: 2 simulated nodes on one machine have 8 local ranks each, not 16.
+    let node = comm.members[comm.rank].node;
+    let node_ranks: Vec<usize> = (0..comm.nranks)
+        .filter(|&r| comm.members[r].node == node)
+        .collect();
     crate::error::info(&format!(
         "comm {:#x} rank {} nRanks {} nNodes {} localRanks {} localRank {} - Init COMPLETE",
         comm.magic,
         comm.rank,
         comm.nranks,
         comm.node_count(),
-        comm.local.ranks.len(),
-        comm.local.index
+        node_ranks.len(),
+        node_ranks.iter().position(|&r| r == comm.rank).unwrap_or(0)
     ));
     Ok(comm)
 }

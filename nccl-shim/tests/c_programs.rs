@@ -351,3 +351,25 @@ fn invalid_arguments_are_named_and_mismatched_calls_fail_alike() {
     let out = ranks("mismatch", 3, &[], &[]);
     assert_eq!(out.matches("ok mismatch detected").count(), 3, "{out}");
 }
+
+#[test]
+fn the_test_perturbation_makes_a_checked_result_wrong() {
+    // NCCLSIM_TEST_PERTURB=0 flips a bit of rank 0's results: the program's checks must see it.
+    let id = id_file("perturb-1.id");
+    let out = command(&[
+        "rank".into(),
+        "0".into(),
+        "1".into(),
+        id.display().to_string(),
+    ])
+    .env("NCCLSIM_TEST_PERTURB", "0")
+    .output()
+    .expect("run a rank");
+    let _ = std::fs::remove_file(&id);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("FAIL rank 0 ") && err.contains("expected"),
+        "{err}"
+    );
+}

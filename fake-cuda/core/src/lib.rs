@@ -10,7 +10,7 @@
 //! Module map: [`device`] (what a GPU looks like, `CUDA_VISIBLE_DEVICES`), [`arena`] (device
 //! memory in memfds), [`ipc`] (handle codec and cross-process mapping), [`timeline`] (streams,
 //! events, virtual time), [`timing`] (durations of copies), [`kernels`] (registry and launch
-//! counts), [`error`].
+//! counts), [`version`] (the driver version every front-end reports), [`error`].
 
 pub mod abi;
 pub mod arena;
@@ -25,6 +25,7 @@ pub mod threads;
 pub mod timeline;
 pub mod timing;
 pub mod topology;
+pub mod version;
 
 pub use device::{DeviceDesc, PciBusId};
 pub use error::{CoreError, Result, Status};

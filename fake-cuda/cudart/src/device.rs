@@ -359,7 +359,7 @@ ffi_fn!(
 
 ffi_fn!(
     fn cudaDriverGetVersion(version: *mut c_int) {
-        write_out(version, CUDA_VERSION)
+        write_out(version, fake_cuda_core::version::DRIVER_CUDA_VERSION)
     }
 );
 

@@ -28,8 +28,9 @@ const NOT_SUPPORTED: CUresult = 801;
 const STREAM_CAPTURE_UNSUPPORTED: CUresult = 900;
 const UNKNOWN: CUresult = 999;
 
-/// The driver version reported (CUDA 12.9).
-const DRIVER_VERSION: c_int = 12090;
+/// The driver version reported: the core's (CUDA 13.5), shared with NVML and the runtimes, at
+/// least the version of every runtime we ship.
+const DRIVER_VERSION: c_int = fake_cuda_core::version::DRIVER_CUDA_VERSION;
 
 /// Error of the driver front-end.
 #[derive(Debug, thiserror::Error)]

@@ -33,10 +33,11 @@ const INSUFFICIENT_SIZE: nvmlReturn_t = 7;
 const DRIVER_NOT_LOADED: nvmlReturn_t = 9;
 const UNKNOWN: nvmlReturn_t = 999;
 
-/// The driver version strings and CUDA driver version reported.
-const DRIVER_VERSION: &[u8] = b"575.57.08";
-const NVML_VERSION: &[u8] = b"12.575.57.08";
-const CUDA_DRIVER_VERSION: c_int = 12090;
+/// The driver version strings and CUDA driver version reported: the core's, shared with
+/// `libcuda.so.1` and the runtimes.
+const DRIVER_VERSION: &[u8] = fake_cuda_core::version::DRIVER_VERSION.as_bytes();
+const NVML_VERSION: &[u8] = fake_cuda_core::version::NVML_VERSION.as_bytes();
+const CUDA_DRIVER_VERSION: c_int = fake_cuda_core::version::DRIVER_CUDA_VERSION;
 
 /// Error of the NVML front-end.
 #[derive(Debug, thiserror::Error)]

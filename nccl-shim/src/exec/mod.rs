@@ -259,7 +259,37 @@ pub fn run_collective(comm: &Comm, coll: &Coll, ready: u64) -> Result<u64> {
         }
     }
     barrier(comm, &waiter)?;
+    if result.is_ok() {
+        perturb_for_tests(comm, coll);
+    }
     result
+}
+
+/// `NCCLSIM_TEST_PERTURB=R` (a test-only setting): after every collective, the rank numbered R
+/// in its communicator flips the lowest bit of the first byte of its result, so a program that
+/// checks its results must fail. End-to-end suites use it to prove their checks check. Ranks
+/// without a result (Reduce and Gather off the root) and empty calls are left alone.
+fn perturb_for_tests(comm: &Comm, coll: &Coll) {
+    static RANK: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let target = *RANK.get_or_init(|| {
+        let v = std::env::var("NCCLSIM_TEST_PERTURB").ok()?;
+        let r = v.trim().parse().ok();
+        if r.is_none() {
+            eprintln!("ncclsim: NCCLSIM_TEST_PERTURB={v:?} is not a rank; ignored");
+        }
+        r
+    });
+    // `recv` is 0 where the call has no result on this rank (Reduce and Gather off the root,
+    // empty calls).
+    if target != Some(comm.rank) || coll.recv == 0 {
+        return;
+    }
+    let first = coll.recv as *mut u8;
+    // SAFETY: `recv` is non-zero only when the call has a result on this rank, and then it is
+    // this rank's own device buffer, checked at enqueue (`api::device_buffer`) to hold that
+    // non-empty result and mapped in this process; the collective that wrote it has finished
+    // (closing barrier passed) and nothing else writes it now.
+    unsafe { first.write_volatile(first.read_volatile() ^ 1) };
 }
 
 fn agree(descs: &[Desc], mine: &Desc) -> Result<()> {

@@ -1,0 +1,132 @@
+"""torch.distributed collectives over NCCL, every result checked on the CPU.
+
+Run under torchrun (any number of processes and nodes; nodes are torchrun's --nnodes, each a
+simulated node with its own NCCLSIM_NODE). Kernels do not run on ncclsim's fake GPUs, so every
+device tensor is made on the host and copied in (`.to("cuda")`), and every result is copied out
+(`.cpu()`) and compared with what the ranks' inputs imply. Prints one line per check on rank 0
+and `rank R: PASS n checks` on every rank; exits non-zero on the first wrong value.
+"""
+
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+rank = int(os.environ["RANK"])
+world = int(os.environ["WORLD_SIZE"])
+local = int(os.environ["LOCAL_RANK"])
+per_node = int(os.environ["LOCAL_WORLD_SIZE"])
+dev = torch.device("cuda", local)
+checks = 0
+
+
+def log(msg):
+    if rank == 0:
+        print(msg, flush=True)
+
+
+def data(r, n, dtype, shift=0):
+    """Rank r's input: small integers, exact in every dtype used."""
+    return (torch.arange(n, dtype=torch.int64) % 7 + 3 * r + shift).to(dtype)
+
+
+def small(r, n, dtype):
+    """Rank r's input for 16-bit float sums: every partial sum of up to 64 ranks stays an
+    integer at most 256, exact in bfloat16 and float16 whatever order the ranks are added in."""
+    return (torch.arange(n, dtype=torch.int64) % 3 + r % 2).to(dtype)
+
+
+def check(name, got, want):
+    global checks
+    got = got.cpu()
+    if not torch.equal(got, want):
+        print(f"rank {rank}: FAIL {name}: got {got.tolist()} want {want.tolist()}", flush=True)
+        sys.exit(1)
+    checks += 1
+    log(f"ok {name} {tuple(want.shape)} {want.dtype}")
+
+
+torch.cuda.set_device(dev)
+dist.init_process_group("nccl", device_id=dev)
+n = 10
+
+for dtype in (torch.float32, torch.int64, torch.bfloat16, torch.float16):
+    make = small if dtype in (torch.bfloat16, torch.float16) else data
+    x = make(rank, n, dtype).to(dev)
+    dist.all_reduce(x)
+    check("all_reduce sum", x, sum(make(r, n, torch.int64) for r in range(world)).to(dtype))
+
+x = data(rank, n, torch.int32).to(dev)
+dist.all_reduce(x, op=dist.ReduceOp.MAX)
+check("all_reduce max", x, data(world - 1, n, torch.int32))
+
+x = data(rank, n, torch.float32, shift=world).to(dev)
+dist.all_reduce(x, op=dist.ReduceOp.AVG)
+want = sum(data(r, n, torch.float64, shift=world) for r in range(world)) / world
+check("all_reduce avg", x, want.to(torch.float32))
+
+x = data(rank, n, torch.float32).to(dev)
+dist.all_reduce(x, op=dist._make_nccl_premul_sum(2.0))
+check("all_reduce premul_sum 2.0", x, 2 * sum(data(r, n, torch.float32) for r in range(world)))
+
+root = world - 1
+x = data(rank, n, torch.float32).to(dev)
+dist.broadcast(x, src=root)
+check(f"broadcast from {root}", x, data(root, n, torch.float32))
+
+out = torch.empty(world * n, dtype=torch.float32).to(dev)
+dist.all_gather_into_tensor(out, data(rank, n, torch.float32).to(dev))
+check("all_gather_into_tensor", out, torch.cat([data(r, n, torch.float32) for r in range(world)]))
+
+outs = [torch.empty(n, dtype=torch.int64).to(dev) for _ in range(world)]
+dist.all_gather(outs, data(rank, n, torch.int64).to(dev))
+check("all_gather list", torch.stack([o.cpu() for o in outs]),
+      torch.stack([data(r, n, torch.int64) for r in range(world)]))
+
+out = torch.empty(n, dtype=torch.float32).to(dev)
+dist.reduce_scatter_tensor(out, data(rank, world * n, torch.float32).to(dev))
+full = sum(data(r, world * n, torch.float32) for r in range(world))
+check("reduce_scatter_tensor", out, full[rank * n:(rank + 1) * n])
+
+# all_to_all_single: rank r sends block j (n values) to rank j.
+src = torch.cat([data(rank, n, torch.float32, shift=100 * j) for j in range(world)]).to(dev)
+out = torch.empty(world * n, dtype=torch.float32).to(dev)
+dist.all_to_all_single(out, src)
+check("all_to_all_single", out,
+      torch.cat([data(j, n, torch.float32, shift=100 * rank) for j in range(world)]))
+
+# Point to point around a ring.
+nxt, prv = (rank + 1) % world, (rank - 1) % world
+recv = torch.empty(n, dtype=torch.float32).to(dev)
+reqs = dist.batch_isend_irecv([
+    dist.P2POp(dist.isend, data(rank, n, torch.float32).to(dev), nxt),
+    dist.P2POp(dist.irecv, recv, prv),
+])
+for r in reqs:
+    r.wait()
+check("batch_isend_irecv ring", recv, data(prv, n, torch.float32))
+
+# Groups: ranks of a node ("tp") and same local rank across nodes ("dp"); new_group splits the
+# world communicator (ncclCommSplit) on every rank.
+nodes = world // per_node
+tp_groups = [dist.new_group(list(range(k * per_node, (k + 1) * per_node))) for k in range(nodes)]
+dp_groups = [dist.new_group(list(range(i, world, per_node))) for i in range(per_node)]
+tp_ranks = list(range((rank // per_node) * per_node, (rank // per_node + 1) * per_node))
+dp_ranks = list(range(local, world, per_node))
+for name, group, members in (("tp", tp_groups[rank // per_node], tp_ranks),
+                             ("dp", dp_groups[local], dp_ranks)):
+    x = data(rank, n, torch.float32).to(dev)
+    dist.all_reduce(x, group=group)
+    check(f"{name} all_reduce {members}", x, sum(data(r, n, torch.float32) for r in members))
+    out = torch.empty(len(members) * n, dtype=torch.float32).to(dev)
+    dist.all_gather_into_tensor(out, data(rank, n, torch.float32).to(dev), group=group)
+    check(f"{name} all_gather_into_tensor", out,
+          torch.cat([data(r, n, torch.float32) for r in members]))
+    x = data(rank, n, torch.float32).to(dev)
+    dist.broadcast(x, src=members[-1], group=group)
+    check(f"{name} broadcast from {members[-1]}", x, data(members[-1], n, torch.float32))
+
+dist.barrier()
+dist.destroy_process_group()
+print(f"rank {rank}: PASS {checks} checks", flush=True)
