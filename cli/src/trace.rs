@@ -257,16 +257,6 @@ fn dtype(name: &str) -> DataType {
         .map_or(DataType::Float32, |i| DataType::ALL[i])
 }
 
-fn red(op: i64) -> RedOp {
-    match op {
-        1 => RedOp::Prod,
-        2 => RedOp::Max,
-        3 => RedOp::Min,
-        4 => RedOp::Avg,
-        _ => RedOp::Sum,
-    }
-}
-
 fn reprice(a: &RepriceArgs) -> Result<(), String> {
     let (calls, comms) = read(&a.dir)?;
     let pairs = crate::plan::env_pairs(&a.env, None)?;
@@ -289,12 +279,7 @@ fn reprice(a: &RepriceArgs) -> Result<(), String> {
     }
     let cluster = crate::load_cluster(&a.topo, nodes, &psettings.topo, None, None)?;
     let planner = planner::Planner::new(cluster, psettings);
-    let devs: Vec<i32> = planner
-        .world_members()
-        .iter()
-        .filter(|m| m.host == 0)
-        .map(|m| m.dev)
-        .collect();
+    let devs = planner.host_devs();
     let mut models: BTreeMap<String, CostModel> = BTreeMap::new();
     for (id, c) in &comms {
         let members =
@@ -322,7 +307,7 @@ fn reprice(a: &RepriceArgs) -> Result<(), String> {
                     m.predict_p2p(Collective::SendRecv, c.bytes).time_us
                 }
                 (Some(m), Some(coll)) => m
-                    .predict(coll, c.bytes, dtype(&c.dtype), red(c.op))
+                    .predict(coll, c.bytes, dtype(&c.dtype), RedOp::from_nccl(c.op))
                     .map(|p| p.time_us)
                     .unwrap_or(0.0),
                 _ => 0.0,

@@ -273,6 +273,18 @@ pub enum RedOp {
 }
 
 impl RedOp {
+    /// The reduction an `ncclRedOp_t` value prices as: NCCL's built-in numbers (sum 0, prod 1,
+    /// max 2, min 3, avg 4); PreMulSum ops (5 and up) are tuned as sums.
+    pub fn from_nccl(op: i64) -> RedOp {
+        match op {
+            1 => RedOp::Prod,
+            2 => RedOp::Max,
+            3 => RedOp::Min,
+            4 => RedOp::Avg,
+            _ => RedOp::Sum,
+        }
+    }
+
     /// nccl-tests' name.
     pub fn name(self) -> &'static str {
         match self {

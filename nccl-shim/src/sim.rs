@@ -9,7 +9,7 @@
 //! selects the calibrated times; `NCCLSIM_SIM=0` turns the simulation off.
 
 use crate::error::{self, NcclError, Result};
-use cost_model::types::Collective;
+use cost_model::types::{Collective, RedOp};
 use cost_model::{CostModel, Mode, Prediction, TunerSettings};
 use planner::{CommPlan, Member, Planner, PlannerSettings};
 use std::collections::HashMap;
@@ -138,12 +138,7 @@ impl Sim {
         let nodes = members.iter().map(|m| m.0).max().unwrap_or(0) + 1;
         let planner = self.planner(nodes)?;
         // Physical index i is the i-th GPU of the node in `dev` order (the core's numbering).
-        let devs: Vec<i32> = planner
-            .world_members()
-            .iter()
-            .filter(|m| m.host == 0)
-            .map(|m| m.dev)
-            .collect();
+        let devs = planner.host_devs();
         let pm = members
             .iter()
             .map(|&(node, phys)| {
@@ -194,21 +189,15 @@ pub fn predict(
     nranks: usize,
 ) -> Option<Prediction> {
     use crate::ops::CollKind as K;
-    let es = dtype.size() as u64;
-    let n = nranks as u64;
-    let c_ = count as u64;
-    let (coll, bytes) = match kind {
-        K::AllReduce => (Collective::AllReduce, c_ * es),
-        K::Reduce => (Collective::Reduce, c_ * es),
-        K::Broadcast => (Collective::Broadcast, c_ * es),
-        K::AllGather => (Collective::AllGather, c_ * es * n),
-        K::ReduceScatter => (Collective::ReduceScatter, c_ * es * n),
-        K::AlltoAll => (Collective::AllToAll, c_ * es * n),
-        K::Gather => (Collective::Gather, c_ * es * n),
-        K::Scatter => (Collective::Scatter, c_ * es * n),
+    let per_rank = count as u64 * dtype.size() as u64;
+    let bytes = match kind {
+        K::AllReduce | K::Reduce | K::Broadcast => per_rank,
+        _ => per_rank * nranks as u64,
     };
     let dt = cost_model::types::DataType::ALL[dtype as usize];
-    c.model.predict(coll, bytes, dt, red_op(op)).ok()
+    c.model
+        .predict(collective(kind), bytes, dt, RedOp::from_nccl(op as i64))
+        .ok()
 }
 
 /// The price of a group's sends and receives: NCCL runs them concurrently on its p2p channels,
@@ -222,7 +211,7 @@ pub fn predict_p2p(c: &CommSim, sent: u64, received: u64) -> Prediction {
 /// collectives as NCCL groups and tunes them (`estimatedTime` is the last aggregate's time, as
 /// NCCL leaves it); 0 without the simulation or collectives.
 pub fn simulate_group(ops: &[(Arc<crate::comm::Comm>, crate::ops::Op)]) -> Result<f64> {
-    use crate::ops::{CollKind as K, Op};
+    use crate::ops::Op;
     let mut t = 0.0;
     let mut done: Vec<*const crate::comm::Comm> = Vec::new();
     for (comm, _) in ops {
@@ -238,22 +227,14 @@ pub fn simulate_group(ops: &[(Arc<crate::comm::Comm>, crate::ops::Op)]) -> Resul
             .iter()
             .filter(|(c, _)| Arc::ptr_eq(c, comm))
             .filter_map(|(_, o)| match o {
-                Op::Coll(c) => {
-                    let coll = match c.kind {
-                        K::AllReduce => Collective::AllReduce,
-                        K::Reduce => Collective::Reduce,
-                        K::Broadcast => Collective::Broadcast,
-                        K::AllGather => Collective::AllGather,
-                        K::ReduceScatter => Collective::ReduceScatter,
-                        _ => return None,
-                    };
-                    Some(cost_model::GroupOp {
-                        coll,
-                        count: c.count as u64,
-                        dtype: cost_model::types::DataType::ALL[c.dtype as usize],
-                        op: red_op(c.op),
-                    })
-                }
+                // NCCL groups and tunes only its tuned functions.
+                Op::Coll(c) if collective(c.kind).func().is_some() => Some(cost_model::GroupOp {
+                    coll: collective(c.kind),
+                    count: c.count as u64,
+                    dtype: cost_model::types::DataType::ALL[c.dtype as usize],
+                    op: RedOp::from_nccl(c.op as i64),
+                }),
+                Op::Coll(_) => None,
                 Op::P2p(_) => None,
             })
             .collect();
@@ -269,12 +250,17 @@ pub fn simulate_group(ops: &[(Arc<crate::comm::Comm>, crate::ops::Op)]) -> Resul
     Ok(t)
 }
 
-fn red_op(op: i32) -> cost_model::types::RedOp {
-    match op {
-        1 => cost_model::types::RedOp::Prod,
-        2 => cost_model::types::RedOp::Max,
-        3 => cost_model::types::RedOp::Min,
-        4 => cost_model::types::RedOp::Avg,
-        _ => cost_model::types::RedOp::Sum,
+/// The cost model's collective for a call.
+fn collective(kind: crate::ops::CollKind) -> Collective {
+    use crate::ops::CollKind as K;
+    match kind {
+        K::AllReduce => Collective::AllReduce,
+        K::Reduce => Collective::Reduce,
+        K::Broadcast => Collective::Broadcast,
+        K::AllGather => Collective::AllGather,
+        K::ReduceScatter => Collective::ReduceScatter,
+        K::AlltoAll => Collective::AllToAll,
+        K::Gather => Collective::Gather,
+        K::Scatter => Collective::Scatter,
     }
 }

@@ -244,20 +244,15 @@ pub fn run_collective(comm: &Comm, coll: &Coll, ready: u64) -> Result<u64> {
         .map(|i| unsafe { m.ptr().add(slot_off(i)).cast::<Desc>().read_volatile() })
         .collect();
     let local_start = descs.iter().map(|d| d.ready).max().unwrap_or(ready);
-    let result = agree(&descs, &desc).and_then(|()| {
-        if comm.local.ranks.len() == comm.nranks {
-            work(comm, coll, &descs).map(|()| local_start)
-        } else {
-            work_across_hosts(comm, coll, &descs, &waiter).map(|remote| local_start.max(remote))
-        }
-    });
-    // Everyone saw the same descriptors, so a disagreement fails every rank alike; work
-    // errors (a peer buffer that cannot be mapped) still need the closing barrier.
-    if let Err(e) = &result {
-        if agree(&descs, &desc).is_err() {
-            return Err(e.clone());
-        }
-    }
+    // Everyone saw the same descriptors, so a disagreement fails every rank alike, before any
+    // work and without the closing barrier; work errors (a peer buffer that cannot be mapped)
+    // still need the closing barrier.
+    agree(&descs, &desc)?;
+    let result = if comm.local.ranks.len() == comm.nranks {
+        work(comm, coll, &descs).map(|()| local_start)
+    } else {
+        work_across_hosts(comm, coll, &descs, &waiter).map(|remote| local_start.max(remote))
+    };
     barrier(comm, &waiter)?;
     if result.is_ok() {
         perturb_for_tests(comm, coll);

@@ -113,6 +113,16 @@ impl Planner {
         &self.cluster
     }
 
+    /// The `dev` attributes of host 0's GPUs in `dev` order: position i is the GPU a program
+    /// on that node sees as physical index i.
+    pub fn host_devs(&self) -> Vec<i32> {
+        self.world_members()
+            .iter()
+            .filter(|m| m.host == 0)
+            .map(|m| m.dev)
+            .collect()
+    }
+
     /// The settings this planner plans with.
     pub fn settings(&self) -> &PlannerSettings {
         &self.settings
