@@ -103,7 +103,7 @@ fn price(comm: &Comm, work: &Work) -> Option<(&'static str, u64, String)> {
         Work::P2p(ops) => {
             let sent: u64 = ops.iter().filter(|o| o.send).map(|o| o.bytes as u64).sum();
             let recv: u64 = ops.iter().filter(|o| !o.send).map(|o| o.bytes as u64).sum();
-            let p = crate::sim::predict_p2p(sim, sent, recv);
+            let p = crate::sim::predict_p2p(sim, comm, ops);
             if !tracing {
                 return Some(("SendRecv", (p.time_us * 1e3).round() as u64, String::new()));
             }
