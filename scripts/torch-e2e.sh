@@ -2,6 +2,8 @@
 # End-to-end suite: unmodified torch.distributed (NCCL backend, torchrun) on ncclsim's libraries
 # through `ncclsim run`, as 2 simulated DGX A100 nodes x 8 processes (16 ranks: the world, TP
 # groups {0-7} {8-15} and DP groups {0,8} {1,9} ...):
+#   0. NVIDIA's CUDA runtime wheel installed into the venv (torch's RPATH finds it first):
+#      `ncclsim run`'s preloaded libraries must still be the ones torch uses.
 #   1. scripts/torch/collectives.py: every collective torch offers, in several dtypes, on the
 #      world and on the TP and DP groups, every result checked on the CPU by every rank; the
 #      world's INFO lines (NCCL_DEBUG=INFO) must equal `ncclsim plan`'s.
@@ -58,6 +60,21 @@ measured() {
     return $rc
 }
 passes() { grep -oh "rank [0-9]*: PASS" "$@" | sort -u | wc -l; }
+
+echo "== 0. NVIDIA's CUDA runtime wheel beside torch (found first through torch's RPATH): ours win"
+# torch's CUDA major: the libcudart.so.N its CUDA library links (importing torch needs one).
+torch_lib=$(python -c 'import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec("torch").origin), "lib"))')
+major=$(readelf -d "$torch_lib/libc10_cuda.so" | grep -o 'libcudart\.so\.[0-9]*' | head -1 | cut -d. -f3)
+if [ "$major" -ge 13 ]; then wheel="nvidia-cuda-runtime>=$major,<$((major + 1))"; else wheel="nvidia-cuda-runtime-cu$major"; fi
+python -m pip --disable-pip-version-check -q install --no-deps "$wheel"
+probe='import torch
+ok = torch.cuda.is_available()
+ours = [l.split()[-1] for l in open("/proc/self/maps") if "libcudart.so" in l and "nvidia" in l]
+print("cuda available:", ok, "| NVIDIA libcudart mapped:", sorted(set(ours)) or "no")
+x = torch.arange(8.0)
+assert ok and not ours and torch.equal(x.to("cuda").cpu(), x)'
+"$ncclsim" run --lib-path "$venv/ncclsim-stubs" -- python -c "$probe" 2>&1 | grep -v Warn \
+    || fail "with NVIDIA's runtime wheel installed, torch did not run on ncclsim's libraries"
 
 echo "== 1. collectives, 2 simulated nodes x $per_node processes"
 measured collectives "${run[@]}" --trace "$logs/trace-collectives" \
