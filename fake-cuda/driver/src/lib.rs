@@ -15,16 +15,16 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 pub type CUresult = c_int;
 
 const SUCCESS: CUresult = 0;
-const INVALID_VALUE: CUresult = 1;
+pub(crate) const INVALID_VALUE: CUresult = 1;
 const OUT_OF_MEMORY: CUresult = 2;
 const NOT_INITIALIZED: CUresult = 3;
 const NO_DEVICE: CUresult = 100;
 const INVALID_DEVICE: CUresult = 101;
 const MAP_FAILED: CUresult = 205;
 const INVALID_HANDLE: CUresult = 400;
-const NOT_FOUND: CUresult = 500;
+pub(crate) const NOT_FOUND: CUresult = 500;
 const NOT_READY: CUresult = 600;
-const NOT_SUPPORTED: CUresult = 801;
+pub(crate) const NOT_SUPPORTED: CUresult = 801;
 const STREAM_CAPTURE_UNSUPPORTED: CUresult = 900;
 const UNKNOWN: CUresult = 999;
 
@@ -146,6 +146,8 @@ drv_fn!(
             50 => d.pci[0] as c_int,
             75 => d.sm_major,
             76 => d.sm_minor,
+            // Virtual memory management and POSIX file descriptor handles (fake_cuda_core::vmm).
+            102 | 103 => 1,
             _ => 0,
         };
         write_out(value, v)
@@ -511,6 +513,9 @@ const VERSIONED: &[(&str, c_int, &str)] = &[
     ("cuMemcpyHtoD", 3020, "cuMemcpyHtoD_v2"),
     ("cuMemcpyDtoH", 3020, "cuMemcpyDtoH_v2"),
     ("cuMemsetD8", 3020, "cuMemsetD8_v2"),
+    ("cuMemsetD16", 3020, "cuMemsetD16_v2"),
+    ("cuMemsetD32", 3020, "cuMemsetD32_v2"),
+    ("cuMemGetAddressRange", 3020, "cuMemGetAddressRange_v2"),
     ("cuStreamDestroy", 4000, "cuStreamDestroy_v2"),
     ("cuEventDestroy", 4000, "cuEventDestroy_v2"),
     ("cuLinkCreate", 6050, "cuLinkCreate_v2"),
@@ -611,3 +616,5 @@ unsupported!(
     cuOccupancyMaxActiveBlocksPerMultiprocessor,
     cuTensorMapEncodeTiled,
 );
+
+mod vmm;
