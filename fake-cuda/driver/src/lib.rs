@@ -41,12 +41,16 @@ pub enum DriverError {
     /// Decided here.
     #[error("CUresult {0}")]
     Code(CUresult),
+    /// `cuGetProcAddress` of a name this library does not export.
+    #[error("no driver function {0} (CUDA_ERROR_NOT_FOUND)")]
+    NoSymbol(String),
 }
 
 impl DriverError {
     fn code(&self) -> CUresult {
         match self {
             DriverError::Code(c) => *c,
+            DriverError::NoSymbol(_) => NOT_FOUND,
             // The driver API has no "invalid device function".
             DriverError::Core(e) if e.status() == Status::KernelRefused => NOT_SUPPORTED,
             DriverError::Core(e) => e.cuda_code(),
@@ -178,6 +182,25 @@ drv_fn!(
             return Ok(());
         }
         Ok(core()?.set_device(ctx as usize as c_int - 1)?)
+    }
+);
+drv_fn!(
+    fn cuCtxPushCurrent_v2(ctx: *mut c_void) {
+        // One context per device, current per thread: pushing makes it current (the
+        // previous one is not restored by a pop).
+        if ctx.is_null() {
+            return Err(DriverError::Code(INVALID_VALUE));
+        }
+        Ok(core()?.set_device(ctx as usize as c_int - 1)?)
+    }
+);
+drv_fn!(
+    fn cuCtxPopCurrent_v2(ctx: *mut *mut c_void) {
+        let current = (core()?.get_device()? as usize + 1) as *mut c_void;
+        if !ctx.is_null() {
+            write_out(ctx, current)?;
+        }
+        Ok(())
     }
 );
 drv_fn!(
@@ -517,6 +540,8 @@ const VERSIONED: &[(&str, c_int, &str)] = &[
     ("cuMemsetD32", 3020, "cuMemsetD32_v2"),
     ("cuMemGetAddressRange", 3020, "cuMemGetAddressRange_v2"),
     ("cuStreamDestroy", 4000, "cuStreamDestroy_v2"),
+    ("cuCtxPushCurrent", 4000, "cuCtxPushCurrent_v2"),
+    ("cuCtxPopCurrent", 4000, "cuCtxPopCurrent_v2"),
     ("cuEventDestroy", 4000, "cuEventDestroy_v2"),
     ("cuLinkCreate", 6050, "cuLinkCreate_v2"),
     ("cuLinkAddData", 6050, "cuLinkAddData_v2"),
@@ -563,14 +588,15 @@ fn proc_address(
         return Err(DriverError::Code(INVALID_VALUE));
     }
     // SAFETY: non-null C string by contract.
-    let p = resolve_symbol(unsafe { CStr::from_ptr(symbol) }, version);
+    let symbol = unsafe { CStr::from_ptr(symbol) };
+    let p = resolve_symbol(symbol, version);
     write_out(pfn, p)?;
     if !status.is_null() {
         // CU_GET_PROC_ADDRESS_SUCCESS / _SYMBOL_NOT_FOUND.
         write_out(status, if p.is_null() { 1 } else { 0 })?;
     }
     if p.is_null() {
-        Err(DriverError::Code(NOT_FOUND))
+        Err(DriverError::NoSymbol(symbol.to_string_lossy().into_owned()))
     } else {
         Ok(())
     }
