@@ -768,8 +768,7 @@ impl Core {
                     CopyKind::DeviceToDevice => (true, true),
                 };
                 let d = Self::check_side(st, dst, extent(dpitch, width, height)?, dst_dev, true)?;
-                let s =
-                    Self::check_side(st, src, extent(spitch, width, height)?, src_dev, false)?;
+                let s = Self::check_side(st, src, extent(spitch, width, height)?, src_dev, false)?;
                 let path = match (d.is_some(), s.is_some()) {
                     (false, false) => CopyPath::HostToHost,
                     (true, true) => CopyPath::DeviceToDevice,

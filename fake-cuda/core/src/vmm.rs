@@ -191,7 +191,9 @@ impl Vmm {
 
     /// The reservation containing `[ptr, ptr + len)` entirely.
     fn reservation_of(&self, ptr: usize, len: usize) -> Result<(usize, &Reservation)> {
-        let end = ptr.checked_add(len).ok_or_else(|| invalid("range overflows".into()))?;
+        let end = ptr
+            .checked_add(len)
+            .ok_or_else(|| invalid("range overflows".into()))?;
         self.reservations
             .range(..=ptr)
             .next_back()
@@ -330,16 +332,7 @@ fn reserve_aligned(len: usize, align: usize, hint: usize) -> Result<usize> {
         .checked_add(align)
         .ok_or_else(|| invalid(format!("reservation of {len:#x} bytes overflows")))?;
     // SAFETY: a new anonymous mapping; the kernel picks the address.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            total,
-            libc::PROT_NONE,
-            flags,
-            -1,
-            0,
-        )
-    };
+    let p = unsafe { libc::mmap(std::ptr::null_mut(), total, libc::PROT_NONE, flags, -1, 0) };
     if p == libc::MAP_FAILED {
         return Err(CoreError::OutOfMemory {
             device: -1,
@@ -442,15 +435,13 @@ impl Core {
     /// `cuMemRetainAllocationHandle`: a new reference to the allocation mapped at `ptr`.
     pub fn mem_retain(&self, ptr: usize) -> Result<u64> {
         let mut st = self.lock();
-        let handle = st
-            .vmm
-            .mapping_at(ptr)
-            .map(|(_, _, _, m)| m.handle)
-            .ok_or(CoreError::InvalidPointer {
+        let handle = st.vmm.mapping_at(ptr).map(|(_, _, _, m)| m.handle).ok_or(
+            CoreError::InvalidPointer {
                 ptr,
                 len: 0,
                 why: "not inside a mapping made by cuMemMap",
-            })?;
+            },
+        )?;
         st.vmm.handles.get_mut(&handle).expect("mapped").refs += 1;
         Ok(handle)
     }
@@ -652,11 +643,10 @@ impl Core {
                  (requestedHandleTypes)"
             )));
         }
-        p.fd.try_clone()
-            .map_err(|e| CoreError::Os {
-                call: "dup",
-                errno: e.to_string(),
-            })
+        p.fd.try_clone().map_err(|e| CoreError::Os {
+            call: "dup",
+            errno: e.to_string(),
+        })
     }
 
     /// `cuMemImportFromShareableHandle` (POSIX file descriptor): a handle on the allocation
@@ -749,22 +739,44 @@ mod tests {
         assert_eq!(core.mem_get_access(va, 1).unwrap(), ACCESS_READWRITE);
         assert_eq!(core.mem_get_access(va, 0).unwrap(), 0);
         // One copy across the two mappings.
-        core.memcpy(va + 4096, src.as_ptr() as usize, 3 * G, CopyKind::HostToDevice, 0)
-            .unwrap();
+        core.memcpy(
+            va + 4096,
+            src.as_ptr() as usize,
+            3 * G,
+            CopyKind::HostToDevice,
+            0,
+        )
+        .unwrap();
         let info = core.pointer_info(va + 3 * G);
         assert_eq!(info.kind, MemoryKind::Device);
         assert_eq!((info.device, info.base, info.size), (0, va + 2 * G, 2 * G));
         let mut back = vec![0u8; 3 * G];
-        core.memcpy(back.as_mut_ptr() as usize, va + 4096, 3 * G, CopyKind::DeviceToHost, 0)
-            .unwrap();
+        core.memcpy(
+            back.as_mut_ptr() as usize,
+            va + 4096,
+            3 * G,
+            CopyKind::DeviceToHost,
+            0,
+        )
+        .unwrap();
         assert!(back.iter().all(|&b| b == 5));
         // Beyond the mapped part of the reservation.
         assert!(core
-            .memcpy(va + 3 * G, src.as_ptr() as usize, 2 * G, CopyKind::Default, 0)
+            .memcpy(
+                va + 3 * G,
+                src.as_ptr() as usize,
+                2 * G,
+                CopyKind::Default,
+                0
+            )
             .is_err());
         core.mem_release(h).unwrap();
         assert!(core.mem_release(h).is_err(), "released twice");
-        assert_eq!(core.mem_info(0).unwrap().0, (64 << 20) - 4 * GRANULARITY, "still mapped");
+        assert_eq!(
+            core.mem_info(0).unwrap().0,
+            (64 << 20) - 4 * GRANULARITY,
+            "still mapped"
+        );
         assert!(core.mem_address_free(va, 8 * G).is_err(), "mappings left");
         assert!(core.mem_unmap(va, G).is_err(), "cuts a mapping");
         core.mem_unmap(va, 4 * G).unwrap();
@@ -796,13 +808,18 @@ mod tests {
         core.malloc(0, 4 << 20).unwrap();
         core.free(a).unwrap();
         assert!(core.mem_create(0, GRANULARITY + 1, 0).is_err());
-        assert!(core.mem_create(0, GRANULARITY, 8).is_err(), "fabric handles");
+        assert!(
+            core.mem_create(0, GRANULARITY, 8).is_err(),
+            "fabric handles"
+        );
     }
 
     #[test]
     fn read_only_mappings_refuse_writes_and_retain_finds_the_handle() {
         let core = core_with(64 << 20);
-        let h = core.mem_create(1, GRANULARITY, HANDLE_TYPE_POSIX_FD).unwrap();
+        let h = core
+            .mem_create(1, GRANULARITY, HANDLE_TYPE_POSIX_FD)
+            .unwrap();
         let va = core.mem_address_reserve(G, 1 << 30, 0).unwrap();
         assert_eq!(va % (1 << 30), 0);
         core.mem_map(va, G, 0, h).unwrap();
@@ -824,7 +841,9 @@ mod tests {
     #[test]
     fn export_import_shares_exactly_the_allocation() {
         let core = core_with(64 << 20);
-        let h = core.mem_create(0, GRANULARITY, HANDLE_TYPE_POSIX_FD).unwrap();
+        let h = core
+            .mem_create(0, GRANULARITY, HANDLE_TYPE_POSIX_FD)
+            .unwrap();
         let fd = core.mem_export(h).unwrap();
         let h2 = core.mem_import(fd.as_raw_fd()).unwrap();
         let va = core.mem_address_reserve(2 * G, 0, 0).unwrap();
@@ -836,7 +855,11 @@ mod tests {
         core.memcpy(b.as_mut_ptr() as usize, va + G + 8, 4, CopyKind::Default, 0)
             .unwrap();
         assert_eq!(b, [0x3c; 4], "both mappings show the same memory");
-        assert_eq!(core.mem_info(0).unwrap().0, (64 << 20) - GRANULARITY, "counted once");
+        assert_eq!(
+            core.mem_info(0).unwrap().0,
+            (64 << 20) - GRANULARITY,
+            "counted once"
+        );
         // Unexportable allocations and foreign descriptors are refused.
         let plain = core.mem_create(0, GRANULARITY, 0).unwrap();
         assert!(core.mem_export(plain).is_err());
@@ -862,8 +885,14 @@ mod tests {
         assert_eq!(&b[..4], &0x1122_3344u32.to_ne_bytes());
         assert_eq!(&b[8..12], &0x1122_3344u32.to_ne_bytes());
         assert_eq!(&b[12..14], &0xabcdu16.to_ne_bytes());
-        assert!(core.memset_pattern(d + 1, 1, 4, 1, 0).is_err(), "misaligned");
+        assert!(
+            core.memset_pattern(d + 1, 1, 4, 1, 0).is_err(),
+            "misaligned"
+        );
         assert!(core.memset_pattern(d, 1, 3, 1, 0).is_err(), "element size");
-        assert!(core.memset_pattern(d, 1, 4, 1025, 0).is_err(), "past the end");
+        assert!(
+            core.memset_pattern(d, 1, 4, 1025, 0).is_err(),
+            "past the end"
+        );
     }
 }

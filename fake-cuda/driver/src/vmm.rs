@@ -3,7 +3,7 @@
 //! ranges, and the word-sized fills and stream writes that come with them. The semantics live
 //! in the core (`fake_cuda_core::vmm`); this file checks the C structs and flags.
 
-use crate::{core, write_out, DriverError, Result, CUhandle, INVALID_VALUE, NOT_SUPPORTED};
+use crate::{core, write_out, CUhandle, DriverError, Result, INVALID_VALUE, NOT_SUPPORTED};
 use fake_cuda_core::vmm::{GRANULARITY, HANDLE_TYPE_POSIX_FD};
 use std::ffi::{c_int, c_uint, c_void};
 
@@ -165,12 +165,7 @@ drv_fn!(
     }
 );
 drv_fn!(
-    fn cuMemExportToShareableHandle(
-        shareable: *mut c_void,
-        handle: u64,
-        kind: c_int,
-        flags: u64,
-    ) {
+    fn cuMemExportToShareableHandle(shareable: *mut c_void, handle: u64, kind: c_int, flags: u64) {
         if flags != 0 || shareable.is_null() {
             return Err(invalid());
         }
@@ -243,7 +238,14 @@ drv_fn!(
 
 // ---- fills and stream memory operations ----------------------------------------------------
 
-fn fill(dst: u64, pattern: u64, elem: u32, count: usize, stream: CUhandle, sync: bool) -> Result<()> {
+fn fill(
+    dst: u64,
+    pattern: u64,
+    elem: u32,
+    count: usize,
+    stream: CUhandle,
+    sync: bool,
+) -> Result<()> {
     let c = core()?;
     c.memset_pattern(dst as usize, pattern, elem, count, stream as u64)?;
     if sync {
