@@ -72,14 +72,15 @@ static CUmemAccessDesc access_for(int device, int flags) {
     return a;
 }
 
-/* torch's required driver table (c10/cuda/driver_api.h), as torch looks it up. */
+/* The driver table torch 2.15 requires (c10/cuda/driver_api.h; the names in libc10_cuda.so),
+ * looked up as torch does, at CUDA 12.0. */
 static const char *TORCH_TABLE[] = {
-    "cuDeviceGetAttribute", "cuMemAddressReserve", "cuMemRelease", "cuMemMap",
+    "cuDeviceGet", "cuDeviceGetAttribute", "cuMemAddressReserve", "cuMemRelease", "cuMemMap",
     "cuMemAddressFree", "cuMemSetAccess", "cuMemUnmap", "cuMemCreate",
     "cuMemGetAllocationGranularity", "cuMemExportToShareableHandle",
     "cuMemImportFromShareableHandle", "cuMemsetD32Async", "cuStreamWriteValue32",
     "cuGetErrorString", "cuMemGetAddressRange", "cuMemRetainAllocationHandle",
-    "cuMemGetAllocationPropertiesFromHandle", "cuMemGetAccess",
+    "cuMemGetAllocationPropertiesFromHandle",
 };
 
 static void local(void) {
