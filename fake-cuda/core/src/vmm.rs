@@ -668,7 +668,7 @@ impl Core {
         // SAFETY: F_GET_SEALS on a descriptor of the caller; no memory is passed.
         let seals = unsafe { libc::fcntl(fd, libc::F_GET_SEALS) };
         let h = pread_header(fd).ok_or_else(|| refuse("no header"))?;
-        // SAFETY: `st` is a plain C struct filled by fstat.
+        // SAFETY: `libc::stat` is plain C data; all zeroes is a valid value.
         let mut stat: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: valid out-pointer.
         let len_ok = unsafe { libc::fstat(fd, &mut stat) } == 0
