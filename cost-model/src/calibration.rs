@@ -35,6 +35,9 @@ pub enum System {
     Rtx2080TiBridge,
     /// 4x RTX 4090, PCIe Gen4 x16, one AMD EPYC socket, peer-to-peer through the host bridge.
     Rtx4090Box,
+    /// GB200 NVL72 compute tray: 4 B200 GPUs, 18 NVLink5 links each to the rack's NVSwitches,
+    /// Grace (Arm) hosts.
+    Gb200Tray,
 }
 
 impl System {
@@ -50,6 +53,7 @@ impl System {
             System::A100FourNic => "DGX A100 node with 4 of 8 NICs (HDR, 25 GB/s each): ring 4x24, tree 4x30/24 (the DGX A100 two-node graphs with half the channels)",
             System::Rtx2080TiBridge => "2 NVLink links (20 GB/s each in NCCL for sm75) between 2 GPUs: ring 1x40 duplicated to 2x20",
             System::Rtx4090Box => "PCIe Gen4 x16 (24 GB/s) through the host bridge, 4 GPUs on one socket: ring 2x12",
+            System::Gb200Tray => "what NCCL 2.30.7 printed for topologies/gb200-nvl72-tray.xml (planner/tests/nccl-2.30.7/gb200-nvl72-tray-1node.txt): ring 16x45, tree 16x50, NVLS 4x90, 32 channels, 24 NVLS channels",
         }
     }
 
@@ -63,6 +67,7 @@ impl System {
                 | System::H100FourNic
                 | System::H100Eight200G
                 | System::A100FourNic
+                | System::Gb200Tray
         );
         // GPU PCIe links (NCCL's bandwidth: 1.2 GB/s per GT/s-lane unit, Gen4 x16 24, Gen5 x16 48).
         s.gpu_pci_bw = match self {
@@ -71,7 +76,8 @@ impl System {
             | System::H100FourNic
             | System::H100Eight200G
             | System::H100PcieBridge
-            | System::Rtx5090Box => 48.0,
+            | System::Rtx5090Box
+            | System::Gb200Tray => 48.0,
             System::Rtx2080TiBridge => 12.0,
         };
         s
@@ -171,6 +177,22 @@ impl System {
                 GraphShape::new(Pattern::BalancedTree, 2, 20.0, 20.0, Nvl, Pix),
             )
             .with_p2p(4, 4),
+            System::Gb200Tray => {
+                let mut s = CommShape::uniform(
+                    1,
+                    ppn,
+                    100,
+                    GraphShape::new(Pattern::Ring, 16, 45.0, 45.0, Nvl, Pix),
+                    GraphShape::new(Pattern::Tree, 16, 50.0, 50.0, Nvl, Pix),
+                )
+                .with_p2p(32, 32);
+                s.cpu_arch = topo::consts::cpu_arch::ARM;
+                if nvls {
+                    s.with_nvls(GraphShape::new(Pattern::Nvls, 4, 90.0, 90.0, Nvl, Pix), 24)
+                } else {
+                    s
+                }
+            }
             System::Rtx4090Box => CommShape::uniform(
                 1,
                 ppn,
@@ -286,6 +308,7 @@ const NT44: &str = "NVIDIA/nccl-tests issue 44";
 const NT309: &str = "NVIDIA/nccl-tests issue 309";
 const N1469: &str = "NVIDIA/nccl issue 1469";
 const TG36: &str = "tinygrad/open-gpu-kernel-modules issue 36";
+const AZ_GB200: &str = "Azure/AI-benchmarking-guide ND_GB200_v6_results.md";
 
 /// Every published measurement of the set that names a size (ranges use their ends).
 #[rustfmt::skip]
@@ -296,11 +319,11 @@ pub const ROWS: &[Row] = &[
     r("Azure ND A100 v4", A100, 1, 8, AR, GB, B(228.10), None, false, Some("2.18.5"), AZ_A100),
     r("Azure ND A100 v4", A100, 1, 8, AR, 8 * GB, B(231.58), None, false, Some("2.18.5"), AZ_A100),
     r("AWS p4dn.24xlarge", A100, 1, 8, AR, GB, B(230.77), None, false, None, "NVIDIA/nccl issue 527 (NCCL 2.9.9)"),
-    r("Azure ND H100 v5", H100, 1, 8, AR, MB, B(43.70), None, true, Some("2.18.5"), AZ_H100),
-    r("Azure ND H100 v5", H100, 1, 8, AR, 16 * MB, B(234.45), None, true, Some("2.18.5"), AZ_H100),
-    r("Azure ND H100 v5", H100, 1, 8, AR, 128 * MB, B(400.61), None, true, Some("2.18.5"), AZ_H100),
-    r("Azure ND H100 v5", H100, 1, 8, AR, GB, B(466.35), None, true, Some("2.18.5"), AZ_H100),
-    r("Azure ND H100 v5", H100, 1, 8, AR, 8 * GB, B(478.87), None, true, Some("2.18.5"), AZ_H100),
+    r("Azure ND H100 v5", H100, 1, 8, AR, MB, B(43.70), Some(Algo::Nvls), true, Some("2.18.5"), AZ_H100),
+    r("Azure ND H100 v5", H100, 1, 8, AR, 16 * MB, B(234.45), Some(Algo::Nvls), true, Some("2.18.5"), AZ_H100),
+    r("Azure ND H100 v5", H100, 1, 8, AR, 128 * MB, B(400.61), Some(Algo::Nvls), true, Some("2.18.5"), AZ_H100),
+    r("Azure ND H100 v5", H100, 1, 8, AR, GB, B(466.35), Some(Algo::Nvls), true, Some("2.18.5"), AZ_H100),
+    r("Azure ND H100 v5", H100, 1, 8, AR, 8 * GB, B(478.87), Some(Algo::Nvls), true, Some("2.18.5"), AZ_H100),
     r("8x H100 SXM, NVLS off", H100, 1, 8, AR, 4 * GB, B(370.0), Some(Algo::Ring), false, Some("2.30.4"), "NVIDIA/nccl issue 2140"),
     r("8x H100 SXM, NVLS on", H100, 1, 8, AR, 4 * GB, B(480.0), Some(Algo::Nvls), true, Some("2.30.4"), "NVIDIA/nccl issue 2140"),
     r("H100 SXM sweep, 4 GPUs Ring", H100, 1, 4, AR, 4 * GB, B(365.0), Some(Algo::Ring), false, None, "NVIDIA/nccl issue 1455"),
@@ -332,24 +355,24 @@ pub const ROWS: &[Row] = &[
     r("Azure ND A100 v4", A100, 1, 8, AR, 64 * MB, B(166.63), None, false, Some("2.18.5"), AZ_A100),
     r("Azure ND A100 v4", A100, 1, 8, AR, 512 * MB, B(221.58), None, false, Some("2.18.5"), AZ_A100),
     r("Azure ND A100 v4", A100, 1, 8, AR, 4 * GB, B(230.48), None, false, Some("2.18.5"), AZ_A100),
-    r("Azure ND H100 v5", H100, 1, 8, AR, 4 * KB, B(0.27), None, true, Some("2.18.5"), AZ_H100),
-    r("Azure ND H100 v5", H100, 1, 8, AR, 32 * KB, B(1.71), None, true, Some("2.18.5"), AZ_H100),
-    r("Azure ND H100 v5", H100, 1, 8, AR, 256 * KB, B(10.86), None, true, Some("2.18.5"), AZ_H100),
-    r("Azure ND H100 v5", H100, 1, 8, AR, 4 * MB, B(128.73), None, true, Some("2.18.5"), AZ_H100),
-    r("Azure ND H100 v5", H100, 1, 8, AR, 64 * MB, B(361.78), None, true, Some("2.18.5"), AZ_H100),
-    r("Azure ND H100 v5", H100, 1, 8, AR, 512 * MB, B(438.46), None, true, Some("2.18.5"), AZ_H100),
-    r("Azure ND H100 v5", H100, 1, 8, AR, 4 * GB, B(475.54), None, true, Some("2.18.5"), AZ_H100),
-    r("Azure ND H200 v5", H100, 1, 8, AR, 4 * KB, B(0.23), None, true, Some("2.20.5"), AZ_H200),
-    r("Azure ND H200 v5", H100, 1, 8, AR, 32 * KB, B(1.84), None, true, Some("2.20.5"), AZ_H200),
-    r("Azure ND H200 v5", H100, 1, 8, AR, 256 * KB, B(14.75), None, true, Some("2.20.5"), AZ_H200),
-    r("Azure ND H200 v5", H100, 1, 8, AR, MB, B(52.96), None, true, Some("2.20.5"), AZ_H200),
-    r("Azure ND H200 v5", H100, 1, 8, AR, 4 * MB, B(138.44), None, true, Some("2.20.5"), AZ_H200),
-    r("Azure ND H200 v5", H100, 1, 8, AR, 16 * MB, B(240.41), None, true, Some("2.20.5"), AZ_H200),
-    r("Azure ND H200 v5", H100, 1, 8, AR, 64 * MB, B(368.11), None, true, Some("2.20.5"), AZ_H200),
-    r("Azure ND H200 v5", H100, 1, 8, AR, 256 * MB, B(432.24), None, true, Some("2.20.5"), AZ_H200),
-    r("Azure ND H200 v5", H100, 1, 8, AR, GB, B(467.58), None, true, Some("2.20.5"), AZ_H200),
-    r("Azure ND H200 v5", H100, 1, 8, AR, 4 * GB, B(477.41), None, true, Some("2.20.5"), AZ_H200),
-    r("Azure ND H200 v5", H100, 1, 8, AR, 8 * GB, B(479.98), None, true, Some("2.20.5"), AZ_H200),
+    r("Azure ND H100 v5", H100, 1, 8, AR, 4 * KB, B(0.27), Some(Algo::Nvls), true, Some("2.18.5"), AZ_H100),
+    r("Azure ND H100 v5", H100, 1, 8, AR, 32 * KB, B(1.71), Some(Algo::Nvls), true, Some("2.18.5"), AZ_H100),
+    r("Azure ND H100 v5", H100, 1, 8, AR, 256 * KB, B(10.86), Some(Algo::Nvls), true, Some("2.18.5"), AZ_H100),
+    r("Azure ND H100 v5", H100, 1, 8, AR, 4 * MB, B(128.73), Some(Algo::Nvls), true, Some("2.18.5"), AZ_H100),
+    r("Azure ND H100 v5", H100, 1, 8, AR, 64 * MB, B(361.78), Some(Algo::Nvls), true, Some("2.18.5"), AZ_H100),
+    r("Azure ND H100 v5", H100, 1, 8, AR, 512 * MB, B(438.46), Some(Algo::Nvls), true, Some("2.18.5"), AZ_H100),
+    r("Azure ND H100 v5", H100, 1, 8, AR, 4 * GB, B(475.54), Some(Algo::Nvls), true, Some("2.18.5"), AZ_H100),
+    r("Azure ND H200 v5", H100, 1, 8, AR, 4 * KB, B(0.23), Some(Algo::Nvls), true, Some("2.20.5"), AZ_H200),
+    r("Azure ND H200 v5", H100, 1, 8, AR, 32 * KB, B(1.84), Some(Algo::Nvls), true, Some("2.20.5"), AZ_H200),
+    r("Azure ND H200 v5", H100, 1, 8, AR, 256 * KB, B(14.75), Some(Algo::Nvls), true, Some("2.20.5"), AZ_H200),
+    r("Azure ND H200 v5", H100, 1, 8, AR, MB, B(52.96), Some(Algo::Nvls), true, Some("2.20.5"), AZ_H200),
+    r("Azure ND H200 v5", H100, 1, 8, AR, 4 * MB, B(138.44), Some(Algo::Nvls), true, Some("2.20.5"), AZ_H200),
+    r("Azure ND H200 v5", H100, 1, 8, AR, 16 * MB, B(240.41), Some(Algo::Nvls), true, Some("2.20.5"), AZ_H200),
+    r("Azure ND H200 v5", H100, 1, 8, AR, 64 * MB, B(368.11), Some(Algo::Nvls), true, Some("2.20.5"), AZ_H200),
+    r("Azure ND H200 v5", H100, 1, 8, AR, 256 * MB, B(432.24), Some(Algo::Nvls), true, Some("2.20.5"), AZ_H200),
+    r("Azure ND H200 v5", H100, 1, 8, AR, GB, B(467.58), Some(Algo::Nvls), true, Some("2.20.5"), AZ_H200),
+    r("Azure ND H200 v5", H100, 1, 8, AR, 4 * GB, B(477.41), Some(Algo::Nvls), true, Some("2.20.5"), AZ_H200),
+    r("Azure ND H200 v5", H100, 1, 8, AR, 8 * GB, B(479.98), Some(Algo::Nvls), true, Some("2.20.5"), AZ_H200),
     r("OCI BM.GPU4.8 (8x A100-40GB)", A100, 1, 8, AR, 10 * GB, B(232.20), None, false, Some("2.26.5"), OCI_A100),
     r("OCI BM.GPU4.8 x2 (16x 100G RoCE)", A100, 2, 8, AR, 10 * GB, B(191.76), None, false, Some("2.26.5"), OCI_A100),
     r("OCI BM.GPU.H100.8 x2 (16x 200G RoCE)", H100, 2, 8, AR, GB, B(446.28), None, true, Some("2.21.5"), OCI_H100),
@@ -398,18 +421,18 @@ pub const ROWS: &[Row] = &[
     r("Azure ND A100 v4", A100, 1, 8, AR, 2 * MB, B(53.54), None, false, Some("2.18.5"), AZ_A100),
     r("Azure ND A100 v4", A100, 1, 8, AR, 8 * MB, B(89.99), None, false, Some("2.18.5"), AZ_A100),
     r("Azure ND A100 v4", A100, 1, 8, AR, 32 * MB, B(132.77), None, false, Some("2.18.5"), AZ_A100),
-    r("Azure ND H100 v5", H100, 1, 8, AR, 8 * KB, B(0.53), None, true, Some("2.18.5"), AZ_H100),
-    r("Azure ND H100 v5", H100, 1, 8, AR, 16 * KB, B(0.95), None, true, Some("2.18.5"), AZ_H100),
-    r("Azure ND H100 v5", H100, 1, 8, AR, 128 * KB, B(5.4), None, true, Some("2.18.5"), AZ_H100),
-    r("Azure ND H100 v5", H100, 1, 8, AR, 2 * MB, B(81.93), None, true, Some("2.18.5"), AZ_H100),
-    r("Azure ND H100 v5", H100, 1, 8, AR, 8 * MB, B(172.13), None, true, Some("2.18.5"), AZ_H100),
-    r("Azure ND H100 v5", H100, 1, 8, AR, 32 * MB, B(295.53), None, true, Some("2.18.5"), AZ_H100),
-    r("Azure ND H200 v5", H100, 1, 8, AR, 8 * KB, B(0.47), None, true, Some("2.20.5"), AZ_H200),
-    r("Azure ND H200 v5", H100, 1, 8, AR, 16 * KB, B(0.93), None, true, Some("2.20.5"), AZ_H200),
-    r("Azure ND H200 v5", H100, 1, 8, AR, 128 * KB, B(7.39), None, true, Some("2.20.5"), AZ_H200),
-    r("Azure ND H200 v5", H100, 1, 8, AR, 2 * MB, B(88.78), None, true, Some("2.20.5"), AZ_H200),
-    r("Azure ND H200 v5", H100, 1, 8, AR, 8 * MB, B(181.94), None, true, Some("2.20.5"), AZ_H200),
-    r("Azure ND H200 v5", H100, 1, 8, AR, 32 * MB, B(300.91), None, true, Some("2.20.5"), AZ_H200),
+    r("Azure ND H100 v5", H100, 1, 8, AR, 8 * KB, B(0.53), Some(Algo::Nvls), true, Some("2.18.5"), AZ_H100),
+    r("Azure ND H100 v5", H100, 1, 8, AR, 16 * KB, B(0.95), Some(Algo::Nvls), true, Some("2.18.5"), AZ_H100),
+    r("Azure ND H100 v5", H100, 1, 8, AR, 128 * KB, B(5.4), Some(Algo::Nvls), true, Some("2.18.5"), AZ_H100),
+    r("Azure ND H100 v5", H100, 1, 8, AR, 2 * MB, B(81.93), Some(Algo::Nvls), true, Some("2.18.5"), AZ_H100),
+    r("Azure ND H100 v5", H100, 1, 8, AR, 8 * MB, B(172.13), Some(Algo::Nvls), true, Some("2.18.5"), AZ_H100),
+    r("Azure ND H100 v5", H100, 1, 8, AR, 32 * MB, B(295.53), Some(Algo::Nvls), true, Some("2.18.5"), AZ_H100),
+    r("Azure ND H200 v5", H100, 1, 8, AR, 8 * KB, B(0.47), Some(Algo::Nvls), true, Some("2.20.5"), AZ_H200),
+    r("Azure ND H200 v5", H100, 1, 8, AR, 16 * KB, B(0.93), Some(Algo::Nvls), true, Some("2.20.5"), AZ_H200),
+    r("Azure ND H200 v5", H100, 1, 8, AR, 128 * KB, B(7.39), Some(Algo::Nvls), true, Some("2.20.5"), AZ_H200),
+    r("Azure ND H200 v5", H100, 1, 8, AR, 2 * MB, B(88.78), Some(Algo::Nvls), true, Some("2.20.5"), AZ_H200),
+    r("Azure ND H200 v5", H100, 1, 8, AR, 8 * MB, B(181.94), Some(Algo::Nvls), true, Some("2.20.5"), AZ_H200),
+    r("Azure ND H200 v5", H100, 1, 8, AR, 32 * MB, B(300.91), Some(Algo::Nvls), true, Some("2.20.5"), AZ_H200),
     r("GCP A3 Mega x2 (8x 200G TCPXO)", A3, 2, 8, AR, 128, T(123.0), None, true, None, A3M),
     r("GCP A3 Mega x2 (8x 200G TCPXO)", A3, 2, 8, AR, 4 * KB, T(126.9), None, true, None, A3M),
     r("GCP A3 Mega x2 (8x 200G TCPXO)", A3, 2, 8, AR, 32 * KB, T(155.2), None, true, None, A3M),
@@ -440,6 +463,17 @@ pub const ROWS: &[Row] = &[
     r("16x H100 nodes (NICs not stated)", H100, 16, 8, AR, 128, T(62.38), None, true, Some("2.20.5"), N1469),
     r("16x H100 nodes (NICs not stated)", H100, 16, 8, AR, KB, T(73.73), None, true, Some("2.20.5"), N1469),
     r("16x H100 nodes (NICs not stated)", H100, 16, 8, AR, 4 * KB, T(76.61), None, true, Some("2.20.5"), N1469),
+    r("Azure ND GB200 v6 (one 4-GPU tray)", System::Gb200Tray, 1, 4, AR, KB, B(0.10), Some(Algo::Ring), true, Some("2.25.1"), AZ_GB200),
+    r("Azure ND GB200 v6 (one 4-GPU tray)", System::Gb200Tray, 1, 4, AR, 4 * KB, B(0.38), Some(Algo::Ring), true, Some("2.25.1"), AZ_GB200),
+    r("Azure ND GB200 v6 (one 4-GPU tray)", System::Gb200Tray, 1, 4, AR, 32 * KB, B(2.88), Some(Algo::Ring), true, Some("2.25.1"), AZ_GB200),
+    r("Azure ND GB200 v6 (one 4-GPU tray)", System::Gb200Tray, 1, 4, AR, 256 * KB, B(22.41), Some(Algo::Ring), true, Some("2.25.1"), AZ_GB200),
+    r("Azure ND GB200 v6 (one 4-GPU tray)", System::Gb200Tray, 1, 4, AR, MB, B(80.48), Some(Algo::Ring), true, Some("2.25.1"), AZ_GB200),
+    r("Azure ND GB200 v6 (one 4-GPU tray)", System::Gb200Tray, 1, 4, AR, 4 * MB, B(146.27), Some(Algo::Ring), true, Some("2.25.1"), AZ_GB200),
+    r("Azure ND GB200 v6 (one 4-GPU tray)", System::Gb200Tray, 1, 4, AR, 16 * MB, B(331.09), Some(Algo::Ring), true, Some("2.25.1"), AZ_GB200),
+    r("Azure ND GB200 v6 (one 4-GPU tray)", System::Gb200Tray, 1, 4, AR, 64 * MB, B(550.73), Some(Algo::Ring), true, Some("2.25.1"), AZ_GB200),
+    r("Azure ND GB200 v6 (one 4-GPU tray)", System::Gb200Tray, 1, 4, AR, 256 * MB, B(593.53), Some(Algo::Ring), true, Some("2.25.1"), AZ_GB200),
+    r("Azure ND GB200 v6 (one 4-GPU tray)", System::Gb200Tray, 1, 4, AR, GB, B(646.87), Some(Algo::Ring), true, Some("2.25.1"), AZ_GB200),
+    r("Azure ND GB200 v6 (one 4-GPU tray)", System::Gb200Tray, 1, 4, AR, 8 * GB, B(679.61), Some(Algo::Ring), true, Some("2.25.1"), AZ_GB200),
 ];
 
 /// Size label as nccl-tests users write it.

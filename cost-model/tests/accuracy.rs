@@ -1,6 +1,6 @@
 //! The calibrated model against the calibration set, and ACCURACY.md kept equal to the report.
 
-use cost_model::calibrated::{accuracy_report, median_max, score, Scored, BANDS};
+use cost_model::accuracy::{accuracy_report, median_max, score, Scored, BANDS};
 use cost_model::calibration::ROWS;
 
 #[test]
