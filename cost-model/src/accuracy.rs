@@ -332,6 +332,11 @@ pub fn accuracy_report() -> String {
         .collect::<Vec<_>>()
         .join("; ");
     s += ".\n";
+    s += "\nWhat the model leaves out, and where the largest held-out errors come from:\n\n";
+    s += "- Network transports: NCCL's per-hop network latencies are kept, so a slower transport's small-message time (AWS EFA, GCP's TCP-offload GPUDirect-TCPXO) is under-predicted, and TCPXO's mid-size dip (32 GB/s at 16 MB on 8x 200G) is not modelled.\n";
+    s += "- Scale: AWS p5 at 16-32 nodes stays far below its asymptote up to 1 GB; no other source has multi-node mid sizes at that scale, so held out it is under-predicted.\n";
+    s += "- PCIe boxes are host-bound; the one-socket caps of a Gen4 and a Gen5 box (26 and 35 GB/s) differ by a third and predict each other to that.\n";
+    s += "- The Azure guide's rows come from one process driving every GPU of the node (`-g 8`, in-place busbw, NVLS forced on H100/H200, Ring on GB200); the rows record the forced algorithm, the launch mode is in the shared latency.\n";
     s += "\n![measured vs predicted time per operation, NCCL mode and calibrated with the system held out](docs/accuracy.svg)\n";
     s += "\nPer hardware class (system held out):\n\n";
     s += "| class | n | NCCL mode | calibrated, system held out | calibrated, source held out |\n";

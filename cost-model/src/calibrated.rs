@@ -456,9 +456,9 @@ fn bandwidth_time(r: &Prepared, p: &ClassParams) -> f64 {
 /// latencies are kept and `lat_fixed`, the launch and completion time NCCL's model leaves out,
 /// is the Huber-weighted mean (iteratively reweighted: a row more than 15% off counts less,
 /// since launch modes differ, e.g. CUDA graphs) of the measured time less NCCL's latency, in
-/// relative terms. (Scaling NCCL's hop latencies too was tried: held out, it did worse, since
-/// the rows' per-hop costs differ more between systems than the scale can follow.) Returns the
-/// value and its standard error; 0 without rows.
+/// relative terms. NCCL's hop latencies are not scaled: the per-hop costs the rows imply differ
+/// more between systems (and network transports) than one scale can follow, so a fitted scale
+/// predicts systems left out worse. Returns the value and its standard error; 0 without rows.
 fn fit_latency(rows: &[Prepared], classes: &[ClassParams]) -> (f64, f64) {
     let small: Vec<(&Prepared, f64)> = rows
         .iter()

@@ -2,10 +2,12 @@
 //! users; each row names its source) as data, each with the system it ran on described the way the
 //! model sees it.
 //!
-//! System shapes use the planner's outputs for the bundled DGX A100 / DGX H100 files
+//! System shapes use the planner's outputs for the bundled DGX A100 / DGX H100 / GB200 tray files
 //! (`tests/planner_shapes.rs` checks they agree with what the planner finds); systems without a
 //! bundled file are derived by the same NCCL rules from public hardware facts and say so in
-//! `derivation`.
+//! `derivation`. Where a publication forced an algorithm (`NCCL_ALGO`), the row records it: the
+//! Azure guide's script runs `NCCL_ALGO=NVLS` on 8-GPU H100/H200 nodes and `NCCL_ALGO=Ring` on
+//! 4-GPU GB200 trays, one process driving every GPU (`-g`), and reports in-place busbw.
 
 use crate::consts::Algo;
 use crate::shape::{CommShape, GraphShape};
