@@ -36,8 +36,9 @@
 //! Fitting (`fit`): the shared latency and the classes alternately (four rounds). For a class, a
 //! grid over the fill time (and the node exponent for the multi-node class) and for each grid
 //! point a weighted linear least-squares solve (nalgebra SVD) for 1/eta per family on the rows
-//! >= 64 KB, minimising the relative time error (rows >= 1 GB count twice). Standard errors come
-//! from the least-squares covariance `s^2 (A^T A)^-1` at the chosen grid point (`ParamErrors`).
+//! of 64 KB and more, minimising the relative time error (rows of 1 GB and more count twice).
+//! Standard errors come from the least-squares covariance `s^2 (A^T A)^-1` at the chosen grid
+//! point (`ParamErrors`).
 //! The model only prices what NCCL chose: it never changes the algorithm or protocol.
 
 use crate::calibration::{Measured, Row, ROWS};
