@@ -6,6 +6,7 @@
 //!
 //! ```text
 //! time = lat_fixed + L + x / eta[family] * (1 + T / (x + T))      x = S / (1000 * A)
+//!                                              (the fill term for Simple and LL128, not LL)
 //! A    = nCh * bwIntra             for NVLS AllReduce (the switch reduces: a GPU's algorithm
 //!                                  bandwidth is its NVLink bandwidth whatever the GPU count)
 //! A    = busbw_cap / busbw_factor  for PCIe boxes (host-memory bound)
@@ -20,9 +21,10 @@
 //!   measured latency instead of NCCL's.
 //! - Per class (NVSwitch Ampere, NVSwitch Hopper and newer, direct NVLink, PCIe, multi-node):
 //!   `eta` per algorithm family present (the fraction of NCCL's modelled path bandwidth achieved:
-//!   protocol and link efficiency) and the pipeline fill time `T`: a transfer whose bandwidth
-//!   time is `x` pays `x * T / (x + T)` more, about `T` once `x` is well above it (the pipeline
-//!   fills once) and about `x` for a transfer shorter than the fill. Being a time, not a size,
+//!   protocol and link efficiency) and the pipeline fill time `T`: a Simple or LL128 transfer
+//!   whose bandwidth time is `x` pays `x * T / (x + T)` more, about `T` once `x` is well above
+//!   it (the pipeline fills once) and about `x` for a transfer shorter than the fill (LL, with
+//!   no chunk pipeline, pays none). Being a time, not a size,
 //!   it carries over between fabrics of different speeds (a 20 GB/s bridge fills its pipeline
 //!   with fewer bytes than 450 GB/s NVLink). For several nodes it grows as `n_nodes^node_exp`
 //!   (deeper trees and rings). PCIe boxes have host-bound bus-bandwidth caps instead of NCCL's
@@ -166,9 +168,10 @@ impl ClassParams {
         }
     }
 
-    /// The pipeline fill factor on a bandwidth time `x` (µs) of an `n_nodes` communicator.
-    fn ramp(&self, x: f64, n_nodes: usize) -> f64 {
-        if self.fill_us <= 0.0 || x <= 0.0 {
+    /// The pipeline fill factor on a bandwidth time `x` (µs) of an `n_nodes` communicator, for
+    /// a protocol that pipelines chunks (`fills`).
+    fn ramp(&self, fills: bool, x: f64, n_nodes: usize) -> f64 {
+        if !fills || self.fill_us <= 0.0 || x <= 0.0 {
             return 1.0;
         }
         let t = self.fill_us * (n_nodes.max(1) as f64).powf(self.node_exp);
@@ -240,7 +243,7 @@ impl Calibration {
         let x = self.bandwidth_term(m, f, a, bw as f64, bytes);
         self.params.lat_fixed
             + lat as f64
-            + x / self.params.eta[family(a)] * self.params.ramp(x, m.shape.n_nodes)
+            + x / self.params.eta[family(a)] * self.params.ramp(fills(p), x, m.shape.n_nodes)
     }
 
     /// `S / (1000 * A)` with NCCL's structure changed where calibrated mode differs (NVLS, caps),
@@ -313,11 +316,19 @@ pub fn row_model(r: &Row, mode: Mode) -> CostModel {
         .expect("calibration rows use valid settings (checked by tests)")
 }
 
+/// Whether a protocol pays the pipeline fill: Simple and LL128 move data in chunks through a
+/// pipeline of steps; LL moves 8-byte flagged lines, each consumed as it lands, and NCCL's LL
+/// bandwidth already prices it per size.
+fn fills(p: Proto) -> bool {
+    p != Proto::Ll
+}
+
 /// A row as the fit sees it: NCCL's latency and bandwidth time for NCCL's choice, and the
 /// measured time.
 struct Prepared {
     class: HwClass,
     family: usize,
+    fills: bool,
     lat: f64,
     x: f64,
     bytes: u64,
@@ -350,6 +361,7 @@ fn prepare(r: &Row) -> Option<Prepared> {
     Some(Prepared {
         class,
         family: family(algo),
+        fills: fills(proto),
         lat: lat as f64,
         x,
         bytes: r.bytes,
@@ -396,7 +408,7 @@ fn solve(rows: &[&Prepared], probe: &ClassParams, lat_fixed: f64) -> Option<Solv
     let mut b = DVector::<f64>::zeros(rows.len());
     for (i, r) in rows.iter().enumerate() {
         let w = if r.bytes >= 1 << 30 { 2.0 } else { 1.0 } / r.t_meas;
-        let xr = r.x * probe.ramp(r.x, r.n_nodes);
+        let xr = r.x * probe.ramp(r.fills, r.x, r.n_nodes);
         let j = fams.iter().position(|&k| k == r.family)?;
         a[(i, j)] = xr * w;
         b[i] = (r.t_meas - lat_fixed - r.lat) * w;
@@ -449,7 +461,7 @@ fn covariance_diag(
 
 /// The bandwidth part of a prepared row's time under a class's parameters (µs).
 fn bandwidth_time(r: &Prepared, p: &ClassParams) -> f64 {
-    r.x / p.eta[r.family] * p.ramp(r.x, r.n_nodes)
+    r.x / p.eta[r.family] * p.ramp(r.fills, r.x, r.n_nodes)
 }
 
 /// Fits the latency shared by every class to the rows below 64 KB (where it dominates) after
