@@ -225,6 +225,10 @@ fn init_rank(
     // SAFETY: the API's contract for a non-null config.
     let cfg = unsafe { CommConfig::read(config, &CommConfig::default())? };
     if nranks <= 0 || rank < 0 || rank >= nranks {
+        // The job cannot form: a root this process runs for the id tells the ranks now.
+        if let Ok((magic, _)) = crate::bootstrap::decode_id(&id) {
+            crate::bootstrap::stop_root(magic);
+        }
         return Err(NcclError::invalid_argument(format!(
             "rank {rank} / nranks {nranks}: need 0 <= rank < nranks"
         )));

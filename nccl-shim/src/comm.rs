@@ -448,6 +448,12 @@ fn join(id: &crate::types::UniqueId, j: Joining) -> Result<Comm> {
         .iter()
         .map(|b| Member::decode(b))
         .collect::<Result<Vec<_>>>()?;
+    // NCCLSIM_TEST_KILL_IN_INIT=R (a test-only setting): rank R's process kills itself
+    // (SIGKILL) between the root's table and the hub, so tests can lose a rank mid-init.
+    if std::env::var("NCCLSIM_TEST_KILL_IN_INIT").is_ok_and(|v| v.trim() == j.rank.to_string()) {
+        // SAFETY: raising a signal has no memory effects.
+        unsafe { libc::raise(libc::SIGKILL) };
+    }
     let hub = Hub::form(
         listener,
         members[0].hub_addr,

@@ -174,33 +174,34 @@ impl Gathering<'_> {
         self.joined[rank] = Some((s, payload.to_vec()));
     }
 
-    /// Reads what a newcomer has sent; Some(frame) once its hello is complete, Err when it is
-    /// to be dropped.
+    /// Reads what a newcomer has sent, never past its hello (a hub's ranks send their first
+    /// exchange right after it); Some(frame) once the hello is complete, Err when the
+    /// connection is to be dropped.
     fn progress(&self, c: &mut Newcomer) -> std::result::Result<Option<Vec<u8>>, String> {
-        let mut chunk = [0u8; 4096];
         loop {
-            match c.s.read(&mut chunk) {
-                Ok(0) => return Err("closed before its hello".into()),
-                Ok(k) => c.buf.extend_from_slice(&chunk[..k]),
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => return Err(format!("receive: {e}")),
-            }
-            if c.buf.len() as u64 > 8 + MAX_HELLO {
-                break;
-            }
-        }
-        if c.buf.len() >= 8 {
-            let len = u64::from_le_bytes(c.buf[..8].try_into().expect("invariant: 8 bytes"));
-            if len > MAX_HELLO {
-                return Err(format!("hello of {len} bytes (at most {MAX_HELLO})"));
-            }
-            let end = 8 + len as usize;
-            if c.buf.len() > end {
-                return Err("bytes after its hello".into());
-            }
-            if c.buf.len() == end {
+            let need = if c.buf.len() < 8 {
+                8
+            } else {
+                let len = u64::from_le_bytes(c.buf[..8].try_into().expect("invariant: 8 bytes"));
+                if len > MAX_HELLO {
+                    return Err(format!("hello of {len} bytes (at most {MAX_HELLO})"));
+                }
+                8 + len as usize
+            };
+            if c.buf.len() >= 8 && c.buf.len() == need {
                 return Ok(Some(c.buf[8..].to_vec()));
+            }
+            let old = c.buf.len();
+            c.buf.resize(need, 0);
+            match c.s.read(&mut c.buf[old..]) {
+                Ok(0) => return Err("closed before its hello".into()),
+                Ok(k) => c.buf.truncate(old + k),
+                Err(e) if e.kind() == ErrorKind::Interrupted => c.buf.truncate(old),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    c.buf.truncate(old);
+                    break;
+                }
+                Err(e) => return Err(format!("receive: {e}")),
             }
         }
         if c.since.elapsed() > HELLO_WAIT {
@@ -235,9 +236,8 @@ impl Gathering<'_> {
         }
         if Instant::now() >= w.deadline {
             return Some(NcclError::remote(format!(
-                "{} did not join {} within NCCLSIM_TIMEOUT ({:.0} s)",
+                "{} did not join within NCCLSIM_TIMEOUT ({:.0} s)",
                 self.missing(),
-                self.who,
                 timeout().as_secs_f64()
             )));
         }

@@ -216,6 +216,9 @@ pub fn recv_frame(s: &mut TcpStream, w: &Waiter, max: u64) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// How long a rank waits for the root past its own deadline.
+const ROOT_GRACE: Duration = Duration::from_secs(2);
+
 /// How long one blocking read or accept waits before checking for abort again.
 const POLL_SLICE: Duration = Duration::from_millis(50);
 
@@ -286,10 +289,13 @@ pub fn exchange_with_root(
     payload: &[u8],
     abort: &Arc<AtomicBool>,
 ) -> Result<Vec<Vec<u8>>> {
-    let w = Waiter::new(
+    let mut w = Waiter::new(
         format!("every rank to join the bootstrap root at {root}"),
         abort,
     );
+    // The root started its deadline first and names the missing ranks when it passes: wait a
+    // little longer to hear that instead of a bare timeout.
+    w.deadline += ROOT_GRACE;
     let mut s = connect_before(root, &w)?;
     send_frame(&mut s, &hello(magic, rank, nranks, payload))?;
     let table = gather::recv_reply(&mut s, &w, &format!("bootstrap root at {root}"))?;
