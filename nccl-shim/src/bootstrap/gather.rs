@@ -444,6 +444,11 @@ impl Hub {
         })
     }
 
+    /// The communicator's abort flag, for other waits of its setup.
+    pub fn abort_flag(&self) -> &Arc<AtomicBool> {
+        &self.abort
+    }
+
     /// Every rank's `mine`, in rank order. A rank that fails or disconnects is named to every
     /// other rank.
     pub fn allgather(&mut self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
