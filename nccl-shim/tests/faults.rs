@@ -325,7 +325,6 @@ fn forge(root: SocketAddrV4, magic: u64) -> Vec<TcpStream> {
         (0..=255u8).cycle().take(4096).collect(), // garbage
         hello(magic ^ 1, 0, 3),                   // another job's magic
         hello(magic, 7, 3),                       // this magic, rank out of range
-        hello(magic, 0, 1000),                    // this magic, another size
         (1u64 << 29).to_le_bytes().to_vec(),      // claims a 512 MiB frame, sends nothing
         Vec::new(),                               // connects and stays silent
     ];
@@ -341,7 +340,12 @@ fn forge(root: SocketAddrV4, magic: u64) -> Vec<TcpStream> {
 
 #[test]
 fn forged_bootstrap_peers_do_not_disturb_a_job() {
-    let job = Job::start("forged", 3, |_, _| {});
+    // Rank 0 runs the root: its warnings (on stdout, as NCCL logs) show what was refused.
+    let job = Job::start("forged", 3, |r, c| {
+        if r == 0 {
+            c.env("NCCL_DEBUG", "WARN");
+        }
+    });
     let id_file = {
         let mut p = job.id.clone().into_os_string();
         p.push(".1");
@@ -362,7 +366,33 @@ fn forged_bootstrap_peers_do_not_disturb_a_job() {
     );
     let strangers = forge(root, magic);
     let ranks = job.finish(Duration::from_secs(60));
-    drop(strangers);
+    // The root has dropped every stranger: each read ends (closed or reset), none times out.
+    for mut s in strangers {
+        use std::io::Read;
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let mut b = [0u8; 64];
+        match s.read(&mut b) {
+            Ok(0) => {}
+            Ok(k) => panic!("a stranger was sent {k} bytes"),
+            Err(e) => assert!(
+                !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ),
+                "a stranger's connection is still open: {e}"
+            ),
+        }
+    }
+    let log = String::from_utf8_lossy(&ranks[0].output.stdout);
+    for refused in [
+        "hello of 506097522914230528 bytes".to_string(),
+        format!("magic {:#x} is not this communicator's", magic ^ 1),
+        "rank 7 of 3".to_string(),
+        "hello of 536870912 bytes".to_string(),
+    ] {
+        assert!(log.contains(&refused), "no refusal '{refused}' in:\n{log}");
+    }
     for r in &ranks {
         assert!(r.output.status.success(), "{}", r.text());
         let (_, code, ms, _) = r.result("forged");

@@ -133,10 +133,12 @@ static void restart(const char *path) {
     result("restart", 0, t, "new communicator works");
 }
 
-struct aborter { ncclComm_t comm; int delay_ms; int rc; double took; };
+/* Aborts `comm` `delay_ms` after `go` is set (at once when it is NULL). */
+struct aborter { ncclComm_t comm; int delay_ms; volatile int *go; int rc; double took; };
 
 static void *abort_later(void *p) {
     struct aborter *a = p;
+    while (a->go && !__atomic_load_n(a->go, __ATOMIC_ACQUIRE)) usleep(1000);
     usleep(a->delay_ms * 1000);
     double t = now_ms();
     a->rc = ncclCommAbort(a->comm);
@@ -195,10 +197,12 @@ int main(int argc, char **argv) {
             usleep(600000);
             OK(ncclCommAbort(comm));
         } else {
-            struct aborter a = { comm, 300, -1, 0 };
+            volatile int go = 0;
+            struct aborter a = { comm, 300, &go, -1, 0 };
             pthread_t th;
             CHECK(pthread_create(&th, NULL, abort_later, &a) == 0);
             double t = now_ms();
+            __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
             ncclResult_t rc = ncclAllReduce(buf, buf, 256, ncclFloat, ncclSum, comm, stream);
             result(what, rc, t, ncclGetLastError(NULL));
             CHECK(pthread_join(th, NULL) == 0);
@@ -220,7 +224,7 @@ int main(int argc, char **argv) {
             /* Rank N-1 never joins this one: the init stays in progress until aborted. */
             ncclResult_t st = ncclSuccess;
             for (int i = 0; i < 30; i++) { OK(ncclCommGetAsyncError(comm, &st)); CHECK(st == ncclInProgress); usleep(10000); }
-            struct aborter a = { comm, 0, -1, 0 };
+            struct aborter a = { comm, 0, NULL, -1, 0 };
             pthread_t th;
             CHECK(pthread_create(&th, NULL, abort_later, &a) == 0);
             CHECK(pthread_join(th, NULL) == 0);
