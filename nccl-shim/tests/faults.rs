@@ -263,6 +263,20 @@ fn a_rank_lost_during_init_is_named_at_once() {
     .finish(Duration::from_secs(60));
     assert!(killed(&ranks[2]), "{}", ranks[2].text());
     survivors_see(&ranks, "during", REMOTE_ERROR, &["rank 2 (pid", "exited"]);
+    // Rank 0, whose hub the others are about to join, dies instead (the victim is the first
+    // rank here: the job's ranks are reversed so survivors_see finds them first).
+    let ranks = Job::start("during", 3, |_, c| {
+        c.env("NCCLSIM_TEST_KILL_IN_INIT", "0");
+    })
+    .finish(Duration::from_secs(60));
+    assert!(killed(&ranks[0]), "{}", ranks[0].text());
+    let reversed: Vec<Rank> = ranks.into_iter().rev().collect();
+    survivors_see(
+        &reversed,
+        "during",
+        REMOTE_ERROR,
+        &["rank 0 (pid", "exited"],
+    );
 }
 
 #[test]

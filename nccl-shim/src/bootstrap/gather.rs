@@ -405,9 +405,9 @@ pub struct Hub {
 }
 
 impl Hub {
-    /// Forms the hub: rank 0 accepts `nranks - 1` hellos with `magic` on `listener` (failing
-    /// at once when one of `local` — other processes of this host, as (rank, pid, host) — has
-    /// exited); the others connect to `root_addr`.
+    /// Forms the hub: rank 0 accepts `nranks - 1` hellos with `magic` on `listener`; the
+    /// others connect to `root_addr`. Either fails at once when one of `local` (other
+    /// processes of this host, as (rank, pid, host)) has exited.
     pub fn form(
         listener: Option<TcpListener>,
         root_addr: SocketAddrV4,
@@ -417,11 +417,11 @@ impl Hub {
         abort: &Arc<AtomicBool>,
     ) -> Result<Hub> {
         let mut w = Waiter::new("every rank to join the communicator's hub", abort);
+        w.peers = Arc::new(local);
         let links = if nranks == 1 {
             Links::Alone
         } else if rank == 0 {
             let l = listener.ok_or_else(|| NcclError::internal("hub root without a listener"))?;
-            w.peers = Arc::new(local);
             let who = format!("rank 0's hub at {root_addr}");
             let mut g = Gathering {
                 who: &who,

@@ -259,7 +259,8 @@ pub fn local_addr(l: &TcpListener) -> Result<SocketAddrV4> {
     }
 }
 
-/// Connects to `addr`, retrying until `w`'s deadline (the listener may not exist yet).
+/// Connects to `addr`, retrying until `w`'s deadline (the listener may not exist yet) or until
+/// a process `w` watches has exited.
 fn connect_before(addr: SocketAddrV4, w: &Waiter) -> Result<TcpStream> {
     loop {
         let last = match TcpStream::connect_timeout(&addr.into(), Duration::from_secs(5)) {
@@ -269,7 +270,7 @@ fn connect_before(addr: SocketAddrV4, w: &Waiter) -> Result<TcpStream> {
             }
             Err(e) => e,
         };
-        if let Err(e) = w.check() {
+        if let Err(e) = w.check().and_then(|_| w.check_peers()) {
             return Err(NcclError::new(
                 e.code,
                 format!("{e} (cannot connect to {addr}: {last})"),
