@@ -290,6 +290,7 @@ fn a_rank_lost_inside_an_allreduce_is_named_at_once() {
         REMOTE_ERROR,
         &["rank 2 (pid", &format!("on {}", host.trim())],
     );
+    survivors_see(&ranks, "async", REMOTE_ERROR, &["ncclCommGetAsyncError"]);
     // The same across hosts: every rank its own host, the data path over TCP.
     let ranks = Job::start("midcoll", 3, |r, c| {
         c.env("NCCL_HOSTID", format!("ncclsim-faults-host-{r}"));

@@ -323,6 +323,22 @@ fn gather(l: &TcpListener, g: &mut Gathering<'_>, w: &Waiter) -> Result<Joined> 
     Ok(std::mem::take(&mut g.joined))
 }
 
+/// A connection that failed without a reply usually means its process died: names an exited
+/// process of this host if there is one (its exit may lag the closing of its sockets by a
+/// moment), else returns `otherwise()`.
+fn exited_or(w: &Waiter, otherwise: impl FnOnce() -> NcclError) -> NcclError {
+    if w.abort.load(Ordering::Relaxed) {
+        return otherwise();
+    }
+    for _ in 0..5 {
+        if let Err(e) = w.check_peers() {
+            return e;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    otherwise()
+}
+
 /// Stop flags of the roots this process runs, by magic.
 fn roots() -> &'static Mutex<HashMap<u64, Arc<AtomicBool>>> {
     static R: OnceLock<Mutex<HashMap<u64, Arc<AtomicBool>>>> = OnceLock::new();
@@ -382,7 +398,9 @@ fn run_root(listener: &TcpListener, magic: u64, stop: &Arc<AtomicBool>) -> Resul
             .iter()
             .map(|c| c.as_ref().map_or(&[][..], |(_, p)| p.as_slice())),
     );
-    for (s, _) in joined.iter_mut().flatten() {
+    // Highest rank first: the process running the root is usually rank 0's, which may go
+    // on (or die) as soon as it has its table; every other rank has its table by then.
+    for (s, _) in joined.iter_mut().rev().flatten() {
         send_table(s, &table)?;
     }
     Ok(())
@@ -402,6 +420,8 @@ enum Links {
 pub struct Hub {
     links: Links,
     abort: Arc<AtomicBool>,
+    /// Other processes of this host in the communicator: (rank, pid, host).
+    local: Arc<Vec<(usize, u32, String)>>,
 }
 
 impl Hub {
@@ -441,6 +461,7 @@ impl Hub {
         Ok(Hub {
             links,
             abort: abort.clone(),
+            local: w.peers.clone(),
         })
     }
 
@@ -452,7 +473,8 @@ impl Hub {
     /// Every rank's `mine`, in rank order. A rank that fails or disconnects is named to every
     /// other rank.
     pub fn allgather(&mut self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
-        let w = Waiter::new("the communicator's bootstrap exchange", &self.abort);
+        let mut w = Waiter::new("the communicator's bootstrap exchange", &self.abort);
+        w.peers = self.local.clone();
         match &mut self.links {
             Links::Alone => Ok(vec![mine.to_vec()]),
             Links::Root(conns) => {
@@ -465,10 +487,12 @@ impl Hub {
                     match recv_frame(s, &w, MAX_FRAME) {
                         Ok(f) => all.push(f),
                         Err(e) => {
-                            failed = Some(NcclError::new(
-                                e.code,
-                                format!("rank {r} in the bootstrap exchange: {}", e.message),
-                            ));
+                            failed = Some(exited_or(&w, || {
+                                NcclError::new(
+                                    e.code,
+                                    format!("rank {r} in the bootstrap exchange: {}", e.message),
+                                )
+                            }));
                             break;
                         }
                     }
@@ -489,9 +513,10 @@ impl Hub {
                 Ok(all)
             }
             Links::Leaf(s) => {
-                send_frame(s, mine)
-                    .map_err(|e| NcclError::remote(format!("rank 0 (the hub): {e}")))?;
-                let t = recv_reply(s, &w, "rank 0 (the hub)")?;
+                let t = send_frame(s, mine)
+                    .map_err(|e| NcclError::remote(format!("rank 0 (the hub): {e}")))
+                    .and_then(|_| recv_reply(s, &w, "rank 0 (the hub)"))
+                    .map_err(|e| exited_or(&w, || e))?;
                 decode_table(&t, None)
             }
         }

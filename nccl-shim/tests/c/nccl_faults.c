@@ -184,6 +184,10 @@ int main(int argc, char **argv) {
         double t = now_ms();
         ncclResult_t rc = ncclAllReduce(buf, buf, 256, ncclFloat, ncclSum, comm, stream);
         result(what, rc, t, ncclGetLastError(comm));
+        /* What a watchdog polling the communicator sees. */
+        ncclResult_t async = ncclSuccess;
+        OK(ncclCommGetAsyncError(comm, &async));
+        result("async", async, t, "ncclCommGetAsyncError");
         OK(ncclCommAbort(comm));
         leaks(before);
         return 0;
