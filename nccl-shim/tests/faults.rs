@@ -1,8 +1,8 @@
 //! Faults against the built `libnccl.so.2`, each job's ranks as child processes of a C
 //! program (`tests/c/nccl_faults.c`) under a hard outer limit (killed on expiry): a rank lost
 //! before init, in init and inside an AllReduce; `ncclCommAbort` from a second thread during a
-//! collective and during a non-blocking init, each followed by a new communicator in the same
-//! processes; forged connections to a job's bootstrap root while it initialises; every
+//! collective, during a non-blocking init and during a blocking one, each followed by a new
+//! communicator in the same processes; forged connections to a job's bootstrap root while it initialises; every
 //! invalid argument; calls that disagree across ranks. For each the survivors' exact code and
 //! message are checked and the time it took printed; every process must end with the
 //! descriptors and threads it had before its first communicator, and /dev/shm must hold no
@@ -315,6 +315,7 @@ fn abort_from_a_second_thread_ends_a_collective_and_a_new_communicator_works() {
 fn abort_from_a_second_thread_ends_an_init_in_progress_and_a_new_communicator_works() {
     let ranks = Job::start("abort_init", 3, |_, _| {}).finish(Duration::from_secs(60));
     survivors_see(&ranks, "abort_init", 0, &["returned"]);
+    survivors_see(&ranks, "abort_blocking_init", INVALID_USAGE, &["aborted"]);
     for r in &ranks {
         assert!(r.output.status.success(), "{}", r.text());
         assert_eq!(r.result("restart").1, 0);

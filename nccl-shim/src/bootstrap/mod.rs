@@ -290,14 +290,12 @@ pub fn exchange_with_root(
     payload: &[u8],
     abort: &Arc<AtomicBool>,
 ) -> Result<Vec<Vec<u8>>> {
-    let mut w = Waiter::new(
-        format!("every rank to join the bootstrap root at {root}"),
-        abort,
-    );
+    let mut w = Waiter::new("every rank to join", abort);
     // The root started its deadline first and names the missing ranks when it passes: wait a
     // little longer to hear that instead of a bare timeout.
     w.deadline += ROOT_GRACE;
-    let mut s = connect_before(root, &w)?;
+    let mut s = connect_before(root, &w)
+        .map_err(|e| NcclError::new(e.code, format!("bootstrap root at {root}: {}", e.message)))?;
     send_frame(&mut s, &hello(magic, rank, nranks, payload))?;
     let table = gather::recv_reply(&mut s, &w, &format!("bootstrap root at {root}"))?;
     gather::decode_table(&table, Some(nranks))

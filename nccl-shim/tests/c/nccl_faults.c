@@ -5,8 +5,9 @@
  *   nccl_faults midcoll R N IDFILE    rank N-1 dies while the others are inside an AllReduce
  *   nccl_faults abort_coll R N IDFILE a second thread aborts a rank waiting in an AllReduce,
  *                                     then every rank makes a new communicator (restart path)
- *   nccl_faults abort_init R N IDFILE a second thread aborts a non-blocking init waiting for a
- *                                     rank that never comes, then the restart path as above
+ *   nccl_faults abort_init R N IDFILE a second thread aborts a non-blocking init, then a
+ *                                     blocking one, each waiting for a rank that never comes,
+ *                                     then the restart path as above
  *   nccl_faults forged R N IDFILE     an ordinary job (rank N-1 starts late); the test sends
  *                                     forged connections to its root meanwhile
  *   nccl_faults invalid 0 2 -         every invalid argument on a 2-rank ncclCommInitAll
@@ -146,6 +147,21 @@ static void *abort_later(void *p) {
     return NULL;
 }
 
+/* Where abort_named finds the communicator to abort: a handle another thread is creating. */
+static volatile ncclComm_t *volatile aborter_target;
+
+static void *abort_named(void *p) {
+    struct aborter *a = p;
+    while (!__atomic_load_n(a->go, __ATOMIC_ACQUIRE)) usleep(1000);
+    usleep(a->delay_ms * 1000);
+    while (!aborter_target || !*aborter_target) usleep(1000);
+    a->comm = *aborter_target;
+    double t = now_ms();
+    a->rc = ncclCommAbort(a->comm);
+    a->took = now_ms() - t;
+    return NULL;
+}
+
 static void invalid(void);
 
 int main(int argc, char **argv) {
@@ -234,6 +250,22 @@ int main(int argc, char **argv) {
             CHECK(pthread_join(th, NULL) == 0);
             result(what, a.rc, now_ms() - a.took, "ncclCommAbort of an init in progress returned");
             CHECK(ncclCommGetAsyncError(comm, &st) == ncclInvalidArgument);
+            /* A blocking init names its communicator before it completes (as NCCL does), so
+             * another thread can abort it: the init then returns. */
+            id = shared_id(path, 3);
+            volatile ncclComm_t blocking = NULL;
+            volatile int go = 0;
+            struct aborter b = { NULL, 300, &go, -1, 0 };
+            pthread_t tb;
+            CHECK(pthread_create(&tb, NULL, abort_named, (void *)&b) == 0);
+            aborter_target = &blocking;
+            double t = now_ms();
+            __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
+            rc = ncclCommInitRank((ncclComm_t *)&blocking, N, id, R);
+            result("abort_blocking_init", rc, t, ncclGetLastError(NULL));
+            CHECK(pthread_join(tb, NULL) == 0);
+            OK(b.rc);
+            CHECK(rc != ncclSuccess && blocking == NULL);
         }
         restart(path);
         leaks(before);
