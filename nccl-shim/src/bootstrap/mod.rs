@@ -426,6 +426,26 @@ mod tests {
     }
 
     #[test]
+    fn a_rank_that_leaves_the_root_early_is_named_to_the_others() {
+        let l = listen(Some(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0))).unwrap();
+        let addr = local_addr(&l).unwrap();
+        spawn_root(l, 11);
+        let w = Waiter::new("test", &flag());
+        let mut leaver = connect_before(addr, &w).unwrap();
+        send_frame(&mut leaver, &hello(11, 1, 3, b"p")).unwrap();
+        let joiner = std::thread::spawn(move || exchange_with_root(addr, 11, 0, 3, b"p", &flag()));
+        std::thread::sleep(Duration::from_millis(200));
+        drop(leaver);
+        let e = joiner.join().unwrap().unwrap_err();
+        assert_eq!(e.code, crate::types::result::REMOTE_ERROR);
+        assert!(
+            e.message.contains("rank 1") && e.message.contains("disconnected"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
     fn an_aborted_join_ends_promptly() {
         let l = listen(Some(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0))).unwrap();
         let addr = local_addr(&l).unwrap();
