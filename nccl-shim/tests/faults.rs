@@ -5,8 +5,8 @@
 //! communicator in the same processes; forged connections to a job's bootstrap root while it initialises; every
 //! invalid argument; calls that disagree across ranks. For each the survivors' exact code and
 //! message are checked and the time it took printed; every process must end with the
-//! descriptors and threads it had before its first communicator, and /dev/shm must hold no
-//! new entry.
+//! descriptors and threads it had before its first communicator, /dev/shm must hold no new
+//! entry and the ranks' TMPDIR must stay empty.
 
 use fake_cuda_test_support as support;
 use std::io::Write;
@@ -120,6 +120,8 @@ fn parse(out: &str) -> Vec<(String, i32, f64, String)> {
 /// A job: `n` ranks of `scenario`, `setup` adjusting each rank's command.
 struct Job {
     id: PathBuf,
+    /// The ranks' TMPDIR, empty at the start: anything left in it is a leaked temp file.
+    tmp: PathBuf,
     children: Vec<Child>,
     start: Instant,
     shm: Vec<String>,
@@ -134,6 +136,12 @@ impl Job {
             .expect("dir")
             .join(format!("{scenario}.{k}.id"));
         let shm = dev_shm();
+        let tmp = program()
+            .parent()
+            .expect("dir")
+            .join(format!("{scenario}.{k}.tmp"));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).expect("TMPDIR");
         let children = (0..n)
             .map(|r| {
                 let mut c = Command::new(program());
@@ -151,6 +159,7 @@ impl Job {
                 .env_remove("NCCL_HOSTID")
                 .env_remove("NCCL_DEBUG")
                 .env("NCCLSIM_TIMEOUT", "30")
+                .env("TMPDIR", &tmp)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped());
                 setup(r, &mut c);
@@ -159,6 +168,7 @@ impl Job {
             .collect();
         Job {
             id,
+            tmp,
             children,
             start: Instant::now(),
             shm,
@@ -201,6 +211,13 @@ impl Job {
             .filter(|e| !self.shm.contains(e))
             .collect();
         assert!(new.is_empty(), "new /dev/shm entries: {new:?}");
+        let left: Vec<_> = std::fs::read_dir(&self.tmp)
+            .expect("TMPDIR")
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert!(left.is_empty(), "files left in the ranks' TMPDIR: {left:?}");
+        let _ = std::fs::remove_dir(&self.tmp);
         done.into_iter()
             .enumerate()
             .map(|(rank, o)| {
