@@ -18,6 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+/// Largest communicator a hello may announce (bounds what a bad hello makes a root allocate).
+const MAX_RANKS: usize = 1 << 20;
 /// How long an accepted connection may take to send its hello.
 const HELLO_WAIT: Duration = Duration::from_secs(5);
 /// How often joined connections and watched processes are checked while gathering.
@@ -159,6 +161,10 @@ impl Gathering<'_> {
                 self.magic
             ));
         }
+        if n == 0 || n > MAX_RANKS || rank >= n {
+            return refuse(format!("rank {rank} of {n}"));
+        }
+        // The first valid hello sets the size (as NCCL's root does); it cannot be 0 or absurd.
         let expected = *self.nranks.get_or_insert(n);
         if self.joined.is_empty() {
             self.joined.resize_with(expected, || None);
@@ -300,11 +306,11 @@ fn gather(l: &TcpListener, g: &mut Gathering<'_>, w: &Waiter) -> Result<Joined> 
             match g.progress(&mut newcomers[i]) {
                 Ok(None) => i += 1,
                 Ok(Some(frame)) => {
-                    let c = newcomers.swap_remove(i);
+                    let c = newcomers.remove(i);
                     g.admit(c.s, c.from, &frame);
                 }
                 Err(why) => {
-                    let c = newcomers.swap_remove(i);
+                    let c = newcomers.remove(i);
                     crate::error::warn(&format!(
                         "bootstrap {}: dropped a connection from {}: {why}",
                         g.who, c.from

@@ -386,7 +386,13 @@ mod tests {
         // Another magic, an out-of-range rank, garbage and a silent connection are refused
         // (their reads end when the root drops them) and do not delay the real ranks.
         let mut strangers: Vec<TcpStream> = Vec::new();
-        for frame in [hello(78, 0, 2, b"x"), hello(77, 5, 2, b"x")] {
+        // Sizes of 0 and 2^32-1 come first: neither may become the communicator's size.
+        for frame in [
+            hello(77, 0, 0, b"x"),
+            hello(77, 0, u32::MAX as usize, b"x"),
+            hello(78, 0, 2, b"x"),
+            hello(77, 5, 2, b"x"),
+        ] {
             let mut s = connect_before(addr, &w).unwrap();
             send_frame(&mut s, &frame).unwrap();
             strangers.push(s);
@@ -395,6 +401,7 @@ mod tests {
         garbage.write_all(&[0xff; 64]).unwrap();
         strangers.push(garbage);
         let silent = connect_before(addr, &w).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
         let t: Vec<_> = (0..2)
             .map(|r| {
                 std::thread::spawn(move || {
