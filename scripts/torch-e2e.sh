@@ -16,7 +16,7 @@
 #      pipeline send across nodes and inside a node, and a peer copy, in the topology's order.
 #   4. scripts/torch/memory.py with the default allocator and with expandable segments:
 #      torch.OutOfMemoryError past the device, copies that read back, a tensor shared with
-#      another process.
+#      another process; then collectives.py on expandable segments (2 nodes x 2).
 #   5. collectives.py again on 1 node x 2 with NCCLSIM_TEST_PERTURB=1 (the runtime flips a bit
 #      of rank 1's results): must fail, proving the checks check.
 #
@@ -123,6 +123,13 @@ for conf in "" "expandable_segments:True"; do
         || fail "memory checks (PYTORCH_CUDA_ALLOC_CONF=$conf) exited $?"
     grep "memory: PASS" "$logs/memory${conf:+-expandable}.log" | sed "s/^/[${conf:-default allocator}] /"
 done
+
+echo "== 4b. collectives on expandable segments (memory the driver's cuMem* API maps), 2 nodes x 2"
+PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$ncclsim" run --topo "$topo" --nodes 2 \
+    --lib-path "$venv/ncclsim-stubs" -- torchrun --nproc_per_node 2 scripts/torch/collectives.py \
+    > "$logs/collectives-expandable.log" 2>&1 || fail "collectives on expandable segments exited $?"
+[ "$(passes "$logs/collectives-expandable.log")" = 4 ] || fail "expandable segments: not every rank passed"
+grep -h "PASS" "$logs/collectives-expandable.log" | sort
 
 echo "== 5. 1 node x 2 processes, rank 1's results perturbed (NCCLSIM_TEST_PERTURB=1): must fail"
 if "$ncclsim" run --topo "$topo" --lib-path "$venv/ncclsim-stubs" --env NCCLSIM_TEST_PERTURB=1 \

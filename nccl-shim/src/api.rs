@@ -78,11 +78,27 @@ fn device_buffer(ptr: usize, elems: usize, dtype: DataType, what: &str) -> Resul
     let need = elems
         .checked_mul(dtype.size())
         .ok_or_else(|| NcclError::invalid_argument("count overflows"))?;
-    if ptr + need > info.base + info.size {
-        return Err(NcclError::invalid_argument(format!(
-            "{what} {ptr:#x}: {need} bytes needed but its allocation ends {} bytes after it",
-            info.base + info.size - ptr
-        )));
+    let end = ptr
+        .checked_add(need)
+        .ok_or_else(|| NcclError::invalid_argument(format!("{what} {ptr:#x}: count overflows")))?;
+    // Memory the driver's virtual memory API maps may continue in the next mapping (PyTorch's
+    // expandable segments): follow adjacent device mappings to the end of the buffer.
+    let mut covered = info.base + info.size;
+    while covered < end {
+        match crate::cuda::pointer_info(covered) {
+            Ok(next)
+                if next.kind == 2
+                    && next.device == info.device
+                    && next.base == covered
+                    && next.size > 0 =>
+            {
+                covered = next.base + next.size;
+            }
+            _ => return Err(NcclError::invalid_argument(format!(
+                "{what} {ptr:#x}: {need} bytes needed but its allocation ends {} bytes after it",
+                covered - ptr
+            ))),
+        }
     }
     Ok(())
 }

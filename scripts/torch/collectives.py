@@ -57,6 +57,21 @@ for dtype in (torch.float32, torch.int64, torch.bfloat16, torch.float16):
     dist.all_reduce(x)
     check("all_reduce sum", x, sum(make(r, n, torch.int64) for r in range(world)).to(dtype))
 
+# A large buffer: 48 MiB, more than one 20 MiB segment of the expandable-segments allocator.
+big = 12 << 20
+x = data(rank, big, torch.float32).to(dev)
+dist.all_reduce(x)
+got = x.cpu()
+want = sum(data(r, big, torch.float32) for r in range(world))
+if not torch.equal(got, want):
+    bad = (got != want).nonzero()[0].item()
+    print(f"rank {rank}: FAIL all_reduce 48 MiB: element {bad} is {got[bad].item()}, "
+          f"want {want[bad].item()}", flush=True)
+    sys.exit(1)
+checks += 1
+log(f"ok all_reduce 48 MiB {tuple(want.shape)} {want.dtype}")
+del x, got, want
+
 x = data(rank, n, torch.int32).to(dev)
 dist.all_reduce(x, op=dist.ReduceOp.MAX)
 check("all_reduce max", x, data(world - 1, n, torch.int32))

@@ -26,6 +26,7 @@ use std::sync::atomic::Ordering;
 mod hosts;
 mod kernels;
 mod p2p;
+mod staging;
 
 use hosts::work_across_hosts;
 use kernels::{copy, reduce_range, Arith};
@@ -207,7 +208,49 @@ fn part(count: usize, n: usize, i: usize) -> std::ops::Range<usize> {
 
 /// Runs one collective as this rank, whose stream reached it at virtual time `ready`; returns
 /// when it starts in virtual time (the latest participant's ready time).
-pub fn run_collective(comm: &Comm, coll: &Coll, ready: u64) -> Result<u64> {
+pub fn run_collective(comm: &Comm, user: &Coll, ready: u64) -> Result<u64> {
+    // Buffers peers on this host cannot map take part through arena copies.
+    let es = user.dtype.size();
+    let (se, re) = user
+        .kind
+        .extents(user.count, comm.nranks, comm.rank, user.root);
+    let (send, recv) = staging::stage_pair(
+        comm.cuda_dev,
+        (user.send, se * es),
+        (user.recv, re * es),
+        shares_host_with_processes(comm),
+    )?;
+    let coll = &Coll {
+        send: send.addr(),
+        recv: recv.as_ref().map_or(send.addr(), staging::Staged::addr),
+        ..*user
+    };
+    let result = run_staged(comm, coll, ready);
+    let ok = result.is_ok();
+    match recv {
+        Some(r) => {
+            send.release(false);
+            r.release(ok);
+        }
+        None => send.release(ok),
+    }
+    if ok {
+        perturb_for_tests(comm, user);
+    }
+    result
+}
+
+/// Whether a rank of another process of this host takes part (then buffers must be in an
+/// arena, see `staging`).
+fn shares_host_with_processes(comm: &Comm) -> bool {
+    let me = std::process::id();
+    comm.local
+        .ranks
+        .iter()
+        .any(|&r| comm.members.get(r).is_some_and(|m| m.pid != me))
+}
+
+fn run_staged(comm: &Comm, coll: &Coll, ready: u64) -> Result<u64> {
     let n = comm.local.ranks.len();
     let me = comm.rank;
     let seq = comm.op_seq.fetch_add(1, Ordering::Relaxed) + 1;
@@ -254,9 +297,6 @@ pub fn run_collective(comm: &Comm, coll: &Coll, ready: u64) -> Result<u64> {
         work_across_hosts(comm, coll, &descs, &waiter).map(|remote| local_start.max(remote))
     };
     barrier(comm, &waiter)?;
-    if result.is_ok() {
-        perturb_for_tests(comm, coll);
-    }
     result
 }
 

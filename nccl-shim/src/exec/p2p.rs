@@ -37,7 +37,30 @@ pub fn run_p2p(comm: &Comm, ops: &[P2p], ready: u64) -> Result<u64> {
     if !remote.is_empty() {
         start = start.max(run_remote_p2p(comm, &remote, ready)?);
     }
-    let ops = &ops[..];
+    // Sends from buffers peers on this host cannot map go out from arena copies (receivers
+    // copy straight into their own buffers).
+    let shared = super::shares_host_with_processes(comm);
+    let mut staged = Vec::new();
+    let mut ops = ops;
+    for op in ops.iter_mut().filter(|o| o.send) {
+        match super::staging::stage(comm.cuda_dev, op.buf, op.bytes, true, shared) {
+            Ok(s) => {
+                op.buf = s.addr();
+                staged.push(s);
+            }
+            Err(e) => {
+                staged.into_iter().for_each(|s| s.release(false));
+                return Err(e);
+            }
+        }
+    }
+    let result = run_local_p2p(comm, &ops, ready).map(|s| s.max(start));
+    staged.into_iter().for_each(|s| s.release(false));
+    result
+}
+
+fn run_local_p2p(comm: &Comm, ops: &[P2p], ready: u64) -> Result<u64> {
+    let mut start = ready;
     let m = seg(comm);
     let n = comm.local.ranks.len();
     let me = comm.local.index;
