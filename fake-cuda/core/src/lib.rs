@@ -40,6 +40,11 @@ use std::time::{Duration, Instant};
 use timeline::Timeline;
 use timing::CopyPath;
 
+thread_local! {
+    /// The stream of the host function running on this thread (see [`Core::host_stream`]).
+    static HOST_STREAM: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
 /// Behaviour switches read from the environment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config {
@@ -742,6 +747,12 @@ impl Core {
         Ok(timing::copy_ns(&self.devices[dev], path, bytes))
     }
 
+    /// The stream whose host work is running on the calling thread, as it was submitted (for
+    /// a graph replay, the stream the graph was launched on); None outside host work.
+    pub fn host_stream() -> Option<u64> {
+        HOST_STREAM.get()
+    }
+
     /// Submits one operation to a stream: recorded if the stream is capturing, otherwise
     /// checked, placed on the stream's virtual timeline and run now (after the lock is
     /// released, so host functions may call back into the core).
@@ -797,8 +808,10 @@ impl Core {
             Op::Kernel { .. } => {}
             Op::Host { func, data, .. } => {
                 if let Some(f) = func {
+                    let outer = HOST_STREAM.replace(Some(stream));
                     // SAFETY: the program's host function, called with the argument it gave.
                     unsafe { f(data as *mut std::ffi::c_void) }
+                    HOST_STREAM.set(outer);
                 }
                 // Dropping `op` here releases owned data that no graph holds.
             }

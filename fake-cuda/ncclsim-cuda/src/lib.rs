@@ -71,27 +71,72 @@ fn count_call(name: &'static str) {
         .or_default() += 1;
 }
 
-extern "C" fn write_report() {
-    let Some(path) = std::env::var_os("NCCLSIM_REPORT") else {
+/// Named sections other libraries added to the report (`report_section`), by name.
+static SECTIONS: Mutex<BTreeMap<String, serde_json::Value>> = Mutex::new(BTreeMap::new());
+
+/// Profiler ranges started so far (`cudaProfilerStart`) and whether one is open.
+static PROFILER: Mutex<(u64, bool)> = Mutex::new((0, false));
+
+/// `NCCLSIM_REPORT`'s file name with `%h` (short host name) and `%p` (process id) replaced, as
+/// NCCL does for `NCCL_DEBUG_FILE`.
+fn report_path(template: &str) -> String {
+    let mut buf = [0 as c_char; 256];
+    // SAFETY: `buf` has room for `len` bytes; gethostname NUL-terminates on success.
+    let host = if unsafe { libc::gethostname(buf.as_mut_ptr(), buf.len() - 1) } == 0 {
+        // SAFETY: NUL-terminated within the buffer (its last byte stays 0).
+        let name = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy();
+        // NCCL's host name: up to the first dot.
+        name.split('.').next().unwrap_or("localhost").to_string()
+    } else {
+        "localhost".into()
+    };
+    template
+        .replace("%h", &host)
+        .replace("%p", &std::process::id().to_string())
+}
+
+/// The report as JSON: the core's figures, the profiler ranges and every added section.
+fn report_json() -> Result<serde_json::Value, CoreError> {
+    let calls = CALLS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .map(|(k, v)| (k.to_string(), *v))
+        .collect();
+    let report = core()?.report(calls);
+    let mut v = serde_json::to_value(&report)
+        .map_err(|e| CoreError::InvalidValue(format!("report: {e}")))?;
+    if let Some(o) = v.as_object_mut() {
+        let ranges = PROFILER.lock().unwrap_or_else(|p| p.into_inner()).0;
+        o.insert("profiler_ranges".into(), ranges.into());
+        for (name, section) in SECTIONS.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            o.insert(name.clone(), section.clone());
+        }
+    }
+    Ok(v)
+}
+
+/// Writes the report to `NCCLSIM_REPORT` (if set).
+fn write_report_now() {
+    let Some(template) = std::env::var_os("NCCLSIM_REPORT") else {
         return;
     };
+    let path = report_path(&template.to_string_lossy());
     let _ = std::panic::catch_unwind(|| {
-        let calls = CALLS
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .map(|(k, v)| (k.to_string(), *v))
-            .collect();
-        let Ok(core) = core() else { return };
-        let report = core.report(calls);
-        let text = serde_json::to_string_pretty(&report).expect("report serialises");
-        if let Err(e) = std::fs::write(&path, text + "\n") {
-            eprintln!(
-                "ncclsim: cannot write NCCLSIM_REPORT {}: {e}",
-                path.to_string_lossy()
-            );
+        let Ok(v) = report_json() else { return };
+        let text = serde_json::to_string_pretty(&v).expect("report serialises");
+        // Written whole to a temporary name and renamed, so a reader never sees half a report.
+        let tmp = format!("{path}.{}.tmp", std::process::id());
+        let written = std::fs::write(&tmp, text + "\n").and_then(|_| std::fs::rename(&tmp, &path));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            eprintln!("ncclsim: cannot write NCCLSIM_REPORT {path}: {e}");
         }
     });
+}
+
+extern "C" fn write_report() {
+    write_report_now();
 }
 
 thread_local! {
@@ -401,6 +446,54 @@ core_fn!(graph_exec_destroy(exec: u64) { core()?.graph_exec_destroy(exec) });
 core_fn!(graph_launch(exec: u64, stream: u64) { core()?.graph_launch(exec, stream) });
 core_fn!(device_reset(ordinal: i32) { core()?.device_reset(ordinal) });
 core_fn!(trim_device(ordinal: i32, trimmed: *mut u64) { put(trimmed, core()?.trim(ordinal)?) });
+core_fn!(host_stream(out: *mut u64) {
+    let s = Core::host_stream()
+        .ok_or_else(|| CoreError::InvalidValue("no host work is running on this thread".into()))?;
+    put(out, s)
+});
+core_fn!(memory_stats(ordinal: i32, current: *mut u64, peak: *mut u64) {
+    let stats = core()?.memory_stats();
+    let m = usize::try_from(ordinal)
+        .ok()
+        .and_then(|o| stats.get(o).copied())
+        .ok_or(CoreError::InvalidDevice { ordinal, visible: stats.len() })?;
+    put(current, m.current)?;
+    put(peak, m.peak)
+});
+core_fn!(profiler(op: i32, ranges: *mut u64, active: *mut i32) {
+    let (n, on) = {
+        let mut p = PROFILER.lock().unwrap_or_else(|p| p.into_inner());
+        match op {
+            1 if !p.1 => *p = (p.0 + 1, true),
+            0 => p.1 = false,
+            _ => {}
+        }
+        *p
+    };
+    put(ranges, n)?;
+    put(active, i32::from(on))
+});
+core_fn!(report_section(name: *const c_char, json: *const c_char, write_now: i32) {
+    let text = |p: *const c_char, what: &str| -> Result<String, CoreError> {
+        if p.is_null() {
+            return Err(CoreError::InvalidValue(format!("report section {what} is NULL")));
+        }
+        // SAFETY: a non-null NUL-terminated string by the vtable contract.
+        Ok(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    };
+    let name = text(name, "name")?;
+    const CORE_KEYS: [&str; 5] = ["devices", "calls", "kernel_launches", "streams", "profiler_ranges"];
+    if name.is_empty() || CORE_KEYS.contains(&name.as_str()) {
+        return Err(CoreError::InvalidValue(format!("report section name {name:?} is taken")));
+    }
+    let value: serde_json::Value = serde_json::from_str(&text(json, "text")?)
+        .map_err(|e| CoreError::InvalidValue(format!("report section {name}: not JSON: {e}")))?;
+    SECTIONS.lock().unwrap_or_else(|p| p.into_inner()).insert(name, value);
+    if write_now != 0 {
+        write_report_now();
+    }
+    Ok(())
+});
 
 static API: CoreApiV1 = CoreApiV1 {
     size: std::mem::size_of::<CoreApiV1>(),
@@ -461,6 +554,10 @@ static API: CoreApiV1 = CoreApiV1 {
     pointer_arena,
     enqueue_owned,
     trim_device,
+    host_stream,
+    memory_stats,
+    profiler,
+    report_section,
 };
 
 ffi_boundary::ffi_fn!(VtableError; export
