@@ -175,8 +175,11 @@ pub fn print(calls: &[Call], steps: &Steps, format: &str) -> Result<(), String> 
         .map(|e| e.predicted_us / e.procs.len().max(1) as f64)
         .sum();
     let label = |s: &Option<u64>| s.map_or("outside".to_string(), |k| k.to_string());
+    // Steps in order, then the calls outside any step.
     let rows: Vec<(String, Option<u64>, [f64; 6])> = t
         .iter()
+        .filter(|(s, _)| s.is_some())
+        .chain(t.iter().filter(|(s, _)| s.is_none()))
         .map(|(s, e)| {
             let n = e.procs.len().max(1) as f64;
             let us = e.predicted_us / n;
