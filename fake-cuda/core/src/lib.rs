@@ -1670,6 +1670,31 @@ mod tests {
     }
 
     #[test]
+    fn host_work_sees_the_stream_it_runs_on_replays_the_launch_stream() {
+        use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+        static SEEN: AtomicU64 = AtomicU64::new(u64::MAX);
+        unsafe extern "C" fn look(_: *mut std::ffi::c_void) {
+            SEEN.store(Core::host_stream().unwrap_or(u64::MAX - 1), SeqCst);
+        }
+        let core = core_with(&[0], 1 << 30);
+        let flags = timeline::STREAM_NON_BLOCKING;
+        let (a, b) = (
+            core.stream_create(flags, 0).unwrap(),
+            core.stream_create(flags, 0).unwrap(),
+        );
+        assert_eq!(Core::host_stream(), None);
+        core.enqueue_host(a, 0, Some(look), 0).unwrap();
+        assert_eq!(SEEN.load(SeqCst), a);
+        core.begin_capture(a).unwrap();
+        core.enqueue_host(a, 0, Some(look), 0).unwrap();
+        let g = core.end_capture(a).unwrap();
+        let e = core.graph_instantiate(g).unwrap();
+        core.graph_launch(e, b).unwrap();
+        assert_eq!(SEEN.load(SeqCst), b, "a replay runs on the launch stream");
+        assert_eq!(Core::host_stream(), None);
+    }
+
+    #[test]
     fn owned_host_data_lives_as_long_as_its_graphs() {
         use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
         static RUNS: AtomicUsize = AtomicUsize::new(0);

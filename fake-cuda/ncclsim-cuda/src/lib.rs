@@ -597,4 +597,34 @@ mod tests {
             Status::InvalidValue as i32
         );
     }
+    #[test]
+    fn report_sections_join_the_report_and_profiler_ranges_are_counted() {
+        // SAFETY: the vtable is static; its entries get valid locals or null as each case says.
+        let api = unsafe { &*ncclsim_cuda_core_v1() };
+        let section = |name: &CStr, json: &CStr| {
+            // SAFETY: valid NUL-terminated strings; no file is written (write_now 0).
+            unsafe { (api.report_section)(name.as_ptr(), json.as_ptr(), 0) }
+        };
+        assert_eq!(section(c"extra", c"{\"n\": 3}"), 0);
+        assert_eq!(section(c"devices", c"{}"), Status::InvalidValue as i32, "core key");
+        assert_eq!(section(c"bad", c"{not json"), Status::InvalidValue as i32);
+        // SAFETY: a null name is refused, not read.
+        let null = unsafe { (api.report_section)(std::ptr::null(), c"1".as_ptr(), 0) };
+        assert_eq!(null, Status::InvalidValue as i32);
+        let (mut ranges, mut active) = (0u64, 0i32);
+        for op in [1, 1, 0, 1, -1] {
+            // SAFETY: valid out-pointers.
+            assert_eq!(unsafe { (api.profiler)(op, &mut ranges, &mut active) }, 0);
+        }
+        // A start inside an open range does not open another one.
+        assert_eq!((ranges, active), (2, 1));
+        let v = report_json().expect("report");
+        assert_eq!(v["extra"]["n"], 3);
+        assert_eq!(v["profiler_ranges"], 2);
+        assert!(v["devices"].is_array() && v.get("bad").is_none());
+        let mut s = 0;
+        // SAFETY: valid out-pointer; no host work runs on this thread.
+        let outside = unsafe { (api.host_stream)(&mut s) };
+        assert_eq!(outside, Status::InvalidValue as i32);
+    }
 }
