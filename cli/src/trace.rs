@@ -250,7 +250,9 @@ fn summarize(a: &SummarizeArgs) -> Result<(), String> {
 }
 
 fn no_steps(dir: &str) -> String {
-    format!("{dir}: no steps: no call ran inside cudaProfilerStart/Stop and no call pattern repeats")
+    format!(
+        "{dir}: no steps: no call ran inside cudaProfilerStart/Stop and no call pattern repeats"
+    )
 }
 
 fn collective(name: &str) -> Option<Collective> {

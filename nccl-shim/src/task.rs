@@ -77,18 +77,14 @@ impl Task {
             waited,
         );
         if trace::enabled() {
-            let step = crate::cuda::profiler_range()
-                .map_or(String::new(), |s| format!(",\"step\":{s}"));
+            let step =
+                crate::cuda::profiler_range().map_or(String::new(), |s| format!(",\"step\":{s}"));
             trace::span(
                 p.name,
                 stream,
                 start,
                 p.predicted,
-                &format!(
-                    "{},\"waited_us\":{:.3}{step}",
-                    p.args,
-                    waited as f64 / 1e3
-                ),
+                &format!("{},\"waited_us\":{:.3}{step}", p.args, waited as f64 / 1e3),
             );
         }
         Ok(())

@@ -192,10 +192,16 @@ fn report_per_process_and_graph_replays_aligned_across_ranks() {
         4,
         &["marks"],
         &[
-            ("NCCLSIM_REPORT", dir.join("report-%h-%p.json").display().to_string()),
+            (
+                "NCCLSIM_REPORT",
+                dir.join("report-%h-%p.json").display().to_string(),
+            ),
             ("NCCLSIM_TRACE", trace.display().to_string()),
             ("NCCL_DEBUG", "INFO".into()),
-            ("NCCL_DEBUG_FILE", dir.join("log-%p.txt").display().to_string()),
+            (
+                "NCCL_DEBUG_FILE",
+                dir.join("log-%p.txt").display().to_string(),
+            ),
         ],
     );
     assert_eq!(out.matches("ok steps rank").count(), 4, "{out}");
@@ -206,7 +212,10 @@ fn report_per_process_and_graph_replays_aligned_across_ranks() {
         let f: Vec<&str> = line.split_whitespace().collect();
         let (rank, us): (usize, f64) = (f[2].parse().unwrap(), f[4].parse().unwrap());
         if rank != 0 {
-            assert!(us > 1000.0, "rank {rank} did not wait for rank 0 in the replay: {line}");
+            assert!(
+                us > 1000.0,
+                "rank {rank} did not wait for rank 0 in the replay: {line}"
+            );
         }
     }
 
@@ -219,10 +228,18 @@ fn report_per_process_and_graph_replays_aligned_across_ranks() {
         };
         reports += 1;
         assert!(!rest.contains('%'), "%h/%p replaced: {name}");
-        let pid = rest.trim_end_matches(".json").rsplit('-').next().unwrap().to_string();
+        let pid = rest
+            .trim_end_matches(".json")
+            .rsplit('-')
+            .next()
+            .unwrap()
+            .to_string();
         let v: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).expect("JSON report");
-        assert!(v["calls"]["malloc"].as_u64().unwrap() >= 2, "core's call counts: {v}");
+        assert!(
+            v["calls"]["malloc"].as_u64().unwrap() >= 2,
+            "core's call counts: {v}"
+        );
         let comms = v["nccl"]["communicators"].as_array().expect("nccl section");
         assert_eq!(comms.len(), 1, "{v}");
         let c = &comms[0];
@@ -233,7 +250,11 @@ fn report_per_process_and_graph_replays_aligned_across_ranks() {
         // Peak memory of the rank's GPU: its buffers, and rank 0's 128 MiB copy target.
         let peak = v["devices"][rank % 8]["peak_bytes"].as_u64().unwrap();
         let buffers = (1u64 << 18) * 4 * 5;
-        let want = if rank == 0 { buffers + (128 << 20) } else { buffers };
+        let want = if rank == 0 {
+            buffers + (128 << 20)
+        } else {
+            buffers
+        };
         assert!(peak >= want, "rank {rank}: peak {peak} < {want}");
         assert_eq!(v["devices"][(rank + 1) % 8]["peak_bytes"], 0);
         // Calls per op: 3 AllReduce in steps and 1 replayed, 3 AllGather, 1 Broadcast.
@@ -244,7 +265,10 @@ fn report_per_process_and_graph_replays_aligned_across_ranks() {
             .map(|o| (o["op"].as_str().unwrap().to_string(), o))
             .collect();
         let calls = |op: &str| ops[op]["calls"].as_u64().unwrap();
-        assert_eq!((calls("AllReduce"), calls("AllGather"), calls("Broadcast")), (4, 3, 1));
+        assert_eq!(
+            (calls("AllReduce"), calls("AllGather"), calls("Broadcast")),
+            (4, 3, 1)
+        );
         assert_eq!(ops["AllReduce"]["bytes"], 4 * (1 << 20));
         // Predicted times equal the sums of the process's trace.
         let t: serde_json::Value = serde_json::from_str(
@@ -265,7 +289,10 @@ fn report_per_process_and_graph_replays_aligned_across_ranks() {
                 .map(|e| e["args"]["predicted_us"].as_f64().unwrap())
                 .sum();
             let got = o["predicted_us"].as_f64().unwrap();
-            assert!(traced > 0.0 && (got - traced).abs() < 0.01, "{op}: report {got} trace {traced}");
+            assert!(
+                traced > 0.0 && (got - traced).abs() < 0.01,
+                "{op}: report {got} trace {traced}"
+            );
             share += o["share_pct"].as_f64().unwrap();
         }
         assert!((share - 100.0).abs() < 0.01, "shares add up to {share}");
@@ -273,10 +300,14 @@ fn report_per_process_and_graph_replays_aligned_across_ranks() {
         let log = std::fs::read_to_string(dir.join(format!("log-{pid}.txt"))).expect("log");
         assert!(log.contains("NCCL INFO NCCLSIM report: comm 0x"), "{log}");
         assert!(
-            log.lines().any(|l| l.contains("NCCLSIM report:   AllReduce") && l.contains("calls      4")),
+            log.lines()
+                .any(|l| l.contains("NCCLSIM report:   AllReduce") && l.contains("calls      4")),
             "{log}"
         );
-        assert!(log.contains(&format!("NCCLSIM report: GPU {} (", rank % 8)), "{log}");
+        assert!(
+            log.contains(&format!("NCCLSIM report: GPU {} (", rank % 8)),
+            "{log}"
+        );
     }
     assert_eq!(reports, 4, "one report per process");
 }

@@ -165,11 +165,7 @@ pub fn per_step(calls: &[Call], steps: &Steps, us: &[f64]) -> Vec<(u64, f64)> {
 pub fn print(calls: &[Call], steps: &Steps, format: &str) -> Result<(), String> {
     let us: Vec<f64> = calls.iter().map(|c| c.predicted_us).collect();
     let t = totals(calls, steps, &us);
-    let procs = calls
-        .iter()
-        .map(|c| c.proc)
-        .collect::<BTreeSet<_>>()
-        .len();
+    let procs = calls.iter().map(|c| c.proc).collect::<BTreeSet<_>>().len();
     let total: f64 = t
         .values()
         .map(|e| e.predicted_us / e.procs.len().max(1) as f64)
@@ -260,7 +256,13 @@ pub fn plot(
     if traced.is_empty() {
         return Err(format!("{path}: no steps to plot"));
     }
-    let xmax = traced.iter().chain(repriced).map(|p| p.0).max().unwrap_or(0) as f64 + 0.5;
+    let xmax = traced
+        .iter()
+        .chain(repriced)
+        .map(|p| p.0)
+        .max()
+        .unwrap_or(0) as f64
+        + 0.5;
     let ymax = traced
         .iter()
         .chain(repriced)

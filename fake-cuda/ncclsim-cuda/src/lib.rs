@@ -606,7 +606,11 @@ mod tests {
             unsafe { (api.report_section)(name.as_ptr(), json.as_ptr(), 0) }
         };
         assert_eq!(section(c"extra", c"{\"n\": 3}"), 0);
-        assert_eq!(section(c"devices", c"{}"), Status::InvalidValue as i32, "core key");
+        assert_eq!(
+            section(c"devices", c"{}"),
+            Status::InvalidValue as i32,
+            "core key"
+        );
         assert_eq!(section(c"bad", c"{not json"), Status::InvalidValue as i32);
         // SAFETY: a null name is refused, not read.
         let null = unsafe { (api.report_section)(std::ptr::null(), c"1".as_ptr(), 0) };
