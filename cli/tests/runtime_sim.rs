@@ -120,6 +120,25 @@ fn tp_dp_job_plans_traces_and_waits_match_the_cli() {
             .filter_map(|l| l.split_once(" NCCL INFO ").map(|(_, m)| m))
             .filter(|m| !m.ends_with("Init COMPLETE"))
             .collect();
+        // The end-of-run report follows the init lines: 3 communicators, one AllReduce each.
+        let report: Vec<&str> = got
+            .iter()
+            .copied()
+            .filter(|m| m.starts_with("NCCLSIM report:"))
+            .collect();
+        assert_eq!(report.len(), 1 + 3 * 2 + 1, "rank {r}: {report:#?}");
+        assert_eq!(
+            report
+                .iter()
+                .filter(|m| m.contains("AllReduce      calls      1"))
+                .count(),
+            3,
+            "rank {r}: {report:#?}"
+        );
+        let got: Vec<&str> = got
+            .into_iter()
+            .filter(|m| !m.starts_with("NCCLSIM report:"))
+            .collect();
         let cli = cli_info(r);
         let want: Vec<&str> = [
             "world".to_string(),
