@@ -51,11 +51,11 @@ impl Task {
     /// on the stream the graph was launched on; the predicted time itself is stream work the
     /// enqueue adds after this one (recorded with it while capturing).
     fn run(&self) -> Result<()> {
-        let stream = crate::cuda::host_stream().unwrap_or(self.stream);
-        let ready = if self.comm.sim.is_some() {
-            crate::cuda::stream_clock(stream).unwrap_or(0)
+        let (stream, ready) = if self.comm.sim.is_some() {
+            let stream = crate::cuda::host_stream().unwrap_or(self.stream);
+            (stream, crate::cuda::stream_clock(stream).unwrap_or(0))
         } else {
-            0
+            (self.stream, 0)
         };
         let start = match &self.work {
             Work::Coll(c) => crate::exec::run_collective(&self.comm, c, ready)?,
