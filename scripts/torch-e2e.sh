@@ -1,70 +1,121 @@
 #!/usr/bin/env bash
-# End-to-end check of unmodified torch.distributed (NCCL backend, torchrun) on ncclsim's
-# libraries: scripts/torch/collectives.py on 1 node x 2 processes, then on 2 simulated nodes x 2
-# processes (two torchrun launchers, NCCLSIM_NODE=0 and 1, one rendezvous). Every collective's
-# result is checked on the CPU by every rank; the 2-node run must also report nNodes 2. Then
-# DDP and FSDP2 steps (scripts/torch/ddp_fsdp.py) must complete and trace their all-reduces,
-# all-gathers and reduce-scatters. Last, the 1-node run again with NCCLSIM_TEST_PERTURB=1 (the
-# runtime flips a bit of rank 1's results) must fail, proving the checks check.
+# End-to-end suite: unmodified torch.distributed (NCCL backend, torchrun) on ncclsim's libraries
+# through `ncclsim run`, as 2 simulated DGX A100 nodes x 8 processes (16 ranks: the world, TP
+# groups {0-7} {8-15} and DP groups {0,8} {1,9} ...):
+#   0. NVIDIA's CUDA runtime wheel installed into the venv (torch's RPATH finds it first):
+#      `ncclsim run`'s preloaded libraries must still be the ones torch uses.
+#   1. scripts/torch/collectives.py: every collective torch offers, in several dtypes, on the
+#      world and on the TP and DP groups, every result checked on the CPU by every rank; the
+#      world's INFO lines (NCCL_DEBUG=INFO) must equal `ncclsim plan`'s.
+#   2. scripts/torch/ddp_fsdp.py: DDP over the world and FSDP2 over the DP groups, 3 steps each
+#      (cuBLAS stubs that do nothing: kernels do not run); their traces must show all-reduces,
+#      all-gathers and reduce-scatters; then `ncclsim trace summarize` and the same trace
+#      repriced on DGX H100 nodes.
+#   3. scripts/torch/bench.py: all_reduce, broadcast, all_gather, reduce_scatter at 1-64 MB on
+#      the world and a TP group timed with torch.cuda.Event must equal `ncclsim predict`; a
+#      pipeline send across nodes and inside a node, and a peer copy, in the topology's order.
+#   4. collectives.py again on 1 node x 2 with NCCLSIM_TEST_PERTURB=1 (the runtime flips a bit
+#      of rank 1's results): must fail, proving the checks check.
 #
-# Usage: scripts/torch-e2e.sh        (after scripts/torch-venv.sh; same NCCLSIM_TORCH_VENV)
-# NCCLSIM_E2E_PER_NODE=8 makes the 2-node run 2 x 8 processes (16 ranks: world, 2 TP and 8 DP
-# communicators; about 30 s and 3 GB on 2 cores) instead of 2 x 2.
-# Logs go to $NCCLSIM_E2E_LOGS (default a new temporary directory), kept on failure.
+# Usage: scripts/torch-e2e.sh
+#   NCCLSIM_TORCH_VENV   the venv (default target/torch-venv in the repository); made with
+#                        scripts/torch-venv.sh when missing (downloads torch once, ~540 MB)
+#   NCCLSIM_E2E_PER_NODE processes per simulated node (default 8)
+#   NCCLSIM_E2E_LOGS     where logs, traces, dumps and reports go (default target/torch-e2e)
+# Prints each stage's wall time and the machine's peak memory in use during the stage.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-run="$repo/scripts/torch-run.sh"
-script="$repo/scripts/torch/collectives.py"
-logs="${NCCLSIM_E2E_LOGS:-$(mktemp -d -t ncclsim-torch-e2e.XXXXXX)}"
-mkdir -p "$logs"
+cd "$repo"
+venv="${NCCLSIM_TORCH_VENV:-$repo/target/torch-venv}"
+per_node="${NCCLSIM_E2E_PER_NODE:-8}"
+logs="${NCCLSIM_E2E_LOGS:-$repo/target/torch-e2e}"
+topo=topologies/dgx-a100.xml
+exec 3>&1  # stage timings go to the terminal even when a stage's output goes to its log
 fail() { echo "torch-e2e: FAIL: $*; logs in $logs" >&2; exit 1; }
-port() { echo $((20000 + RANDOM % 20000)); }
-# Ranks that passed (torchrun's workers share its stdout, so lines may run together).
+
+[ -d "$venv/ncclsim-stubs" ] || scripts/torch-venv.sh "$venv"
+cargo build --release -q
+ncclsim="$repo/target/release/ncclsim"
+rm -rf "$logs"
+mkdir -p "$logs/debug"
+export PATH="$venv/bin:$PATH"
+# The venv's torch was installed without NVIDIA's wheels: its stub libraries stand in for them.
+run=("$ncclsim" run --topo "$topo" --nodes 2 --lib-path "$venv/ncclsim-stubs")
+world=$((2 * per_node))
+
+# Peak memory in use on the machine while a command runs (MemTotal - MemAvailable, sampled).
+measured() {
+    local name=$1; shift
+    local base start peak=0 now rc=0
+    base=$(awk '/MemTotal/{t=$2} /MemAvailable/{a=$2} END{print t-a}' /proc/meminfo)
+    start=$SECONDS
+    "$@" & local pid=$!
+    while kill -0 "$pid" 2>/dev/null; do
+        now=$(awk '/MemTotal/{t=$2} /MemAvailable/{a=$2} END{print t-a}' /proc/meminfo)
+        [ "$now" -gt "$peak" ] && peak=$now
+        sleep 0.5
+    done
+    wait "$pid" || rc=$?
+    echo "[$name: $((SECONDS - start)) s wall, peak memory in use +$(((peak - base) / 1024)) MiB]" >&3
+    return $rc
+}
 passes() { grep -oh "rank [0-9]*: PASS" "$@" | sort -u | wc -l; }
 
-echo "== 1 node x 2 processes"
-start=$SECONDS
-"$run" torchrun --nproc_per_node 2 --master_addr 127.0.0.1 --master_port "$(port)" "$script" \
-    > "$logs/one-node.log" 2>&1 || fail "1-node run exited $?"
-grep "^ok \|PASS" "$logs/one-node.log"
-[ "$(passes "$logs/one-node.log")" = 2 ] || fail "1-node run: not every rank passed"
-echo "($((SECONDS - start))s)"
+echo "== 0. NVIDIA's CUDA runtime wheel beside torch (found first through torch's RPATH): ours win"
+# torch's CUDA major: the libcudart.so.N its CUDA library links (importing torch needs one).
+torch_lib=$(python -c 'import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec("torch").origin), "lib"))')
+major=$(readelf -d "$torch_lib/libc10_cuda.so" | grep -o 'libcudart\.so\.[0-9]*' | head -1 | cut -d. -f3)
+if [ "$major" -ge 13 ]; then wheel="nvidia-cuda-runtime>=$major,<$((major + 1))"; else wheel="nvidia-cuda-runtime-cu$major"; fi
+python -m pip --disable-pip-version-check -q install --no-deps "$wheel"
+probe='import torch
+ok = torch.cuda.is_available()
+ours = [l.split()[-1] for l in open("/proc/self/maps") if "libcudart.so" in l and "nvidia" in l]
+print("cuda available:", ok, "| NVIDIA libcudart mapped:", sorted(set(ours)) or "no")
+x = torch.arange(8.0)
+assert ok and not ours and torch.equal(x.to("cuda").cpu(), x)'
+"$ncclsim" run --lib-path "$venv/ncclsim-stubs" -- python -c "$probe" 2>&1 | grep -v Warn \
+    || fail "with NVIDIA's runtime wheel installed, torch did not run on ncclsim's libraries"
 
-per_node="${NCCLSIM_E2E_PER_NODE:-2}"
-echo "== 2 simulated nodes x $per_node processes"
-start=$SECONDS
-p=$(port)
-pids=()
-for node in 0 1; do
-    NCCLSIM_NODE=$node NCCL_DEBUG=INFO "$run" torchrun --nnodes 2 --node_rank $node \
-        --nproc_per_node "$per_node" --master_addr 127.0.0.1 --master_port "$p" "$script" \
-        > "$logs/node$node.log" 2>&1 &
-    pids+=($!)
-done
-for pid in "${pids[@]}"; do wait "$pid" || fail "2-node run: a launcher exited non-zero"; done
-grep -h "^ok \|PASS" "$logs/node0.log" "$logs/node1.log"
-[ "$(passes "$logs/node0.log" "$logs/node1.log")" = $((2 * per_node)) ] || fail "2-node run: not every rank passed"
-grep -q "nRanks $((2 * per_node)) nNodes 2" "$logs/node0.log" || fail "2-node run: the world communicator is not on 2 nodes"
-grep -q "ncclCommSplit comm" "$logs/node0.log" || fail "2-node run: new_group did not split"
-echo "($((SECONDS - start))s)"
-echo "== DDP and FSDP2, 3 steps each, 1 node x 2 processes (cuBLAS stubs that do nothing)"
-start=$SECONDS
-rm -rf "$logs/trace"
-NCCLSIM_STUBS=noop NCCLSIM_TRACE="$logs/trace" "$run" torchrun --nproc_per_node 2 \
-    --master_addr 127.0.0.1 --master_port "$(port)" "$repo/scripts/torch/ddp_fsdp.py" \
+echo "== 1. collectives, 2 simulated nodes x $per_node processes"
+measured collectives "${run[@]}" --trace "$logs/trace-collectives" \
+    --env NCCL_DEBUG=INFO --env "NCCL_DEBUG_FILE=$logs/debug/%h.%p.log" \
+    --env "NCCL_GRAPH_DUMP_FILE=$logs/graphs.xml" \
+    -- torchrun --nproc_per_node "$per_node" scripts/torch/collectives.py \
+    > "$logs/collectives.log" 2>&1 || fail "collectives run exited $?"
+grep "^ok " "$logs/collectives.log" | sort -u
+[ "$(passes "$logs/collectives.log")" = "$world" ] || fail "collectives: not every rank passed"
+rank0=$(grep -l " rank 0 nRanks $world nNodes 2 " "$logs"/debug/*.log | head -1)
+[ -n "$rank0" ] || fail "no debug file with the world's rank 0 on 2 nodes"
+grep -q "ncclCommSplit comm" "$rank0" || fail "new_group did not split the world"
+python3 scripts/torch/check_outputs.py info "$ncclsim" "$topo" 2 "$rank0"
+[ -s "$logs/graphs.xml" ] || fail "no NCCL_GRAPH_DUMP_FILE"
+
+echo "== 2. DDP over the world, FSDP2 over the DP groups, 3 steps each"
+measured ddp-fsdp "$ncclsim" run --topo "$topo" --nodes 2 --lib-path "$venv/ncclsim-stubs-noop" \
+    --trace "$logs/trace-train" \
+    -- torchrun --nproc_per_node "$per_node" scripts/torch/ddp_fsdp.py \
     > "$logs/ddp-fsdp.log" 2>&1 || fail "DDP/FSDP2 run exited $?"
 grep "step .* done" "$logs/ddp-fsdp.log"
-[ "$(passes "$logs/ddp-fsdp.log")" = 2 ] || fail "DDP/FSDP2 run: not every rank finished"
+[ "$(passes "$logs/ddp-fsdp.log")" = "$world" ] || fail "DDP/FSDP2: not every rank finished"
 for op in AllReduce AllGather ReduceScatter; do
-    n=$(cat "$logs"/trace/*.json | grep -o "\"name\":\"$op\"" | wc -l)
-    echo "traced $op calls (both ranks): $n"
-    [ "$n" -gt 0 ] || fail "DDP/FSDP2 run: no $op in the traces"
+    n=$(cat "$logs"/trace-train/*.json | grep -o "\"name\":\"$op\"" | wc -l)
+    echo "traced $op calls (all ranks): $n"
+    [ "$n" -gt 0 ] || fail "DDP/FSDP2: no $op in the traces"
 done
-echo "($((SECONDS - start))s)"
+"$ncclsim" trace summarize "$logs/trace-train" | tee "$logs/summary.txt"
+"$ncclsim" trace reprice "$logs/trace-train" --topo topologies/dgx-h100.xml --nodes 2 \
+    | tee "$logs/reprice-h100.txt"
 
-echo "== 1 node x 2 processes, rank 1's results perturbed (NCCLSIM_TEST_PERTURB=1): must fail"
-if NCCLSIM_TEST_PERTURB=1 "$run" torchrun --nproc_per_node 2 --master_addr 127.0.0.1 \
-    --master_port "$(port)" "$script" > "$logs/perturbed.log" 2>&1; then
+echo "== 3. communication benchmarks timed with torch.cuda.Event vs ncclsim predict"
+measured bench "${run[@]}" --trace "$logs/trace-bench" \
+    -- torchrun --nproc_per_node "$per_node" scripts/torch/bench.py \
+    > "$logs/bench.log" 2>&1 || fail "bench run exited $?"
+[ "$(passes "$logs/bench.log")" = "$world" ] || fail "bench: not every rank finished"
+python3 scripts/torch/check_outputs.py bench "$ncclsim" "$topo" 2 "$logs/bench.log"
+
+echo "== 4. 1 node x 2 processes, rank 1's results perturbed (NCCLSIM_TEST_PERTURB=1): must fail"
+if "$ncclsim" run --topo "$topo" --lib-path "$venv/ncclsim-stubs" --env NCCLSIM_TEST_PERTURB=1 \
+    -- torchrun --nproc_per_node 2 scripts/torch/collectives.py > "$logs/perturbed.log" 2>&1; then
     fail "the perturbed run passed: the checks do not check"
 fi
 grep -m1 "rank 1: FAIL" "$logs/perturbed.log" || fail "the perturbed run failed, but not on rank 1's check"

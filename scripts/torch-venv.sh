@@ -6,13 +6,13 @@
 # VENV/ncclsim-stubs-noop (cuBLAS and cuBLASLt succeed doing nothing).
 #
 # Usage: scripts/torch-venv.sh [VENV]
-#   VENV            default $NCCLSIM_TORCH_VENV, else ~/.cache/ncclsim/torch-venv
+#   VENV            default $NCCLSIM_TORCH_VENV, else target/torch-venv in the repository
 #   TORCH_VERSION   torch release (default 2.15.0: CUDA 13, libcudart.so.13)
 #   PYTHON          interpreter for the venv (default python3)
 # Downloads about 540 MB once (pip's cache keeps it). Re-running reuses an existing venv.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-venv="${1:-${NCCLSIM_TORCH_VENV:-$HOME/.cache/ncclsim/torch-venv}}"
+venv="${1:-${NCCLSIM_TORCH_VENV:-$repo/target/torch-venv}}"
 version="${TORCH_VERSION:-2.15.0}"
 python="${PYTHON:-python3}"
 
@@ -32,7 +32,7 @@ torch_lib="$("$venv/bin/python" -c 'import importlib.util, os; print(os.path.joi
 rm -rf "$venv/ncclsim-stubs" "$venv/ncclsim-stubs-noop"
 "$venv/bin/python" "$repo/scripts/torch-stubs.py" "$torch_lib" "$venv/ncclsim-stubs"
 # The same with cuBLAS/cuBLASLt succeeding and doing nothing, like our kernels (for DDP/FSDP
-# experiments; scripts/torch-run.sh uses them with NCCLSIM_STUBS=noop).
+# experiments: `ncclsim run --lib-path VENV/ncclsim-stubs-noop ...`).
 "$venv/bin/python" "$repo/scripts/torch-stubs.py" --succeed cublas,cublasLt "$torch_lib" \
     "$venv/ncclsim-stubs-noop" > /dev/null
 echo "venv ready: $venv (torch $version, stubs in $venv/ncclsim-stubs and ncclsim-stubs-noop)"

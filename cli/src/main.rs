@@ -3,6 +3,7 @@
 
 mod plan;
 mod predict;
+mod run;
 mod trace;
 mod whatif;
 
@@ -43,6 +44,9 @@ enum Cmd {
     /// Runtime traces (NCCLSIM_TRACE): summarize them, or reprice their calls on other hardware.
     #[command(subcommand)]
     Trace(trace::TraceCmd),
+    /// Run a program (a torchrun job, an MPI-less C program, ...) on ncclsim's libnccl.so.2 and
+    /// fake CUDA libraries, once per simulated node, with the simulation's settings.
+    Run(run::RunArgs),
 }
 
 #[derive(Subcommand)]
@@ -321,6 +325,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         Cmd::Predict(args) => predict::run(&args)?,
         Cmd::Whatif(args) => whatif::run(&args)?,
         Cmd::Trace(cmd) => trace::run(&cmd)?,
+        Cmd::Run(args) => return run::run(&args),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -62,6 +62,21 @@ impl P2pPaths {
         }
     }
 
+    /// Time (µs) of one rank's grouped sends and receives: `intra` bytes to or from peers on its
+    /// own node and `inter` bytes to or from peers on other nodes (each the larger of what it
+    /// sends and receives on that side, as the two directions use separate channels). The two
+    /// sides overlap; each pays its own latency.
+    pub fn pair_time_us(&self, intra: u64, inter: u64) -> f64 {
+        let side = |bytes: u64, lat: f64, bw: f64| {
+            if bytes == 0 {
+                0.0
+            } else {
+                lat + bytes as f64 / (1000.0 * bw)
+            }
+        };
+        side(intra, self.intra_lat, self.intra_bw).max(side(inter, self.inter_lat, self.inter_bw))
+    }
+
     /// Time (µs) of one p2p pattern moving `bytes` (the nccl-tests size column) on `s`.
     pub fn time_us(&self, s: &CommShape, coll: Collective, bytes: u64) -> f64 {
         let n = s.n_ranks.max(1) as f64;
@@ -104,5 +119,29 @@ impl P2pPaths {
             }
             _ => f64::NAN,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::P2pPaths;
+
+    #[test]
+    fn pair_time_prices_each_side_on_its_own_path() {
+        let p = P2pPaths {
+            intra_bw: 200.0,
+            inter_bw: 20.0,
+            intra_lat: 5.0,
+            inter_lat: 10.0,
+        };
+        let mb64 = 64u64 << 20;
+        // 64 MiB: 335.5 µs over NVLink at 200 GB/s, 3355 µs over the network at 20 GB/s.
+        let nvl = p.pair_time_us(mb64, 0);
+        let net = p.pair_time_us(0, mb64);
+        assert!((nvl - (5.0 + mb64 as f64 / 200e3)).abs() < 1e-9, "{nvl}");
+        assert!((net - (10.0 + mb64 as f64 / 20e3)).abs() < 1e-9, "{net}");
+        // Both sides at once overlap: the slower one sets the time.
+        assert_eq!(p.pair_time_us(mb64, mb64), net);
+        assert_eq!(p.pair_time_us(0, 0), 0.0);
     }
 }

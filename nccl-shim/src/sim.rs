@@ -201,10 +201,20 @@ pub fn predict(
 }
 
 /// The price of a group's sends and receives: NCCL runs them concurrently on its p2p channels,
-/// so the batch lasts as long as its largest direction.
-pub fn predict_p2p(c: &CommSim, sent: u64, received: u64) -> Prediction {
+/// so the batch lasts as long as its largest direction, priced by where each peer is (NVLink or
+/// PCIe inside the node, the network outside).
+pub fn predict_p2p(c: &CommSim, comm: &crate::comm::Comm, ops: &[crate::ops::P2p]) -> Prediction {
+    // Per side (peers on this rank's node, peers elsewhere), the larger of the bytes sent and
+    // received: the two directions travel on separate channels.
+    let me = comm.members[comm.rank].node;
+    let (mut sent, mut recv) = ([0u64; 2], [0u64; 2]);
+    for o in ops {
+        let remote = usize::from(comm.members.get(o.peer).is_some_and(|m| m.node != me));
+        let side = if o.send { &mut sent } else { &mut recv };
+        side[remote] += o.bytes as u64;
+    }
     c.model
-        .predict_p2p(Collective::SendRecv, sent.max(received))
+        .predict_peers(sent[0].max(recv[0]), sent[1].max(recv[1]))
 }
 
 /// `ncclGroupSimulateEnd`'s estimate (µs) for a group's operations: each communicator's

@@ -142,7 +142,7 @@ fn price(comm: &Comm, work: &Work) -> Option<Priced> {
         Work::P2p(ops) => {
             let sent: u64 = ops.iter().filter(|o| o.send).map(|o| o.bytes as u64).sum();
             let recv: u64 = ops.iter().filter(|o| !o.send).map(|o| o.bytes as u64).sum();
-            let p = crate::sim::predict_p2p(sim, sent, recv);
+            let p = crate::sim::predict_p2p(sim, comm, ops);
             let args = if tracing {
                 let peers: Vec<String> = ops
                     .iter()

@@ -96,6 +96,32 @@ dist.all_to_all_single(out, src)
 check("all_to_all_single", out,
       torch.cat([data(j, n, torch.float32, shift=100 * rank) for j in range(world)]))
 
+# Uneven all_to_all_single: rank r sends (r + j) % 3 + 1 values to rank j.
+def split(a, b):
+    return (a + b) % 3 + 1
+
+
+src = torch.cat([data(rank, split(rank, j), torch.float32, shift=100 * j) for j in range(world)])
+out = torch.empty(sum(split(j, rank) for j in range(world)), dtype=torch.float32).to(dev)
+dist.all_to_all_single(out, src.to(dev),
+                       output_split_sizes=[split(j, rank) for j in range(world)],
+                       input_split_sizes=[split(rank, j) for j in range(world)])
+check("all_to_all_single uneven", out,
+      torch.cat([data(j, split(j, rank), torch.float32, shift=100 * rank) for j in range(world)]))
+
+# Gather to and scatter from a root that is not rank 0.
+root = 1 % world
+x = data(rank, n, torch.float32).to(dev)
+outs = [torch.empty(n, dtype=torch.float32).to(dev) for _ in range(world)] if rank == root else None
+dist.gather(x, outs, dst=root)
+if rank == root:
+    check(f"gather to {root}", torch.stack([o.cpu() for o in outs]),
+          torch.stack([data(r, n, torch.float32) for r in range(world)]))
+ins = [data(root, n, torch.float32, shift=10 * r).to(dev) for r in range(world)] if rank == root else None
+out = torch.empty(n, dtype=torch.float32).to(dev)
+dist.scatter(out, ins, src=root)
+check(f"scatter from {root}", out, data(root, n, torch.float32, shift=10 * rank))
+
 # Point to point around a ring.
 nxt, prv = (rank + 1) % world, (rank - 1) % world
 recv = torch.empty(n, dtype=torch.float32).to(dev)
@@ -128,5 +154,8 @@ for name, group, members in (("tp", tp_groups[rank // per_node], tp_ranks),
     check(f"{name} broadcast from {members[-1]}", x, data(members[-1], n, torch.float32))
 
 dist.barrier()
+x = data(rank, n, torch.float32).to(dev)
+dist.all_reduce(x)
+check("all_reduce after barrier", x, sum(data(r, n, torch.float32) for r in range(world)))
 dist.destroy_process_group()
 print(f"rank {rank}: PASS {checks} checks", flush=True)

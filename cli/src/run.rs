@@ -1,0 +1,472 @@
+//! `ncclsim run`: runs an unmodified program on ncclsim's libraries (`libnccl.so.2` and the fake
+//! CUDA stack) in place of NVIDIA's, once per simulated node, with the simulation's settings in
+//! its environment.
+//!
+//! The libraries are the ones cargo builds next to this binary (`cargo build --release` puts
+//! `libnccl.so`, `libncclsim_cuda.so`, `libcudart12.so`, ... in `target/release`). The loader
+//! looks libraries up by their SONAMEs (`libnccl.so.2`, `libcudart.so.13`, ...), so a directory
+//! of links under those names is made next to them (`ncclsim-sonames/`) and put first on
+//! `LD_LIBRARY_PATH`. A program's `DT_RPATH` (PyTorch's names the directories of NVIDIA's pip
+//! wheels) is searched before `LD_LIBRARY_PATH`, so the libraries are also preloaded: a preloaded
+//! object satisfies every later `DT_NEEDED` of the same SONAME, whatever the search path says.
+//!
+//! Nodes: with `--nodes N` the command is started N times, once per simulated node, each with
+//! `NCCLSIM_NODE` set (the fake CUDA core's node, which the runtime also reports as its host),
+//! and `--procs-per-node P` starts P copies per node. Every copy gets the launch environment of
+//! torchrun's workers and of `torchrun` itself (`PET_NNODES`, `PET_NODE_RANK`, `PET_MASTER_ADDR`,
+//! `PET_MASTER_PORT`: the defaults of its `--nnodes`, `--node_rank`, ... options), and the
+//! placeholders `{node}`, `{nodes}`, `{rank}`, `{local_rank}`, `{nranks}` in its arguments are
+//! replaced. Each copy runs in its own process group; when one fails the others are stopped
+//! (SIGTERM, then SIGKILL), and SIGINT/SIGTERM to `ncclsim run` are passed on.
+
+use clap::Args;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// Topology XML of one node (default: the fake CUDA core's bundled DGX A100 node).
+    #[arg(long)]
+    topo: Option<String>,
+    /// Simulated nodes: the command is started once per node, with NCCLSIM_NODE set.
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    nodes: i64,
+    /// Copies of the command per node (ranks of a program that does not launch its own).
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    procs_per_node: i64,
+    /// Write one Perfetto/Chrome trace per rank into this directory (NCCLSIM_TRACE).
+    #[arg(long)]
+    trace: Option<String>,
+    /// Write each process's end-of-run report here (NCCLSIM_REPORT; %h = host, %p = pid).
+    #[arg(long)]
+    report: Option<String>,
+    /// Cost model pricing each call: nccl (NCCL's own tuning model) or calibrated.
+    #[arg(long, value_parser = ["nccl", "calibrated"])]
+    model: Option<String>,
+    /// Hold each completion until the wall clock reaches its virtual time (NCCLSIM_PACE=1), so
+    /// programs that time with host clocks see predicted times.
+    #[arg(long)]
+    pace: bool,
+    /// More environment for the command, e.g. --env NCCL_DEBUG=INFO (repeatable).
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    env: Vec<String>,
+    /// Directory holding the built libraries (default: NCCLSIM_LIB_DIR, else this binary's
+    /// directory, else ../lib/ncclsim beside it).
+    #[arg(long)]
+    lib_dir: Option<PathBuf>,
+    /// More directories for the loader after ncclsim's, e.g. the stub libraries
+    /// scripts/torch-venv.sh makes for a torch installed without NVIDIA's wheels (repeatable).
+    #[arg(long, value_name = "DIR")]
+    lib_path: Vec<PathBuf>,
+    /// Seconds the other processes get to finish after one failed, before they are stopped
+    /// (SIGTERM, then SIGKILL after as long again).
+    #[arg(long, default_value_t = 10.0)]
+    grace: f64,
+    /// Print the environment and commands that would run, and run nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// The program and its arguments.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+/// The built libraries: (file cargo writes, SONAME programs ask for, preloaded).
+///
+/// Both CUDA runtimes are preloaded: their symbols carry version nodes (`libcudart.so.12`,
+/// `libcudart.so.13`), so a program binds to the major it was linked against. The 13 runtime
+/// comes first, so unversioned lookups (`dlsym(RTLD_DEFAULT, ...)`) find the current ABI.
+const LIBS: &[(&str, &str, bool)] = &[
+    ("libncclsim_cuda.so", "libncclsim_cuda.so", false),
+    ("libnccl.so", "libnccl.so.2", true),
+    ("libcudart13.so", "libcudart.so.13", true),
+    ("libcudart12.so", "libcudart.so.12", true),
+    ("libcuda_driver.so", "libcuda.so.1", true),
+    ("libnvidia_ml.so", "libnvidia-ml.so.1", true),
+];
+
+const BUILD_HINT: &str = "build them with `cargo build --release` at the repository root (or pass --lib-dir / NCCLSIM_LIB_DIR)";
+
+fn lib_dir(args: &RunArgs) -> Result<PathBuf, String> {
+    let has_all = |d: &Path| LIBS.iter().all(|(f, _, _)| d.join(f).is_file());
+    let missing = |d: &Path| -> Vec<&str> {
+        LIBS.iter()
+            .filter(|(f, _, _)| !d.join(f).is_file())
+            .map(|(f, _, _)| *f)
+            .collect()
+    };
+    let explicit = args
+        .lib_dir
+        .clone()
+        .or_else(|| std::env::var_os("NCCLSIM_LIB_DIR").map(PathBuf::from));
+    if let Some(d) = explicit {
+        if !has_all(&d) {
+            return Err(format!(
+                "library directory {}: missing {}; {BUILD_HINT}",
+                d.display(),
+                missing(&d).join(", ")
+            ));
+        }
+        return Ok(d);
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+    let own = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+    let candidates = [own.clone(), own.join("../lib/ncclsim")];
+    for d in &candidates {
+        if has_all(d) {
+            return Ok(d.clone());
+        }
+    }
+    Err(format!(
+        "ncclsim's libraries are not next to {} (missing {}); {BUILD_HINT}",
+        exe.display(),
+        missing(&own).join(", ")
+    ))
+}
+
+/// `dir/ncclsim-sonames/<SONAME>` -> `dir/<file>` links, made idempotently (a link is replaced
+/// atomically by renaming a fresh one over it, so concurrent runs never see a missing name).
+/// Falls back to a per-user cache directory when `dir` is not writable.
+fn soname_dir(dir: &Path) -> Result<PathBuf, String> {
+    let dir = dir
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    let try_in = |links: &Path| -> std::io::Result<()> {
+        std::fs::create_dir_all(links)?;
+        for (file, soname, _) in LIBS {
+            let target = dir.join(file);
+            let link = links.join(soname);
+            if std::fs::read_link(&link).ok().as_deref() == Some(target.as_path()) {
+                continue;
+            }
+            let tmp = links.join(format!(".{soname}.{}", std::process::id()));
+            let _ = std::fs::remove_file(&tmp);
+            std::os::unix::fs::symlink(&target, &tmp)?;
+            std::fs::rename(&tmp, &link)?;
+        }
+        Ok(())
+    };
+    let local = dir.join("ncclsim-sonames");
+    match try_in(&local) {
+        Ok(()) => Ok(local),
+        Err(first) => {
+            let base = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+                .ok_or_else(|| format!("{}: {first}", local.display()))?;
+            let tag = dir
+                .to_string_lossy()
+                .bytes()
+                .fold(0xcbf29ce484222325u64, |h, b| {
+                    (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
+                });
+            let cache = base.join(format!("ncclsim/sonames-{tag:016x}"));
+            try_in(&cache).map_err(|e| {
+                format!(
+                    "cannot link the libraries under their SONAMEs in {} ({first}) or {} ({e})",
+                    local.display(),
+                    cache.display()
+                )
+            })?;
+            Ok(cache)
+        }
+    }
+}
+
+/// A TCP port free on the loopback now, for torchrun's rendezvous.
+fn free_port() -> Result<u16, String> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("free port: {e}"))?;
+    l.local_addr()
+        .map(|a| a.port())
+        .map_err(|e| format!("free port: {e}"))
+}
+
+fn checked_count(name: &str, v: i64, max: i64) -> Result<usize, String> {
+    if v < 1 || v > max {
+        return Err(format!("--{name} {v}: must be between 1 and {max}"));
+    }
+    Ok(v as usize)
+}
+
+/// The environment shared by every copy: libraries and simulation settings.
+fn base_env(args: &RunArgs, sonames: &Path) -> Result<BTreeMap<String, String>, String> {
+    let mut env = BTreeMap::new();
+    let mut path: Vec<String> = vec![sonames.display().to_string()];
+    path.extend(args.lib_path.iter().map(|p| p.display().to_string()));
+    if let Ok(old) = std::env::var("LD_LIBRARY_PATH") {
+        if !old.is_empty() {
+            path.push(old);
+        }
+    }
+    env.insert("LD_LIBRARY_PATH".into(), path.join(":"));
+    let mut preload: Vec<String> = LIBS
+        .iter()
+        .filter(|(_, _, p)| *p)
+        .map(|(_, s, _)| sonames.join(s).display().to_string())
+        .collect();
+    if let Ok(old) = std::env::var("LD_PRELOAD") {
+        if !old.is_empty() {
+            preload.push(old);
+        }
+    }
+    env.insert("LD_PRELOAD".into(), preload.join(":"));
+    if let Some(t) = &args.topo {
+        let p = Path::new(t);
+        topo::read_xml(t).map_err(|e| format!("--topo: {e}"))?;
+        let abs = p.canonicalize().map_err(|e| format!("--topo {t}: {e}"))?;
+        env.insert("NCCLSIM_TOPO".into(), abs.display().to_string());
+    }
+    if let Some(d) = &args.trace {
+        std::fs::create_dir_all(d).map_err(|e| format!("--trace {d}: {e}"))?;
+        let abs = Path::new(d)
+            .canonicalize()
+            .map_err(|e| format!("--trace {d}: {e}"))?;
+        env.insert("NCCLSIM_TRACE".into(), abs.display().to_string());
+    }
+    if let Some(r) = &args.report {
+        env.insert("NCCLSIM_REPORT".into(), r.clone());
+    }
+    if let Some(m) = &args.model {
+        env.insert("NCCLSIM_MODEL".into(), m.clone());
+    }
+    if args.pace {
+        env.insert("NCCLSIM_PACE".into(), "1".into());
+    }
+    for kv in &args.env {
+        let (k, v) = kv
+            .split_once('=')
+            .filter(|(k, _)| !k.is_empty())
+            .ok_or_else(|| format!("--env {kv:?}: expected NAME=VALUE"))?;
+        env.insert(k.to_string(), v.to_string());
+    }
+    Ok(env)
+}
+
+/// One process to start: its node, ranks and environment.
+struct Copy {
+    node: usize,
+    rank: usize,
+    argv: Vec<String>,
+    env: BTreeMap<String, String>,
+}
+
+fn copies(args: &RunArgs, base: &BTreeMap<String, String>, port: u16) -> Result<Vec<Copy>, String> {
+    let nodes = checked_count("nodes", args.nodes, topo::cluster::MAX_NODES as i64)?;
+    let per = checked_count("procs-per-node", args.procs_per_node, 4096)?;
+    let nranks = nodes
+        .checked_mul(per)
+        .filter(|&n| n <= 65_536)
+        .ok_or_else(|| {
+            format!("--nodes {nodes} x --procs-per-node {per}: more than 65536 processes")
+        })?;
+    let mut out = Vec::with_capacity(nranks);
+    for node in 0..nodes {
+        for local in 0..per {
+            let rank = node * per + local;
+            let sub = |s: &str| {
+                s.replace("{node}", &node.to_string())
+                    .replace("{nodes}", &nodes.to_string())
+                    .replace("{rank}", &rank.to_string())
+                    .replace("{local_rank}", &local.to_string())
+                    .replace("{nranks}", &nranks.to_string())
+            };
+            let mut env = base.clone();
+            let mut set = |k: &str, v: String| {
+                // What the user set (--env or the caller's environment) wins.
+                if !env.contains_key(k) && std::env::var_os(k).is_none() {
+                    env.insert(k.to_string(), v);
+                }
+            };
+            set("PET_NNODES", nodes.to_string());
+            set("PET_NODE_RANK", node.to_string());
+            set("PET_MASTER_ADDR", "127.0.0.1".into());
+            set("PET_MASTER_PORT", port.to_string());
+            set("MASTER_ADDR", "127.0.0.1".into());
+            set("MASTER_PORT", port.to_string());
+            if per > 1 || nodes > 1 {
+                set("RANK", rank.to_string());
+                set("WORLD_SIZE", nranks.to_string());
+                set("LOCAL_RANK", local.to_string());
+                set("LOCAL_WORLD_SIZE", per.to_string());
+                set("NODE_RANK", node.to_string());
+            }
+            // The node is the simulation's, never inherited.
+            env.insert("NCCLSIM_NODE".into(), node.to_string());
+            out.push(Copy {
+                node,
+                rank,
+                argv: args.command.iter().map(|a| sub(a)).collect(),
+                env,
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,%+@".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// Signals to pass on to the copies (0 = none yet).
+fn register_signals() -> Result<Arc<AtomicUsize>, String> {
+    let got = Arc::new(AtomicUsize::new(0));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_usize(sig, got.clone(), sig as usize)
+            .map_err(|e| format!("signal handler: {e}"))?;
+    }
+    Ok(got)
+}
+
+fn kill_group(child: &Child, sig: i32) {
+    // The copy leads its own process group (process_group(0)), so this reaches its children
+    // (torchrun's workers) too.
+    let pgid = child.id() as libc::pid_t;
+    // SAFETY: killpg only sends a signal; an already-gone group gives ESRCH, which is ignored.
+    unsafe {
+        libc::killpg(pgid, sig);
+    }
+}
+
+fn describe(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exit status {c}"),
+        (None, Some(s)) => format!("signal {s}"),
+        _ => status.to_string(),
+    }
+}
+
+pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
+    if !(args.grace.is_finite() && (0.0..=86_400.0).contains(&args.grace)) {
+        return Err(format!(
+            "--grace {}: must be 0 to 86400 seconds",
+            args.grace
+        ));
+    }
+    let grace = Duration::from_secs_f64(args.grace);
+    let dir = lib_dir(args)?;
+    let sonames = soname_dir(&dir)?;
+    let base = base_env(args, &sonames)?;
+    let port = free_port()?;
+    let copies = copies(args, &base, port)?;
+    if args.dry_run {
+        for (k, v) in &base {
+            println!("{k}={}", quote(v));
+        }
+        for c in &copies {
+            let extra: Vec<String> = c
+                .env
+                .iter()
+                .filter(|(k, v)| base.get(*k) != Some(v))
+                .map(|(k, v)| format!("{k}={}", quote(v)))
+                .collect();
+            let argv: Vec<String> = c.argv.iter().map(|a| quote(a)).collect();
+            println!(
+                "# node {} rank {}: {} {}",
+                c.node,
+                c.rank,
+                extra.join(" "),
+                argv.join(" ")
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let signals = register_signals()?;
+    let mut children: Vec<(usize, Option<Child>)> = Vec::with_capacity(copies.len());
+    for (i, c) in copies.iter().enumerate() {
+        let mut cmd = Command::new(&c.argv[0]);
+        cmd.args(&c.argv[1..]).envs(&c.env);
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        match cmd.spawn() {
+            Ok(ch) => children.push((i, Some(ch))),
+            Err(e) => {
+                for (_, ch) in children.iter_mut() {
+                    if let Some(ch) = ch {
+                        kill_group(ch, libc::SIGKILL);
+                        let _ = ch.wait();
+                    }
+                }
+                return Err(format!("cannot start {}: {e}", quote(&c.argv[0])));
+            }
+        }
+    }
+    let mut first_failure: Option<(usize, String, u8)> = None;
+    let mut failed_at: Option<Instant> = None;
+    let mut stop_sent: Option<(i32, Instant)> = None;
+    loop {
+        let mut running = 0;
+        for (i, slot) in children.iter_mut() {
+            let Some(ch) = slot else { continue };
+            match ch.try_wait() {
+                Ok(Some(st)) => {
+                    if !st.success() && first_failure.is_none() {
+                        use std::os::unix::process::ExitStatusExt;
+                        let code = st
+                            .code()
+                            .map(|c| c.clamp(1, 255) as u8)
+                            .unwrap_or_else(|| 128 + st.signal().unwrap_or(1) as u8);
+                        first_failure = Some((*i, describe(st), code));
+                        failed_at = Some(Instant::now());
+                    }
+                    *slot = None;
+                }
+                Ok(None) => running += 1,
+                Err(e) => return Err(format!("waiting for a process: {e}")),
+            }
+        }
+        if running == 0 {
+            break;
+        }
+        let sig = signals.swap(0, Ordering::Relaxed) as i32;
+        let want_stop = if sig != 0 {
+            Some(sig)
+        } else if failed_at.is_some_and(|t| t.elapsed() >= grace) {
+            Some(libc::SIGTERM)
+        } else {
+            None
+        };
+        if let Some(sig) = want_stop {
+            if stop_sent.is_none() || sig != libc::SIGTERM {
+                for (_, ch) in children
+                    .iter()
+                    .filter_map(|(i, c)| c.as_ref().map(|c| (i, c)))
+                {
+                    kill_group(ch, sig);
+                }
+                stop_sent.get_or_insert((sig, Instant::now()));
+            }
+        }
+        if stop_sent.is_some_and(|(_, t)| t.elapsed() >= grace) {
+            for (_, ch) in children
+                .iter()
+                .filter_map(|(i, c)| c.as_ref().map(|c| (i, c)))
+            {
+                kill_group(ch, libc::SIGKILL);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    match first_failure {
+        None => Ok(ExitCode::SUCCESS),
+        Some((i, what, code)) => {
+            let c = &copies[i];
+            eprintln!(
+                "ncclsim run: node {} rank {} ({}) ended with {what}",
+                c.node,
+                c.rank,
+                quote(&c.argv[0])
+            );
+            Ok(ExitCode::from(code))
+        }
+    }
+}

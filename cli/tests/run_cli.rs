@@ -1,0 +1,227 @@
+//! `ncclsim run`: an unmodified C program on `libnccl.so.2` started as 2 simulated nodes x 8
+//! processes (the TP=8/DP=2 job, every result checked by the program), failures passed on with
+//! the failing rank named and the others stopped, and bad options refused.
+
+use fake_cuda_test_support as support;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `ncclsim run` on the libraries cargo built for this test, with a clean simulation
+/// environment (no node, topology or trace settings of the caller's).
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ncclsim"))
+        .arg("run")
+        .arg("--lib-dir")
+        .arg(support::deps_dir())
+        .args(args)
+        .current_dir(repo())
+        .env_remove("CUDA_VISIBLE_DEVICES")
+        .env_remove("NCCLSIM_TOPO")
+        .env_remove("NCCL_TOPO_FILE")
+        .env_remove("NCCLSIM_NODE")
+        .env_remove("NCCLSIM_TRACE")
+        .env_remove("NCCL_HOSTID")
+        .env_remove("LD_PRELOAD")
+        .output()
+        .expect("run ncclsim")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The C program compiled against the real names but linked to nothing of ours at run time
+/// except through the loader path `ncclsim run` sets up.
+fn program(dir: &Path) -> PathBuf {
+    support::link_real_names(
+        dir,
+        &[
+            ("libnccl.so", "libnccl.so.2"),
+            ("libcudart12.so", "libcudart.so.12"),
+        ],
+    );
+    let c = repo().join("nccl-shim/tests/c");
+    let exe = support::compile_c(
+        dir,
+        &c.join("nccl_check.c"),
+        &[repo().join("nccl-shim/include")],
+        &["libnccl.so.2", "libcudart.so.12", "libpthread.so.0"],
+        "nccl_check",
+    );
+    // Leave only the program: its libraries must come from `ncclsim run`.
+    for lib in ["libnccl.so.2", "libcudart.so.12"] {
+        let _ = std::fs::remove_file(dir.join(lib));
+    }
+    exe
+}
+
+#[test]
+fn tp_dp_c_program_on_two_simulated_nodes() {
+    let dir = support::scratch_dir("run-tpdp");
+    let exe = program(&dir);
+    let trace = dir.join("trace");
+    let id = dir.join("id");
+    let t = Instant::now();
+    let out = run(&[
+        "--topo",
+        "topologies/dgx-a100.xml",
+        "--nodes",
+        "2",
+        "--procs-per-node",
+        "8",
+        "--trace",
+        trace.to_str().expect("utf-8 path"),
+        "--env",
+        "NCCL_DEBUG=INFO",
+        "--env",
+        "NCCLSIM_TIMEOUT=120",
+        "--",
+        exe.to_str().expect("utf-8 path"),
+        "tpdp",
+        "{rank}",
+        id.to_str().expect("utf-8 path"),
+    ]);
+    let log = text(&out);
+    assert!(out.status.success(), "{log}");
+    for r in 0..16 {
+        assert!(
+            log.contains(&format!("ok tpdp rank {r}\n")),
+            "rank {r}: {log}"
+        );
+    }
+    // The world spans the two simulated nodes; each process's node is its rank / 8.
+    for r in 0..16 {
+        let line = format!(
+            "rank {r} nRanks 16 nNodes 2 localRanks 8 localRank {} - Init COMPLETE",
+            r % 8
+        );
+        assert!(log.contains(&line), "missing {line:?}");
+    }
+    let traces = std::fs::read_dir(&trace).expect("trace directory").count();
+    assert_eq!(traces, 16, "one trace per rank");
+    eprintln!("16 ranks through ncclsim run: {:?}", t.elapsed());
+}
+
+#[test]
+fn a_failing_rank_is_named_and_the_others_are_stopped() {
+    let t = Instant::now();
+    // Rank 2 fails at once; the others would sleep for ten minutes.
+    let out = run(&[
+        "--procs-per-node",
+        "4",
+        "--grace",
+        "0.5",
+        "--",
+        "sh",
+        "-c",
+        "if [ {rank} = 2 ]; then exit 7; fi; sleep 600",
+    ]);
+    let log = text(&out);
+    assert_eq!(out.status.code(), Some(7), "{log}");
+    assert!(
+        log.contains("node 0 rank 2 (sh) ended with exit status 7"),
+        "{log}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(60), "{:?}", t.elapsed());
+}
+
+#[test]
+fn placeholders_and_launch_environment() {
+    let out = run(&[
+        "--nodes",
+        "2",
+        "--procs-per-node",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        "echo {node}/{nodes} {rank}/{nranks} {local_rank} $NCCLSIM_NODE $RANK $WORLD_SIZE $LOCAL_RANK $PET_NNODES $PET_NODE_RANK",
+    ]);
+    let log = text(&out);
+    assert!(out.status.success(), "{log}");
+    let mut lines: Vec<&str> = log.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            "0/2 0/4 0 0 0 4 0 2 0",
+            "0/2 1/4 1 0 1 4 1 2 0",
+            "1/2 2/4 0 1 2 4 0 2 1",
+            "1/2 3/4 1 1 3 4 1 2 1",
+        ]
+    );
+}
+
+#[test]
+fn libraries_are_preloaded_and_found_by_soname() {
+    let out = run(&["--", "sh", "-c", "echo $LD_PRELOAD; echo $LD_LIBRARY_PATH"]);
+    let log = text(&out);
+    assert!(out.status.success(), "{log}");
+    let mut lines = log.lines();
+    let preload = lines.next().unwrap_or_default();
+    for soname in [
+        "libnccl.so.2",
+        "libcudart.so.13",
+        "libcudart.so.12",
+        "libcuda.so.1",
+        "libnvidia-ml.so.1",
+    ] {
+        let p = preload
+            .split(':')
+            .find(|p| p.ends_with(soname))
+            .unwrap_or_else(|| panic!("{soname} not preloaded: {preload}"));
+        assert!(Path::new(p).exists(), "{p}");
+    }
+    let first = lines
+        .next()
+        .unwrap_or_default()
+        .split(':')
+        .next()
+        .unwrap_or_default();
+    assert!(
+        Path::new(first).join("libncclsim_cuda.so").exists(),
+        "{log}"
+    );
+}
+
+#[test]
+fn bad_options_are_refused() {
+    for (args, want) in [
+        (vec!["--nodes", "0", "--", "true"], "--nodes 0"),
+        (vec!["--nodes", "-1", "--", "true"], "--nodes -1"),
+        (vec!["--env", "NOEQUALS", "--", "true"], "NAME=VALUE"),
+        (
+            vec!["--topo", "/nonexistent.xml", "--", "true"],
+            "/nonexistent.xml",
+        ),
+        (vec!["--grace", "NaN", "--", "true"], "--grace"),
+        (
+            vec!["--", "/nonexistent/program"],
+            "cannot start /nonexistent/program",
+        ),
+    ] {
+        let out = run(&args);
+        let log = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {log}");
+        assert!(log.contains(want), "{args:?}: {log}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_ncclsim"))
+        .args(["run", "--lib-dir", "/nonexistent", "--", "true"])
+        .output()
+        .expect("run ncclsim");
+    let log = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{log}");
+    assert!(
+        log.contains("missing libncclsim_cuda.so") && log.contains("cargo build --release"),
+        "{log}"
+    );
+}

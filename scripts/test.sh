@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# All tests: the workspace's cargo tests, then the PyTorch end-to-end suite
+# (scripts/torch-e2e.sh: 16 torchrun processes on 2 simulated DGX A100 nodes through
+# `ncclsim run`), which makes its own venv with torch from PyPI on first use (about 540 MB,
+# target/torch-venv; set NCCLSIM_TORCH_VENV to reuse one elsewhere).
+# NCCLSIM_SKIP_TORCH=1 runs the cargo tests only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo test --workspace
+if [ "${NCCLSIM_SKIP_TORCH:-0}" = 1 ]; then
+    echo "test.sh: NCCLSIM_SKIP_TORCH=1: PyTorch suite skipped"
+    exit 0
+fi
+scripts/torch-e2e.sh
