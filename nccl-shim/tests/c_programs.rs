@@ -312,6 +312,46 @@ fn report_per_process_and_graph_replays_aligned_across_ranks() {
     assert_eq!(reports, 4, "one report per process");
 }
 
+/// The report is written at `ncclCommDestroy`: a process that then leaves without running its
+/// exit handlers (`_exit`) still leaves a complete report.
+#[test]
+fn report_is_written_at_comm_destroy() {
+    let dir = support::scratch_dir("nccl-report-destroy");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("report dir");
+    let out = ranks(
+        "steps",
+        2,
+        &["exit-early"],
+        &[(
+            "NCCLSIM_REPORT",
+            dir.join("report-%p.json").display().to_string(),
+        )],
+    );
+    assert_eq!(out.matches("ok steps rank").count(), 2, "{out}");
+    let reports: Vec<serde_json::Value> = std::fs::read_dir(&dir)
+        .expect("dir")
+        .map(|e| {
+            let text = std::fs::read_to_string(e.expect("entry").path()).expect("report");
+            serde_json::from_str(&text).expect("complete JSON")
+        })
+        .collect();
+    assert_eq!(
+        reports.len(),
+        2,
+        "one report per process, no temporary files left"
+    );
+    for v in &reports {
+        let c = &v["nccl"]["communicators"][0];
+        assert_eq!(c["destroyed"], true, "{v}");
+        assert_eq!(c["calls"], 8, "{v}");
+        assert!(
+            v["devices"].as_array().is_some_and(|d| !d.is_empty()),
+            "{v}"
+        );
+    }
+}
+
 /// Ranks on two hosts, told apart by `NCCL_HOSTID` (NCCL's own host identity) and joined by
 /// TCP on loopback: the test does not create network namespaces. Hosts interleave (even ranks
 /// on one, odd on the other), so reductions in rank order mix local and remote inputs.

@@ -549,6 +549,8 @@ int main(int argc, char **argv) {
         }
         OK(ncclCommDestroy(comm));
         printf("ok steps rank %d\n", r);
+        /* "exit-early": leave without exit handlers, as a killed process would after it. */
+        if (argc >= 6 && strcmp(argv[5], "exit-early") == 0) { fflush(stdout); _exit(0); }
         return 0;
     }
     if (strcmp(argv[1], "tpdp") == 0) {
