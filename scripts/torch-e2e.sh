@@ -14,7 +14,10 @@
 #   3. scripts/torch/bench.py: all_reduce, broadcast, all_gather, reduce_scatter at 1-64 MB on
 #      the world and a TP group timed with torch.cuda.Event must equal `ncclsim predict`; a
 #      pipeline send across nodes and inside a node, and a peer copy, in the topology's order.
-#   4. collectives.py again on 1 node x 2 with NCCLSIM_TEST_PERTURB=1 (the runtime flips a bit
+#   4. scripts/torch/memory.py with the default allocator and with expandable segments:
+#      torch.OutOfMemoryError past the device, copies that read back, a tensor shared with
+#      another process.
+#   5. collectives.py again on 1 node x 2 with NCCLSIM_TEST_PERTURB=1 (the runtime flips a bit
 #      of rank 1's results): must fail, proving the checks check.
 #
 # Usage: scripts/torch-e2e.sh
@@ -113,7 +116,15 @@ measured bench "${run[@]}" --trace "$logs/trace-bench" \
 [ "$(passes "$logs/bench.log")" = "$world" ] || fail "bench: not every rank finished"
 python3 scripts/torch/check_outputs.py bench "$ncclsim" "$topo" 2 "$logs/bench.log"
 
-echo "== 4. 1 node x 2 processes, rank 1's results perturbed (NCCLSIM_TEST_PERTURB=1): must fail"
+echo "== 4. memory: torch.OutOfMemoryError past the 40 GB device, copies, sharing (both allocators)"
+for conf in "" "expandable_segments:True"; do
+    PYTORCH_CUDA_ALLOC_CONF="$conf" "$ncclsim" run --topo "$topo" --lib-path "$venv/ncclsim-stubs" \
+        -- python scripts/torch/memory.py > "$logs/memory${conf:+-expandable}.log" 2>&1 \
+        || fail "memory checks (PYTORCH_CUDA_ALLOC_CONF=$conf) exited $?"
+    grep "memory: PASS" "$logs/memory${conf:+-expandable}.log" | sed "s/^/[${conf:-default allocator}] /"
+done
+
+echo "== 5. 1 node x 2 processes, rank 1's results perturbed (NCCLSIM_TEST_PERTURB=1): must fail"
 if "$ncclsim" run --topo "$topo" --lib-path "$venv/ncclsim-stubs" --env NCCLSIM_TEST_PERTURB=1 \
     -- torchrun --nproc_per_node 2 scripts/torch/collectives.py > "$logs/perturbed.log" 2>&1; then
     fail "the perturbed run passed: the checks do not check"

@@ -1,12 +1,12 @@
 //! Print ACCURACY.md (the calibration report) to stdout; with `--svg FILE`, also plot measured
 //! against predicted time per operation for NCCL mode and for the calibrated model with the
 //! row's system held out (log-log, the diagonal is a perfect prediction).
-use cost_model::calibrated::score;
+use cost_model::accuracy::score;
 use cost_model::calibration::ROWS;
 use plotters::prelude::*;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    print!("{}", cost_model::calibrated::accuracy_report());
+    print!("{}", cost_model::accuracy::accuracy_report());
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--svg") {
         let path = args.get(i + 1).ok_or("--svg needs a file")?;
@@ -27,7 +27,7 @@ fn time_us(index: usize, is_time: bool, v: f64) -> f64 {
 
 fn plot(path: &str) -> Result<(), Box<dyn std::error::Error>> {
     let rows = score();
-    let pts = |f: &dyn Fn(&cost_model::calibrated::Scored) -> f64| -> Vec<(f64, f64)> {
+    let pts = |f: &dyn Fn(&cost_model::accuracy::Scored) -> f64| -> Vec<(f64, f64)> {
         rows.iter()
             .map(|s| {
                 (

@@ -5,43 +5,45 @@
 //! For the algorithm/protocol NCCL picks, with NCCL's latency `L` and algorithm bandwidth `A`:
 //!
 //! ```text
-//! time = lat_fixed + lat_scale * L + S / (1000 * A_cal) * (1 + (S_half / S)^gamma)
-//! A_cal = eta[family] * A           (Ring, Tree, NVLSTree, CollNet, PAT)
-//! A_cal = eta[nvls] * nCh * bwIntra (NVLS: the switch reduces, so a GPU's algorithm bandwidth is
-//!                                    its NVLink bandwidth whatever the number of GPUs)
-//! A_cal = busbw_cap / busbw_factor  (PCIe boxes without GPU peer-to-peer: host-memory bound)
-//! 1/eta_eff = 1/eta[family] + net_load_coef * load^2   (multi-node: see `net_load`)
+//! time = lat_fixed + L + x / eta[family] * (1 + T / (x + T))      x = S / (1000 * A)
+//!                                              (the fill term for Simple and LL128, not LL)
+//! A    = nCh * bwIntra             for NVLS AllReduce (the switch reduces: a GPU's algorithm
+//!                                  bandwidth is its NVLink bandwidth whatever the GPU count)
+//! A    = busbw_cap / busbw_factor  for PCIe boxes (host-memory bound)
+//! T    = fill_us * n_nodes^node_exp
 //! ```
 //!
 //! - `lat_fixed` (µs) is **shared by every hardware class**: the launch and completion time
-//!   NCCL's model leaves out, on top of NCCL's own per-step and per-hop latencies (`lat_scale`
-//!   stays 1: fitting it too is ill-conditioned on the published rows). It is fitted to every
-//!   latency-bound row (< 64 KB) by iteratively reweighted least squares with Huber weights
-//!   (`fit_latency`): that time is the host's, the launch mode's and NCCL's more than the
+//!   NCCL's model leaves out, on top of NCCL's own per-step and per-hop latencies. It is fitted
+//!   to every latency-bound row (< 64 KB) by iteratively reweighted least squares with Huber
+//!   weights (`fit_latency`): that time is the host's, the launch mode's and NCCL's more than the
 //!   fabric's, and a class with no small-message rows (or a system never seen) still gets a
 //!   measured latency instead of NCCL's.
 //! - Per class (NVSwitch Ampere, NVSwitch Hopper and newer, direct NVLink, PCIe, multi-node):
 //!   `eta` per algorithm family present (the fraction of NCCL's modelled path bandwidth achieved:
-//!   protocol and link efficiency), the pipeline ramp `(S_half, gamma)` (the size at which the
-//!   bandwidth term runs at half speed; per node for multi-node), the network-load coefficient
-//!   (NIC/PCIe saturation) and, for PCIe boxes, the host-bound busbw caps. A class without data
-//!   keeps NCCL's bandwidths; a class without ramp data borrows the median ramp of the others.
+//!   protocol and link efficiency) and the pipeline fill time `T`: a Simple or LL128 transfer
+//!   whose bandwidth time is `x` pays `x * T / (x + T)` more, about `T` once `x` is well above
+//!   it (the pipeline fills once) and about `x` for a transfer shorter than the fill (LL, with
+//!   no chunk pipeline, pays none). Being a time, not a size,
+//!   it carries over between fabrics of different speeds (a 20 GB/s bridge fills its pipeline
+//!   with fewer bytes than 450 GB/s NVLink). For several nodes it grows as `n_nodes^node_exp`
+//!   (deeper trees and rings). PCIe boxes have host-bound bus-bandwidth caps instead of NCCL's
+//!   path bandwidth. A class without data keeps NCCL's bandwidths; a class without mid-size rows
+//!   borrows the median fill time of the single-node classes that have one.
 //!
 //! `L` and `A` come from NCCL 2.30.7's tables even when an older release made the selection
 //! (`pricing_model`): the hardware is the same, and older releases' bandwidth formulas (NVLSTree
 //! before 2.28, for instance) would otherwise have to be absorbed by the fitted efficiencies.
-//! `load` is the network traffic NCCL's ring puts on each GPU's PCIe link relative to that link:
-//! with one 400G NIC per Gen5 GPU the link carries the NIC's line rate both ways and the network
-//! runs below NCCL's model, with one NIC per two GPUs it does not.
 //!
 //! Fitting (`fit`): the shared latency and the classes alternately (four rounds). For a class, a
-//! grid over (gamma, S_half) and for each grid point a weighted linear least-squares solve
-//! (nalgebra SVD) for 1/eta per family (and the load coefficient) on the rows >= 64 KB,
-//! minimising the relative time error (rows >= 1 GB count twice). Standard errors come from the
-//! least-squares covariance `s^2 (A^T A)^-1` at the chosen ramp (`ParamErrors`). The model only
-//! prices what NCCL chose: it never changes the algorithm or protocol.
+//! grid over the fill time (and the node exponent for the multi-node class) and for each grid
+//! point a weighted linear least-squares solve (nalgebra SVD) for 1/eta per family on the rows
+//! of 64 KB and more, minimising the relative time error (rows of 1 GB and more count twice).
+//! Standard errors come from the least-squares covariance `s^2 (A^T A)^-1` at the chosen grid
+//! point (`ParamErrors`).
+//! The model only prices what NCCL chose: it never changes the algorithm or protocol.
 
-use crate::calibration::{Measured, Row, System, ROWS};
+use crate::calibration::{Measured, Row, ROWS};
 use crate::consts::{Algo, Func, Proto};
 use crate::model::NcclModel;
 use crate::query::{CostModel, Mode};
@@ -49,7 +51,7 @@ use crate::settings::TunerSettings;
 use crate::shape::CommShape;
 use nalgebra::{DMatrix, DVector};
 use serde::Serialize;
-use statrs::statistics::{Data, Median, OrderStatistics};
+use statrs::statistics::{Data, Median};
 use std::sync::OnceLock;
 use topo::{NcclVersion, PathType};
 
@@ -126,27 +128,19 @@ pub struct ClassParams {
     pub class: HwClass,
     /// Fixed time per operation (µs): launch and completion NCCL's model leaves out.
     pub lat_fixed: f64,
-    /// Scale on NCCL's latency (its per-step base and per-hop latencies); 1 in the fitted model.
-    pub lat_scale: f64,
     /// Effective fraction of NCCL's bandwidth per family (ring, tree, nvls, nvls-tree).
     pub eta: [f64; 4],
-    /// Size (bytes, per node for multi-node) at which the pipeline runs at half speed.
-    pub s_half: f64,
-    /// Steepness of the ramp.
-    pub gamma: f64,
-    /// Extra inverse efficiency per unit of network load on a GPU's PCIe link ([`net_load`]):
-    /// `1/eta_eff = 1/eta[family] + net_load_coef * net_load`.
-    pub net_load_coef: f64,
-    /// Range of the contention term ([`net_load`] squared) over the rows fitted: predictions
-    /// clamp to it rather than extrapolate the efficiency to loads no measurement had.
-    pub contention_range: (f64, f64),
+    /// Pipeline fill time (µs) on one node; 0 for none.
+    pub fill_us: f64,
+    /// How the fill time grows with the node count: `fill_us * n_nodes^node_exp`.
+    pub node_exp: f64,
     /// Host-bound bus bandwidth caps (GB/s): GPUs on one CPU socket, across sockets.
     pub busbw_cap: [Option<f64>; 2],
     /// Rows this class was fitted to.
     pub n_rows: usize,
-    /// Standard errors of `lat_fixed`, `lat_scale` and `eta` (0 where not fitted), from the
-    /// least-squares covariance at the chosen ramp: `s^2 (A^T A)^-1`, `s^2` the residual variance
-    /// of the relative errors; `eta`'s by the delta method from `1/eta`'s.
+    /// Standard errors of `lat_fixed` and `eta` (0 where not fitted), from the least-squares
+    /// covariance at the chosen fill time: `s^2 (A^T A)^-1`, `s^2` the residual variance of the
+    /// relative errors; `eta`'s by the delta method from `1/eta`'s.
     pub se: ParamErrors,
 }
 
@@ -155,12 +149,8 @@ pub struct ClassParams {
 pub struct ParamErrors {
     /// Of `lat_fixed` (µs).
     pub lat_fixed: f64,
-    /// Of `lat_scale`.
-    pub lat_scale: f64,
     /// Of `eta` per family.
     pub eta: [f64; 4],
-    /// Of `net_load_coef`.
-    pub net_load_coef: f64,
 }
 
 impl ClassParams {
@@ -169,21 +159,23 @@ impl ClassParams {
         ClassParams {
             class,
             lat_fixed: 0.0,
-            lat_scale: 1.0,
             eta: [1.0; 4],
-            s_half: 0.0,
-            gamma: 1.0,
-            net_load_coef: 0.0,
-            contention_range: (0.0, 0.0),
+            fill_us: 0.0,
+            node_exp: 1.0,
             busbw_cap: [None, None],
             n_rows: 0,
-            se: ParamErrors {
-                lat_fixed: 0.0,
-                lat_scale: 0.0,
-                eta: [0.0; 4],
-                net_load_coef: 0.0,
-            },
+            se: ParamErrors::default(),
         }
+    }
+
+    /// The pipeline fill factor on a bandwidth time `x` (µs) of an `n_nodes` communicator, for
+    /// a protocol that pipelines chunks (`fills`).
+    fn ramp(&self, fills: bool, x: f64, n_nodes: usize) -> f64 {
+        if !fills || self.fill_us <= 0.0 || x <= 0.0 {
+            return 1.0;
+        }
+        let t = self.fill_us * (n_nodes.max(1) as f64).powf(self.node_exp);
+        1.0 + t / (x + t)
     }
 }
 
@@ -249,12 +241,9 @@ impl Calibration {
             return f64::NAN;
         };
         let x = self.bandwidth_term(m, f, a, bw as f64, bytes);
-        let (lo, hi) = self.params.contention_range;
-        let load = contention(net_load(&m.shape)).clamp(lo, hi.max(lo));
-        let inv_eta = 1.0 / self.params.eta[family(a)] + self.params.net_load_coef * load;
         self.params.lat_fixed
-            + self.params.lat_scale * lat as f64
-            + x * inv_eta * ramp(&self.params, bytes, m.shape.n_nodes)
+            + lat as f64
+            + x / self.params.eta[family(a)] * self.params.ramp(fills(p), x, m.shape.n_nodes)
     }
 
     /// `S / (1000 * A)` with NCCL's structure changed where calibrated mode differs (NVLS, caps),
@@ -279,24 +268,6 @@ impl Calibration {
     pub fn p2p_time_us(&self, t: f64, _bytes: u64) -> f64 {
         t / self.params.eta[0]
     }
-}
-
-/// How much of a GPU's PCIe link the network traffic takes: the inter-node bandwidth NCCL's ring
-/// gives each GPU (`nChannels * bwInter / ppn`) over the GPU's PCIe link bandwidth. About 1 when
-/// every GPU has its own NIC of its PCIe link's speed (8x 400G on Gen5, 8x HDR on Gen4: the GPU
-/// link carries the NIC's line rate both ways next to its other PCIe traffic), 0.5 with one NIC
-/// per two GPUs; 0 on one node or when the PCIe bandwidth is unknown.
-pub fn net_load(s: &CommShape) -> f64 {
-    if s.n_nodes < 2 || s.gpu_pci_bw <= 0.0 || s.n_ranks == 0 {
-        return 0.0;
-    }
-    let ppn = s.n_ranks as f64 / s.n_nodes as f64;
-    s.ring.n_channels as f64 * s.ring.bw_inter as f64 / ppn / s.gpu_pci_bw as f64
-}
-
-/// The contention term of a load: convex (queueing-like), negligible for lightly loaded links.
-fn contention(load: f64) -> f64 {
-    load * load
 }
 
 /// The tuning tables calibrated mode prices with: NCCL 2.30's (the most recent model of the same
@@ -330,73 +301,6 @@ pub fn priced_lat_bw(
         .or_else(|| m.lat_bw(f, a, p, bytes, 1))
 }
 
-fn ramp(p: &ClassParams, bytes: u64, n_nodes: usize) -> f64 {
-    if p.s_half <= 0.0 || bytes == 0 {
-        return 1.0;
-    }
-    let s_half = p.s_half * n_nodes as f64;
-    1.0 + (s_half / bytes as f64).powf(p.gamma)
-}
-
-/// A calibration row priced by both modes.
-#[derive(Debug, Clone, Serialize)]
-pub struct Scored {
-    /// Row index in `ROWS`.
-    pub index: usize,
-    /// Class.
-    pub class: HwClass,
-    /// Measured value (busbw GB/s or time µs).
-    pub measured: f64,
-    /// Whether the value is a time (otherwise busbw).
-    pub is_time: bool,
-    /// NCCL's choice.
-    pub algo: String,
-    /// NCCL mode.
-    pub nccl: f64,
-    /// Calibrated mode.
-    pub calibrated: f64,
-    /// Calibrated mode fitted without this row's system (leave-one-system-out).
-    pub held_out: f64,
-    /// Calibrated mode fitted without any row of this row's source (leave-one-source-out).
-    pub held_src: f64,
-}
-
-impl Scored {
-    /// Absolute % error of NCCL mode.
-    pub fn err_nccl(&self) -> f64 {
-        100.0 * (self.nccl - self.measured).abs() / self.measured
-    }
-    /// Absolute % error of calibrated mode.
-    pub fn err_cal(&self) -> f64 {
-        100.0 * (self.calibrated - self.measured).abs() / self.measured
-    }
-    /// Absolute % error of the held-out fit.
-    pub fn err_held_out(&self) -> f64 {
-        100.0 * (self.held_out - self.measured).abs() / self.measured
-    }
-    /// Absolute % error of the leave-one-source-out fit.
-    pub fn err_held_src(&self) -> f64 {
-        100.0 * (self.held_src - self.measured).abs() / self.measured
-    }
-    /// The row's size band (`BANDS`).
-    pub fn band(&self) -> usize {
-        band_of(ROWS[self.index].bytes)
-    }
-}
-
-/// Size bands of the report: latency-bound, pipeline ramp, bandwidth-bound, asymptotic.
-pub const BANDS: [&str; 4] = ["< 64 KB", "64 KB - 16 MB", "16 MB - 512 MB", ">= 512 MB"];
-
-/// The band of a size (nccl-tests size column).
-pub fn band_of(bytes: u64) -> usize {
-    match bytes {
-        b if b < 64 << 10 => 0,
-        b if b < 16 << 20 => 1,
-        b if b < 512 << 20 => 2,
-        _ => 3,
-    }
-}
-
 /// The model a row runs on.
 pub fn row_model(r: &Row, mode: Mode) -> CostModel {
     let shape = r.system.shape(r.nodes, r.ppn, r.nvls);
@@ -412,10 +316,19 @@ pub fn row_model(r: &Row, mode: Mode) -> CostModel {
         .expect("calibration rows use valid settings (checked by tests)")
 }
 
+/// Whether a protocol pays the pipeline fill: Simple and LL128 move data in chunks through a
+/// pipeline of steps; LL moves 8-byte flagged lines, each consumed as it lands, and NCCL's LL
+/// bandwidth already prices it per size.
+fn fills(p: Proto) -> bool {
+    p != Proto::Ll
+}
+
+/// A row as the fit sees it: NCCL's latency and bandwidth time for NCCL's choice, and the
+/// measured time.
 struct Prepared {
     class: HwClass,
-    load: f64,
     family: usize,
+    fills: bool,
     lat: f64,
     x: f64,
     bytes: u64,
@@ -447,8 +360,8 @@ fn prepare(r: &Row) -> Option<Prepared> {
     let class = HwClass::of(cm.shape());
     Some(Prepared {
         class,
-        load: contention(net_load(cm.shape())),
         family: family(algo),
+        fills: fills(proto),
         lat: lat as f64,
         x,
         bytes: r.bytes,
@@ -464,93 +377,60 @@ fn prepare(r: &Row) -> Option<Prepared> {
 const ETA_RANGE: (f64, f64) = (0.3, 1.6);
 const LAT_FIXED_RANGE: (f64, f64) = (0.0, 60.0);
 
-/// Weighted least squares for a class's bandwidth parameters (1/eta per family present, and the
-/// network-load coefficient) at a fixed ramp, with the latency known (`lat` = the shared
-/// `(lat_fixed, lat_scale)`); returns the parameters and the weighted sum of squared relative
-/// errors. Rows of 1 GB and more count twice: that is the regime the model is judged on first.
-fn solve(rows: &[&Prepared], s_half: f64, gamma: f64, lat: Lat) -> Option<Solved> {
-    solve_with(rows, s_half, gamma, lat)
-}
+/// Rows below this size fit the shared latency (the "< 64 KB" band).
+const LATENCY_BYTES: u64 = 64 << 10;
+/// Huber threshold of the latency fit (relative error).
+const HUBER: f64 = 0.15;
+/// Pipeline fill times the fit tries (µs): 0.5 µs to 8 ms in steps of sqrt(2).
+const FILL_GRID: (f64, f64, usize) = (-1.0, 0.5, 29);
+/// Node-count exponents of the multi-node fill time the fit tries.
+const NODE_EXPS: [f64; 5] = [0.0, 0.25, 0.5, 0.75, 1.0];
 
-/// One least-squares solution.
+/// One least-squares solution of a class's efficiencies.
 struct Solved {
     eta: [f64; 4],
-    net_load_coef: f64,
     err: f64,
-    se: ParamErrors,
+    se: [f64; 4],
 }
 
-fn solve_with(rows: &[&Prepared], s_half: f64, gamma: f64, lat: Lat) -> Option<Solved> {
+/// Weighted least squares for a class's 1/eta per family present at a fixed fill time, with the
+/// shared latency known; returns the efficiencies, their standard errors and the weighted sum of
+/// squared relative errors. Rows of 1 GB and more count twice: that is the regime the model is
+/// judged on first. `None` when an efficiency leaves its plausible range.
+fn solve(rows: &[&Prepared], probe: &ClassParams, lat_fixed: f64) -> Option<Solved> {
     let fams: Vec<usize> = (0..4)
         .filter(|&k| rows.iter().any(|r| r.family == k))
         .collect();
-    // The network-load term needs rows at more than one load within one family to be told apart
-    // from that family's efficiency.
-    let fit_load = fams.iter().any(|&k| {
-        let mut loads = rows.iter().filter(|r| r.family == k).map(|r| r.load);
-        let first = loads.next().unwrap_or(0.0);
-        loads.any(|l| (l - first).abs() > 1e-6)
-    });
-    let ncol = fams.len() + fit_load as usize;
-    if rows.len() < ncol || ncol == 0 {
+    if rows.len() < fams.len() || fams.is_empty() {
         return None;
     }
-    let probe = ClassParams {
-        s_half,
-        gamma,
-        ..ClassParams::identity(HwClass::MultiNode)
-    };
-    let mut a = DMatrix::<f64>::zeros(rows.len(), ncol);
+    let mut a = DMatrix::<f64>::zeros(rows.len(), fams.len());
     let mut b = DVector::<f64>::zeros(rows.len());
     for (i, r) in rows.iter().enumerate() {
         let w = if r.bytes >= 1 << 30 { 2.0 } else { 1.0 } / r.t_meas;
-        let xr = r.x * ramp(&probe, r.bytes, r.n_nodes);
-        for (j, &k) in fams.iter().enumerate() {
-            if r.family == k {
-                a[(i, j)] = xr * w;
-            }
-        }
-        if fit_load {
-            a[(i, ncol - 1)] = xr * r.load * w;
-        }
-        b[i] = (r.t_meas - lat.0 - lat.1 * r.lat) * w;
+        let xr = r.x * probe.ramp(r.fills, r.x, r.n_nodes);
+        let j = fams.iter().position(|&k| k == r.family)?;
+        a[(i, j)] = xr * w;
+        b[i] = (r.t_meas - lat_fixed - r.lat) * w;
     }
     let svd = a.clone().svd(true, true);
     let sol = svd.solve(&b, 1e-12).ok()?;
-    let inside = |v: f64, r: (f64, f64)| v >= r.0 && v <= r.1;
-    let net_load_coef = if fit_load { sol[ncol - 1] } else { 0.0 };
     let mut eta = [1.0; 4];
     for (j, &k) in fams.iter().enumerate() {
         let inv = sol[j];
-        // Efficiencies stay plausible at every load the rows have (and at no load).
-        let ok = rows
-            .iter()
-            .filter(|r| r.family == k)
-            .map(|r| inv + net_load_coef * r.load)
-            .chain(std::iter::once(inv))
-            .all(|v| v > 0.0 && inside(1.0 / v, ETA_RANGE));
-        if !ok {
+        if !(inv > 0.0 && (ETA_RANGE.0..=ETA_RANGE.1).contains(&(1.0 / inv))) {
             return None;
         }
         eta[k] = 1.0 / inv;
     }
-    let resid = &a * &sol - &b;
-    let err = resid.norm_squared();
+    let err = (&a * &sol - &b).norm_squared();
     let var = covariance_diag(&svd, err, rows.len());
-    let mut se = ParamErrors::default();
+    let mut se = [0.0; 4];
     for (j, &k) in fams.iter().enumerate() {
         // d(eta)/d(1/eta) = -eta^2.
-        se.eta[k] = var[j].sqrt() * eta[k] * eta[k];
+        se[k] = var[j].sqrt() * eta[k] * eta[k];
     }
-    if fit_load {
-        se.net_load_coef = var[ncol - 1].sqrt();
-    }
-    Some(Solved {
-        eta,
-        net_load_coef,
-        err,
-        se,
-    })
+    Some(Solved { eta, err, se })
 }
 
 /// Diagonal of the least-squares covariance `s^2 (A^T A)^-1 = s^2 V S^-2 V^T` (singular values
@@ -581,24 +461,18 @@ fn covariance_diag(
 
 /// The bandwidth part of a prepared row's time under a class's parameters (µs).
 fn bandwidth_time(r: &Prepared, p: &ClassParams) -> f64 {
-    let (lo, hi) = p.contention_range;
-    let load = r.load.clamp(lo, hi.max(lo));
-    let inv_eta = 1.0 / p.eta[r.family] + p.net_load_coef * load;
-    r.x * inv_eta * ramp(p, r.bytes, r.n_nodes)
+    r.x / p.eta[r.family] * p.ramp(r.fills, r.x, r.n_nodes)
 }
 
-/// The latency shared by every class: `lat_fixed + lat_scale[protocol] * L`.
-type Lat = (f64, f64);
-
-/// Fits the shared latency to the rows below 64 KB (where it dominates) after their bandwidth
-/// part under the current class parameters: `lat_scale` stays 1 (NCCL's per-step and per-hop
-/// latencies as NCCL computes them) and `lat_fixed`, the launch and completion time NCCL's model
-/// leaves out, is the Huber-weighted mean (iteratively reweighted: a row more than 15% off counts
-/// less, since launch modes differ, e.g. CUDA graphs) of the measured time less NCCL's latency, in
-/// relative terms. (Fitting `lat_scale` too is ill-conditioned on the published rows: the
-/// latency-bound rows barely vary `L`, and the fit trades the two terms against each other.)
-/// Returns the parameters and their standard errors; NCCL's own latency (0, 1) without rows.
-fn fit_latency(rows: &[Prepared], classes: &[ClassParams]) -> (Lat, Lat) {
+/// Fits the latency shared by every class to the rows below 64 KB (where it dominates) after
+/// their bandwidth part under the current class parameters: NCCL's per-step and per-hop
+/// latencies are kept and `lat_fixed`, the launch and completion time NCCL's model leaves out,
+/// is the Huber-weighted mean (iteratively reweighted: a row more than 15% off counts less,
+/// since launch modes differ, e.g. CUDA graphs) of the measured time less NCCL's latency, in
+/// relative terms. NCCL's hop latencies are not scaled: the per-hop costs the rows imply differ
+/// more between systems (and network transports) than one scale can follow, so a fitted scale
+/// predicts systems left out worse. Returns the value and its standard error; 0 without rows.
+fn fit_latency(rows: &[Prepared], classes: &[ClassParams]) -> (f64, f64) {
     let small: Vec<(&Prepared, f64)> = rows
         .iter()
         .filter(|r| r.bytes < LATENCY_BYTES)
@@ -611,12 +485,11 @@ fn fit_latency(rows: &[Prepared], classes: &[ClassParams]) -> (Lat, Lat) {
             (r, r.t_meas - bandwidth_time(r, &p) - r.lat)
         })
         .collect();
-    let none = ((0.0, 1.0), (0.0, 0.0));
     if small.len() < 2 {
-        return none;
+        return (0.0, 0.0);
     }
     let mut huber = vec![1.0; small.len()];
-    let mut out = none;
+    let mut out = (0.0, 0.0);
     for _ in 0..20 {
         // Weighted least squares for one constant, relative errors: weights (h / t)^2.
         let w: Vec<f64> = small
@@ -633,7 +506,7 @@ fn fit_latency(rows: &[Prepared], classes: &[ClassParams]) -> (Lat, Lat) {
             .sum();
         let se = (rss / (small.len() - 1) as f64 / sw).sqrt();
         let c0 = c0.clamp(LAT_FIXED_RANGE.0, LAT_FIXED_RANGE.1);
-        out = ((c0, 1.0), (se, 0.0));
+        out = (c0, se);
         for (i, (r, y)) in small.iter().enumerate() {
             let rel = ((c0 - y) / r.t_meas).abs();
             huber[i] = if rel <= HUBER { 1.0 } else { HUBER / rel };
@@ -642,26 +515,21 @@ fn fit_latency(rows: &[Prepared], classes: &[ClassParams]) -> (Lat, Lat) {
     out
 }
 
-/// Rows below this size fit the shared latency (the "< 64 KB" band).
-const LATENCY_BYTES: u64 = 64 << 10;
-/// Huber threshold of the latency fit (relative error).
-const HUBER: f64 = 0.15;
-
-/// Fit every class's bandwidth parameters and ramp with the latency given.
-fn fit_classes(prepared: &[Prepared], lat: Lat) -> Vec<ClassParams> {
+/// Fit every class's efficiencies and fill time with the shared latency given.
+fn fit_classes(prepared: &[Prepared], lat_fixed: f64) -> Vec<ClassParams> {
+    let fills: Vec<f64> = (0..FILL_GRID.2)
+        .map(|i| 2f64.powf(FILL_GRID.0 + FILL_GRID.1 * i as f64))
+        .collect();
     let mut classes = Vec::new();
-    let mut no_ramp = Vec::new();
-    // gamma <= 1 keeps the ramp's extra time S^(1-gamma) bounded as sizes shrink.
-    let gammas: Vec<f64> = (0..=7).map(|i| 0.3 + 0.1 * i as f64).collect();
-    let halves: Vec<f64> = (0..=20).map(|i| 2f64.powf(18.0 + 0.5 * i as f64)).collect();
+    let mut no_fill = Vec::new();
     for c in HwClass::ALL {
         let rs: Vec<&Prepared> = prepared.iter().filter(|p| p.class == c).collect();
         let mut p = ClassParams::identity(c);
         p.n_rows = rs.len();
-        (p.lat_fixed, p.lat_scale) = lat;
+        p.lat_fixed = lat_fixed;
         if rs.is_empty() {
             classes.push(p);
-            no_ramp.push(c);
+            no_fill.push(c);
             continue;
         }
         // Host-bound caps: the measured plateau of each socket group.
@@ -677,16 +545,16 @@ fn fit_classes(prepared: &[Prepared], lat: Lat) -> Vec<ClassParams> {
                 }
             }
             classes.push(p);
-            no_ramp.push(c);
+            no_fill.push(c);
             continue;
         }
-        // Only sizes on the ramp (64 KB .. 512 MB) tell its parameters apart; latency-bound rows
+        // Only sizes on the ramp (64 KB .. 512 MB) tell the fill time apart; latency-bound rows
         // are the shared latency's.
         let has_ramp = rs
             .iter()
             .any(|r| (LATENCY_BYTES..512 << 20).contains(&r.bytes));
         if !has_ramp {
-            no_ramp.push(c);
+            no_fill.push(c);
         }
         // The bandwidth parameters come from the rows the bandwidth term matters for.
         let fit_rows: Vec<&Prepared> = rs
@@ -694,54 +562,50 @@ fn fit_classes(prepared: &[Prepared], lat: Lat) -> Vec<ClassParams> {
             .copied()
             .filter(|r| r.bytes >= LATENCY_BYTES)
             .collect();
-        let mut best: Option<(f64, ClassParams)> = None;
-        let ramps: Vec<(f64, f64)> = if has_ramp {
-            gammas
+        let exps: &[f64] = if c == HwClass::MultiNode {
+            &NODE_EXPS
+        } else {
+            &[1.0]
+        };
+        let grid: Vec<(f64, f64)> = if has_ramp {
+            fills
                 .iter()
-                .flat_map(|&g| halves.iter().map(move |&h| (h, g)))
+                .flat_map(|&t| exps.iter().map(move |&e| (t, e)))
                 .chain(std::iter::once((0.0, 1.0)))
                 .collect()
         } else {
             vec![(0.0, 1.0)]
         };
-        for (h, g) in ramps {
-            if let Some(v) = solve(&fit_rows, h, g, lat) {
-                if best.as_ref().is_none_or(|(e, _)| v.err < *e) {
-                    best = Some((
-                        v.err,
-                        ClassParams {
-                            eta: v.eta,
-                            net_load_coef: v.net_load_coef,
-                            contention_range: fit_rows
-                                .iter()
-                                .fold((f64::MAX, 0.0f64), |(lo, hi), r| {
-                                    (lo.min(r.load), hi.max(r.load))
-                                }),
-                            s_half: h,
-                            gamma: g,
-                            se: v.se,
-                            ..p
-                        },
-                    ));
+        let mut best: Option<(f64, ClassParams)> = None;
+        for (t, e) in grid {
+            let probe = ClassParams {
+                fill_us: t,
+                node_exp: e,
+                ..p
+            };
+            if let Some(v) = solve(&fit_rows, &probe, lat_fixed) {
+                if best.as_ref().is_none_or(|(err, _)| v.err < *err) {
+                    let mut q = probe;
+                    q.eta = v.eta;
+                    q.se.eta = v.se;
+                    best = Some((v.err, q));
                 }
             }
         }
         classes.push(best.map(|(_, p)| p).unwrap_or(p));
     }
-    // Classes without ramp data borrow the median ramp of the single-node classes that have one
-    // (per node for the multi-node class).
-    let ramps: Vec<(f64, f64)> = classes
+    // Classes without mid-size rows borrow the median fill time of the single-node classes that
+    // have one (per node for the multi-node class).
+    let fills: Vec<f64> = classes
         .iter()
-        .filter(|p| p.s_half > 0.0 && p.class != HwClass::MultiNode)
-        .map(|p| (p.s_half, p.gamma))
+        .filter(|p| p.fill_us > 0.0 && p.class != HwClass::MultiNode)
+        .map(|p| p.fill_us)
         .collect();
-    if !ramps.is_empty() {
-        let h = Data::new(ramps.iter().map(|r| r.0).collect::<Vec<_>>()).median();
-        let g = Data::new(ramps.iter().map(|r| r.1).collect::<Vec<_>>()).median();
+    if !fills.is_empty() {
+        let t = Data::new(fills).median();
         for p in classes.iter_mut() {
-            if no_ramp.contains(&p.class) && p.class != HwClass::Pcie {
-                p.s_half = h;
-                p.gamma = g;
+            if no_fill.contains(&p.class) && p.class != HwClass::Pcie {
+                p.fill_us = t;
             }
         }
     }
@@ -750,374 +614,20 @@ fn fit_classes(prepared: &[Prepared], lat: Lat) -> Vec<ClassParams> {
 
 /// Fit the model to a set of rows: the latency shared by all classes (`fit_latency`, from every
 /// latency-bound row: launch and per-step costs are the host's and NCCL's more than the
-/// fabric's) and each class's bandwidth and ramp with it, alternately (a few rounds: each depends
-/// on the other only through the small rows). A class never seen gets the shared latency and
-/// NCCL's bandwidths.
+/// fabric's) and each class's efficiencies and fill time with it, alternately (a few rounds:
+/// each depends on the other only through the small rows). A class never seen gets the shared
+/// latency and NCCL's bandwidths.
 pub fn fit(rows: &[Row]) -> Fit {
     let prepared: Vec<Prepared> = rows.iter().filter_map(prepare).collect();
     let identity: Vec<ClassParams> = HwClass::ALL.map(ClassParams::identity).to_vec();
-    let (mut lat, mut lat_se) = fit_latency(&prepared, &identity);
+    let (mut lat, mut se) = fit_latency(&prepared, &identity);
     let mut classes = fit_classes(&prepared, lat);
     for _ in 0..3 {
-        (lat, lat_se) = fit_latency(&prepared, &classes);
+        (lat, se) = fit_latency(&prepared, &classes);
         classes = fit_classes(&prepared, lat);
     }
     for p in classes.iter_mut() {
-        p.se.lat_fixed = lat_se.0;
-        p.se.lat_scale = lat_se.1;
+        p.se.lat_fixed = se;
     }
     Fit { classes }
-}
-
-static SCORED: OnceLock<Vec<Scored>> = OnceLock::new();
-
-/// Score every calibration row with both modes, with a leave-one-system-out fit and with a
-/// leave-one-source-out fit (computed once per process; one fit per held-out group).
-pub fn score() -> &'static [Scored] {
-    SCORED.get_or_init(score_rows)
-}
-
-fn score_rows() -> Vec<Scored> {
-    use std::collections::HashMap;
-    let full = fitted();
-    let mut by_system: HashMap<(System, bool, &str), Fit> = HashMap::new();
-    let mut by_source: HashMap<&str, Fit> = HashMap::new();
-    let mut out = Vec::new();
-    for (i, r) in ROWS.iter().enumerate() {
-        if r.coll.func().is_none() {
-            continue;
-        }
-        let nccl = row_model(r, Mode::Nccl);
-        let dt = crate::DataType::Float32;
-        let op = crate::RedOp::Sum;
-        let Ok(pn) = nccl.predict(r.coll, r.bytes, dt, op) else {
-            continue;
-        };
-        let with = |fit: &Fit| {
-            let mut m = row_model(r, Mode::Calibrated);
-            m.calibration.params = fit.class(HwClass::of(m.shape()));
-            m.predict(r.coll, r.bytes, dt, op)
-                .expect("same selection as NCCL mode")
-        };
-        let pc = with(full);
-        let held = by_system
-            .entry((r.system, r.nodes > 1, r.source))
-            .or_insert_with(|| {
-                let others: Vec<Row> = ROWS
-                    .iter()
-                    .filter(|o| !same_system(o, r))
-                    .copied()
-                    .collect();
-                fit(&others)
-            });
-        let ph = with(held);
-        let held_src = by_source.entry(source_key(r.source)).or_insert_with(|| {
-            let others: Vec<Row> = ROWS
-                .iter()
-                .filter(|o| source_key(o.source) != source_key(r.source))
-                .copied()
-                .collect();
-            fit(&others)
-        });
-        let ps = with(held_src);
-        let (measured, is_time, vn, vc, vh, vs) = match r.measured {
-            Measured::BusBw(b) => (b, false, pn.busbw, pc.busbw, ph.busbw, ps.busbw),
-            Measured::TimeUs(t) => (t, true, pn.time_us, pc.time_us, ph.time_us, ps.time_us),
-        };
-        out.push(Scored {
-            index: i,
-            class: HwClass::of(nccl.shape()),
-            measured,
-            is_time,
-            algo: format!("{}/{}", pn.algo, pn.proto),
-            nccl: vn,
-            calibrated: vc,
-            held_out: vh,
-            held_src: vs,
-        });
-    }
-    out
-}
-
-/// The publication a source string names: the repository, or the repository and issue/PR
-/// number (one vendor guide's several result files are one source).
-pub fn source_key(source: &str) -> &str {
-    let mut ends = source.match_indices(' ').map(|(i, _)| i);
-    let first = ends.next().unwrap_or(source.len());
-    let rest = &source[first..];
-    if rest.starts_with(" issue ") || rest.starts_with(" PR ") {
-        let second = ends.next().unwrap_or(source.len());
-        let third = ends.next().unwrap_or(source.len());
-        let _ = second;
-        &source[..third]
-    } else {
-        &source[..first]
-    }
-}
-
-fn same_system(a: &Row, b: &Row) -> bool {
-    a.system == b.system && (a.nodes > 1) == (b.nodes > 1) && a.source == b.source
-}
-
-/// Median and maximum of a list of errors.
-pub fn median_max(v: &[f64]) -> (f64, f64) {
-    if v.is_empty() {
-        return (f64::NAN, f64::NAN);
-    }
-    let mut d = Data::new(v.to_vec());
-    (d.median(), d.percentile(100))
-}
-
-/// What the calibration set covers: rows, systems (as published), NCCL releases stated, sources
-/// (publications), collectives, multi-node rows, size bands.
-#[derive(Debug, Clone, Serialize)]
-pub struct Coverage {
-    /// Rows.
-    pub rows: usize,
-    /// Distinct systems as published (labels).
-    pub systems: usize,
-    /// Distinct hardware systems per source, single- and multi-node apart (the groups
-    /// leave-one-system-out holds out).
-    pub system_groups: usize,
-    /// Distinct NCCL releases stated.
-    pub releases: Vec<&'static str>,
-    /// Distinct sources (`source_key`).
-    pub sources: usize,
-    /// Rows that are not AllReduce.
-    pub non_allreduce: usize,
-    /// Multi-node rows.
-    pub multi_node: usize,
-    /// Rows per band (`BANDS`).
-    pub per_band: [usize; 4],
-}
-
-/// The coverage of the calibration set.
-pub fn coverage() -> Coverage {
-    let mut labels: Vec<&str> = ROWS.iter().map(|r| r.label).collect();
-    labels.sort();
-    labels.dedup();
-    let mut releases: Vec<&'static str> = ROWS.iter().filter_map(|r| r.nccl).collect();
-    releases.sort_by_key(|v| v.parse::<NcclVersion>().ok());
-    releases.dedup();
-    let mut sources: Vec<&str> = ROWS.iter().map(|r| source_key(r.source)).collect();
-    sources.sort();
-    sources.dedup();
-    let mut groups: Vec<(String, bool, &str)> = ROWS
-        .iter()
-        .map(|r| (format!("{:?}", r.system), r.nodes > 1, r.source))
-        .collect();
-    groups.sort();
-    groups.dedup();
-    let mut per_band = [0; 4];
-    for r in ROWS {
-        per_band[band_of(r.bytes)] += 1;
-    }
-    Coverage {
-        rows: ROWS.len(),
-        systems: labels.len(),
-        system_groups: groups.len(),
-        releases,
-        sources: sources.len(),
-        non_allreduce: ROWS
-            .iter()
-            .filter(|r| r.coll != crate::types::Collective::AllReduce)
-            .count(),
-        multi_node: ROWS.iter().filter(|r| r.nodes > 1).count(),
-        per_band,
-    }
-}
-
-/// ACCURACY.md, generated from the calibration set (a test keeps the checked-in file equal).
-pub fn accuracy_report() -> String {
-    let rows = score();
-    let fit = fitted();
-    let cov = coverage();
-    let mm = |sel: &[&Scored], e: fn(&Scored) -> f64| -> String {
-        let (m, x) = median_max(&sel.iter().map(|x| e(x)).collect::<Vec<_>>());
-        format!("{m:.1}% / {x:.1}%")
-    };
-    let mut s = String::new();
-    s += "# Accuracy of the cost model\n\n";
-    s += "Generated by `cargo run -p cost-model --example accuracy` from the calibration set in\n";
-    s += "`cost-model/src/calibration.rs` (published nccl-tests results, each row with its source).\n";
-    s += "A test fails when this file and the generated report differ. The plot `docs/accuracy.svg`\n";
-    s += "comes from the same run (`-- --svg docs/accuracy.svg`).\n\n";
-    s += "- **NCCL mode**: NCCL's own tuning model (the NCCL release of the row when it is stated and 2.18+, else 2.30.7).\n";
-    s += "- **Calibrated**: NCCL's selection, with times from the calibrated model (`cost-model/src/calibrated.rs`).\n";
-    s += "  - **system held out** (the headline): fitted without any row of the same system and source (leave-one-system-out): how it does on hardware it has not seen.\n";
-    s += "  - **source held out**: fitted without any row of the same publication (leave-one-source-out; one vendor guide's result files are one source).\n";
-    s += "  - **fitted to all**: fitted to every row, the row itself included (what `--mode calibrated` uses).\n\n";
-    s += "Errors are absolute percentages of busbw (GB/s), or of the time (µs) for rows published as times.\n\n";
-    s += &format!(
-        "Data: {} rows, {} systems as published ({} held-out groups: hardware x single/multi-node x source), {} sources, NCCL releases stated: {}; {} multi-node rows, {} rows not AllReduce; rows per band: {}.\n\n",
-        cov.rows,
-        cov.systems,
-        cov.system_groups,
-        cov.sources,
-        cov.releases.join(", "),
-        cov.multi_node,
-        cov.non_allreduce,
-        BANDS
-            .iter()
-            .zip(cov.per_band)
-            .map(|(b, n)| format!("{b}: {n}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    s += "## Measurements the fit has not seen\n\n";
-    s += "Median / maximum absolute error per size band.\n\n";
-    s += "| size band | n | NCCL mode | calibrated, system held out | calibrated, source held out | calibrated, fitted to all |\n";
-    s += "|---|---|---|---|---|---|\n";
-    for b in 0..=BANDS.len() {
-        let sel: Vec<&Scored> = rows
-            .iter()
-            .filter(|x| b == BANDS.len() || x.band() == b)
-            .collect();
-        s += &format!(
-            "| {} | {} | {} | {} | {} | {} |\n",
-            BANDS.get(b).copied().unwrap_or("all sizes"),
-            sel.len(),
-            mm(&sel, Scored::err_nccl),
-            mm(&sel, Scored::err_held_out),
-            mm(&sel, Scored::err_held_src),
-            mm(&sel, Scored::err_cal),
-        );
-    }
-    let band_rows = |b: usize| -> Vec<&Scored> { rows.iter().filter(|x| x.band() == b).collect() };
-    let med = |sel: &[&Scored], e: fn(&Scored) -> f64| {
-        median_max(&sel.iter().map(|x| e(x)).collect::<Vec<_>>())
-    };
-    let yes = |ok: bool| if ok { "met" } else { "not met" };
-    let (big, mid, small) = (band_rows(3), band_rows(2), band_rows(0));
-    let (bh, bx) = med(&big, Scored::err_held_out);
-    let bn = med(&big, Scored::err_nccl).0;
-    let mh = med(&mid, Scored::err_held_out).0;
-    let sh = med(&small, Scored::err_held_out).0;
-    let sn = med(&small, Scored::err_nccl).0;
-    s += "\nTargets on the system-held-out column:\n\n";
-    s += "| target | value | |\n|---|---|---|\n";
-    s += &format!(
-        "| >= 512 MB: median <= 4% and below NCCL mode's ({bn:.1}%) | {bh:.1}% | {} |\n",
-        yes(bh <= 4.0 && bh < bn)
-    );
-    s += &format!(
-        "| >= 512 MB: maximum <= 15% | {bx:.1}% | {} |\n",
-        yes(bx <= 15.0)
-    );
-    s += &format!(
-        "| 16 MB - 512 MB: median <= 10% | {mh:.1}% | {} |\n",
-        yes(mh <= 10.0)
-    );
-    s += &format!(
-        "| < 64 KB: median <= 25% and below NCCL mode's ({sn:.1}%) | {sh:.1}% | {} |\n",
-        yes(sh <= 25.0 && sh < sn)
-    );
-    let mut worst: Vec<&Scored> = rows.iter().collect();
-    worst.sort_by(|a, b| b.err_held_out().total_cmp(&a.err_held_out()));
-    s += "\nLargest system-held-out errors: ";
-    s += &worst
-        .iter()
-        .take(6)
-        .map(|x| {
-            let r = &ROWS[x.index];
-            format!(
-                "#{} {} {} {:.0}%",
-                x.index + 1,
-                r.label,
-                crate::calibration::size_label(r.bytes),
-                x.err_held_out()
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("; ");
-    s += ".\n";
-    s += "\n![measured vs predicted time per operation, NCCL mode and calibrated with the system held out](docs/accuracy.svg)\n";
-    s += "\nPer hardware class (system held out):\n\n";
-    s += "| class | n | NCCL mode | calibrated, system held out | calibrated, source held out |\n";
-    s += "|---|---|---|---|---|\n";
-    for c in HwClass::ALL {
-        let sel: Vec<&Scored> = rows.iter().filter(|x| x.class == c).collect();
-        if sel.is_empty() {
-            continue;
-        }
-        s += &format!(
-            "| {} | {} | {} | {} | {} |\n",
-            c.name(),
-            sel.len(),
-            mm(&sel, Scored::err_nccl),
-            mm(&sel, Scored::err_held_out),
-            mm(&sel, Scored::err_held_src),
-        );
-    }
-    s += "\n## Rows\n\n";
-    s += "| # | system | nodes x GPUs | collective | size | NCCL algo/proto | measured | NCCL mode | err | system held out | err | source held out | err | fitted to all | err | NCCL | source |\n";
-    s += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-    for sc in rows {
-        let r = &ROWS[sc.index];
-        let unit = if sc.is_time { " µs" } else { "" };
-        s += &format!(
-            "| {} | {} | {}x{} | {} | {} | {} | {:.2}{unit} | {:.2} | {:.1}% | {:.2} | {:.1}% | {:.2} | {:.1}% | {:.2} | {:.1}% | {} | {} |\n",
-            sc.index + 1,
-            r.label,
-            r.nodes,
-            r.ppn,
-            r.coll.name(),
-            crate::calibration::size_label(r.bytes),
-            sc.algo,
-            sc.measured,
-            sc.nccl,
-            sc.err_nccl(),
-            sc.held_out,
-            sc.err_held_out(),
-            sc.held_src,
-            sc.err_held_src(),
-            sc.calibrated,
-            sc.err_cal(),
-            r.nccl.unwrap_or("-"),
-            r.source
-        );
-    }
-    s += "\n## Fitted parameters\n\n";
-    s += "Fitted to all rows; `±` is one standard error from the least-squares covariance (at the chosen ramp; 0 where the parameter is not fitted).\n\n";
-    s += "| class | rows | lat_fixed (µs) | lat_scale | eta ring | eta tree | eta nvls | eta nvls-tree | net load coef (load² range) | S_half | gamma | busbw cap (same socket / cross socket) |\n";
-    s += "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-    let opt = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "-".into());
-    for p in &fit.classes {
-        let eta = |k: usize| format!("{:.3} ± {:.3}", p.eta[k], p.se.eta[k]);
-        s += &format!(
-            "| {} | {} | {:.2} ± {:.2} | {:.3} ± {:.3} | {} | {} | {} | {} | {:.3} ± {:.3} ({:.2}-{:.2}) | {} | {:.2} | {} / {} |\n",
-            p.class.name(),
-            p.n_rows,
-            p.lat_fixed,
-            p.se.lat_fixed,
-            p.lat_scale,
-            p.se.lat_scale,
-            eta(0),
-            eta(1),
-            eta(2),
-            eta(3),
-            p.net_load_coef,
-            p.se.net_load_coef,
-            p.contention_range.0,
-            p.contention_range.1,
-            if p.s_half > 0.0 {
-                crate::calibration::size_label(p.s_half.round() as u64)
-            } else {
-                "-".into()
-            },
-            p.gamma,
-            opt(p.busbw_cap[0]),
-            opt(p.busbw_cap[1]),
-        );
-    }
-    s += "\nWhat the parameters mean: `lat_fixed` is the launch and completion time per operation NCCL's model leaves out, shared by all classes; `lat_scale` is the factor on NCCL's per-step latencies (its base latency plus the per-hop NVLink/PCIe/network latencies), kept at 1; `eta` is the fraction of NCCL's modelled path bandwidth an algorithm family achieves (protocol and link efficiency), with no network load; a multi-node communicator's inverse efficiency grows by `net load coef x load²` (NIC and PCIe saturation), load = the ring's network bandwidth per GPU over the GPU's PCIe link bandwidth (1.0 for 8x 400G on Gen5 GPUs, 0.5 for 4x 400G), clamped to the range the rows cover; `S_half` and `gamma` describe the pipeline ramp at small and mid sizes (the bandwidth term is multiplied by `1 + (S_half/S)^gamma`; S_half is per node for the multi-node class). Times are priced with NCCL 2.30.7's tables whatever release made the selection.\n\n";
-    s += "Systems and how their shapes were obtained:\n\n";
-    let mut seen: Vec<System> = Vec::new();
-    for r in ROWS {
-        if !seen.contains(&r.system) {
-            seen.push(r.system);
-            s += &format!("- {:?}: {}\n", r.system, r.system.derivation());
-        }
-    }
-    s
 }

@@ -18,6 +18,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod accuracy;
 pub mod calibrated;
 pub mod calibration;
 pub mod consts;

@@ -1,6 +1,6 @@
 //! The calibrated model against the calibration set, and ACCURACY.md kept equal to the report.
 
-use cost_model::calibrated::{accuracy_report, median_max, score, Scored, BANDS};
+use cost_model::accuracy::{accuracy_report, median_max, score, Scored, BANDS};
 use cost_model::calibration::ROWS;
 
 #[test]
@@ -36,9 +36,9 @@ fn every_row_is_scored_and_fitted_calibration_beats_nccl_mode() {
 }
 
 /// The headline (leave-one-system-out) medians per band stay where they are today: >= 512 MB
-/// within 4% and below NCCL mode's (the accuracy target); 16-512 MB within 15% and < 64 KB
-/// within 45% and below NCCL mode's (the targets, 10% and 25%, are not reached yet: see
-/// ACCURACY.md). A change that loses ground fails here.
+/// within 4% and below NCCL mode's and < 64 KB within 25% and below NCCL mode's (the accuracy
+/// targets); 64 KB - 16 MB within 20% and below NCCL mode's; 16-512 MB within 25% (the target,
+/// 10%, is not reached yet: see ACCURACY.md). A change that loses ground fails here.
 #[test]
 fn held_out_medians_per_band() {
     let big = band(3);
@@ -46,9 +46,9 @@ fn held_out_medians_per_band() {
     println!("{}: held out {h:.1}%, NCCL mode {n:.1}%", BANDS[3]);
     assert!(h <= 4.0 && h < n);
     let mid = band(2);
-    let h = med(&mid, Scored::err_held_out);
-    println!("{}: held out {h:.1}%", BANDS[2]);
-    assert!(h <= 15.0);
+    let (h, n) = (med(&mid, Scored::err_held_out), med(&mid, Scored::err_nccl));
+    println!("{}: held out {h:.1}%, NCCL mode {n:.1}%", BANDS[2]);
+    assert!(h <= 25.0 && h < n);
     let ramp = band(1);
     let (h, n) = (
         med(&ramp, Scored::err_held_out),
@@ -62,7 +62,7 @@ fn held_out_medians_per_band() {
         med(&small, Scored::err_nccl),
     );
     println!("{}: held out {h:.1}%, NCCL mode {n:.1}%", BANDS[0]);
-    assert!(h <= 45.0 && h < n);
+    assert!(h <= 25.0 && h < n);
 }
 
 #[test]
@@ -74,18 +74,57 @@ fn fit_is_deterministic_and_physical() {
         for e in c.eta {
             assert!((0.3..=1.6).contains(&e), "{:?}", c);
         }
+        // A fixed time no shorter than nothing, a fill time inside the grid (0.5 µs .. 8 ms),
+        // a node exponent between constant and linear.
+        assert!(c.lat_fixed >= 0.0, "{:?}", c);
         assert!(
-            c.gamma <= 1.0 && c.lat_scale > 0.0 && c.lat_fixed >= 0.0,
+            c.fill_us == 0.0 || (0.5..=8192.0).contains(&c.fill_us),
             "{:?}",
             c
         );
-        // More network load on a GPU's PCIe link never makes the network faster.
-        assert!(c.net_load_coef >= 0.0, "{:?}", c);
-        let (lo, hi) = c.contention_range;
-        assert!(lo <= hi && hi <= 1.5, "{:?}", c);
+        assert!((0.0..=1.0).contains(&c.node_exp), "{:?}", c);
         // Standard errors are finite and non-negative.
-        for e in c.se.eta.iter().chain([&c.se.lat_fixed, &c.se.lat_scale]) {
+        for e in c.se.eta.iter().chain([&c.se.lat_fixed]) {
             assert!(e.is_finite() && *e >= 0.0, "{:?}", c);
+        }
+    }
+    // The fitted classes with data have their own efficiency and a latency shared by all.
+    let lat: Vec<f64> = a.classes.iter().map(|c| c.lat_fixed).collect();
+    assert!(lat.windows(2).all(|w| w[0] == w[1]));
+    assert!(a.classes.iter().any(|c| c.se.lat_fixed > 0.0));
+}
+
+/// For one algorithm and protocol, calibrated time grows with size (the fill term adds at most
+/// the bandwidth time again, and nothing is subtracted). Where NCCL switches algorithm or protocol
+/// the calibrated time may step down: calibrated mode keeps NCCL's choice even where its own
+/// costs would rank the candidates differently.
+#[test]
+fn calibrated_time_is_monotonic_in_size_per_algorithm() {
+    use cost_model::calibration::System;
+    use cost_model::*;
+    for (sys, nodes, ppn, nvls) in [
+        (System::DgxH100, 1, 8, true),
+        (System::DgxH100, 4, 8, true),
+        (System::DgxA100, 2, 8, false),
+        (System::Rtx2080TiBridge, 1, 2, false),
+    ] {
+        let shape = sys.shape(nodes, ppn, nvls);
+        let st = TunerSettings::default();
+        let cal =
+            CostModel::new(&shape, &st, topo::NcclVersion::DEFAULT, Mode::Calibrated).unwrap();
+        let mut last: Option<(&str, &str, f64)> = None;
+        for k in 3..34 {
+            let bytes = 1u64 << k;
+            let p = cal
+                .predict(Collective::AllReduce, bytes, DataType::Float32, RedOp::Sum)
+                .unwrap();
+            assert!(p.time_us.is_finite() && p.time_us > 0.0, "{sys:?} {bytes}");
+            if let Some((a, pr, t)) = last {
+                if (a, pr) == (p.algo, p.proto) {
+                    assert!(p.time_us >= t, "{sys:?} {bytes}: {} < {t}", p.time_us);
+                }
+            }
+            last = Some((p.algo, p.proto, p.time_us));
         }
     }
 }

@@ -30,13 +30,14 @@ fn key(s: &CommShape) -> Vec<String> {
 
 #[test]
 fn calibration_shapes_match_the_planner() {
-    for (file, sys, nodes, nvls) in [
-        ("dgx-a100.xml", System::DgxA100, 1, false),
-        ("dgx-h100.xml", System::DgxH100, 1, true),
+    for (file, sys, nodes, ppn, nvls) in [
+        ("dgx-a100.xml", System::DgxA100, 1, 8, false),
+        ("dgx-h100.xml", System::DgxH100, 1, 8, true),
+        ("gb200-nvl72-tray.xml", System::Gb200Tray, 1, 4, true),
     ] {
         let p = plan(file, nodes);
         let from_plan = CommShape::from_plan(&p);
-        let hand = sys.shape(nodes, 8, nvls);
+        let hand = sys.shape(nodes, ppn, nvls);
         // Compare the ring and NVLS graphs and the channel counts the model reads.
         let (a, b) = (key(&from_plan), key(&hand));
         assert_eq!(a[0], b[0], "{file} ring");

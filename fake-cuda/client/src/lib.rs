@@ -12,7 +12,8 @@
 //! borrowed `CStr`s) so that callers stay in safe Rust.
 
 use fake_cuda_core::abi::{
-    self, CDeviceInfo, CDeviceTopology, CHandle, CPointerInfo, CStreamInfo, CoreApiV1,
+    self, CDeviceInfo, CDeviceTopology, CHandle, CMemHandleInfo, CPointerInfo, CStreamInfo,
+    CoreApiV1,
 };
 use fake_cuda_core::{CoreError, Result, Status};
 use std::ffi::{c_char, c_void, CStr, CString};
@@ -557,6 +558,106 @@ impl Client {
         self.check(unsafe { (self.api.trim_device)(ordinal, &mut n) })?;
         Ok(n)
     }
+
+    /// `cuMemCreate` on visible device `ordinal`; returns the allocation handle.
+    pub fn mem_create(&self, ordinal: i32, size: u64, handle_types: u32) -> Result<u64> {
+        let mut h = 0;
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
+        self.check(unsafe { (self.api.mem_create)(ordinal, size, handle_types, &mut h) })?;
+        Ok(h)
+    }
+
+    /// `cuMemRelease`.
+    pub fn mem_release(&self, handle: u64) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
+        self.check(unsafe { (self.api.mem_release)(handle) })
+    }
+
+    /// `cuMemAddressReserve`; returns the start of the range.
+    pub fn mem_address_reserve(&self, size: usize, alignment: usize, hint: usize) -> Result<usize> {
+        let mut p = 0;
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
+        self.check(unsafe { (self.api.mem_address_reserve)(size, alignment, hint, &mut p) })?;
+        Ok(p)
+    }
+
+    /// `cuMemAddressFree`.
+    pub fn mem_address_free(&self, ptr: usize, size: usize) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
+        self.check(unsafe { (self.api.mem_address_free)(ptr, size) })
+    }
+
+    /// `cuMemMap`.
+    pub fn mem_map(&self, ptr: usize, size: usize, offset: u64, handle: u64) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
+        self.check(unsafe { (self.api.mem_map)(ptr, size, offset, handle) })
+    }
+
+    /// `cuMemUnmap`.
+    pub fn mem_unmap(&self, ptr: usize, size: usize) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
+        self.check(unsafe { (self.api.mem_unmap)(ptr, size) })
+    }
+
+    /// `cuMemSetAccess` for one device.
+    pub fn mem_set_access(&self, ptr: usize, size: usize, ordinal: i32, flags: u32) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
+        self.check(unsafe { (self.api.mem_set_access)(ptr, size, ordinal, flags) })
+    }
+
+    /// `cuMemGetAccess` for one device.
+    pub fn mem_get_access(&self, ptr: usize, ordinal: i32) -> Result<u32> {
+        let mut f = 0;
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
+        self.check(unsafe { (self.api.mem_get_access)(ptr, ordinal, &mut f) })?;
+        Ok(f)
+    }
+
+    /// `cuMemExportToShareableHandle`: a file descriptor the caller owns.
+    pub fn mem_export(&self, handle: u64) -> Result<i32> {
+        let mut fd = -1;
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
+        self.check(unsafe { (self.api.mem_export)(handle, &mut fd) })?;
+        Ok(fd)
+    }
+
+    /// `cuMemImportFromShareableHandle` of a file descriptor (kept by the caller).
+    pub fn mem_import(&self, fd: i32) -> Result<u64> {
+        let mut h = 0;
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
+        self.check(unsafe { (self.api.mem_import)(fd, &mut h) })?;
+        Ok(h)
+    }
+
+    /// `cuMemRetainAllocationHandle`.
+    pub fn mem_retain(&self, ptr: usize) -> Result<u64> {
+        let mut h = 0;
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
+        self.check(unsafe { (self.api.mem_retain)(ptr, &mut h) })?;
+        Ok(h)
+    }
+
+    /// `cuMemGetAllocationPropertiesFromHandle`.
+    pub fn mem_handle_info(&self, handle: u64) -> Result<CMemHandleInfo> {
+        let mut i = CMemHandleInfo::default();
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
+        self.check(unsafe { (self.api.mem_handle_info)(handle, &mut i) })?;
+        Ok(i)
+    }
+
+    /// Stream-ordered fill of `count` elements of `elem_size` bytes with `pattern`.
+    pub fn memset_pattern(
+        &self,
+        dst: usize,
+        pattern: u64,
+        elem_size: u32,
+        count: usize,
+        stream: u64,
+    ) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
+        self.check(unsafe { (self.api.memset_pattern)(dst, pattern, elem_size, count, stream) })
+    }
+
     /// The stream whose host work is running on this thread (the launch stream for a replay).
     pub fn host_stream(&self) -> Result<u64> {
         let mut s = 0;

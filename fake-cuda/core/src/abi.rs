@@ -159,6 +159,18 @@ pub struct CDeviceTopology {
     pub pci_ancestors: [[u32; 4]; MAX_PCI_ANCESTORS],
 }
 
+/// Properties of a `cuMem*` allocation handle in C form.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct CMemHandleInfo {
+    /// Visible device ordinal, -1 if `CUDA_VISIBLE_DEVICES` hides the device.
+    pub device: i32,
+    /// Requested shareable handle types (`CUmemAllocationHandleType` bits).
+    pub handle_types: u32,
+    /// Bytes.
+    pub size: u64,
+}
+
 /// A 64-byte IPC handle.
 pub type CHandle = [u8; 64];
 
@@ -312,6 +324,43 @@ pub struct CoreApiV1 {
     /// Gives the pages of a visible device's freed memory back to the system (freed memory
     /// otherwise keeps them for reuse); writes the bytes trimmed.
     pub trim_device: unsafe extern "C" fn(ordinal: i32, trimmed: *mut u64) -> i32,
+    /// `cuMemCreate`: a physical allocation of `size` bytes on a visible device, exportable
+    /// as `handle_types`; writes its handle.
+    pub mem_create:
+        unsafe extern "C" fn(ordinal: i32, size: u64, handle_types: u32, out: *mut u64) -> i32,
+    /// `cuMemRelease`.
+    pub mem_release: unsafe extern "C" fn(handle: u64) -> i32,
+    /// `cuMemAddressReserve`: writes the start of the reserved range.
+    pub mem_address_reserve:
+        unsafe extern "C" fn(size: usize, alignment: usize, hint: usize, out: *mut usize) -> i32,
+    /// `cuMemAddressFree`.
+    pub mem_address_free: unsafe extern "C" fn(ptr: usize, size: usize) -> i32,
+    /// `cuMemMap`.
+    pub mem_map: unsafe extern "C" fn(ptr: usize, size: usize, offset: u64, handle: u64) -> i32,
+    /// `cuMemUnmap`.
+    pub mem_unmap: unsafe extern "C" fn(ptr: usize, size: usize) -> i32,
+    /// `cuMemSetAccess` for one device (`CUmemAccess_flags`).
+    pub mem_set_access:
+        unsafe extern "C" fn(ptr: usize, size: usize, ordinal: i32, flags: u32) -> i32,
+    /// `cuMemGetAccess` for one device.
+    pub mem_get_access: unsafe extern "C" fn(ptr: usize, ordinal: i32, out: *mut u32) -> i32,
+    /// `cuMemExportToShareableHandle` (POSIX file descriptor, owned by the caller).
+    pub mem_export: unsafe extern "C" fn(handle: u64, out_fd: *mut i32) -> i32,
+    /// `cuMemImportFromShareableHandle` (POSIX file descriptor, kept by the caller).
+    pub mem_import: unsafe extern "C" fn(fd: i32, out: *mut u64) -> i32,
+    /// `cuMemRetainAllocationHandle`.
+    pub mem_retain: unsafe extern "C" fn(ptr: usize, out: *mut u64) -> i32,
+    /// `cuMemGetAllocationPropertiesFromHandle`.
+    pub mem_handle_info: unsafe extern "C" fn(handle: u64, out: *mut CMemHandleInfo) -> i32,
+    /// Stream-ordered fill of `count` elements of `elem_size` (1, 2, 4, 8) bytes with the low
+    /// bytes of `pattern` (`cuMemsetD16/D32`, `cuStreamWriteValue32/64`).
+    pub memset_pattern: unsafe extern "C" fn(
+        dst: usize,
+        pattern: u64,
+        elem_size: u32,
+        count: usize,
+        stream: u64,
+    ) -> i32,
     /// The stream whose host work (an `enqueue`/`enqueue_owned` work function, also when a
     /// graph replays it) is running on the calling thread, as that work was submitted: for a
     /// replay, the stream the graph was launched on. Fails outside host work.

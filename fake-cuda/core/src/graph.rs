@@ -72,6 +72,17 @@ pub enum Op {
         /// Bytes.
         n: usize,
     },
+    /// `count` elements of `elem` bytes of device memory set to the low bytes of `pattern`.
+    Fill {
+        /// Destination (aligned to `elem`).
+        dst: usize,
+        /// Element value (its low `elem` bytes, little-endian as on the GPU).
+        pattern: u64,
+        /// Element size: 1, 2, 4 or 8.
+        elem: usize,
+        /// Elements.
+        count: usize,
+    },
     /// A kernel launch (by host stub).
     Kernel {
         /// The kernel's host stub address.
@@ -101,6 +112,12 @@ impl Op {
                 ..
             } => format!("memcpy {kind:?} {}x{} bytes", height, width),
             Op::Memset { n, value, .. } => format!("memset {n} bytes to {value:#04x}"),
+            Op::Fill {
+                count,
+                elem,
+                pattern,
+                ..
+            } => format!("fill {count} x {elem} bytes with {pattern:#x}"),
             Op::Kernel { host_fun } => format!("kernel {host_fun:#x}"),
             Op::Host { duration_ns, .. } => format!("host work {duration_ns} ns"),
         }

@@ -26,6 +26,7 @@ pub mod timeline;
 pub mod timing;
 pub mod topology;
 pub mod version;
+pub mod vmm;
 
 pub use device::{DeviceDesc, PciBusId};
 pub use error::{CoreError, Result, Status};
@@ -194,6 +195,24 @@ struct DeviceRange {
     physical: usize,
     base: usize,
     size: usize,
+    /// End of the memory readable from the pointer on (past `base + size` only across
+    /// adjacent mappings of a reservation).
+    read_end: usize,
+    /// End of the memory writable from the pointer on.
+    write_end: usize,
+}
+
+impl DeviceRange {
+    /// A plain allocation: readable and writable to its end.
+    fn whole(physical: usize, base: usize, size: usize) -> DeviceRange {
+        DeviceRange {
+            physical,
+            base,
+            size,
+            read_end: base + size,
+            write_end: base + size,
+        }
+    }
 }
 
 /// Per-device memory statistics for reports.
@@ -218,8 +237,11 @@ struct State {
     graphs: graph::Graphs,
     /// Events exported with `cudaIpcGetEventHandle`: event -> (physical device, slot, serial).
     event_exports: HashMap<u64, (usize, u32, u64)>,
-    /// Device addresses taken back by `cudaDeviceReset` / `cudaIpcCloseMemHandle`.
+    /// Device addresses taken back by `cudaDeviceReset` / `cudaIpcCloseMemHandle` /
+    /// `cuMemAddressFree`.
     retired: reserve::Retired,
+    /// Allocation handles, reservations and mappings of the `cuMem*` API.
+    vmm: vmm::Vmm,
 }
 
 impl State {
@@ -227,19 +249,38 @@ impl State {
         for a in self.arenas.iter().flatten() {
             if a.contains(ptr) {
                 let alloc = a.allocation_at(ptr)?;
-                return Some(DeviceRange {
-                    physical: a.device() as usize,
-                    base: a.data_base() + alloc.offset as usize,
-                    size: alloc.size as usize,
-                });
+                return Some(DeviceRange::whole(
+                    a.device() as usize,
+                    a.data_base() + alloc.offset as usize,
+                    alloc.size as usize,
+                ));
             }
         }
-        let (&base, imp) = self.imports.range(..=ptr).next_back()?;
-        (ptr < base + imp.mapping.len()).then_some(DeviceRange {
-            physical: imp.device as usize,
-            base,
-            size: imp.mapping.len(),
+        if let Some((&base, imp)) = self.imports.range(..=ptr).next_back() {
+            if ptr < base + imp.mapping.len() {
+                return Some(DeviceRange::whole(
+                    imp.device as usize,
+                    base,
+                    imp.mapping.len(),
+                ));
+            }
+        }
+        let m = self.vmm.lookup(ptr).ok().flatten()?;
+        Some(DeviceRange {
+            physical: m.physical,
+            base: m.base,
+            size: m.size,
+            read_end: m.read_end,
+            write_end: m.write_end,
         })
+    }
+
+    /// Why `[ptr, ptr + len)` is not device memory the core can reach.
+    fn unreachable_why(&self, ptr: usize, len: usize) -> &'static str {
+        self.retired
+            .overlapping(ptr, len)
+            .or_else(|| self.vmm.lookup(ptr).err())
+            .unwrap_or("not inside a live device allocation")
     }
 
     /// Whether `[ptr, ptr + len)` touches memory the core maps or mapped as device memory
@@ -257,6 +298,7 @@ impl State {
             .next_back()
             .is_some_and(|(&s, imp)| overlaps(s, imp.mapping.len()))
             || self.retired.overlapping(ptr, len).is_some()
+            || self.vmm.touches(ptr, len)
     }
 }
 
@@ -422,11 +464,16 @@ impl Core {
         self.arena(&mut st, phys)?;
         st.next_serial += 1;
         let serial = st.next_serial;
+        // Allocations of the cuMem* API share the device's memory.
+        let others = st.vmm.used(phys);
         let a = st.arenas[phys].as_mut().expect("created above");
+        if a.used() + others + rounded > cap {
+            return Err(oom(a.used() + others, rounded));
+        }
         let alloc = a
             .alloc(rounded, serial)
-            .ok_or_else(|| oom(a.used(), rounded))?;
-        let (ptr, used) = (a.data_base() + alloc.offset as usize, a.used());
+            .ok_or_else(|| oom(a.used() + others, rounded))?;
+        let (ptr, used) = (a.data_base() + alloc.offset as usize, a.used() + others);
         st.peak[phys] = st.peak[phys].max(used);
         Ok(ptr)
     }
@@ -490,7 +537,8 @@ impl Core {
     pub fn mem_info(&self, ordinal: i32) -> Result<(u64, u64)> {
         let phys = self.physical(ordinal)?;
         let total = self.devices[phys].memory_bytes;
-        let used = self.lock().arenas[phys].as_ref().map_or(0, Arena::used);
+        let st = self.lock();
+        let used = st.arenas[phys].as_ref().map_or(0, Arena::used) + st.vmm.used(phys);
         Ok((total - used, total))
     }
 
@@ -500,7 +548,7 @@ impl Core {
         self.visible
             .iter()
             .map(|&p| MemoryStats {
-                current: st.arenas[p].as_ref().map_or(0, Arena::used),
+                current: st.arenas[p].as_ref().map_or(0, Arena::used) + st.vmm.used(p),
                 peak: st.peak[p],
             })
             .collect()
@@ -655,22 +703,29 @@ impl Core {
         })
     }
 
-    fn check_device(st: &State, ptr: usize, len: usize) -> Result<DeviceRange> {
+    /// Checks that `[ptr, ptr + len)` is device memory the core can read (and write, if
+    /// `write`).
+    fn check_device(st: &State, ptr: usize, len: usize, write: bool) -> Result<DeviceRange> {
         let r = st
             .device_range(ptr)
             .ok_or_else(|| CoreError::InvalidPointer {
                 ptr,
                 len,
-                why: st
-                    .retired
-                    .overlapping(ptr, len)
-                    .unwrap_or("not inside a live device allocation"),
+                why: st.unreachable_why(ptr, len),
             })?;
-        if ptr.checked_add(len).is_none_or(|end| end > r.base + r.size) {
+        let end = ptr.checked_add(len);
+        if end.is_none_or(|end| end > r.read_end) {
             return Err(CoreError::InvalidPointer {
                 ptr,
                 len,
                 why: "range runs past the end of its allocation",
+            });
+        }
+        if write && end.is_none_or(|end| end > r.write_end) {
+            return Err(CoreError::InvalidPointer {
+                ptr,
+                len,
+                why: "memory mapped read-only (cuMemSetAccess)",
             });
         }
         Ok(r)
@@ -682,9 +737,10 @@ impl Core {
         ptr: usize,
         len: usize,
         must_be_device: bool,
+        write: bool,
     ) -> Result<Option<DeviceRange>> {
         if must_be_device || st.touches_device_space(ptr, len) {
-            Self::check_device(st, ptr, len).map(Some)
+            Self::check_device(st, ptr, len, write).map(Some)
         } else if ptr == 0 && len > 0 {
             Err(CoreError::InvalidValue("null host pointer".into()))
         } else {
@@ -716,8 +772,8 @@ impl Core {
                     CopyKind::DeviceToHost => (false, true),
                     CopyKind::DeviceToDevice => (true, true),
                 };
-                let d = Self::check_side(st, dst, extent(dpitch, width, height)?, dst_dev)?;
-                let s = Self::check_side(st, src, extent(spitch, width, height)?, src_dev)?;
+                let d = Self::check_side(st, dst, extent(dpitch, width, height)?, dst_dev, true)?;
+                let s = Self::check_side(st, src, extent(spitch, width, height)?, src_dev, false)?;
                 let path = match (d.is_some(), s.is_some()) {
                     (false, false) => CopyPath::HostToHost,
                     (true, true) => CopyPath::DeviceToDevice,
@@ -726,10 +782,20 @@ impl Core {
                 (vec![d, s], path, (width * height) as u64)
             }
             Op::Memset { dst, n, .. } => (
-                vec![Self::check_side(st, dst, n, true)?],
+                vec![Self::check_side(st, dst, n, true, true)?],
                 CopyPath::Memset,
                 n as u64,
             ),
+            Op::Fill {
+                dst, elem, count, ..
+            } => {
+                let n = elem * count;
+                (
+                    vec![Self::check_side(st, dst, n, true, true)?],
+                    CopyPath::Memset,
+                    n as u64,
+                )
+            }
             Op::Kernel { .. } => return Ok(0),
             Op::Host { duration_ns, .. } => return Ok(duration_ns),
         };
@@ -805,6 +871,27 @@ impl Core {
             Op::Memset { dst, value, n } => unsafe {
                 std::ptr::write_bytes(dst as *mut u8, value, n)
             },
+            Op::Fill {
+                dst,
+                pattern,
+                elem,
+                count,
+            } => {
+                let bytes = &pattern.to_le_bytes()[..elem];
+                // SAFETY: the `elem * count` bytes at `dst` were checked to lie inside a live
+                // allocation; the first element is written, then doubled in place.
+                unsafe {
+                    let p = dst as *mut u8;
+                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, elem);
+                    let total = elem * count;
+                    let mut done = elem;
+                    while done < total {
+                        let n = done.min(total - done);
+                        std::ptr::copy_nonoverlapping(p, p.add(done), n);
+                        done += n;
+                    }
+                }
+            }
             Op::Kernel { .. } => {}
             Op::Host { func, data, .. } => {
                 if let Some(f) = func {
@@ -872,6 +959,43 @@ impl Core {
             return Ok(());
         }
         self.submit(stream, Op::Memset { dst, value, n })
+    }
+
+    /// `cuMemsetD16/D32Async`, `cuStreamWriteValue32/64`: fills `count` elements of `elem`
+    /// bytes (1, 2, 4 or 8; `dst` aligned to it) with the low bytes of `pattern`.
+    pub fn memset_pattern(
+        &self,
+        dst: usize,
+        pattern: u64,
+        elem: usize,
+        count: usize,
+        stream: u64,
+    ) -> Result<()> {
+        if ![1, 2, 4, 8].contains(&elem) {
+            return Err(CoreError::InvalidValue(format!(
+                "fill element of {elem} bytes (1, 2, 4 or 8)"
+            )));
+        }
+        if dst % elem != 0 {
+            return Err(CoreError::InvalidValue(format!(
+                "fill destination {dst:#x} is not aligned to its {elem}-byte elements"
+            )));
+        }
+        if count == 0 {
+            return Ok(());
+        }
+        if elem.checked_mul(count).is_none() {
+            return Err(CoreError::InvalidValue("fill size overflows".into()));
+        }
+        self.submit(
+            stream,
+            Op::Fill {
+                dst,
+                pattern,
+                elem,
+                count,
+            },
+        )
     }
 
     /// Host work of the program (`cudaLaunchHostFunc`, the vtable's `enqueue`): `func(data)`

@@ -15,16 +15,16 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 pub type CUresult = c_int;
 
 const SUCCESS: CUresult = 0;
-const INVALID_VALUE: CUresult = 1;
+pub(crate) const INVALID_VALUE: CUresult = 1;
 const OUT_OF_MEMORY: CUresult = 2;
 const NOT_INITIALIZED: CUresult = 3;
 const NO_DEVICE: CUresult = 100;
 const INVALID_DEVICE: CUresult = 101;
 const MAP_FAILED: CUresult = 205;
 const INVALID_HANDLE: CUresult = 400;
-const NOT_FOUND: CUresult = 500;
+pub(crate) const NOT_FOUND: CUresult = 500;
 const NOT_READY: CUresult = 600;
-const NOT_SUPPORTED: CUresult = 801;
+pub(crate) const NOT_SUPPORTED: CUresult = 801;
 const STREAM_CAPTURE_UNSUPPORTED: CUresult = 900;
 const UNKNOWN: CUresult = 999;
 
@@ -41,12 +41,16 @@ pub enum DriverError {
     /// Decided here.
     #[error("CUresult {0}")]
     Code(CUresult),
+    /// `cuGetProcAddress` of a name this library does not export.
+    #[error("no driver function {0} (CUDA_ERROR_NOT_FOUND)")]
+    NoSymbol(String),
 }
 
 impl DriverError {
     fn code(&self) -> CUresult {
         match self {
             DriverError::Code(c) => *c,
+            DriverError::NoSymbol(_) => NOT_FOUND,
             // The driver API has no "invalid device function".
             DriverError::Core(e) if e.status() == Status::KernelRefused => NOT_SUPPORTED,
             DriverError::Core(e) => e.cuda_code(),
@@ -146,6 +150,8 @@ drv_fn!(
             50 => d.pci[0] as c_int,
             75 => d.sm_major,
             76 => d.sm_minor,
+            // Virtual memory management and POSIX file descriptor handles (fake_cuda_core::vmm).
+            102 | 103 => 1,
             _ => 0,
         };
         write_out(value, v)
@@ -176,6 +182,25 @@ drv_fn!(
             return Ok(());
         }
         Ok(core()?.set_device(ctx as usize as c_int - 1)?)
+    }
+);
+drv_fn!(
+    fn cuCtxPushCurrent_v2(ctx: *mut c_void) {
+        // One context per device, current per thread: pushing makes it current (the
+        // previous one is not restored by a pop).
+        if ctx.is_null() {
+            return Err(DriverError::Code(INVALID_VALUE));
+        }
+        Ok(core()?.set_device(ctx as usize as c_int - 1)?)
+    }
+);
+drv_fn!(
+    fn cuCtxPopCurrent_v2(ctx: *mut *mut c_void) {
+        let current = (core()?.get_device()? as usize + 1) as *mut c_void;
+        if !ctx.is_null() {
+            write_out(ctx, current)?;
+        }
+        Ok(())
     }
 );
 drv_fn!(
@@ -511,7 +536,12 @@ const VERSIONED: &[(&str, c_int, &str)] = &[
     ("cuMemcpyHtoD", 3020, "cuMemcpyHtoD_v2"),
     ("cuMemcpyDtoH", 3020, "cuMemcpyDtoH_v2"),
     ("cuMemsetD8", 3020, "cuMemsetD8_v2"),
+    ("cuMemsetD16", 3020, "cuMemsetD16_v2"),
+    ("cuMemsetD32", 3020, "cuMemsetD32_v2"),
+    ("cuMemGetAddressRange", 3020, "cuMemGetAddressRange_v2"),
     ("cuStreamDestroy", 4000, "cuStreamDestroy_v2"),
+    ("cuCtxPushCurrent", 4000, "cuCtxPushCurrent_v2"),
+    ("cuCtxPopCurrent", 4000, "cuCtxPopCurrent_v2"),
     ("cuEventDestroy", 4000, "cuEventDestroy_v2"),
     ("cuLinkCreate", 6050, "cuLinkCreate_v2"),
     ("cuLinkAddData", 6050, "cuLinkAddData_v2"),
@@ -558,14 +588,15 @@ fn proc_address(
         return Err(DriverError::Code(INVALID_VALUE));
     }
     // SAFETY: non-null C string by contract.
-    let p = resolve_symbol(unsafe { CStr::from_ptr(symbol) }, version);
+    let symbol = unsafe { CStr::from_ptr(symbol) };
+    let p = resolve_symbol(symbol, version);
     write_out(pfn, p)?;
     if !status.is_null() {
         // CU_GET_PROC_ADDRESS_SUCCESS / _SYMBOL_NOT_FOUND.
         write_out(status, if p.is_null() { 1 } else { 0 })?;
     }
     if p.is_null() {
-        Err(DriverError::Code(NOT_FOUND))
+        Err(DriverError::NoSymbol(symbol.to_string_lossy().into_owned()))
     } else {
         Ok(())
     }
@@ -611,3 +642,5 @@ unsupported!(
     cuOccupancyMaxActiveBlocksPerMultiprocessor,
     cuTensorMapEncodeTiled,
 );
+
+mod vmm;

@@ -41,6 +41,23 @@ struct ncclsim_core_api_v1 {
                          ncclsim_work_fn release);
     /* Gives the pages of a visible device's freed memory back; writes the bytes trimmed. */
     int (*trim_device)(int ordinal, uint64_t *trimmed);
+    /* The driver's virtual memory management API (cuMem*): allocation handles, reservations,
+     * mappings, access (CUmemAccess_flags), POSIX-descriptor export/import. */
+    int (*mem_create)(int ordinal, uint64_t size, uint32_t handle_types, uint64_t *handle);
+    int (*mem_release)(uint64_t handle);
+    int (*mem_address_reserve)(size_t size, size_t alignment, uintptr_t hint, uintptr_t *out);
+    int (*mem_address_free)(uintptr_t ptr, size_t size);
+    int (*mem_map)(uintptr_t ptr, size_t size, uint64_t offset, uint64_t handle);
+    int (*mem_unmap)(uintptr_t ptr, size_t size);
+    int (*mem_set_access)(uintptr_t ptr, size_t size, int ordinal, uint32_t flags);
+    int (*mem_get_access)(uintptr_t ptr, int ordinal, uint32_t *flags);
+    int (*mem_export)(uint64_t handle, int *fd);
+    int (*mem_import)(int fd, uint64_t *handle);
+    int (*mem_retain)(uintptr_t ptr, uint64_t *handle);
+    ncclsim_fn mem_handle_info; /* (uint64_t handle, struct { int32_t device; uint32_t handle_types; uint64_t size; } *out) */
+    /* Stream-ordered fill of `count` elements of `elem_size` (1, 2, 4, 8) bytes. */
+    int (*memset_pattern)(uintptr_t dst, uint64_t pattern, uint32_t elem_size, size_t count,
+                          uint64_t stream);
     /* The stream the host work running on this thread was submitted to (for a graph replay,
      * the launch stream); fails outside host work. */
     int (*host_stream)(uint64_t *out);

@@ -12,8 +12,8 @@
 //! thread's last error message and returns a [`Status`] code.
 
 use fake_cuda_core::abi::{
-    CArenaLocation, CDeviceInfo, CDeviceTopology, CHandle, CNvLink, CPointerInfo, CStreamInfo,
-    CWorkFn, CoreApiV1, CORE_ABI_VERSION, MAX_NVLINKS, MAX_PCI_ANCESTORS,
+    CArenaLocation, CDeviceInfo, CDeviceTopology, CHandle, CMemHandleInfo, CNvLink, CPointerInfo,
+    CStreamInfo, CWorkFn, CoreApiV1, CORE_ABI_VERSION, MAX_NVLINKS, MAX_PCI_ANCESTORS,
 };
 use fake_cuda_core::device::{common_ancestor, NvLinkPeer};
 use fake_cuda_core::{CopyKind, Core, CoreError, DeviceDesc, PciBusId, Status};
@@ -109,8 +109,9 @@ fn report_json() -> Result<serde_json::Value, CoreError> {
     if let Some(o) = v.as_object_mut() {
         let ranges = PROFILER.lock().unwrap_or_else(|p| p.into_inner()).0;
         o.insert("profiler_ranges".into(), ranges.into());
+        // The core's own figures keep their names whatever a section is called.
         for (name, section) in SECTIONS.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-            o.insert(name.clone(), section.clone());
+            o.entry(name.clone()).or_insert_with(|| section.clone());
         }
     }
     Ok(v)
@@ -446,6 +447,45 @@ core_fn!(graph_exec_destroy(exec: u64) { core()?.graph_exec_destroy(exec) });
 core_fn!(graph_launch(exec: u64, stream: u64) { core()?.graph_launch(exec, stream) });
 core_fn!(device_reset(ordinal: i32) { core()?.device_reset(ordinal) });
 core_fn!(trim_device(ordinal: i32, trimmed: *mut u64) { put(trimmed, core()?.trim(ordinal)?) });
+core_fn!(mem_create(ordinal: i32, size: u64, handle_types: u32, out: *mut u64) {
+    put(out, core()?.mem_create(ordinal, size, handle_types)?)
+});
+core_fn!(mem_release(handle: u64) { core()?.mem_release(handle) });
+core_fn!(mem_address_reserve(size: usize, alignment: usize, hint: usize, out: *mut usize) {
+    put(out, core()?.mem_address_reserve(size, alignment, hint)?)
+});
+core_fn!(mem_address_free(ptr: usize, size: usize) { core()?.mem_address_free(ptr, size) });
+core_fn!(mem_map(ptr: usize, size: usize, offset: u64, handle: u64) {
+    core()?.mem_map(ptr, size, offset, handle)
+});
+core_fn!(mem_unmap(ptr: usize, size: usize) { core()?.mem_unmap(ptr, size) });
+core_fn!(mem_set_access(ptr: usize, size: usize, ordinal: i32, flags: u32) {
+    core()?.mem_set_access(ptr, size, ordinal, flags)
+});
+core_fn!(mem_get_access(ptr: usize, ordinal: i32, out: *mut u32) {
+    put(out, core()?.mem_get_access(ptr, ordinal)?)
+});
+core_fn!(mem_export(handle: u64, out_fd: *mut i32) {
+    if out_fd.is_null() {
+        return Err(CoreError::InvalidValue("null output pointer".into()));
+    }
+    let fd = core()?.mem_export(handle)?;
+    put(out_fd, std::os::fd::IntoRawFd::into_raw_fd(fd))
+});
+core_fn!(mem_import(fd: i32, out: *mut u64) { put(out, core()?.mem_import(fd)?) });
+core_fn!(mem_retain(ptr: usize, out: *mut u64) { put(out, core()?.mem_retain(ptr)?) });
+core_fn!(mem_handle_info(handle: u64, out: *mut CMemHandleInfo) {
+    let c = core()?;
+    let i = c.mem_handle_info(handle)?;
+    put(out, CMemHandleInfo {
+        device: c.ordinal_of_physical(i.physical),
+        handle_types: i.handle_types,
+        size: i.size,
+    })
+});
+core_fn!(memset_pattern(dst: usize, pattern: u64, elem_size: u32, count: usize, stream: u64) {
+    core()?.memset_pattern(dst, pattern, elem_size as usize, count, stream)
+});
 core_fn!(host_stream(out: *mut u64) {
     let s = Core::host_stream()
         .ok_or_else(|| CoreError::InvalidValue("no host work is running on this thread".into()))?;
@@ -554,6 +594,19 @@ static API: CoreApiV1 = CoreApiV1 {
     pointer_arena,
     enqueue_owned,
     trim_device,
+    mem_create,
+    mem_release,
+    mem_address_reserve,
+    mem_address_free,
+    mem_map,
+    mem_unmap,
+    mem_set_access,
+    mem_get_access,
+    mem_export,
+    mem_import,
+    mem_retain,
+    mem_handle_info,
+    memset_pattern,
     host_stream,
     memory_stats,
     profiler,
