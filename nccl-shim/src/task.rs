@@ -16,6 +16,7 @@ use crate::error::{NcclError, Result};
 use crate::ops::{Coll, P2p};
 use crate::trace;
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// What a task does.
@@ -41,6 +42,9 @@ struct Task {
     work: Work,
     stream: u64,
     priced: Option<Priced>,
+    /// Set while `enqueue` submits the task: if it runs then, it runs on `stream` (the core
+    /// is asked for the stream only at replays).
+    submitting: AtomicBool,
     result: Mutex<Option<Result<()>>>,
 }
 
@@ -52,7 +56,11 @@ impl Task {
     /// enqueue adds after this one (recorded with it while capturing).
     fn run(&self) -> Result<()> {
         let (stream, ready) = if self.comm.sim.is_some() {
-            let stream = crate::cuda::host_stream().unwrap_or(self.stream);
+            let stream = if self.submitting.load(Ordering::Relaxed) {
+                self.stream
+            } else {
+                crate::cuda::host_stream().unwrap_or(self.stream)
+            };
             (stream, crate::cuda::stream_clock(stream).unwrap_or(0))
         } else {
             (self.stream, 0)
@@ -176,11 +184,15 @@ pub fn enqueue(comm: &Arc<Comm>, stream: u64, work: Work) -> Result<()> {
         work,
         stream,
         priced,
+        submitting: AtomicBool::new(true),
         result: Mutex::new(None),
     });
     let data = Arc::into_raw(task.clone()) as *mut c_void;
     // SAFETY: `data` is a leaked Arc the core releases once with `release_task`.
-    unsafe { crate::cuda::enqueue_owned(stream, 0, run_task, data, release_task) }?;
+    let submitted = unsafe { crate::cuda::enqueue_owned(stream, 0, run_task, data, release_task) };
+    // A captured task runs only at replays, after this.
+    task.submitting.store(false, Ordering::Relaxed);
+    submitted?;
     let ran = task
         .result
         .lock()
