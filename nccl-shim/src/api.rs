@@ -14,6 +14,8 @@ use crate::types::{
     result, CommConfig, CommProperties, DataType, RawConfig, Team, UniqueId, NCCL_VERSION_CODE,
 };
 use std::ffi::{c_char, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 type Comm = usize;
 type Stream = u64;
@@ -174,7 +176,7 @@ fn p2p(
 fn create(
     out_comm: *mut Comm,
     config: &CommConfig,
-    f: impl FnOnce() -> Result<comm::Comm> + Send + 'static,
+    f: impl FnOnce(Arc<AtomicBool>) -> Result<comm::Comm> + Send + 'static,
 ) -> Result<()> {
     if out_comm.is_null() {
         return Err(NcclError::invalid_argument("newcomm is NULL"));
@@ -182,8 +184,14 @@ fn create(
     let (h, slot) = group::new_handle();
     // SAFETY: non-null out-parameter of the caller.
     unsafe { *out_comm = h };
+    let abort = slot.abort.clone();
     if !config.blocking {
-        std::thread::spawn(move || slot.finish(f()));
+        let s2 = slot.clone();
+        let t = std::thread::Builder::new()
+            .name("NCCL CommInit".into())
+            .spawn(move || s2.finish(f(abort)))
+            .map_err(|e| NcclError::system("spawning the init thread", e))?;
+        *slot.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(t);
         return Err(NcclError::new(
             result::IN_PROGRESS,
             "communicator is initializing",
@@ -191,7 +199,7 @@ fn create(
     }
     let in_group = group::in_group();
     let s2 = slot.clone();
-    group::init_job(Box::new(move || s2.finish(f())));
+    group::init_job(Box::new(move || s2.finish(f(abort))));
     if in_group {
         return Ok(());
     }
@@ -217,13 +225,17 @@ fn init_rank(
     // SAFETY: the API's contract for a non-null config.
     let cfg = unsafe { CommConfig::read(config, &CommConfig::default())? };
     if nranks <= 0 || rank < 0 || rank >= nranks {
+        // The job cannot form: a root this process runs for the id tells the ranks now.
+        if let Ok((magic, _)) = crate::bootstrap::decode_id(&id) {
+            crate::bootstrap::stop_root(magic);
+        }
         return Err(NcclError::invalid_argument(format!(
             "rank {rank} / nranks {nranks}: need 0 <= rank < nranks"
         )));
     }
     let dev = crate::cuda::current_device()?;
     let c2 = cfg.clone();
-    create(out_comm, &cfg, move || {
+    create(out_comm, &cfg, move |abort| {
         comm::init_rank(
             &id,
             Joining {
@@ -231,6 +243,7 @@ fn init_rank(
                 nranks: nranks as usize,
                 cuda_dev: dev,
                 config: c2,
+                abort,
             },
         )
     })
@@ -289,7 +302,7 @@ fn ncclCommInitAll | pncclCommInitAll(comms: *mut Comm, ndev: i32, devlist: *con
     crate::bootstrap::spawn_root(l, magic);
     let results: Vec<Result<comm::Comm>> = std::thread::scope(|s| {
         let hs: Vec<_> = devs.iter().enumerate().map(|(r, &dev)| s.spawn(move || {
-            comm::init_rank(&id, Joining { rank: r, nranks: n, cuda_dev: dev, config: CommConfig::default() })
+            comm::init_rank(&id, Joining { rank: r, nranks: n, cuda_dev: dev, config: CommConfig::default(), abort: Default::default() })
         })).collect();
         hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(NcclError::internal("init thread panicked")))).collect()
     });
@@ -315,12 +328,12 @@ fn ncclCommSplit | pncclCommSplit(comm: Comm, color: i32, key: i32, newcomm: *mu
     unsafe { *newcomm = 0 };
     if group::in_group() || !cfg.blocking {
         let c2 = cfg.clone();
-        return create(newcomm, &cfg, move || match comm::split(&parent, color, key, c2)? {
+        return create(newcomm, &cfg, move |abort| match comm::split(&parent, color, key, c2, abort)? {
             Some(c) => Ok(c),
             None => Err(NcclError::invalid_usage("NCCL_SPLIT_NOCOLOR: no communicator")),
         });
     }
-    if let Some(c) = comm::split(&parent, color, key, cfg)? {
+    if let Some(c) = comm::split(&parent, color, key, cfg, Default::default())? {
         let (h, slot) = group::new_handle();
         slot.finish(Ok(c));
         // SAFETY: newcomm is not null (checked above) and points to the caller's ncclComm_t.
@@ -343,7 +356,7 @@ fn ncclCommShrink | pncclCommShrink(comm: Comm, exclude: *const i32, nexclude: i
     // SAFETY: newcomm is not null (checked above) and points to the caller's ncclComm_t.
     unsafe { *newcomm = 0 };
     let color = if ex.contains(&(parent.rank as i32)) { -1 } else { 0 };
-    if let Some(c) = comm::split(&parent, color, parent.rank as i32, cfg)? {
+    if let Some(c) = comm::split(&parent, color, parent.rank as i32, cfg, Default::default())? {
         let (h, slot) = group::new_handle();
         slot.finish(Ok(c));
         // SAFETY: newcomm is not null (checked above) and points to the caller's ncclComm_t.
@@ -369,8 +382,11 @@ fn ncclCommAbort | pncclCommAbort(comm: Comm) {
     if comm == 0 {
         return Ok(());
     }
-    if let Ok(c) = group::comm(comm) {
-        c.abort.store(true, std::sync::atomic::Ordering::Relaxed);
+    // Stops the communicator's waits (an init in progress included), then forgets it.
+    let s = group::slot(comm)?;
+    s.abort.store(true, Ordering::Relaxed);
+    if let group::SlotState::Ready(c) = &*s.state.lock().unwrap_or_else(|e| e.into_inner()) {
+        c.abort.store(true, Ordering::Relaxed);
     }
     group::remove(comm).map(|_| ())
 }

@@ -185,6 +185,8 @@ pub struct Joining {
     pub cuda_dev: i32,
     /// Configuration.
     pub config: CommConfig,
+    /// The communicator's abort flag (set by `ncclCommAbort`, also during init).
+    pub abort: Arc<AtomicBool>,
 }
 
 fn my_member(cuda_dev: i32, hub_addr: SocketAddrV4) -> Result<Member> {
@@ -235,6 +237,20 @@ fn check_members(members: &[Member]) -> Result<()> {
     Ok(())
 }
 
+/// The other processes of `rank`'s host among `members`: (first rank, pid, host name).
+fn local_processes(members: &[Member], rank: usize) -> Vec<(usize, u32, String)> {
+    let mut out: Vec<(usize, u32, String)> = Vec::new();
+    for (r, m) in members.iter().enumerate() {
+        if m.host_hash == members[rank].host_hash
+            && m.pid != std::process::id()
+            && !out.iter().any(|p| p.1 == m.pid)
+        {
+            out.push((r, m.pid, m.hostname.clone()));
+        }
+    }
+    out
+}
+
 /// Creates a communicator once every member's info is known (`members`) and the hub is
 /// formed: sets up this host's shared segment.
 fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> Result<Comm> {
@@ -281,13 +297,7 @@ fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> R
     } else {
         crate::net::Links::none(j.nranks)
     };
-    let mut local_peers: Vec<(usize, u32, String)> = Vec::new();
-    for &r in &local_ranks {
-        let m = &members[r];
-        if m.pid != std::process::id() && !local_peers.iter().any(|p| p.1 == m.pid) {
-            local_peers.push((r, m.pid, m.hostname.clone()));
-        }
-    }
+    let local_peers = local_processes(&members, j.rank);
     let sim = simulate(&members, j.rank, magic, &j.config);
     Ok(Comm {
         sim,
@@ -308,7 +318,7 @@ fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> R
         peers: Mutex::new(PeerArenas::default()),
         op_seq: AtomicU64::new(0),
         p2p_counts: Mutex::new((vec![0; j.nranks], vec![0; j.nranks])),
-        abort: Arc::new(AtomicBool::new(false)),
+        abort: j.abort,
         async_error: AtomicI32::new(0),
         child_count: AtomicU32::new(0),
         redops: Mutex::new(Default::default()),
@@ -401,6 +411,17 @@ pub fn init_rank(id: &crate::types::UniqueId, j: Joining) -> Result<Comm> {
             j.rank, j.nranks
         )));
     }
+    let (magic, _) = bootstrap::decode_id(id)?;
+    let joined = join(id, j);
+    if joined.is_err() {
+        // Ranks waiting on a root this process runs learn of the failure now, not at the
+        // deadline.
+        bootstrap::stop_root(magic);
+    }
+    joined
+}
+
+fn join(id: &crate::types::UniqueId, j: Joining) -> Result<Comm> {
     let (magic, root) = bootstrap::decode_id(id)?;
     // With NCCL_COMM_ID, rank 0 runs the root at that address (no ncclGetUniqueId thread).
     if magic == bootstrap::NCCL_MAGIC && j.rank == 0 {
@@ -422,12 +443,26 @@ pub fn init_rank(id: &crate::types::UniqueId, j: Joining) -> Result<Comm> {
         None => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
     };
     let me = my_member(j.cuda_dev, hub_addr)?;
-    let table = bootstrap::exchange_with_root(root, magic, j.rank, j.nranks, &me.encode())?;
+    let table =
+        bootstrap::exchange_with_root(root, magic, j.rank, j.nranks, &me.encode(), &j.abort)?;
     let members = table
         .iter()
         .map(|b| Member::decode(b))
         .collect::<Result<Vec<_>>>()?;
-    let hub = Hub::form(listener, members[0].hub_addr, magic, j.rank, j.nranks)?;
+    // NCCLSIM_TEST_KILL_IN_INIT=R (a test-only setting): rank R's process kills itself
+    // (SIGKILL) between the root's table and the hub, so tests can lose a rank mid-init.
+    if std::env::var("NCCLSIM_TEST_KILL_IN_INIT").is_ok_and(|v| v.trim() == j.rank.to_string()) {
+        // SAFETY: raising a signal has no memory effects.
+        unsafe { libc::raise(libc::SIGKILL) };
+    }
+    let hub = Hub::form(
+        listener,
+        members[0].hub_addr,
+        magic,
+        (j.rank, j.nranks),
+        local_processes(&members, j.rank),
+        &j.abort,
+    )?;
     let comm = assemble(j, members, magic, hub)?;
     // Local ranks are those of this rank's simulated node (as in the planner's line), not of
     // the host: 2 simulated nodes on one machine have 8 local ranks each, not 16.
@@ -461,7 +496,13 @@ fn child_magic(parent: u64, child: u32, color: i32) -> u64 {
 /// `ncclCommSplit` (and `ncclCommShrink`): collective over `parent`. Members with the same
 /// `color` form a child, ordered by `key` with ties in parent-rank order; `NCCL_SPLIT_NOCOLOR`
 /// (-1) takes part and gets no communicator.
-pub fn split(parent: &Comm, color: i32, key: i32, config: CommConfig) -> Result<Option<Comm>> {
+pub fn split(
+    parent: &Comm,
+    color: i32,
+    key: i32,
+    config: CommConfig,
+    abort: Arc<AtomicBool>,
+) -> Result<Option<Comm>> {
     if color < -1 {
         return Err(NcclError::invalid_argument(format!(
             "color {color} is negative (only NCCL_SPLIT_NOCOLOR = -1 is allowed)"
@@ -512,14 +553,22 @@ pub fn split(parent: &Comm, color: i32, key: i32, config: CommConfig) -> Result<
     let mut d = Dec::new(&addrs[group[0]]);
     let root_addr = SocketAddrV4::new(Ipv4Addr::from(d.u64()? as u32), d.u64()? as u16);
     let magic = child_magic(parent.magic, child, color);
-    let hub = Hub::form(listener, root_addr, magic, new_rank, group.len())?;
     let members: Vec<Member> = group.iter().map(|&r| parent.members[r].clone()).collect();
+    let hub = Hub::form(
+        listener,
+        root_addr,
+        magic,
+        (new_rank, group.len()),
+        local_processes(&members, new_rank),
+        &abort,
+    )?;
     let comm = assemble(
         Joining {
             rank: new_rank,
             nranks: group.len(),
             cuda_dev: parent.cuda_dev,
             config,
+            abort,
         },
         members,
         magic,

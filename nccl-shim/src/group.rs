@@ -14,7 +14,7 @@ use crate::ops::{Op, P2p};
 use crate::types::result;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 /// A communicator handle's state.
@@ -32,6 +32,11 @@ pub struct Slot {
     /// Its state.
     pub state: Mutex<SlotState>,
     cv: Condvar,
+    /// The communicator's abort flag, from the start of its creation (so `ncclCommAbort`
+    /// ends an init in progress); the communicator keeps it.
+    pub abort: Arc<AtomicBool>,
+    /// The thread creating a non-blocking communicator (joined when the handle goes).
+    pub thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl Slot {
@@ -58,6 +63,8 @@ pub fn new_handle() -> (usize, Arc<Slot>) {
     let slot = Arc::new(Slot {
         state: Mutex::new(SlotState::Pending),
         cv: Condvar::new(),
+        abort: Arc::new(AtomicBool::new(false)),
+        thread: Mutex::new(None),
     });
     registry()
         .lock()
@@ -111,15 +118,20 @@ pub fn wait_ready(handle: usize) -> Result<Arc<Comm>> {
     comm(handle)
 }
 
-/// Forgets a handle (destroy/abort).
+/// Forgets a handle (destroy/abort), first joining the thread creating it, if any.
 pub fn remove(handle: usize) -> Result<Arc<Slot>> {
-    registry()
+    let slot = registry()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .remove(&handle)
         .ok_or_else(|| {
             NcclError::invalid_argument(format!("comm {handle:#x} is not a live communicator"))
-        })
+        })?;
+    let thread = slot.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(t) = thread {
+        let _ = t.join();
+    }
+    Ok(slot)
 }
 
 type InitJob = Box<dyn FnOnce() + Send>;

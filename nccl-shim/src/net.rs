@@ -89,6 +89,11 @@ impl Links {
                     got += 1;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if hub.abort_flag().load(std::sync::atomic::Ordering::Relaxed) {
+                        return Err(NcclError::invalid_usage(
+                            "communicator aborted while waiting for remote ranks to connect",
+                        ));
+                    }
                     if Instant::now() > deadline {
                         return Err(NcclError::new(
                             crate::types::result::TIMEOUT,

@@ -220,6 +220,40 @@ impl Waiter {
 }
 
 impl Waiter {
+    /// A waiter of `what` for one `NCCLSIM_TIMEOUT` from now, ended early by `abort`.
+    pub fn new(
+        what: impl Into<String>,
+        abort: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) -> Waiter {
+        Waiter {
+            deadline: Instant::now() + crate::bootstrap::timeout(),
+            abort: abort.clone(),
+            what: what.into(),
+            peers: Default::default(),
+        }
+    }
+
+    /// `Err` once the communicator is aborted or the deadline has passed.
+    pub fn check(&self) -> Result<()> {
+        if self.abort.load(Ordering::Relaxed) {
+            return Err(NcclError::invalid_usage(format!(
+                "communicator aborted while waiting for {}",
+                self.what
+            )));
+        }
+        if Instant::now() >= self.deadline {
+            return Err(NcclError::new(
+                crate::types::result::TIMEOUT,
+                format!(
+                    "timed out waiting for {} (NCCLSIM_TIMEOUT, {:.0} s)",
+                    self.what,
+                    crate::bootstrap::timeout().as_secs_f64()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Waits until `done()` holds, sleeping on `word` between checks. `Err` on abort or timeout.
     pub fn wait_until(&self, word: &AtomicU32, mut done: impl FnMut() -> bool) -> Result<()> {
         // Poll briefly, yielding the core to the peers we wait for (they often share it), then
@@ -230,19 +264,8 @@ impl Waiter {
             if done() {
                 return Ok(());
             }
-            if self.abort.load(Ordering::Relaxed) {
-                return Err(NcclError::invalid_usage(format!(
-                    "communicator aborted while waiting for {}",
-                    self.what
-                )));
-            }
+            self.check()?;
             let now = Instant::now();
-            if now >= self.deadline {
-                return Err(NcclError::new(
-                    crate::types::result::TIMEOUT,
-                    format!("timed out waiting for {} (NCCLSIM_TIMEOUT)", self.what),
-                ));
-            }
             if now < poll_until {
                 std::thread::yield_now();
                 continue;

@@ -7,18 +7,30 @@
 //! different rank count, and once every rank has arrived sends each the table of all ranks'
 //! info. After that the root thread ends and the communicator's rank 0 serves as its hub:
 //! every other rank keeps one connection to it, over which `allgather` runs (the split and
-//! setup exchanges). Every wait has a deadline (`NCCLSIM_TIMEOUT`).
+//! setup exchanges). Every wait has a deadline (`NCCLSIM_TIMEOUT`) and ends early when the
+//! communicator is aborted; a root or hub that gives up tells every rank that joined it why
+//! (which ranks are missing, which disconnected), so no rank waits for a job that has failed.
+
+mod gather;
+
+pub use gather::{spawn_root, stop_root, Hub};
 
 use crate::error::{NcclError, Result};
+use crate::shm::Waiter;
 use crate::types::{UniqueId, UNIQUE_ID_BYTES};
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// NCCL_MAGIC: the magic of ids built from `NCCL_COMM_ID`.
 pub const NCCL_MAGIC: u64 = 0x0280_0280_0280_0280;
-/// Largest frame accepted from a peer (bounds memory a bad peer can make us allocate).
+/// Largest frame accepted from a member of the communicator (split and setup exchanges).
 const MAX_FRAME: u64 = 1 << 30;
+/// Largest hello accepted from a connection not yet known to be a rank (a rank's info is a
+/// few hundred bytes).
+const MAX_HELLO: u64 = 64 << 10;
 
 /// The deadline of one bootstrap or operation wait.
 pub fn timeout() -> Duration {
@@ -158,27 +170,57 @@ pub fn send_frame(s: &mut TcpStream, bytes: &[u8]) -> Result<()> {
         .map_err(|e| NcclError::remote(format!("bootstrap send: {e}")))
 }
 
-/// Reads one length-prefixed frame before `deadline`.
-pub fn recv_frame(s: &mut TcpStream, deadline: Instant) -> Result<Vec<u8>> {
-    let left = deadline
-        .saturating_duration_since(Instant::now())
-        .max(Duration::from_millis(1));
-    s.set_read_timeout(Some(left))
-        .map_err(|e| NcclError::system("set_read_timeout", e))?;
+/// Fills `buf` from `s`, checking `w` (abort, deadline) between short reads.
+fn read_full(s: &mut TcpStream, buf: &mut [u8], w: &Waiter) -> Result<()> {
+    let mut at = 0;
+    while at < buf.len() {
+        w.check()?;
+        let slice = w
+            .deadline
+            .saturating_duration_since(Instant::now())
+            .clamp(Duration::from_millis(1), POLL_SLICE);
+        s.set_read_timeout(Some(slice))
+            .map_err(|e| NcclError::system("set_read_timeout", e))?;
+        match s.read(&mut buf[at..]) {
+            Ok(0) => return Err(NcclError::remote("connection closed by the peer")),
+            Ok(n) => at += n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(NcclError::remote(format!("receive: {e}"))),
+        }
+    }
+    Ok(())
+}
+
+/// Reads one length-prefixed frame of at most `max` bytes; ends early on `w`'s abort or
+/// deadline. The buffer grows with the bytes that arrive, not with the length a peer claims.
+pub fn recv_frame(s: &mut TcpStream, w: &Waiter, max: u64) -> Result<Vec<u8>> {
     let mut len = [0u8; 8];
-    s.read_exact(&mut len)
-        .map_err(|e| NcclError::remote(format!("bootstrap receive: {e}")))?;
+    read_full(s, &mut len, w)?;
     let len = u64::from_le_bytes(len);
-    if len > MAX_FRAME {
+    if len > max {
         return Err(NcclError::remote(format!(
-            "bootstrap frame of {len} bytes refused"
+            "frame of {len} bytes refused (at most {max})"
         )));
     }
-    let mut buf = vec![0u8; len as usize];
-    s.read_exact(&mut buf)
-        .map_err(|e| NcclError::remote(format!("bootstrap receive: {e}")))?;
+    let mut buf = Vec::new();
+    while (buf.len() as u64) < len {
+        let old = buf.len();
+        let step = (len - old as u64).min(1 << 20) as usize;
+        buf.resize(old + step, 0);
+        read_full(s, &mut buf[old..], w)?;
+    }
     Ok(buf)
 }
+
+/// How long a rank waits for the root past its own deadline.
+const ROOT_GRACE: Duration = Duration::from_secs(2);
+
+/// How long one blocking read or accept waits before checking for abort again.
+const POLL_SLICE: Duration = Duration::from_millis(50);
 
 /// A hello: who is connecting. Layout: magic u64, rank u32, nranks u32, payload.
 fn hello(magic: u64, rank: usize, nranks: usize, payload: &[u8]) -> Vec<u8> {
@@ -200,32 +242,6 @@ fn parse_hello(b: &[u8]) -> Option<(u64, usize, usize, &[u8])> {
     Some((magic, rank, nranks, &b[16..]))
 }
 
-/// Accepts one connection before `deadline` (polling so the deadline holds).
-fn accept_before(l: &TcpListener, deadline: Instant) -> Result<TcpStream> {
-    l.set_nonblocking(true)
-        .map_err(|e| NcclError::system("set_nonblocking", e))?;
-    loop {
-        match l.accept() {
-            Ok((s, _)) => {
-                s.set_nonblocking(false)
-                    .map_err(|e| NcclError::system("set_nonblocking", e))?;
-                let _ = s.set_nodelay(true);
-                return Ok(s);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if Instant::now() >= deadline {
-                    return Err(NcclError::new(
-                        crate::types::result::TIMEOUT,
-                        "bootstrap: timed out waiting for ranks to connect (NCCLSIM_TIMEOUT)",
-                    ));
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            Err(e) => return Err(NcclError::system("accept", e)),
-        }
-    }
-}
-
 /// Binds a listener on the bootstrap interface, ephemeral port (or `at`).
 pub fn listen(at: Option<SocketAddrV4>) -> Result<TcpListener> {
     let addr = at.unwrap_or_else(|| SocketAddrV4::new(interface_addr(), 0));
@@ -243,241 +259,46 @@ pub fn local_addr(l: &TcpListener) -> Result<SocketAddrV4> {
     }
 }
 
-/// Runs the root: collects every rank's hello on `listener`, then sends each rank the table.
-/// Connections with another magic or a bad rank are logged and dropped.
-pub fn spawn_root(listener: TcpListener, magic: u64) {
-    let _ = std::thread::Builder::new()
-        .name("NCCL BootstrapR".into())
-        .spawn(move || {
-            if let Err(e) = run_root(&listener, magic) {
-                crate::error::warn(&format!("bootstrap root: {e}"));
-            }
-        });
-}
-
-fn run_root(listener: &TcpListener, magic: u64) -> Result<()> {
-    let deadline = Instant::now() + timeout();
-    let mut nranks: Option<usize> = None;
-    let mut conns: Vec<Option<(TcpStream, Vec<u8>)>> = Vec::new();
-    let mut arrived = 0;
-    while nranks.is_none_or(|n| arrived < n) {
-        let mut s = accept_before(listener, deadline)?;
-        let frame = match recv_frame(
-            &mut s,
-            Instant::now() + Duration::from_secs(10).min(timeout()),
-        ) {
-            Ok(f) => f,
-            Err(e) => {
-                crate::error::warn(&format!("bootstrap root: dropped a connection: {e}"));
-                continue;
-            }
-        };
-        let Some((m, rank, n, payload)) = parse_hello(&frame) else {
-            crate::error::warn("bootstrap root: dropped a connection with a malformed hello");
-            continue;
-        };
-        if m != magic {
-            crate::error::warn(&format!(
-                "bootstrap root: refused a connection with magic {m:#x} (expected {magic:#x})"
-            ));
-            continue;
-        }
-        let expected = *nranks.get_or_insert(n);
-        if n != expected || rank >= expected || n == 0 {
-            crate::error::warn(&format!(
-                "bootstrap root: refused rank {rank} of {n} (communicator has {expected} ranks)"
-            ));
-            continue;
-        }
-        if conns.is_empty() {
-            conns.resize_with(expected, || None);
-        }
-        if conns[rank].is_some() {
-            crate::error::warn(&format!("bootstrap root: refused a second rank {rank}"));
-            continue;
-        }
-        conns[rank] = Some((s, payload.to_vec()));
-        arrived += 1;
-    }
-    let table = encode_table(
-        conns
-            .iter()
-            .map(|c| c.as_ref().map_or(&[][..], |(_, p)| p.as_slice())),
-    );
-    for (s, _) in conns.iter_mut().flatten() {
-        send_frame(s, &table)?;
-    }
-    Ok(())
-}
-
-fn encode_table<'a>(entries: impl Iterator<Item = &'a [u8]>) -> Vec<u8> {
-    let mut v = Vec::new();
-    for e in entries {
-        v.extend_from_slice(&(e.len() as u64).to_le_bytes());
-        v.extend_from_slice(e);
-    }
-    v
-}
-
-fn decode_table(b: &[u8], n: usize) -> Result<Vec<Vec<u8>>> {
-    let mut out = Vec::with_capacity(n);
-    let mut at = 0usize;
-    for _ in 0..n {
-        let len = b
-            .get(at..at + 8)
-            .map(|x| u64::from_le_bytes(x.try_into().expect("invariant: 8 bytes")) as usize)
-            .ok_or_else(|| NcclError::remote("bootstrap: truncated table"))?;
-        at += 8;
-        let e = b
-            .get(at..at + len)
-            .ok_or_else(|| NcclError::remote("bootstrap: truncated table"))?;
-        out.push(e.to_vec());
-        at += len;
-    }
-    Ok(out)
-}
-
-/// Connects to `addr`, retrying until `deadline` (the root may not listen yet).
-fn connect_before(addr: SocketAddrV4, deadline: Instant) -> Result<TcpStream> {
+/// Connects to `addr`, retrying until `w`'s deadline (the listener may not exist yet) or until
+/// a process `w` watches has exited.
+fn connect_before(addr: SocketAddrV4, w: &Waiter) -> Result<TcpStream> {
     loop {
-        match TcpStream::connect_timeout(&addr.into(), Duration::from_secs(5)) {
+        let last = match TcpStream::connect_timeout(&addr.into(), Duration::from_secs(5)) {
             Ok(s) => {
                 let _ = s.set_nodelay(true);
                 return Ok(s);
             }
-            Err(e) => {
-                if Instant::now() >= deadline {
-                    return Err(NcclError::remote(format!(
-                        "bootstrap: cannot connect to {addr}: {e}"
-                    )));
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            Err(e) => e,
+        };
+        if let Err(e) = w.check().and_then(|_| w.check_peers()) {
+            return Err(NcclError::new(
+                e.code,
+                format!("{e} (cannot connect to {addr}: {last})"),
+            ));
         }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
-/// Joins through the root at `root`: returns every rank's payload, in rank order.
+/// Joins through the root at `root`: returns every rank's payload, in rank order. Ends early
+/// when `abort` is set.
 pub fn exchange_with_root(
     root: SocketAddrV4,
     magic: u64,
     rank: usize,
     nranks: usize,
     payload: &[u8],
+    abort: &Arc<AtomicBool>,
 ) -> Result<Vec<Vec<u8>>> {
-    let deadline = Instant::now() + timeout();
-    let mut s = connect_before(root, deadline)?;
+    let mut w = Waiter::new("every rank to join", abort);
+    // The root started its deadline first and names the missing ranks when it passes: wait a
+    // little longer to hear that instead of a bare timeout.
+    w.deadline += ROOT_GRACE;
+    let mut s = connect_before(root, &w)
+        .map_err(|e| NcclError::new(e.code, format!("bootstrap root at {root}: {}", e.message)))?;
     send_frame(&mut s, &hello(magic, rank, nranks, payload))?;
-    let table = recv_frame(&mut s, deadline)?;
-    decode_table(&table, nranks)
-}
-
-/// The communicator's hub: rank 0 holds one connection per other rank, the others one to
-/// rank 0.
-pub enum Hub {
-    /// Rank 0.
-    Root(Vec<Option<TcpStream>>),
-    /// Any other rank.
-    Leaf(TcpStream),
-    /// A one-rank communicator.
-    Alone,
-}
-
-impl Hub {
-    /// Forms the hub: rank 0 accepts `nranks - 1` hellos with `magic` on `listener`; the
-    /// others connect to `root_addr`.
-    pub fn form(
-        listener: Option<TcpListener>,
-        root_addr: SocketAddrV4,
-        magic: u64,
-        rank: usize,
-        nranks: usize,
-    ) -> Result<Hub> {
-        let deadline = Instant::now() + timeout();
-        if nranks == 1 {
-            return Ok(Hub::Alone);
-        }
-        if rank == 0 {
-            let l = listener.ok_or_else(|| NcclError::internal("hub root without a listener"))?;
-            let mut conns: Vec<Option<TcpStream>> = (0..nranks).map(|_| None).collect();
-            let mut arrived = 1;
-            while arrived < nranks {
-                let mut s = accept_before(&l, deadline)?;
-                let Ok(frame) = recv_frame(&mut s, Instant::now() + Duration::from_secs(10)) else {
-                    continue;
-                };
-                match parse_hello(&frame) {
-                    Some((m, r, n, _))
-                        if m == magic
-                            && n == nranks
-                            && r > 0
-                            && r < nranks
-                            && conns[r].is_none() =>
-                    {
-                        conns[r] = Some(s);
-                        arrived += 1;
-                    }
-                    _ => crate::error::warn(
-                        "bootstrap hub: refused a connection (wrong magic, rank or size)",
-                    ),
-                }
-            }
-            Ok(Hub::Root(conns))
-        } else {
-            let mut s = connect_before(root_addr, deadline)?;
-            send_frame(&mut s, &hello(magic, rank, nranks, &[]))?;
-            Ok(Hub::Leaf(s))
-        }
-    }
-
-    /// Every rank's `mine`, in rank order.
-    pub fn allgather(&mut self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
-        let deadline = Instant::now() + timeout();
-        match self {
-            Hub::Alone => Ok(vec![mine.to_vec()]),
-            Hub::Root(conns) => {
-                let mut all = vec![mine.to_vec()];
-                for (r, c) in conns.iter_mut().enumerate().skip(1) {
-                    let s = c
-                        .as_mut()
-                        .ok_or_else(|| NcclError::internal("hub without rank connection"))?;
-                    all.push(
-                        recv_frame(s, deadline)
-                            .map_err(|e| NcclError::remote(format!("rank {r}: {e}")))?,
-                    );
-                }
-                let table = encode_table(all.iter().map(|v| v.as_slice()));
-                for s in conns.iter_mut().flatten() {
-                    send_frame(s, &table)?;
-                }
-                Ok(all)
-            }
-            Hub::Leaf(s) => {
-                send_frame(s, mine)?;
-                let t = recv_frame(s, deadline)?;
-                decode_all(&t)
-            }
-        }
-    }
-}
-
-fn decode_all(b: &[u8]) -> Result<Vec<Vec<u8>>> {
-    let mut out = Vec::new();
-    let mut at = 0;
-    while at < b.len() {
-        let len = b
-            .get(at..at + 8)
-            .map(|x| u64::from_le_bytes(x.try_into().expect("invariant: 8 bytes")) as usize)
-            .ok_or_else(|| NcclError::remote("bootstrap: truncated table"))?;
-        at += 8;
-        out.push(
-            b.get(at..at + len)
-                .ok_or_else(|| NcclError::remote("bootstrap: truncated table"))?
-                .to_vec(),
-        );
-        at += len;
-    }
-    Ok(out)
+    let table = gather::recv_reply(&mut s, &w, &format!("bootstrap root at {root}"))?;
+    gather::decode_table(&table, Some(nranks))
 }
 
 /// Little-endian encoder for bootstrap payloads.
@@ -552,24 +373,97 @@ mod tests {
         assert!(decode_id(&bad).is_err());
     }
 
+    fn flag() -> Arc<AtomicBool> {
+        Arc::new(AtomicBool::new(false))
+    }
+
     #[test]
-    fn root_refuses_wrong_magic_and_serves_the_rest() {
+    fn root_refuses_strangers_and_serves_the_rest() {
         let l = listen(Some(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0))).unwrap();
         let addr = local_addr(&l).unwrap();
         spawn_root(l, 77);
-        // A stranger with another magic is refused; its read ends when the root drops it.
-        let mut stranger = connect_before(addr, Instant::now() + Duration::from_secs(5)).unwrap();
-        send_frame(&mut stranger, &hello(78, 0, 2, b"x")).unwrap();
+        let w = Waiter::new("test", &flag());
+        // Another magic, an out-of-range rank, garbage and a silent connection are refused
+        // (their reads end when the root drops them) and do not delay the real ranks.
+        let mut strangers: Vec<TcpStream> = Vec::new();
+        // Sizes of 0 and 2^32-1 come first: neither may become the communicator's size.
+        for frame in [
+            hello(77, 0, 0, b"x"),
+            hello(77, 0, u32::MAX as usize, b"x"),
+            hello(78, 0, 2, b"x"),
+            hello(77, 5, 2, b"x"),
+        ] {
+            let mut s = connect_before(addr, &w).unwrap();
+            send_frame(&mut s, &frame).unwrap();
+            strangers.push(s);
+        }
+        let mut garbage = connect_before(addr, &w).unwrap();
+        garbage.write_all(&[0xff; 64]).unwrap();
+        strangers.push(garbage);
+        let silent = connect_before(addr, &w).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
         let t: Vec<_> = (0..2)
             .map(|r| {
                 std::thread::spawn(move || {
-                    exchange_with_root(addr, 77, r, 2, &[r as u8; 3]).unwrap()
+                    exchange_with_root(addr, 77, r, 2, &[r as u8; 3], &flag()).unwrap()
                 })
             })
             .collect();
         for h in t {
             assert_eq!(h.join().unwrap(), vec![vec![0u8; 3], vec![1u8; 3]]);
         }
-        assert!(recv_frame(&mut stranger, Instant::now() + Duration::from_secs(2)).is_err());
+        for mut s in strangers {
+            let w = Waiter::new("test", &flag());
+            assert!(recv_frame(&mut s, &w, MAX_FRAME).is_err());
+        }
+        drop(silent);
+    }
+
+    #[test]
+    fn a_stopped_root_names_the_missing_ranks_to_those_that_joined() {
+        let l = listen(Some(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0))).unwrap();
+        let addr = local_addr(&l).unwrap();
+        spawn_root(l, 9);
+        let joiner = std::thread::spawn(move || exchange_with_root(addr, 9, 1, 3, b"p", &flag()));
+        std::thread::sleep(Duration::from_millis(300));
+        stop_root(9);
+        let e = joiner.join().unwrap().unwrap_err();
+        assert_eq!(e.code, crate::types::result::REMOTE_ERROR);
+        assert!(e.message.contains("ranks 0, 2 of 3"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_rank_that_leaves_the_root_early_is_named_to_the_others() {
+        let l = listen(Some(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0))).unwrap();
+        let addr = local_addr(&l).unwrap();
+        spawn_root(l, 11);
+        let w = Waiter::new("test", &flag());
+        let mut leaver = connect_before(addr, &w).unwrap();
+        send_frame(&mut leaver, &hello(11, 1, 3, b"p")).unwrap();
+        let joiner = std::thread::spawn(move || exchange_with_root(addr, 11, 0, 3, b"p", &flag()));
+        std::thread::sleep(Duration::from_millis(200));
+        drop(leaver);
+        let e = joiner.join().unwrap().unwrap_err();
+        assert_eq!(e.code, crate::types::result::REMOTE_ERROR);
+        assert!(
+            e.message.contains("rank 1") && e.message.contains("disconnected"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn an_aborted_join_ends_promptly() {
+        let l = listen(Some(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0))).unwrap();
+        let addr = local_addr(&l).unwrap();
+        spawn_root(l, 10);
+        let abort = flag();
+        let a2 = abort.clone();
+        let joiner = std::thread::spawn(move || exchange_with_root(addr, 10, 0, 2, b"p", &a2));
+        std::thread::sleep(Duration::from_millis(100));
+        abort.store(true, std::sync::atomic::Ordering::Relaxed);
+        let e = joiner.join().unwrap().unwrap_err();
+        assert!(e.message.contains("aborted"), "{}", e.message);
+        stop_root(10);
     }
 }

@@ -1,0 +1,352 @@
+/* Faults against ncclsim's libnccl.so.2: lost ranks, aborts, bad arguments, mismatched calls.
+ *
+ *   nccl_faults before R N IDFILE     rank N-1 dies before init; the others' init fails
+ *   nccl_faults during R N IDFILE     rank N-1 dies in init (NCCLSIM_TEST_KILL_IN_INIT set by the test)
+ *   nccl_faults midcoll R N IDFILE    rank N-1 dies while the others are inside an AllReduce
+ *   nccl_faults abort_coll R N IDFILE a second thread aborts a rank waiting in an AllReduce,
+ *                                     then every rank makes a new communicator (restart path)
+ *   nccl_faults abort_init R N IDFILE a second thread aborts a non-blocking init, then a
+ *                                     blocking one, each waiting for a rank that never comes,
+ *                                     then the restart path as above
+ *   nccl_faults forged R N IDFILE     an ordinary job (rank N-1 starts late); the test sends
+ *                                     forged connections to its root meanwhile
+ *   nccl_faults invalid 0 2 -         every invalid argument on a 2-rank ncclCommInitAll
+ *   nccl_faults mismatch R N IDFILE   different counts, then types, across the ranks of a call
+ *
+ * Each outcome is a line "result rank=R case=NAME code=C ms=T msg=TEXT"; the test checks the
+ * codes and messages. Before the first communicator and after the last one is gone the
+ * program counts its descriptors and threads: "leaks fds=BEFORE/AFTER threads=BEFORE/AFTER". */
+#include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "nccl.h"
+
+int cudaSetDevice(int);
+int cudaMalloc(void **, size_t);
+int cudaFree(void *);
+int cudaMemcpy(void *, const void *, size_t, int);
+int cudaStreamCreate(void **);
+int cudaStreamDestroy(void *);
+
+static const char *error_name(int code) { return ncclGetErrorString((ncclResult_t)code); }
+#include "ncclsim_check.h"
+
+static int R, N;
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static int entries(const char *dir) {
+    DIR *d = opendir(dir);
+    CHECK(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+struct counts { int fds, threads; };
+
+static struct counts counts(void) {
+    struct counts c = { entries("/proc/self/fd"), entries("/proc/self/task") };
+    return c;
+}
+
+/* Threads end asynchronously (a root that was told to stop): allow them a moment. */
+static void leaks(struct counts before) {
+    struct counts after = counts();
+    for (int i = 0; i < 200 && (after.threads > before.threads || after.fds > before.fds); i++) {
+        usleep(10000);
+        after = counts();
+    }
+    printf("leaks rank=%d fds=%d/%d threads=%d/%d\n", R, before.fds, after.fds, before.threads, after.threads);
+}
+
+static void result(const char *name, int code, double since, const char *msg) {
+    printf("result rank=%d case=%s code=%d ms=%.1f msg=%s\n", R, name, code, now_ms() - since, msg ? msg : "");
+    fflush(stdout);
+}
+
+static void write_id(const char *path, ncclUniqueId *id) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    CHECK(f && fwrite(id, sizeof *id, 1, f) == 1);
+    fclose(f);
+    CHECK(rename(tmp, path) == 0);
+}
+
+static void read_id(const char *path, ncclUniqueId *id) {
+    for (int tries = 0; tries < 3000; tries++) {
+        FILE *f = fopen(path, "rb");
+        if (f) {
+            size_t n = fread(id, sizeof *id, 1, f);
+            fclose(f);
+            if (n == 1) return;
+        }
+        usleep(10000);
+    }
+    fprintf(stderr, "FAIL no unique id in %s\n", path);
+    exit(1);
+}
+
+/* The id of communicator `gen` of the job (rank 0 makes it, the others read it). */
+static ncclUniqueId shared_id(const char *path, int gen) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s.%d", path, gen);
+    ncclUniqueId id;
+    if (R == 0) { OK(ncclGetUniqueId(&id)); write_id(p, &id); }
+    else read_id(p, &id);
+    return id;
+}
+
+static float *buf;
+static void *stream;
+
+/* An AllReduce whose result is checked: every rank contributes rank+1. */
+static void checked_allreduce(ncclComm_t comm) {
+    float h[256], want = (float)N * (N + 1) / 2;
+    for (int i = 0; i < 256; i++) h[i] = (float)(R + 1);
+    OK(cudaMemcpy(buf, h, sizeof h, 1));
+    OK(ncclAllReduce(buf, buf, 256, ncclFloat, ncclSum, comm, stream));
+    OK(cudaMemcpy(h, buf, sizeof h, 2));
+    for (int i = 0; i < 256; i++) CHECK(h[i] == want);
+}
+
+/* The restart path: a new communicator of every rank, used and destroyed. */
+static void restart(const char *path) {
+    ncclUniqueId id = shared_id(path, 2);
+    ncclComm_t comm;
+    double t = now_ms();
+    OK(ncclCommInitRank(&comm, N, id, R));
+    checked_allreduce(comm);
+    OK(ncclCommDestroy(comm));
+    result("restart", 0, t, "new communicator works");
+}
+
+/* Aborts `comm` `delay_ms` after `go` is set (at once when it is NULL). */
+struct aborter { ncclComm_t comm; int delay_ms; volatile int *go; int rc; double took; };
+
+static void *abort_later(void *p) {
+    struct aborter *a = p;
+    while (a->go && !__atomic_load_n(a->go, __ATOMIC_ACQUIRE)) usleep(1000);
+    usleep(a->delay_ms * 1000);
+    double t = now_ms();
+    a->rc = ncclCommAbort(a->comm);
+    a->took = now_ms() - t;
+    return NULL;
+}
+
+/* Where abort_named finds the communicator to abort: a handle another thread is creating. */
+static volatile ncclComm_t *volatile aborter_target;
+
+static void *abort_named(void *p) {
+    struct aborter *a = p;
+    while (!__atomic_load_n(a->go, __ATOMIC_ACQUIRE)) usleep(1000);
+    usleep(a->delay_ms * 1000);
+    while (!aborter_target || !*aborter_target) usleep(1000);
+    a->comm = *aborter_target;
+    double t = now_ms();
+    a->rc = ncclCommAbort(a->comm);
+    a->took = now_ms() - t;
+    return NULL;
+}
+
+static void invalid(void);
+
+int main(int argc, char **argv) {
+    CHECK(argc >= 5);
+    const char *what = argv[1], *path = argv[4];
+    R = atoi(argv[2]);
+    N = atoi(argv[3]);
+    OK(cudaSetDevice(R % 8));
+    OK(cudaStreamCreate(&stream));
+    OK(cudaMalloc((void **)&buf, 256 * sizeof(float)));
+    struct counts before = counts();
+    int victim = R == N - 1;
+
+    if (strcmp(what, "invalid") == 0) {
+        invalid();
+        leaks(before);
+        return 0;
+    }
+    if (strcmp(what, "before") == 0 || strcmp(what, "during") == 0) {
+        if (victim && what[0] == 'b') raise(SIGKILL);
+        ncclUniqueId id = shared_id(path, 1);
+        ncclComm_t comm;
+        double t = now_ms();
+        ncclResult_t rc = ncclCommInitRank(&comm, N, id, R);
+        result(what, rc, t, ncclGetLastError(NULL));
+        CHECK(rc != ncclSuccess);
+        leaks(before);
+        return 0;
+    }
+    if (strcmp(what, "midcoll") == 0) {
+        ncclUniqueId id = shared_id(path, 1);
+        ncclComm_t comm;
+        OK(ncclCommInitRank(&comm, N, id, R));
+        checked_allreduce(comm);
+        if (victim) { usleep(300000); raise(SIGKILL); }
+        double t = now_ms();
+        ncclResult_t rc = ncclAllReduce(buf, buf, 256, ncclFloat, ncclSum, comm, stream);
+        result(what, rc, t, ncclGetLastError(comm));
+        /* What a watchdog polling the communicator sees. */
+        ncclResult_t async = ncclSuccess;
+        OK(ncclCommGetAsyncError(comm, &async));
+        result("async", async, t, "ncclCommGetAsyncError");
+        OK(ncclCommAbort(comm));
+        leaks(before);
+        return 0;
+    }
+    if (strcmp(what, "abort_coll") == 0) {
+        ncclUniqueId id = shared_id(path, 1);
+        ncclComm_t comm;
+        OK(ncclCommInitRank(&comm, N, id, R));
+        checked_allreduce(comm);
+        if (victim) {
+            usleep(600000);
+            OK(ncclCommAbort(comm));
+        } else {
+            volatile int go = 0;
+            struct aborter a = { comm, 300, &go, -1, 0 };
+            pthread_t th;
+            CHECK(pthread_create(&th, NULL, abort_later, &a) == 0);
+            double t = now_ms();
+            __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
+            ncclResult_t rc = ncclAllReduce(buf, buf, 256, ncclFloat, ncclSum, comm, stream);
+            result(what, rc, t, ncclGetLastError(NULL));
+            CHECK(pthread_join(th, NULL) == 0);
+            OK(a.rc);
+            CHECK(rc != ncclSuccess);
+        }
+        restart(path);
+        leaks(before);
+        return 0;
+    }
+    if (strcmp(what, "abort_init") == 0) {
+        if (!victim) {
+            ncclUniqueId id = shared_id(path, 1);
+            ncclComm_t comm;
+            ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+            cfg.blocking = 0;
+            ncclResult_t rc = ncclCommInitRankConfig(&comm, N, id, R, &cfg);
+            CHECK(rc == ncclInProgress);
+            /* Rank N-1 never joins this one: the init stays in progress until aborted. */
+            ncclResult_t st = ncclSuccess;
+            for (int i = 0; i < 30; i++) { OK(ncclCommGetAsyncError(comm, &st)); CHECK(st == ncclInProgress); usleep(10000); }
+            struct aborter a = { comm, 0, NULL, -1, 0 };
+            pthread_t th;
+            CHECK(pthread_create(&th, NULL, abort_later, &a) == 0);
+            CHECK(pthread_join(th, NULL) == 0);
+            result(what, a.rc, now_ms() - a.took, "ncclCommAbort of an init in progress returned");
+            CHECK(ncclCommGetAsyncError(comm, &st) == ncclInvalidArgument);
+            /* A blocking init names its communicator before it completes (as NCCL does), so
+             * another thread can abort it: the init then returns. */
+            id = shared_id(path, 3);
+            volatile ncclComm_t blocking = NULL;
+            volatile int go = 0;
+            struct aborter b = { NULL, 300, &go, -1, 0 };
+            pthread_t tb;
+            CHECK(pthread_create(&tb, NULL, abort_named, (void *)&b) == 0);
+            aborter_target = &blocking;
+            double t = now_ms();
+            __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
+            rc = ncclCommInitRank((ncclComm_t *)&blocking, N, id, R);
+            result("abort_blocking_init", rc, t, ncclGetLastError(NULL));
+            CHECK(pthread_join(tb, NULL) == 0);
+            OK(b.rc);
+            CHECK(rc != ncclSuccess && blocking == NULL);
+        }
+        restart(path);
+        leaks(before);
+        return 0;
+    }
+    if (strcmp(what, "forged") == 0) {
+        ncclUniqueId id = shared_id(path, 1);
+        if (victim) usleep(1500000);
+        ncclComm_t comm;
+        double t = now_ms();
+        OK(ncclCommInitRank(&comm, N, id, R));
+        checked_allreduce(comm);
+        OK(ncclCommDestroy(comm));
+        result(what, 0, t, "initialised and reduced despite forged peers");
+        leaks(before);
+        return 0;
+    }
+    if (strcmp(what, "mismatch") == 0) {
+        ncclUniqueId id = shared_id(path, 1);
+        ncclComm_t comm;
+        OK(ncclCommInitRank(&comm, N, id, R));
+        double t = now_ms();
+        ncclResult_t rc = ncclAllReduce(buf, buf, R == 0 ? 16 : 32, ncclFloat, ncclSum, comm, stream);
+        result("count", rc, t, ncclGetLastError(comm));
+        t = now_ms();
+        rc = ncclAllReduce(buf, buf, 16, R == 1 ? ncclInt32 : ncclFloat, ncclSum, comm, stream);
+        result("type", rc, t, ncclGetLastError(comm));
+        checked_allreduce(comm);
+        OK(ncclCommDestroy(comm));
+        leaks(before);
+        return 0;
+    }
+    fprintf(stderr, "unknown scenario %s\n", what);
+    return 2;
+}
+
+/* One call that must fail: its code and message go to the result lines. */
+#define TRY(name, call)                                                                        \
+    do {                                                                                       \
+        double t_ = now_ms();                                                                  \
+        ncclResult_t rc_ = (call);                                                             \
+        result(name, rc_, t_, ncclGetLastError(NULL));                                         \
+    } while (0)
+
+static void invalid(void) {
+    ncclComm_t c[2];
+    int devs[2] = { 0, 1 };
+    OK(ncclCommInitAll(c, 2, devs));
+    OK(cudaSetDevice(0));
+    float *d = NULL, host[64];
+    /* One page: the fake core's allocation granule, so the allocation is exactly 1024 floats. */
+    OK(cudaMalloc((void **)&d, 1024 * sizeof(float)));
+    TRY("null_sendbuff", ncclAllReduce(NULL, d, 16, ncclFloat, ncclSum, c[0], stream));
+    TRY("null_recvbuff", ncclAllReduce(d, NULL, 16, ncclFloat, ncclSum, c[0], stream));
+    TRY("host_sendbuff", ncclAllReduce(host, d, 16, ncclFloat, ncclSum, c[0], stream));
+    TRY("host_recvbuff", ncclBroadcast(d, host, 16, ncclFloat, 0, c[0], stream));
+    TRY("small_buffer", ncclAllReduce(d, d, 1025, ncclFloat, ncclSum, c[0], stream));
+    TRY("small_offset", ncclAllReduce(d + 1020, d + 1020, 8, ncclFloat, ncclSum, c[0], stream));
+    TRY("small_allgather", ncclAllGather(d, d, 600, ncclFloat, c[0], stream));
+    TRY("bad_type", ncclAllReduce(d, d, 16, (ncclDataType_t)42, ncclSum, c[0], stream));
+    TRY("bad_op", ncclReduceScatter(d, d, 8, ncclFloat, (ncclRedOp_t)77, c[0], stream));
+    TRY("bad_root", ncclReduce(d, d, 16, ncclFloat, ncclSum, 2, c[0], stream));
+    TRY("negative_root", ncclBroadcast(d, d, 16, ncclFloat, -1, c[0], stream));
+    TRY("bad_peer", ncclSend(d, 16, ncclFloat, 2, c[0], stream));
+    TRY("negative_peer", ncclRecv(d, 16, ncclFloat, -1, c[0], stream));
+    TRY("send_bad_type", ncclSend(d, 16, (ncclDataType_t)-3, 1, c[0], stream));
+    {
+        ncclUniqueId id;
+        ncclComm_t x;
+        OK(ncclGetUniqueId(&id));
+        TRY("bad_rank", ncclCommInitRank(&x, 2, id, 2));
+        TRY("bad_nranks", ncclCommInitRank(&x, 0, id, 0));
+        /* That id's root waits for ranks that will never come: a failed init stops it. */
+    }
+    TRY("forged_comm", ncclAllReduce(d, d, 16, ncclFloat, ncclSum, (ncclComm_t)0x1234, stream));
+    OK(ncclCommDestroy(c[0]));
+    OK(ncclCommDestroy(c[1]));
+    TRY("destroyed_comm", ncclAllReduce(d, d, 16, ncclFloat, ncclSum, c[0], stream));
+    TRY("destroyed_send", ncclSend(d, 16, ncclFloat, 1, c[0], stream));
+    int n = 0;
+    TRY("destroyed_count", ncclCommCount(c[1], &n));
+    TRY("destroy_twice", ncclCommDestroy(c[0]));
+    OK(cudaFree(d));
+}
