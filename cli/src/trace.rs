@@ -4,11 +4,14 @@
 //!
 //! Every rank traces its own view of each operation, so per communicator and operation the
 //! figures are per rank: calls, bytes and predicted time averaged over the ranks that traced.
+//! Per step (`--steps`, see [`steps`]) they are per process.
 
 use clap::{Args, Subcommand};
 use cost_model::types::{Collective, DataType, RedOp};
 use cost_model::{CostModel, Mode, TunerSettings};
 use std::collections::BTreeMap;
+
+mod steps;
 
 #[derive(Subcommand)]
 pub enum TraceCmd {
@@ -25,6 +28,10 @@ pub struct SummarizeArgs {
     /// Output format.
     #[arg(long, default_value = "table", value_parser = ["table", "csv", "json"])]
     format: String,
+    /// Per step instead: the program's cudaProfilerStart/Stop ranges, else its repeating
+    /// call pattern.
+    #[arg(long)]
+    steps: bool,
 }
 
 #[derive(Args)]
@@ -46,10 +53,21 @@ pub struct RepriceArgs {
     /// Output format.
     #[arg(long, default_value = "table", value_parser = ["table", "csv", "json"])]
     format: String,
+    /// Also plot the predicted communication time per step, traced and repriced (SVG).
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<String>,
 }
 
 /// One traced operation.
 struct Call {
+    /// Index of the trace file (process) it came from.
+    proc: usize,
+    /// Start and duration (µs of virtual time).
+    ts: f64,
+    dur: f64,
+    waited_us: f64,
+    /// The profiler range it ran in.
+    step: Option<u64>,
     comm: String,
     rank: u64,
     name: String,
@@ -80,7 +98,7 @@ fn read(dir: &str) -> Result<(Vec<Call>, BTreeMap<String, CommInfo>), String> {
             "{dir}: no trace files (*.json); run with NCCLSIM_TRACE={dir}"
         ));
     }
-    for f in files {
+    for (proc, f) in files.into_iter().enumerate() {
         let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
         let v: serde_json::Value = serde_json::from_str(&text)
             .map_err(|e| format!("{}: not a trace: {e}", f.display()))?;
@@ -112,6 +130,11 @@ fn read(dir: &str) -> Result<(Vec<Call>, BTreeMap<String, CommInfo>), String> {
                 continue;
             }
             calls.push(Call {
+                proc,
+                ts: e["ts"].as_f64().unwrap_or(0.0),
+                dur: e["dur"].as_f64().unwrap_or(0.0),
+                waited_us: a["waited_us"].as_f64().unwrap_or(0.0),
+                step: a["step"].as_u64(),
                 comm,
                 rank: a["rank"].as_u64().unwrap_or(0),
                 name: e["name"].as_str().unwrap_or("?").to_string(),
@@ -157,6 +180,10 @@ pub fn run(cmd: &TraceCmd) -> Result<(), String> {
 
 fn summarize(a: &SummarizeArgs) -> Result<(), String> {
     let (calls, comms) = read(&a.dir)?;
+    if a.steps {
+        let s = steps::find(&calls).ok_or_else(|| no_steps(&a.dir))?;
+        return steps::print(&calls, &s, &a.format);
+    }
     let t = totals(calls.iter().map(|c| (c, c.predicted_us)));
     let total: f64 = t.values().map(|e| per_rank(e).2).sum();
     let rows: Vec<(String, usize, String, f64, f64, f64, f64)> = t
@@ -220,6 +247,12 @@ fn summarize(a: &SummarizeArgs) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+fn no_steps(dir: &str) -> String {
+    format!(
+        "{dir}: no steps: no call ran inside cudaProfilerStart/Stop and no call pattern repeats"
+    )
 }
 
 fn collective(name: &str) -> Option<Collective> {
@@ -315,6 +348,21 @@ fn reprice(a: &RepriceArgs) -> Result<(), String> {
             (c, us)
         })
         .collect();
+    if let Some(path) = &a.plot {
+        let s = steps::find(&calls).ok_or_else(|| no_steps(&a.dir))?;
+        let traced: Vec<f64> = calls.iter().map(|c| c.predicted_us).collect();
+        let repriced: Vec<f64> = priced.iter().map(|p| p.1).collect();
+        steps::plot(
+            path,
+            &format!(
+                "predicted communication time per step: traced vs {nodes} x {} (steps: {})",
+                a.topo,
+                s.source.describe()
+            ),
+            &steps::per_step(&calls, &s, &traced),
+            &steps::per_step(&calls, &s, &repriced),
+        )?;
+    }
     let before = totals(calls.iter().map(|c| (c, c.predicted_us)));
     let after = totals(priced.into_iter());
     let rows: Vec<(String, String, f64, f64, f64)> = before

@@ -120,6 +120,25 @@ fn tp_dp_job_plans_traces_and_waits_match_the_cli() {
             .filter_map(|l| l.split_once(" NCCL INFO ").map(|(_, m)| m))
             .filter(|m| !m.ends_with("Init COMPLETE"))
             .collect();
+        // The end-of-run report follows the init lines: 3 communicators, one AllReduce each.
+        let report: Vec<&str> = got
+            .iter()
+            .copied()
+            .filter(|m| m.starts_with("NCCLSIM report:"))
+            .collect();
+        assert_eq!(report.len(), 1 + 3 * 2 + 1, "rank {r}: {report:#?}");
+        assert_eq!(
+            report
+                .iter()
+                .filter(|m| m.contains("AllReduce      calls      1"))
+                .count(),
+            3,
+            "rank {r}: {report:#?}"
+        );
+        let got: Vec<&str> = got
+            .into_iter()
+            .filter(|m| !m.starts_with("NCCLSIM report:"))
+            .collect();
         let cli = cli_info(r);
         let want: Vec<&str> = [
             "world".to_string(),
@@ -266,4 +285,137 @@ fn tp_dp_job_plans_traces_and_waits_match_the_cli() {
         .collect();
     assert_eq!(ratios.len(), 11, "{repriced}");
     assert!(ratios.iter().all(|&r| r > 0.2 && r < 1.0), "{repriced}");
+}
+
+/// Runs the `steps` scenario of the C program on 4 ranks (`marks` or `nomarks`) with
+/// `NCCLSIM_TRACE`; returns the trace directory.
+fn steps_run(dir: &Path, mode: &str) -> PathBuf {
+    let exe = program(dir);
+    let trace = dir.join(format!("trace-{mode}"));
+    let _ = std::fs::remove_dir_all(&trace);
+    let id = dir.join(format!("id-{mode}"));
+    let _ = std::fs::remove_file(&id);
+    let children: Vec<_> = (0..4)
+        .map(|r| {
+            Command::new(&exe)
+                .args([
+                    "steps".to_string(),
+                    r.to_string(),
+                    "4".into(),
+                    id.display().to_string(),
+                    mode.into(),
+                ])
+                .env_remove("CUDA_VISIBLE_DEVICES")
+                .env_remove("NCCLSIM_TOPO")
+                .env_remove("NCCL_TOPO_FILE")
+                .env_remove("NCCL_HOSTID")
+                .env_remove("NCCLSIM_NODE")
+                .env("NCCLSIM_TRACE", &trace)
+                .env("NCCLSIM_TIMEOUT", "120")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn a rank")
+        })
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().expect("wait");
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    trace
+}
+
+fn steps_json(trace: &Path) -> serde_json::Value {
+    let text = ncclsim(&[
+        "trace",
+        "summarize",
+        &trace.display().to_string(),
+        "--steps",
+        "--format",
+        "json",
+    ]);
+    serde_json::from_str(&text).expect("JSON")
+}
+
+/// Per-step summaries: three steps of an AllReduce (1 MiB) and an AllGather (4 x 1 MiB)
+/// found from the program's cudaProfilerStart/Stop ranges, and found again from the call
+/// pattern when the program does not mark them, with the same figures; the setup Broadcast
+/// and (with marks) the replayed AllReduce are outside the steps. `reprice --plot` draws the
+/// traced and repriced time of each step.
+#[test]
+fn steps_from_profiler_ranges_or_call_pattern_and_the_reprice_plot() {
+    let dir = support::scratch_dir("runtime-steps");
+    let marked = steps_json(&steps_run(&dir, "marks"));
+    let found = steps_json(&steps_run(&dir, "nomarks"));
+    assert_eq!(marked["source"], "profiler", "{marked}");
+    assert_eq!(found["source"], "pattern", "{found}");
+    assert_eq!(found["period"], 2, "{found}");
+    for v in [&marked, &found] {
+        assert_eq!(v["processes"], 4, "{v}");
+        let rows = v["steps"].as_array().expect("steps");
+        let steps: Vec<&serde_json::Value> = rows.iter().filter(|r| !r["step"].is_null()).collect();
+        assert_eq!(steps.len(), 3, "{v}");
+        for (k, s) in steps.iter().enumerate() {
+            assert_eq!(s["step"], k as u64);
+            assert_eq!(s["calls_per_process"], 2.0, "{v}");
+            assert_eq!(s["bytes_per_process"], (5u64 << 20) as f64, "{v}");
+            let us = s["predicted_us_per_process"].as_f64().unwrap();
+            let first = steps[0]["predicted_us_per_process"].as_f64().unwrap();
+            assert!(us > 0.0 && (us - first).abs() < 1e-6, "{v}");
+            // The step spans at least its predicted time on the timeline.
+            assert!(s["span_us"].as_f64().unwrap() >= us - 0.01, "{v}");
+        }
+    }
+    // The same steps either way.
+    let step_us = |v: &serde_json::Value| v["steps"][0]["predicted_us_per_process"].as_f64();
+    assert_eq!(step_us(&marked), step_us(&found));
+    let outside = |v: &serde_json::Value| -> serde_json::Value {
+        v["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["step"].is_null())
+            .cloned()
+            .expect("calls outside steps")
+    };
+    // Outside: the Broadcast (and with marks the replayed AllReduce, where ranks 1-3 waited
+    // milliseconds for rank 0's copy).
+    assert_eq!(outside(&found)["calls_per_process"], 1.0);
+    assert_eq!(outside(&marked)["calls_per_process"], 2.0);
+    assert!(outside(&marked)["waited_us_per_process"].as_f64().unwrap() > 1000.0);
+
+    // Table and CSV carry the same rows.
+    let trace = dir.join("trace-marks").display().to_string();
+    let csv = ncclsim(&["trace", "summarize", &trace, "--steps", "--format", "csv"]);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(lines[0].starts_with("step,calls_per_process,"), "{csv}");
+    assert_eq!(lines.len(), 5, "{csv}");
+    assert!(lines[1].starts_with("0,2.0,5242880,"), "{csv}");
+    let table = ncclsim(&["trace", "summarize", &trace, "--steps"]);
+    assert!(
+        table.starts_with("# 3 step(s) by cudaProfilerStart/Stop ranges, 4 process(es)"),
+        "{table}"
+    );
+
+    // The plot: one point per step for the traced and the repriced times.
+    let svg = dir.join("steps.svg");
+    let _ = std::fs::remove_file(&svg);
+    let repriced = ncclsim(&[
+        "trace",
+        "reprice",
+        &trace,
+        "--topo",
+        "topologies/dgx-h100.xml",
+        "--plot",
+        &svg.display().to_string(),
+    ]);
+    assert!(repriced.contains("total"), "{repriced}");
+    let text = std::fs::read_to_string(&svg).expect("plot written");
+    assert!(text.contains("<svg") && text.contains("traced") && text.contains("repriced"));
+    assert_eq!(text.matches("<circle").count(), 6, "3 steps x 2 series");
 }

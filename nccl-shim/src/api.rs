@@ -381,13 +381,17 @@ fn ncclCommShrink | pncclCommShrink(comm: Comm, exclude: *const i32, nexclude: i
     Ok(())
 }
 fn ncclCommFinalize | pncclCommFinalize(comm: Comm) {
-    group::wait_ready(comm).map(|_| ())
+    let c = group::wait_ready(comm)?;
+    crate::report::comm_ended(c.magic, c.rank, false);
+    Ok(())
 }
 fn ncclCommDestroy | pncclCommDestroy(comm: Comm) {
     if comm == 0 {
         return Ok(());
     }
-    let _ = group::wait_ready(comm);
+    if let Ok(c) = group::wait_ready(comm) {
+        crate::report::comm_ended(c.magic, c.rank, true);
+    }
     group::remove(comm).map(|_| ())
 }
 fn ncclCommAbort | pncclCommAbort(comm: Comm) {

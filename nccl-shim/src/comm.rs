@@ -342,6 +342,7 @@ fn simulate(
     let name = config.comm_name.clone().unwrap_or_else(|| "comm".into());
     match sim.plan(&m, &name) {
         Ok(c) => {
+            crate::report::comm_planned(magic, rank, &c.plan);
             if crate::error::level() >= crate::error::Level::Info {
                 for line in sim.info_lines(&c, rank) {
                     crate::error::info(&line);

@@ -142,3 +142,35 @@ pub fn advance(stream: u64, duration_ns: u64) -> Result<()> {
     unsafe { c.enqueue_raw(stream, duration_ns, None, std::ptr::null_mut()) }
         .map_err(|e| NcclError::cuda(&format!("enqueue on stream {stream:#x}"), e))
 }
+
+/// The stream the host work running on this thread was submitted to (for a graph replay, the
+/// stream the graph was launched on); None outside host work.
+pub fn host_stream() -> Option<u64> {
+    core().ok()?.host_stream().ok()
+}
+
+/// Bytes allocated now and at most so far on visible device `dev`.
+pub fn memory_stats(dev: i32) -> Result<(u64, u64)> {
+    core()?
+        .memory_stats(dev)
+        .map_err(|e| NcclError::cuda(&format!("memory of device {dev}"), e))
+}
+
+/// The profiler range the program is in (`cudaProfilerStart`/`Stop`): its index (0 for the
+/// first) while one is open, else None.
+pub fn profiler_range() -> Option<u64> {
+    match core().ok()?.profiler(None).ok()? {
+        (n, true) => Some(n - 1),
+        _ => None,
+    }
+}
+
+/// Adds or replaces the named section (JSON text) of the core's end-of-run report; with
+/// `write_now` the report file is written at once.
+pub fn report_section(name: &str, json: &str, write_now: bool) -> Result<()> {
+    let name = std::ffi::CString::new(name).map_err(|_| NcclError::internal("NUL in name"))?;
+    let json = std::ffi::CString::new(json).map_err(|_| NcclError::internal("NUL in JSON"))?;
+    core()?
+        .report_section(&name, &json, write_now)
+        .map_err(|e| NcclError::cuda("writing the report", e))
+}

@@ -9,7 +9,8 @@
 //! - [`exec`]: the shared segment, barrier and data movement; [`reduce`]: the arithmetic.
 //! - [`net`]: TCP between ranks on different hosts.
 //! - [`sim`]: each communicator's NCCL plan and cost model.
-//! - [`trace`]: Perfetto traces (`NCCLSIM_TRACE`).
+//! - [`trace`]: Perfetto traces (`NCCLSIM_TRACE`); [`report`]: the end-of-run report's NCCL
+//!   section (`NCCLSIM_REPORT`).
 //! - [`shm`]: shared mappings, futex waits, peers' arenas; [`cuda`]: the fake CUDA core.
 
 pub mod api;
@@ -22,6 +23,7 @@ pub mod group;
 pub mod net;
 pub mod ops;
 pub mod reduce;
+pub mod report;
 pub mod shm;
 pub mod sim;
 pub mod task;

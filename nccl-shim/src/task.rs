@@ -6,13 +6,17 @@
 //! With the simulation on, the operation also takes virtual time: it starts when the last
 //! participant's stream is ready (the ranks exchange their ready times in the operation's own
 //! synchronisation) and lasts NCCL's predicted time for its communicator's plan, so a rank
-//! that reaches a collective late makes the others wait in virtual time.
+//! that reaches a collective late makes the others wait in virtual time. A captured operation
+//! does the same at each replay of its graph: every rank's replay runs the operation's
+//! synchronisation, which carries the ready times, and the wait is added to the stream the
+//! graph was launched on.
 
 use crate::comm::Comm;
 use crate::error::{NcclError, Result};
 use crate::ops::{Coll, P2p};
 use crate::trace;
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// What a task does.
@@ -23,34 +27,75 @@ pub enum Work {
     P2p(Vec<P2p>),
 }
 
-/// When an operation could start on this rank and when it started on all.
-#[derive(Clone, Copy)]
-struct Times {
-    ready: u64,
-    start: u64,
+/// An operation's price: its name, NCCL's predicted time (ns), its bytes (the collective's
+/// nccl-tests size, or the bytes a send/receive batch sends) and its trace arguments (empty
+/// when not tracing).
+struct Priced {
+    name: &'static str,
+    predicted: u64,
+    bytes: u64,
+    args: String,
 }
 
 struct Task {
     comm: Arc<Comm>,
     work: Work,
     stream: u64,
-    result: Mutex<Option<Result<Times>>>,
+    priced: Option<Priced>,
+    /// Set while `enqueue` submits the task: if it runs then, it runs on `stream` (the core
+    /// is asked for the stream only at replays).
+    submitting: AtomicBool,
+    result: Mutex<Option<Result<()>>>,
 }
 
 impl Task {
-    fn run(&self) -> Result<Times> {
-        let ready = if self.comm.sim.is_some() {
-            crate::cuda::stream_clock(self.stream).unwrap_or(0)
+    /// Runs the operation; with the simulation on, makes the stream it runs on wait (in
+    /// virtual time) from when it was ready until the last participant was, and records it
+    /// in the trace and the report. The same happens at every replay of a captured operation,
+    /// on the stream the graph was launched on; the predicted time itself is stream work the
+    /// enqueue adds after this one (recorded with it while capturing).
+    fn run(&self) -> Result<()> {
+        let (stream, ready) = if self.comm.sim.is_some() {
+            let stream = if self.submitting.load(Ordering::Relaxed) {
+                self.stream
+            } else {
+                crate::cuda::host_stream().unwrap_or(self.stream)
+            };
+            (stream, crate::cuda::stream_clock(stream).unwrap_or(0))
         } else {
-            0
+            (self.stream, 0)
         };
-        match &self.work {
-            Work::Coll(c) => crate::exec::run_collective(&self.comm, c, ready)
-                .map(|start| Times { ready, start }),
-            Work::P2p(ops) => {
-                crate::exec::run_p2p(&self.comm, ops, ready).map(|start| Times { ready, start })
-            }
+        let start = match &self.work {
+            Work::Coll(c) => crate::exec::run_collective(&self.comm, c, ready)?,
+            Work::P2p(ops) => crate::exec::run_p2p(&self.comm, ops, ready)?,
+        };
+        let Some(p) = &self.priced else {
+            return Ok(());
+        };
+        let waited = start.saturating_sub(ready);
+        if waited > 0 {
+            crate::cuda::advance(stream, waited)?;
         }
+        crate::report::op_ran(
+            self.comm.magic,
+            self.comm.rank,
+            p.name,
+            p.bytes,
+            p.predicted,
+            waited,
+        );
+        if trace::enabled() {
+            let step =
+                crate::cuda::profiler_range().map_or(String::new(), |s| format!(",\"step\":{s}"));
+            trace::span(
+                p.name,
+                stream,
+                start,
+                p.predicted,
+                &format!("{},\"waited_us\":{:.3}{step}", p.args, waited as f64 / 1e3),
+            );
+        }
+        Ok(())
     }
 }
 
@@ -79,43 +124,51 @@ unsafe extern "C" fn release_task(data: *mut c_void) {
     drop(unsafe { Arc::from_raw(data as *const Task) });
 }
 
-/// NCCL's prediction for `work` on `comm`: (name, time in ns, trace arguments when tracing).
-fn price(comm: &Comm, work: &Work) -> Option<(&'static str, u64, String)> {
+/// NCCL's prediction for `work` on `comm`.
+fn price(comm: &Comm, work: &Work) -> Option<Priced> {
     let sim = comm.sim.as_ref()?;
     let tracing = trace::enabled();
     match work {
         Work::Coll(c) => {
             let p = crate::sim::predict(sim, c.kind, c.count, c.dtype, c.op, comm.nranks)?;
-            if !tracing {
-                return Some((
-                    c.kind.name(),
-                    (p.time_us * 1e3).round() as u64,
-                    String::new(),
-                ));
-            }
-            let args = format!(
-                "\"comm\":\"{:#x}\",\"rank\":{},\"nranks\":{},\"count\":{},\"bytes\":{},\"type\":{:?},\"op\":{},\"root\":{},\"algo\":{},\"proto\":{},\"channels\":{},\"predicted_us\":{:.3},\"busbw_GBs\":{:.3}",
-                comm.magic, comm.rank, comm.nranks, c.count, p.bytes, format!("{:?}", c.dtype), c.op, c.root,
-                trace::json_str(p.algo), trace::json_str(p.proto), p.channels, p.time_us, p.busbw
-            );
-            Some((c.kind.name(), (p.time_us * 1e3).round() as u64, args))
+            let args = if tracing {
+                format!(
+                    "\"comm\":\"{:#x}\",\"rank\":{},\"nranks\":{},\"count\":{},\"bytes\":{},\"type\":{:?},\"op\":{},\"root\":{},\"algo\":{},\"proto\":{},\"channels\":{},\"predicted_us\":{:.3},\"busbw_GBs\":{:.3}",
+                    comm.magic, comm.rank, comm.nranks, c.count, p.bytes, format!("{:?}", c.dtype), c.op, c.root,
+                    trace::json_str(p.algo), trace::json_str(p.proto), p.channels, p.time_us, p.busbw
+                )
+            } else {
+                String::new()
+            };
+            Some(Priced {
+                name: c.kind.name(),
+                predicted: (p.time_us * 1e3).round() as u64,
+                bytes: p.bytes,
+                args,
+            })
         }
         Work::P2p(ops) => {
             let sent: u64 = ops.iter().filter(|o| o.send).map(|o| o.bytes as u64).sum();
             let recv: u64 = ops.iter().filter(|o| !o.send).map(|o| o.bytes as u64).sum();
             let p = crate::sim::predict_p2p(sim, comm, ops);
-            if !tracing {
-                return Some(("SendRecv", (p.time_us * 1e3).round() as u64, String::new()));
-            }
-            let peers: Vec<String> = ops
-                .iter()
-                .map(|o| format!("{}{}", if o.send { "send:" } else { "recv:" }, o.peer))
-                .collect();
-            let args = format!(
-                "\"comm\":\"{:#x}\",\"rank\":{},\"nranks\":{},\"sent_bytes\":{sent},\"received_bytes\":{recv},\"peers\":{},\"channels\":{},\"predicted_us\":{:.3}",
-                comm.magic, comm.rank, comm.nranks, trace::json_str(&peers.join(",")), p.channels, p.time_us
-            );
-            Some(("SendRecv", (p.time_us * 1e3).round() as u64, args))
+            let args = if tracing {
+                let peers: Vec<String> = ops
+                    .iter()
+                    .map(|o| format!("{}{}", if o.send { "send:" } else { "recv:" }, o.peer))
+                    .collect();
+                format!(
+                    "\"comm\":\"{:#x}\",\"rank\":{},\"nranks\":{},\"sent_bytes\":{sent},\"received_bytes\":{recv},\"peers\":{},\"channels\":{},\"predicted_us\":{:.3}",
+                    comm.magic, comm.rank, comm.nranks, trace::json_str(&peers.join(",")), p.channels, p.time_us
+                )
+            } else {
+                String::new()
+            };
+            Some(Priced {
+                name: "SendRecv",
+                predicted: (p.time_us * 1e3).round() as u64,
+                bytes: sent,
+                args,
+            })
         }
     }
 }
@@ -125,40 +178,30 @@ fn price(comm: &Comm, work: &Work) -> Option<(&'static str, u64, String)> {
 /// each launch (errors then go to the communicator's asynchronous error).
 pub fn enqueue(comm: &Arc<Comm>, stream: u64, work: Work) -> Result<()> {
     let priced = price(comm, &work);
+    let predicted = priced.as_ref().map(|p| p.predicted);
     let task = Arc::new(Task {
         comm: comm.clone(),
         work,
         stream,
+        priced,
+        submitting: AtomicBool::new(true),
         result: Mutex::new(None),
     });
     let data = Arc::into_raw(task.clone()) as *mut c_void;
     // SAFETY: `data` is a leaked Arc the core releases once with `release_task`.
-    unsafe { crate::cuda::enqueue_owned(stream, 0, run_task, data, release_task) }?;
+    let submitted = unsafe { crate::cuda::enqueue_owned(stream, 0, run_task, data, release_task) };
+    // A captured task runs only at replays, after this.
+    task.submitting.store(false, Ordering::Relaxed);
+    submitted?;
     let ran = task
         .result
         .lock()
         .map_err(|_| NcclError::internal("task lock poisoned"))?
         .take();
-    let Some((name, predicted, args)) = priced else {
-        return ran.map_or(Ok(()), |r| r.map(|_| ()));
-    };
-    match ran {
-        // Captured: the graph replays the predicted time after the work.
-        None => crate::cuda::advance(stream, predicted),
-        Some(Err(e)) => Err(e),
-        Some(Ok(t)) => {
-            let waited = t.start.saturating_sub(t.ready);
-            crate::cuda::advance(stream, waited + predicted)?;
-            if trace::enabled() {
-                trace::span(
-                    name,
-                    stream,
-                    t.start,
-                    predicted,
-                    &format!("{args},\"waited_us\":{:.3}", waited as f64 / 1e3),
-                );
-            }
-            Ok(())
-        }
+    match (ran, predicted) {
+        (Some(Err(e)), _) => Err(e),
+        // Ran now, or captured (the graph replays the predicted time after the work).
+        (_, Some(ns)) => crate::cuda::advance(stream, ns),
+        (_, None) => Ok(()),
     }
 }

@@ -175,6 +175,183 @@ fn tp8_dp2_job_on_two_simulated_nodes() {
     assert_eq!(out.matches("ok tpdp rank").count(), 16, "{out}");
 }
 
+/// `NCCLSIM_REPORT` with `%h` and `%p`: one JSON file per process, holding the fake CUDA
+/// core's figures (peak memory per GPU, API calls) and the runtime's `nccl` section, whose
+/// calls, bytes and predicted times per communicator and operation are those of the
+/// process's trace; `NCCL_DEBUG=INFO` prints the same report at exit. A captured AllReduce
+/// replayed on another stream after rank 0's 128 MiB copy makes the other ranks wait for
+/// rank 0, as an eager call does, and is counted in the report.
+#[test]
+fn report_per_process_and_graph_replays_aligned_across_ranks() {
+    let dir = support::scratch_dir("nccl-report");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("report dir");
+    let trace = dir.join("trace");
+    let out = ranks(
+        "steps",
+        4,
+        &["marks"],
+        &[
+            (
+                "NCCLSIM_REPORT",
+                dir.join("report-%h-%p.json").display().to_string(),
+            ),
+            ("NCCLSIM_TRACE", trace.display().to_string()),
+            ("NCCL_DEBUG", "INFO".into()),
+            (
+                "NCCL_DEBUG_FILE",
+                dir.join("log-%p.txt").display().to_string(),
+            ),
+        ],
+    );
+    assert_eq!(out.matches("ok steps rank").count(), 4, "{out}");
+
+    // The replay: ranks 1-3 wait for rank 0's copy (several ms of virtual time) in the
+    // replayed AllReduce, so the event time around their launch covers it.
+    for line in out.lines().filter(|l| l.starts_with("replay rank")) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (rank, us): (usize, f64) = (f[2].parse().unwrap(), f[4].parse().unwrap());
+        if rank != 0 {
+            assert!(
+                us > 1000.0,
+                "rank {rank} did not wait for rank 0 in the replay: {line}"
+            );
+        }
+    }
+
+    let mut reports = 0;
+    for entry in std::fs::read_dir(&dir).expect("dir") {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix("report-") else {
+            continue;
+        };
+        reports += 1;
+        assert!(!rest.contains('%'), "%h/%p replaced: {name}");
+        let pid = rest
+            .trim_end_matches(".json")
+            .rsplit('-')
+            .next()
+            .unwrap()
+            .to_string();
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).expect("JSON report");
+        assert!(
+            v["calls"]["malloc"].as_u64().unwrap() >= 2,
+            "core's call counts: {v}"
+        );
+        let comms = v["nccl"]["communicators"].as_array().expect("nccl section");
+        assert_eq!(comms.len(), 1, "{v}");
+        let c = &comms[0];
+        let rank = c["rank"].as_u64().unwrap() as usize;
+        assert_eq!(c["nranks"], 4);
+        assert_eq!(c["destroyed"], true);
+        assert!(c["coll_channels"].as_u64().unwrap() > 0);
+        // Peak memory of the rank's GPU: its buffers, and rank 0's 128 MiB copy target.
+        let peak = v["devices"][rank % 8]["peak_bytes"].as_u64().unwrap();
+        let buffers = (1u64 << 18) * 4 * 5;
+        let want = if rank == 0 {
+            buffers + (128 << 20)
+        } else {
+            buffers
+        };
+        assert!(peak >= want, "rank {rank}: peak {peak} < {want}");
+        assert_eq!(v["devices"][(rank + 1) % 8]["peak_bytes"], 0);
+        // Calls per op: 3 AllReduce in steps and 1 replayed, 3 AllGather, 1 Broadcast.
+        let ops: std::collections::BTreeMap<String, &serde_json::Value> = c["ops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| (o["op"].as_str().unwrap().to_string(), o))
+            .collect();
+        let calls = |op: &str| ops[op]["calls"].as_u64().unwrap();
+        assert_eq!(
+            (calls("AllReduce"), calls("AllGather"), calls("Broadcast")),
+            (4, 3, 1)
+        );
+        assert_eq!(ops["AllReduce"]["bytes"], 4 * (1 << 20));
+        // Predicted times equal the sums of the process's trace.
+        let t: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(trace.join(format!(
+                "ncclsim-{}.json",
+                rest.trim_start_matches('-').trim_end_matches(".json")
+            )))
+            .expect("the process's trace"),
+        )
+        .unwrap();
+        let mut share = 0.0;
+        for (op, o) in &ops {
+            let traced: f64 = t
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["name"] == op.as_str())
+                .map(|e| e["args"]["predicted_us"].as_f64().unwrap())
+                .sum();
+            let got = o["predicted_us"].as_f64().unwrap();
+            assert!(
+                traced > 0.0 && (got - traced).abs() < 0.01,
+                "{op}: report {got} trace {traced}"
+            );
+            share += o["share_pct"].as_f64().unwrap();
+        }
+        assert!((share - 100.0).abs() < 0.01, "shares add up to {share}");
+        // The same report as INFO lines at exit.
+        let log = std::fs::read_to_string(dir.join(format!("log-{pid}.txt"))).expect("log");
+        assert!(log.contains("NCCL INFO NCCLSIM report: comm 0x"), "{log}");
+        assert!(
+            log.lines()
+                .any(|l| l.contains("NCCLSIM report:   AllReduce") && l.contains("calls      4")),
+            "{log}"
+        );
+        assert!(
+            log.contains(&format!("NCCLSIM report: GPU {} (", rank % 8)),
+            "{log}"
+        );
+    }
+    assert_eq!(reports, 4, "one report per process");
+}
+
+/// The report is written at `ncclCommDestroy`: a process that then leaves without running its
+/// exit handlers (`_exit`) still leaves a complete report.
+#[test]
+fn report_is_written_at_comm_destroy() {
+    let dir = support::scratch_dir("nccl-report-destroy");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("report dir");
+    let out = ranks(
+        "steps",
+        2,
+        &["exit-early"],
+        &[(
+            "NCCLSIM_REPORT",
+            dir.join("report-%p.json").display().to_string(),
+        )],
+    );
+    assert_eq!(out.matches("ok steps rank").count(), 2, "{out}");
+    let reports: Vec<serde_json::Value> = std::fs::read_dir(&dir)
+        .expect("dir")
+        .map(|e| {
+            let text = std::fs::read_to_string(e.expect("entry").path()).expect("report");
+            serde_json::from_str(&text).expect("complete JSON")
+        })
+        .collect();
+    assert_eq!(
+        reports.len(),
+        2,
+        "one report per process, no temporary files left"
+    );
+    for v in &reports {
+        let c = &v["nccl"]["communicators"][0];
+        assert_eq!(c["destroyed"], true, "{v}");
+        assert_eq!(c["calls"], 8, "{v}");
+        assert!(
+            v["devices"].as_array().is_some_and(|d| !d.is_empty()),
+            "{v}"
+        );
+    }
+}
+
 /// Ranks on two hosts, told apart by `NCCL_HOSTID` (NCCL's own host identity) and joined by
 /// TCP on loopback: the test does not create network namespaces. Hosts interleave (even ranks
 /// on one, odd on the other), so reductions in rank order mix local and remote inputs.

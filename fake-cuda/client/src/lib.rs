@@ -657,4 +657,39 @@ impl Client {
         // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
         self.check(unsafe { (self.api.memset_pattern)(dst, pattern, elem_size, count, stream) })
     }
+
+    /// The stream whose host work is running on this thread (the launch stream for a replay).
+    pub fn host_stream(&self) -> Result<u64> {
+        let mut s = 0;
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
+        self.check(unsafe { (self.api.host_stream)(&mut s) })?;
+        Ok(s)
+    }
+
+    /// Bytes allocated now and at most so far on a visible device.
+    pub fn memory_stats(&self, ordinal: i32) -> Result<(u64, u64)> {
+        let (mut current, mut peak) = (0, 0);
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
+        self.check(unsafe { (self.api.memory_stats)(ordinal, &mut current, &mut peak) })?;
+        Ok((current, peak))
+    }
+
+    /// Opens (`Some(true)`), closes (`Some(false)`) or queries (`None`) the profiler range;
+    /// returns the ranges started so far and whether one is open.
+    pub fn profiler(&self, op: Option<bool>) -> Result<(u64, bool)> {
+        let (mut ranges, mut active) = (0, 0);
+        let op = op.map_or(-1, i32::from);
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
+        self.check(unsafe { (self.api.profiler)(op, &mut ranges, &mut active) })?;
+        Ok((ranges, active != 0))
+    }
+
+    /// Adds or replaces a named section (JSON text) of the end-of-run report; with
+    /// `write_now` the report file is written at once.
+    pub fn report_section(&self, name: &CStr, json: &CStr, write_now: bool) -> Result<()> {
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
+        self.check(unsafe {
+            (self.api.report_section)(name.as_ptr(), json.as_ptr(), i32::from(write_now))
+        })
+    }
 }

@@ -361,4 +361,17 @@ pub struct CoreApiV1 {
         count: usize,
         stream: u64,
     ) -> i32,
+    /// The stream whose host work (an `enqueue`/`enqueue_owned` work function, also when a
+    /// graph replays it) is running on the calling thread, as that work was submitted: for a
+    /// replay, the stream the graph was launched on. Fails outside host work.
+    pub host_stream: unsafe extern "C" fn(out: *mut u64) -> i32,
+    /// Bytes allocated now and at most so far on a visible device.
+    pub memory_stats: unsafe extern "C" fn(ordinal: i32, current: *mut u64, peak: *mut u64) -> i32,
+    /// The profiler range (`cudaProfilerStart` with `op` 1, `cudaProfilerStop` with 0, a
+    /// query with -1): writes how many ranges were started so far and whether one is open.
+    pub profiler: unsafe extern "C" fn(op: i32, ranges: *mut u64, active: *mut i32) -> i32,
+    /// Adds or replaces a named section (JSON text) of the end-of-run report
+    /// (`NCCLSIM_REPORT`); with `write_now` non-zero the report file is written at once.
+    pub report_section:
+        unsafe extern "C" fn(name: *const c_char, json: *const c_char, write_now: i32) -> i32,
 }

@@ -41,6 +41,11 @@ use std::time::{Duration, Instant};
 use timeline::Timeline;
 use timing::CopyPath;
 
+thread_local! {
+    /// The stream of the host function running on this thread (see [`Core::host_stream`]).
+    static HOST_STREAM: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
 /// Behaviour switches read from the environment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config {
@@ -808,6 +813,12 @@ impl Core {
         Ok(timing::copy_ns(&self.devices[dev], path, bytes))
     }
 
+    /// The stream whose host work is running on the calling thread, as it was submitted (for
+    /// a graph replay, the stream the graph was launched on); None outside host work.
+    pub fn host_stream() -> Option<u64> {
+        HOST_STREAM.get()
+    }
+
     /// Submits one operation to a stream: recorded if the stream is capturing, otherwise
     /// checked, placed on the stream's virtual timeline and run now (after the lock is
     /// released, so host functions may call back into the core).
@@ -884,8 +895,10 @@ impl Core {
             Op::Kernel { .. } => {}
             Op::Host { func, data, .. } => {
                 if let Some(f) = func {
+                    let outer = HOST_STREAM.replace(Some(stream));
                     // SAFETY: the program's host function, called with the argument it gave.
                     unsafe { f(data as *mut std::ffi::c_void) }
+                    HOST_STREAM.set(outer);
                 }
                 // Dropping `op` here releases owned data that no graph holds.
             }
@@ -1778,6 +1791,31 @@ mod tests {
             .unwrap();
         assert_eq!(back, [7; 64]);
         assert_eq!(core.kernel_launch_counts()["step"], 2);
+    }
+
+    #[test]
+    fn host_work_sees_the_stream_it_runs_on_replays_the_launch_stream() {
+        use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+        static SEEN: AtomicU64 = AtomicU64::new(u64::MAX);
+        unsafe extern "C" fn look(_: *mut std::ffi::c_void) {
+            SEEN.store(Core::host_stream().unwrap_or(u64::MAX - 1), SeqCst);
+        }
+        let core = core_with(&[0], 1 << 30);
+        let flags = timeline::STREAM_NON_BLOCKING;
+        let (a, b) = (
+            core.stream_create(flags, 0).unwrap(),
+            core.stream_create(flags, 0).unwrap(),
+        );
+        assert_eq!(Core::host_stream(), None);
+        core.enqueue_host(a, 0, Some(look), 0).unwrap();
+        assert_eq!(SEEN.load(SeqCst), a);
+        core.begin_capture(a).unwrap();
+        core.enqueue_host(a, 0, Some(look), 0).unwrap();
+        let g = core.end_capture(a).unwrap();
+        let e = core.graph_instantiate(g).unwrap();
+        core.graph_launch(e, b).unwrap();
+        assert_eq!(SEEN.load(SeqCst), b, "a replay runs on the launch stream");
+        assert_eq!(Core::host_stream(), None);
     }
 
     #[test]

@@ -381,14 +381,18 @@ ffi_fn!(fn cudaGetErrorString(code: cudaError_t) -> *const c_char, panic = c"unk
     errors::description(code).as_ptr()
 });
 
+// The profiler range marks a region of the program (`nsys --capture-range=cudaProfilerApi`);
+// the core counts the ranges so other libraries can tell which range their work falls in.
 ffi_fn!(
     fn cudaProfilerStart() {
+        core()?.profiler(Some(true))?;
         Ok(())
     }
 );
 
 ffi_fn!(
     fn cudaProfilerStop() {
+        core()?.profiler(Some(false))?;
         Ok(())
     }
 );

@@ -58,6 +58,16 @@ struct ncclsim_core_api_v1 {
     /* Stream-ordered fill of `count` elements of `elem_size` (1, 2, 4, 8) bytes. */
     int (*memset_pattern)(uintptr_t dst, uint64_t pattern, uint32_t elem_size, size_t count,
                           uint64_t stream);
+    /* The stream the host work running on this thread was submitted to (for a graph replay,
+     * the launch stream); fails outside host work. */
+    int (*host_stream)(uint64_t *out);
+    /* Bytes allocated now and at most so far on a visible device. */
+    int (*memory_stats)(int ordinal, uint64_t *current, uint64_t *peak);
+    /* cudaProfilerStart (op 1), cudaProfilerStop (0), query (-1): ranges started, one open. */
+    int (*profiler)(int op, uint64_t *ranges, int *active);
+    /* Adds or replaces a named JSON section of the NCCLSIM_REPORT report; write_now writes
+     * the file at once. */
+    int (*report_section)(const char *name, const char *json, int write_now);
 };
 
 const struct ncclsim_core_api_v1 *ncclsim_cuda_core_v1(void);

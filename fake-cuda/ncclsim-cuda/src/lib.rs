@@ -71,27 +71,73 @@ fn count_call(name: &'static str) {
         .or_default() += 1;
 }
 
-extern "C" fn write_report() {
-    let Some(path) = std::env::var_os("NCCLSIM_REPORT") else {
+/// Named sections other libraries added to the report (`report_section`), by name.
+static SECTIONS: Mutex<BTreeMap<String, serde_json::Value>> = Mutex::new(BTreeMap::new());
+
+/// Profiler ranges started so far (`cudaProfilerStart`) and whether one is open.
+static PROFILER: Mutex<(u64, bool)> = Mutex::new((0, false));
+
+/// `NCCLSIM_REPORT`'s file name with `%h` (short host name) and `%p` (process id) replaced, as
+/// NCCL does for `NCCL_DEBUG_FILE`.
+fn report_path(template: &str) -> String {
+    let mut buf = [0 as c_char; 256];
+    // SAFETY: `buf` has room for `len` bytes; gethostname NUL-terminates on success.
+    let host = if unsafe { libc::gethostname(buf.as_mut_ptr(), buf.len() - 1) } == 0 {
+        // SAFETY: NUL-terminated within the buffer (its last byte stays 0).
+        let name = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy();
+        // NCCL's host name: up to the first dot.
+        name.split('.').next().unwrap_or("localhost").to_string()
+    } else {
+        "localhost".into()
+    };
+    template
+        .replace("%h", &host)
+        .replace("%p", &std::process::id().to_string())
+}
+
+/// The report as JSON: the core's figures, the profiler ranges and every added section.
+fn report_json() -> Result<serde_json::Value, CoreError> {
+    let calls = CALLS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .map(|(k, v)| (k.to_string(), *v))
+        .collect();
+    let report = core()?.report(calls);
+    let mut v = serde_json::to_value(&report)
+        .map_err(|e| CoreError::InvalidValue(format!("report: {e}")))?;
+    if let Some(o) = v.as_object_mut() {
+        let ranges = PROFILER.lock().unwrap_or_else(|p| p.into_inner()).0;
+        o.insert("profiler_ranges".into(), ranges.into());
+        // The core's own figures keep their names whatever a section is called.
+        for (name, section) in SECTIONS.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            o.entry(name.clone()).or_insert_with(|| section.clone());
+        }
+    }
+    Ok(v)
+}
+
+/// Writes the report to `NCCLSIM_REPORT` (if set).
+fn write_report_now() {
+    let Some(template) = std::env::var_os("NCCLSIM_REPORT") else {
         return;
     };
+    let path = report_path(&template.to_string_lossy());
     let _ = std::panic::catch_unwind(|| {
-        let calls = CALLS
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .map(|(k, v)| (k.to_string(), *v))
-            .collect();
-        let Ok(core) = core() else { return };
-        let report = core.report(calls);
-        let text = serde_json::to_string_pretty(&report).expect("report serialises");
-        if let Err(e) = std::fs::write(&path, text + "\n") {
-            eprintln!(
-                "ncclsim: cannot write NCCLSIM_REPORT {}: {e}",
-                path.to_string_lossy()
-            );
+        let Ok(v) = report_json() else { return };
+        let text = serde_json::to_string_pretty(&v).expect("report serialises");
+        // Written whole to a temporary name and renamed, so a reader never sees half a report.
+        let tmp = format!("{path}.{}.tmp", std::process::id());
+        let written = std::fs::write(&tmp, text + "\n").and_then(|_| std::fs::rename(&tmp, &path));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            eprintln!("ncclsim: cannot write NCCLSIM_REPORT {path}: {e}");
         }
     });
+}
+
+extern "C" fn write_report() {
+    write_report_now();
 }
 
 thread_local! {
@@ -440,6 +486,54 @@ core_fn!(mem_handle_info(handle: u64, out: *mut CMemHandleInfo) {
 core_fn!(memset_pattern(dst: usize, pattern: u64, elem_size: u32, count: usize, stream: u64) {
     core()?.memset_pattern(dst, pattern, elem_size as usize, count, stream)
 });
+core_fn!(host_stream(out: *mut u64) {
+    let s = Core::host_stream()
+        .ok_or_else(|| CoreError::InvalidValue("no host work is running on this thread".into()))?;
+    put(out, s)
+});
+core_fn!(memory_stats(ordinal: i32, current: *mut u64, peak: *mut u64) {
+    let stats = core()?.memory_stats();
+    let m = usize::try_from(ordinal)
+        .ok()
+        .and_then(|o| stats.get(o).copied())
+        .ok_or(CoreError::InvalidDevice { ordinal, visible: stats.len() })?;
+    put(current, m.current)?;
+    put(peak, m.peak)
+});
+core_fn!(profiler(op: i32, ranges: *mut u64, active: *mut i32) {
+    let (n, on) = {
+        let mut p = PROFILER.lock().unwrap_or_else(|p| p.into_inner());
+        match op {
+            1 if !p.1 => *p = (p.0 + 1, true),
+            0 => p.1 = false,
+            _ => {}
+        }
+        *p
+    };
+    put(ranges, n)?;
+    put(active, i32::from(on))
+});
+core_fn!(report_section(name: *const c_char, json: *const c_char, write_now: i32) {
+    let text = |p: *const c_char, what: &str| -> Result<String, CoreError> {
+        if p.is_null() {
+            return Err(CoreError::InvalidValue(format!("report section {what} is NULL")));
+        }
+        // SAFETY: a non-null NUL-terminated string by the vtable contract.
+        Ok(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    };
+    let name = text(name, "name")?;
+    const CORE_KEYS: [&str; 5] = ["devices", "calls", "kernel_launches", "streams", "profiler_ranges"];
+    if name.is_empty() || CORE_KEYS.contains(&name.as_str()) {
+        return Err(CoreError::InvalidValue(format!("report section name {name:?} is taken")));
+    }
+    let value: serde_json::Value = serde_json::from_str(&text(json, "text")?)
+        .map_err(|e| CoreError::InvalidValue(format!("report section {name}: not JSON: {e}")))?;
+    SECTIONS.lock().unwrap_or_else(|p| p.into_inner()).insert(name, value);
+    if write_now != 0 {
+        write_report_now();
+    }
+    Ok(())
+});
 
 static API: CoreApiV1 = CoreApiV1 {
     size: std::mem::size_of::<CoreApiV1>(),
@@ -513,6 +607,10 @@ static API: CoreApiV1 = CoreApiV1 {
     mem_retain,
     mem_handle_info,
     memset_pattern,
+    host_stream,
+    memory_stats,
+    profiler,
+    report_section,
 };
 
 ffi_boundary::ffi_fn!(VtableError; export
@@ -551,5 +649,39 @@ mod tests {
             unsafe { (api.device_count)(std::ptr::null_mut()) },
             Status::InvalidValue as i32
         );
+    }
+    #[test]
+    fn report_sections_join_the_report_and_profiler_ranges_are_counted() {
+        // SAFETY: the vtable is static; its entries get valid locals or null as each case says.
+        let api = unsafe { &*ncclsim_cuda_core_v1() };
+        let section = |name: &CStr, json: &CStr| {
+            // SAFETY: valid NUL-terminated strings; no file is written (write_now 0).
+            unsafe { (api.report_section)(name.as_ptr(), json.as_ptr(), 0) }
+        };
+        assert_eq!(section(c"extra", c"{\"n\": 3}"), 0);
+        assert_eq!(
+            section(c"devices", c"{}"),
+            Status::InvalidValue as i32,
+            "core key"
+        );
+        assert_eq!(section(c"bad", c"{not json"), Status::InvalidValue as i32);
+        // SAFETY: a null name is refused, not read.
+        let null = unsafe { (api.report_section)(std::ptr::null(), c"1".as_ptr(), 0) };
+        assert_eq!(null, Status::InvalidValue as i32);
+        let (mut ranges, mut active) = (0u64, 0i32);
+        for op in [1, 1, 0, 1, -1] {
+            // SAFETY: valid out-pointers.
+            assert_eq!(unsafe { (api.profiler)(op, &mut ranges, &mut active) }, 0);
+        }
+        // A start inside an open range does not open another one.
+        assert_eq!((ranges, active), (2, 1));
+        let v = report_json().expect("report");
+        assert_eq!(v["extra"]["n"], 3);
+        assert_eq!(v["profiler_ranges"], 2);
+        assert!(v["devices"].is_array() && v.get("bad").is_none());
+        let mut s = 0;
+        // SAFETY: valid out-pointer; no host work runs on this thread.
+        let outside = unsafe { (api.host_stream)(&mut s) };
+        assert_eq!(outside, Status::InvalidValue as i32);
     }
 }

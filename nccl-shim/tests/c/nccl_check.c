@@ -25,6 +25,12 @@ int cudaStreamBeginCapture(void *, int);
 int cudaStreamEndCapture(void *, void **);
 int cudaGraphInstantiate(void **, void *, unsigned long long);
 int cudaGraphLaunch(void *, void *);
+int cudaMemcpyAsync(void *, const void *, size_t, int, void *);
+int cudaEventCreate(void **);
+int cudaEventRecord(void *, void *);
+int cudaEventElapsedTime(float *, void *, void *);
+int cudaProfilerStart(void);
+int cudaProfilerStop(void);
 const char *cudaGetErrorName(int);
 
 static const char *error_name(int code) { return ncclGetErrorString((ncclResult_t)code); }
@@ -491,6 +497,60 @@ int main(int argc, char **argv) {
         OK(cudaStreamSynchronize(stream));
         OK(ncclCommDestroy(dp)); OK(ncclCommDestroy(tp)); OK(ncclCommDestroy(world));
         printf("ok sim rank %d\n", r);
+        return 0;
+    }
+    if (strcmp(argv[1], "steps") == 0) {
+        /* A setup Broadcast, then three steps of an AllReduce and an AllGather, each step
+         * between cudaProfilerStart and cudaProfilerStop unless argv[5] is "nomarks". With
+         * marks, an AllReduce is then captured on one stream and its graph launched on
+         * another, after rank 0 spent virtual time on a 128 MiB copy on that stream: the
+         * others wait for rank 0 in the replay, which the event time around it shows. */
+        int r = atoi(argv[2]), n = atoi(argv[3]);
+        int marks = argc < 6 || strcmp(argv[5], "nomarks") != 0;
+        OK(cudaSetDevice(r % 8));
+        ncclUniqueId id = shared_id(r, argv[4]);
+        ncclComm_t comm;
+        OK(ncclCommInitRank(&comm, n, id, r));
+        void *stream;
+        OK(cudaStreamCreate(&stream));
+        size_t count = 1 << 18;
+        void *buf = dalloc(count * 4), *all = dalloc(count * 4 * n);
+        OK(ncclBroadcast(buf, buf, count, ncclFloat, 0, comm, stream));
+        for (int step = 0; step < 3; step++) {
+            if (marks) OK(cudaProfilerStart());
+            OK(ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, stream));
+            OK(ncclAllGather(buf, all, count, ncclFloat, comm, stream));
+            if (marks) OK(cudaProfilerStop());
+        }
+        OK(cudaStreamSynchronize(stream));
+        if (marks) {
+            void *cap, *launch, *graph, *exec, *e0, *e1;
+            OK(cudaStreamCreate(&cap)); OK(cudaStreamCreate(&launch));
+            OK(cudaStreamBeginCapture(cap, 0));
+            OK(ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, cap));
+            OK(cudaStreamEndCapture(cap, &graph));
+            OK(cudaGraphInstantiate(&exec, graph, 0));
+            OK(cudaEventCreate(&e0)); OK(cudaEventCreate(&e1));
+            OK(cudaEventRecord(e0, launch));
+            size_t big = (size_t)128 << 20;
+            void *h = NULL, *d = NULL;
+            if (r == 0) {
+                h = malloc(big); d = dalloc(big);
+                memset(h, 0, big);
+                OK(cudaMemcpyAsync(d, h, big, H2D, launch));
+            }
+            OK(cudaGraphLaunch(exec, launch));
+            OK(cudaEventRecord(e1, launch));
+            OK(cudaStreamSynchronize(launch));
+            float ms = 0;
+            OK(cudaEventElapsedTime(&ms, e0, e1));
+            printf("replay rank %d elapsed_us %.3f\n", r, ms * 1000.0f);
+            if (r == 0) { OK(cudaFree(d)); free(h); }
+        }
+        OK(ncclCommDestroy(comm));
+        printf("ok steps rank %d\n", r);
+        /* "exit-early": leave without exit handlers, as a killed process would after it. */
+        if (argc >= 6 && strcmp(argv[5], "exit-early") == 0) { fflush(stdout); _exit(0); }
         return 0;
     }
     if (strcmp(argv[1], "tpdp") == 0) {

@@ -1,0 +1,337 @@
+//! Steps of a traced run: the program's own marks when it has them (each
+//! `cudaProfilerStart`..`cudaProfilerStop` range is a step; the runtime tags the calls made
+//! inside one with its index), otherwise the repetition of its call pattern: per process, the
+//! shortest period `p` such that the sequence of (communicator, operation, bytes) from some
+//! call on repeats every `p` calls at least twice, the earliest such start winning. The calls
+//! before that start (initialisation, warm-up) and calls outside profiler ranges are
+//! "outside" any step.
+
+use super::Call;
+use plotters::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+/// How the steps were found.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Source {
+    /// `cudaProfilerStart`/`Stop` ranges.
+    Profiler,
+    /// A repeating call pattern; the period (calls per step) of the first process.
+    Pattern(usize),
+}
+
+impl Source {
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Profiler => "cudaProfilerStart/Stop ranges".into(),
+            Source::Pattern(p) => format!("a call pattern repeating every {p} call(s)"),
+        }
+    }
+    fn name(&self) -> &'static str {
+        match self {
+            Source::Profiler => "profiler",
+            Source::Pattern(_) => "pattern",
+        }
+    }
+}
+
+/// The step of every call (None: outside any step).
+pub struct Steps {
+    pub source: Source,
+    pub of_call: Vec<Option<u64>>,
+}
+
+/// The start and period of the longest periodic tail of `s` (at least two full periods).
+fn periodic_tail(s: &[u64]) -> Option<(usize, usize)> {
+    let n = s.len();
+    let mut best: Option<(usize, usize)> = None;
+    for p in 1..=n / 2 {
+        if best.is_some_and(|(o, _)| o == 0) {
+            break;
+        }
+        let mut o = n - p;
+        while o > 0 && s[o - 1] == s[o - 1 + p] {
+            o -= 1;
+        }
+        if (n - o) / p >= 2 && best.is_none_or(|(bo, _)| o < bo) {
+            best = Some((o, p));
+        }
+    }
+    best
+}
+
+/// Calls at the end a pattern may leave out (a final barrier, an evaluation).
+const MAX_TRAILER: usize = 16;
+
+/// The start, period and end of the longest stretch of `s` that repeats, ending at most
+/// [`MAX_TRAILER`] calls before the end (the shortest period, then the shortest trailer, on
+/// ties).
+fn period(s: &[u64]) -> Option<(usize, usize, usize)> {
+    let mut best: Option<(usize, usize, usize)> = None;
+    for t in 0..=MAX_TRAILER.min(s.len()) {
+        let end = s.len() - t;
+        if best.is_some_and(|(o, _, e)| e - o >= end) {
+            break;
+        }
+        if let Some((o, p)) = periodic_tail(&s[..end]) {
+            if best.is_none_or(|(bo, _, be)| end - o > be - bo) {
+                best = Some((o, p, end));
+            }
+        }
+    }
+    best
+}
+
+/// The steps of `calls` (in trace order per process), or None when the program marked none
+/// and no pattern repeats.
+pub fn find(calls: &[Call]) -> Option<Steps> {
+    if calls.iter().any(|c| c.step.is_some()) {
+        return Some(Steps {
+            source: Source::Profiler,
+            of_call: calls.iter().map(|c| c.step).collect(),
+        });
+    }
+    let mut by_proc: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for (i, c) in calls.iter().enumerate() {
+        by_proc.entry(c.proc).or_default().push(i);
+    }
+    let mut of_call = vec![None; calls.len()];
+    let mut first_period = None;
+    for idx in by_proc.values() {
+        let sig: Vec<u64> = idx
+            .iter()
+            .map(|&i| {
+                let c = &calls[i];
+                let mut h = DefaultHasher::new();
+                (&c.comm, &c.name, c.bytes).hash(&mut h);
+                h.finish()
+            })
+            .collect();
+        let Some((o, p, end)) = period(&sig) else {
+            continue;
+        };
+        first_period.get_or_insert(p);
+        for (k, &i) in idx.iter().enumerate().take(end).skip(o) {
+            of_call[i] = Some(((k - o) / p) as u64);
+        }
+    }
+    Some(Steps {
+        source: Source::Pattern(first_period?),
+        of_call,
+    })
+}
+
+/// One step's figures, summed over processes.
+#[derive(Default)]
+struct Totals {
+    procs: BTreeSet<usize>,
+    calls: u64,
+    bytes: u64,
+    predicted_us: f64,
+    waited_us: f64,
+    start: f64,
+    end: f64,
+}
+
+/// Per step (None: outside any step) the totals of `us` (the calls' times).
+fn totals(calls: &[Call], steps: &Steps, us: &[f64]) -> BTreeMap<Option<u64>, Totals> {
+    let mut t: BTreeMap<Option<u64>, Totals> = BTreeMap::new();
+    for ((c, s), &x) in calls.iter().zip(&steps.of_call).zip(us) {
+        let e = t.entry(*s).or_insert_with(|| Totals {
+            start: f64::MAX,
+            ..Default::default()
+        });
+        e.procs.insert(c.proc);
+        e.calls += 1;
+        e.bytes += c.bytes;
+        e.predicted_us += x;
+        e.waited_us += c.waited_us;
+        e.start = e.start.min(c.ts);
+        e.end = e.end.max(c.ts + c.dur);
+    }
+    t
+}
+
+/// Per step, the predicted time per process of `us` (in step order, steps only).
+pub fn per_step(calls: &[Call], steps: &Steps, us: &[f64]) -> Vec<(u64, f64)> {
+    totals(calls, steps, us)
+        .into_iter()
+        .filter_map(|(s, e)| Some((s?, e.predicted_us / e.procs.len().max(1) as f64)))
+        .collect()
+}
+
+/// `ncclsim trace summarize --steps`: per step, calls, bytes, predicted and waited time per
+/// process, the step's span of virtual time on all ranks, and its share of the total.
+pub fn print(calls: &[Call], steps: &Steps, format: &str) -> Result<(), String> {
+    let us: Vec<f64> = calls.iter().map(|c| c.predicted_us).collect();
+    let t = totals(calls, steps, &us);
+    let procs = calls.iter().map(|c| c.proc).collect::<BTreeSet<_>>().len();
+    let total: f64 = t
+        .values()
+        .map(|e| e.predicted_us / e.procs.len().max(1) as f64)
+        .sum();
+    let label = |s: &Option<u64>| s.map_or("outside".to_string(), |k| k.to_string());
+    // Steps in order, then the calls outside any step.
+    let rows: Vec<(String, Option<u64>, [f64; 6])> = t
+        .iter()
+        .filter(|(s, _)| s.is_some())
+        .chain(t.iter().filter(|(s, _)| s.is_none()))
+        .map(|(s, e)| {
+            let n = e.procs.len().max(1) as f64;
+            let us = e.predicted_us / n;
+            let share = if total > 0.0 { 100.0 * us / total } else { 0.0 };
+            (
+                label(s),
+                *s,
+                [
+                    e.calls as f64 / n,
+                    e.bytes as f64 / n,
+                    us,
+                    e.waited_us / n,
+                    e.end - e.start,
+                    share,
+                ],
+            )
+        })
+        .collect();
+    match format {
+        "csv" => {
+            println!("step,calls_per_process,bytes_per_process,predicted_us_per_process,waited_us_per_process,span_us,share_pct");
+            for (l, _, v) in &rows {
+                println!(
+                    "{l},{:.1},{:.0},{:.3},{:.3},{:.3},{:.2}",
+                    v[0], v[1], v[2], v[3], v[4], v[5]
+                );
+            }
+        }
+        "json" => {
+            let v: Vec<serde_json::Value> = rows
+                .iter()
+                .map(|(_, s, v)| serde_json::json!({"step": s, "calls_per_process": v[0], "bytes_per_process": v[1], "predicted_us_per_process": v[2], "waited_us_per_process": v[3], "span_us": v[4], "share_pct": v[5]}))
+                .collect();
+            let period = match steps.source {
+                Source::Pattern(p) => Some(p),
+                Source::Profiler => None,
+            };
+            let doc = serde_json::json!({"source": steps.source.name(), "period": period, "processes": procs, "steps": v});
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+            );
+        }
+        _ => {
+            println!(
+                "# {} step(s) by {}, {} process(es); figures per process; span: the step's virtual time from its first call's start to its last call's end on any rank",
+                rows.iter().filter(|r| r.1.is_some()).count(),
+                steps.source.describe(),
+                procs
+            );
+            println!(
+                "{:<8} {:>8} {:>14} {:>14} {:>14} {:>14} {:>7}",
+                "step", "calls", "bytes", "predicted_us", "waited_us", "span_us", "share"
+            );
+            for (l, _, v) in &rows {
+                println!(
+                    "{l:<8} {:>8.1} {:>14.0} {:>14.3} {:>14.3} {:>14.3} {:>6.1}%",
+                    v[0], v[1], v[2], v[3], v[4], v[5]
+                );
+            }
+            println!(
+                "{:<8} {:>8} {:>14} {:>14.3} {:>14} {:>14} {:>6.1}%",
+                "total", "", "", total, "", "", 100.0
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Predicted communication time per step, traced and repriced, as an SVG line plot.
+pub fn plot(
+    path: &str,
+    title: &str,
+    traced: &[(u64, f64)],
+    repriced: &[(u64, f64)],
+) -> Result<(), String> {
+    let err = |e: &dyn std::fmt::Display| format!("{path}: {e}");
+    if traced.is_empty() {
+        return Err(format!("{path}: no steps to plot"));
+    }
+    let xmax = traced
+        .iter()
+        .chain(repriced)
+        .map(|p| p.0)
+        .max()
+        .unwrap_or(0) as f64
+        + 0.5;
+    let ymax = traced
+        .iter()
+        .chain(repriced)
+        .map(|p| p.1)
+        .fold(1.0f64, f64::max)
+        * 1.15;
+    let root = SVGBackend::new(path, (1000, 640)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 16))
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size(70)
+        .build_cartesian_2d(-0.5f64..xmax, 0.0..ymax)
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc("step")
+        .y_desc("predicted communication time per process (us)")
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .draw()
+        .map_err(|e| err(&e))?;
+    for (i, (name, pts)) in [("traced", traced), ("repriced", repriced)]
+        .into_iter()
+        .enumerate()
+    {
+        let color = Palette99::pick(i).to_rgba();
+        let style = ShapeStyle {
+            color,
+            filled: true,
+            stroke_width: 2,
+        };
+        let xy: Vec<(f64, f64)> = pts.iter().map(|&(s, y)| (s as f64, y)).collect();
+        chart
+            .draw_series(LineSeries::new(xy.iter().copied(), style))
+            .map_err(|e| err(&e))?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+        chart
+            .draw_series(xy.iter().map(|&p| Circle::new(p, 4, style)))
+            .map_err(|e| err(&e))?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::period;
+
+    #[test]
+    fn period_after_a_setup_prefix_and_before_a_trailer() {
+        // setup X, then (A B C) three times
+        assert_eq!(period(&[9, 1, 2, 3, 1, 2, 3, 1, 2, 3]), Some((1, 3, 10)));
+        // the same, then a final call of another kind
+        assert_eq!(period(&[9, 1, 2, 3, 1, 2, 3, 1, 2, 3, 7]), Some((1, 3, 10)));
+        // the same op every call: every call is a step
+        assert_eq!(period(&[5, 5, 5, 5]), Some((0, 1, 4)));
+        // a trailing partial repetition is part of the pattern
+        assert_eq!(period(&[1, 2, 1, 2, 1]), Some((0, 2, 5)));
+        // nothing repeats twice
+        assert_eq!(period(&[1, 2, 3, 4]), None);
+        assert_eq!(period(&[]), None);
+    }
+}

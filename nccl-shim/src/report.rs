@@ -1,0 +1,224 @@
+//! The end-of-run report's NCCL part: per communicator this process belongs to (its id, size,
+//! rank and plan summary) and per operation, the calls, bytes, predicted communication time,
+//! time spent waiting for other ranks and share of the process's predicted total.
+//!
+//! The fake CUDA core owns the report file (`NCCLSIM_REPORT=FILE`, `%h` host and `%p` pid
+//! replaced as in `NCCL_DEBUG_FILE`; its devices' current and peak memory, API call counts):
+//! this module hands it an `nccl` section through the core's vtable, at every
+//! `ncclCommDestroy`/`ncclCommFinalize` (the file is written then) and at exit, so one JSON
+//! file holds both and the core knows nothing of NCCL. With `NCCL_DEBUG=INFO` the same report
+//! is printed as INFO lines at exit, with the peak memory of each visible GPU.
+//!
+//! Operations are counted when they run: a captured operation at each replay of its graph.
+
+use crate::trace::json_str;
+use std::collections::BTreeMap;
+use std::sync::{Mutex, OnceLock};
+
+/// One communicator of this process, as planned.
+struct CommEntry {
+    nranks: usize,
+    rank: usize,
+    nodes: usize,
+    name: String,
+    coll_channels: usize,
+    ring_channels: i32,
+    tree_channels: i32,
+    nvls_channels: usize,
+    p2p_channels: usize,
+    destroyed: bool,
+    /// Per operation name: calls, bytes, predicted ns, waited ns.
+    ops: BTreeMap<&'static str, [u64; 4]>,
+}
+
+/// Communicators by (id, rank): a process may hold several ranks of one communicator.
+type Registry = BTreeMap<(u64, usize), CommEntry>;
+
+fn registry() -> &'static Mutex<Registry> {
+    static R: OnceLock<Mutex<Registry>> = OnceLock::new();
+    R.get_or_init(|| Mutex::new(BTreeMap::new()))
+}
+
+/// Whether a report is asked for (`NCCLSIM_REPORT`, or `NCCL_DEBUG=INFO`).
+pub fn enabled() -> bool {
+    static E: OnceLock<bool> = OnceLock::new();
+    *E.get_or_init(|| {
+        std::env::var_os("NCCLSIM_REPORT").is_some()
+            || crate::error::level() >= crate::error::Level::Info
+    })
+}
+
+extern "C" fn at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        publish(true);
+        if crate::error::level() >= crate::error::Level::Info {
+            for line in text_lines() {
+                crate::error::info(&line);
+            }
+        }
+    });
+}
+
+/// Records a planned communicator (at init).
+pub fn comm_planned(magic: u64, rank: usize, plan: &planner::CommPlan) {
+    if !enabled() {
+        return;
+    }
+    static AT_EXIT: OnceLock<()> = OnceLock::new();
+    AT_EXIT.get_or_init(|| {
+        // SAFETY: registering a plain extern "C" function; libnccl.so.2 stays loaded until
+        // exit once a communicator exists (its handles point into it). The fake CUDA core
+        // registered its own exit handler when it started, before any communicator, so this
+        // one runs first and the core's writes the final report after it.
+        unsafe { libc::atexit(at_exit) };
+    });
+    let e = CommEntry {
+        nranks: plan.n_ranks,
+        rank,
+        nodes: plan.n_nodes,
+        name: plan.name.clone(),
+        coll_channels: plan.n_channels,
+        ring_channels: plan.graphs.ring.n_channels,
+        tree_channels: plan.graphs.tree.n_channels,
+        nvls_channels: plan.nvls_channels,
+        p2p_channels: plan.p2p_channels,
+        destroyed: false,
+        ops: BTreeMap::new(),
+    };
+    if let Ok(mut r) = registry().lock() {
+        r.insert((magic, rank), e);
+    }
+}
+
+/// Counts one operation that ran: its bytes, predicted and waited virtual time.
+pub fn op_ran(magic: u64, rank: usize, op: &'static str, bytes: u64, predicted: u64, waited: u64) {
+    if !enabled() {
+        return;
+    }
+    if let Ok(mut r) = registry().lock() {
+        if let Some(e) = r.get_mut(&(magic, rank)) {
+            let t = e.ops.entry(op).or_default();
+            t[0] += 1;
+            t[1] += bytes;
+            t[2] += predicted;
+            t[3] += waited;
+        }
+    }
+}
+
+/// A communicator rank ends (`ncclCommDestroy`, `ncclCommFinalize`): the
+/// report is written now, so it exists even if the process does not exit normally later.
+pub fn comm_ended(magic: u64, rank: usize, destroyed: bool) {
+    if !enabled() {
+        return;
+    }
+    if let Ok(mut r) = registry().lock() {
+        if let Some(e) = r.get_mut(&(magic, rank)) {
+            e.destroyed |= destroyed;
+        }
+    }
+    publish(true);
+}
+
+/// Hands the `nccl` section to the core (written to the file now with `write`).
+fn publish(write: bool) {
+    if std::env::var_os("NCCLSIM_REPORT").is_none() {
+        return;
+    }
+    let json = section_json();
+    if let Err(e) = crate::cuda::report_section("nccl", &json, write) {
+        crate::error::warn(&format!("NCCLSIM_REPORT: {e}"));
+    }
+}
+
+fn total_ns(r: &Registry) -> u64 {
+    r.values().flat_map(|e| e.ops.values()).map(|t| t[2]).sum()
+}
+
+fn share(part: u64, total: u64) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        100.0 * part as f64 / total as f64
+    }
+}
+
+/// The `nccl` section: communicators with their operations, and the process's total.
+pub fn section_json() -> String {
+    let Ok(r) = registry().lock() else {
+        return "null".into();
+    };
+    let total = total_ns(&r);
+    let comms: Vec<String> = r
+        .iter()
+        .map(|((magic, _), e)| {
+            let ops: Vec<String> = e
+                .ops
+                .iter()
+                .map(|(op, t)| {
+                    format!(
+                        "{{\"op\":{},\"calls\":{},\"bytes\":{},\"predicted_us\":{:.3},\"waited_us\":{:.3},\"share_pct\":{:.3}}}",
+                        json_str(op), t[0], t[1], t[2] as f64 / 1e3, t[3] as f64 / 1e3, share(t[2], total)
+                    )
+                })
+                .collect();
+            let (calls, bytes, ns) = e
+                .ops
+                .values()
+                .fold((0, 0, 0), |a, t| (a.0 + t[0], a.1 + t[1], a.2 + t[2]));
+            format!(
+                "{{\"comm\":\"{magic:#x}\",\"name\":{},\"nranks\":{},\"rank\":{},\"nodes\":{},\"coll_channels\":{},\"ring_channels\":{},\"tree_channels\":{},\"nvls_channels\":{},\"p2p_channels\":{},\"destroyed\":{},\"calls\":{calls},\"bytes\":{bytes},\"predicted_us\":{:.3},\"share_pct\":{:.3},\"ops\":[{}]}}",
+                json_str(&e.name), e.nranks, e.rank, e.nodes, e.coll_channels, e.ring_channels,
+                e.tree_channels, e.nvls_channels, e.p2p_channels, e.destroyed,
+                ns as f64 / 1e3, share(ns, total), ops.join(",")
+            )
+        })
+        .collect();
+    format!(
+        "{{\"communicators\":[{}],\"predicted_us\":{:.3}}}",
+        comms.join(","),
+        total as f64 / 1e3
+    )
+}
+
+/// The report as text lines (what `NCCL_DEBUG=INFO` prints at exit).
+pub fn text_lines() -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(r) = registry().lock() {
+        let total = total_ns(&r);
+        out.push(format!(
+            "NCCLSIM report: {} communicator rank(s), predicted communication {:.3} us",
+            r.len(),
+            total as f64 / 1e3
+        ));
+        for ((magic, _), e) in r.iter() {
+            out.push(format!(
+                "NCCLSIM report: comm {magic:#x} {} nRanks {} rank {} nNodes {}: {} coll channels, {} ring, {} tree, {} nvls, {} p2p",
+                e.name, e.nranks, e.rank, e.nodes, e.coll_channels, e.ring_channels,
+                e.tree_channels, e.nvls_channels, e.p2p_channels
+            ));
+            for (op, t) in &e.ops {
+                out.push(format!(
+                    "NCCLSIM report:   {op:<14} calls {:>6} bytes {:>14} predicted {:>12.3} us ({:5.1}%) waited {:>12.3} us",
+                    t[0], t[1], t[2] as f64 / 1e3, share(t[2], total), t[3] as f64 / 1e3
+                ));
+            }
+        }
+    }
+    for dev in 0..crate::cuda::device_count().unwrap_or(0) {
+        let (Ok((current, peak)), Ok(id)) = (
+            crate::cuda::memory_stats(dev),
+            crate::cuda::device_identity(dev),
+        ) else {
+            continue;
+        };
+        if peak == 0 {
+            continue;
+        }
+        out.push(format!(
+            "NCCLSIM report: GPU {dev} ({}) peak memory {peak} bytes, {current} at exit",
+            id.bus_id()
+        ));
+    }
+    out
+}
