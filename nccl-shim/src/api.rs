@@ -85,20 +85,16 @@ fn device_buffer(ptr: usize, elems: usize, dtype: DataType, what: &str) -> Resul
     // expandable segments): follow adjacent device mappings to the end of the buffer.
     let mut covered = info.base + info.size;
     while covered < end {
-        match crate::cuda::pointer_info(covered) {
-            Ok(next)
-                if next.kind == 2
-                    && next.device == info.device
-                    && next.base == covered
-                    && next.size > 0 =>
-            {
-                covered = next.base + next.size;
-            }
-            _ => return Err(NcclError::invalid_argument(format!(
+        let next = crate::cuda::pointer_info(covered)
+            .ok()
+            .filter(|n| n.kind == 2 && n.device == info.device && n.base == covered && n.size > 0);
+        let Some(next) = next else {
+            return Err(NcclError::invalid_argument(format!(
                 "{what} {ptr:#x}: {need} bytes needed but its allocation ends {} bytes after it",
                 covered - ptr
-            ))),
-        }
+            )));
+        };
+        covered = next.base + next.size;
     }
     Ok(())
 }
