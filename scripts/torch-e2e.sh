@@ -19,6 +19,8 @@
 #      another process; then collectives.py on expandable segments (2 nodes x 2).
 #   5. collectives.py again on 1 node x 2 with NCCLSIM_TEST_PERTURB=1 (the runtime flips a bit
 #      of rank 1's results): must fail, proving the checks check.
+#   6. NCCL's own Python bindings (nccl4py, in a venv of their own): an all-reduce of device
+#      buffers made by host copies, checked, on 4 processes.
 #
 # Usage: scripts/torch-e2e.sh
 #   NCCLSIM_TORCH_VENV   the venv (default target/torch-venv in the repository); made with
@@ -137,4 +139,17 @@ if "$ncclsim" run --topo "$topo" --lib-path "$venv/ncclsim-stubs" --env NCCLSIM_
     fail "the perturbed run passed: the checks do not check"
 fi
 grep -m1 "rank 1: FAIL" "$logs/perturbed.log" || fail "the perturbed run failed, but not on rank 1's check"
+echo "== 6. NCCL's Python bindings (nccl4py from PyPI, own venv), 4 processes on 2 nodes"
+n4="${NCCLSIM_NCCL4PY_VENV:-$repo/target/nccl4py-venv}"
+if [ ! -x "$n4/bin/python" ]; then
+    python3 -m venv "$n4"
+    "$n4/bin/python" -m pip --disable-pip-version-check -q install 'nccl4py==0.6.0' \
+        'cuda-core==1.2.2' 'cuda-bindings==13.5.0' numpy
+fi
+rm -f "$logs/nccl4py.id"
+PATH="$n4/bin:$PATH" "$ncclsim" run --topo "$topo" --nodes 2 --procs-per-node 2 \
+    -- python scripts/python/nccl4py_allreduce.py "$logs/nccl4py.id" > "$logs/nccl4py.log" 2>&1 \
+    || fail "nccl4py run exited $?"
+grep "PASS" "$logs/nccl4py.log" | sort
+[ "$(passes "$logs/nccl4py.log")" = 4 ] || fail "nccl4py: not every rank passed"
 echo "torch-e2e: PASS (logs in $logs)"

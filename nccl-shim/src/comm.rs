@@ -278,16 +278,28 @@ fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> R
         mine.u64(std::process::id() as u64).i64(m.raw_fd() as i64);
     }
     let all = hub.allgather(&mine.0)?;
-    let segment = match created {
-        Some(m) => m,
-        None => {
+    let opened = match created {
+        Some(m) => Ok(m),
+        None => (|| {
             let mut d = Dec::new(&all[local_ranks[0]]);
             let (pid, fd) = (d.u64()? as u32, d.i64()? as i32);
             let m = Mapping::open_peer(pid, fd, len, "ncclsim-comm")?;
             crate::exec::check_segment(&m, magic, local_ranks.len())?;
-            m
-        }
+            Ok(m)
+        })(),
     };
+    // No rank leaves init before every rank of its host mapped the segment: the creator could
+    // otherwise destroy the communicator, closing the descriptor the others open it by. A
+    // rank that could not map it fails every rank alike.
+    let mut flag = Enc::default();
+    flag.u64(u64::from(opened.is_ok()));
+    let flags = hub.allgather(&flag.0)?;
+    let segment = opened?;
+    if let Some(r) = flags.iter().position(|b| Dec::new(b).u64().ok() != Some(1)) {
+        return Err(NcclError::remote(format!(
+            "rank {r} could not map its host's communicator segment"
+        )));
+    }
     let remote: Vec<bool> = members
         .iter()
         .map(|m| m.host_hash != members[j.rank].host_hash)

@@ -172,6 +172,47 @@ drv_fn!(
     }
 );
 drv_fn!(
+    fn cuDevicePrimaryCtxRelease_v2(device: c_int) {
+        // The primary context lives as long as the process; releasing it is a no-op.
+        core()?.device_info(device)?;
+        Ok(())
+    }
+);
+drv_fn!(
+    fn cuDevicePrimaryCtxReset_v2(device: c_int) {
+        core()?.device_info(device)?;
+        Ok(())
+    }
+);
+drv_fn!(
+    fn cuDevicePrimaryCtxSetFlags_v2(device: c_int, _flags: c_uint) {
+        core()?.device_info(device)?;
+        Ok(())
+    }
+);
+drv_fn!(
+    fn cuCtxGetDevice(device: *mut c_int) {
+        write_out(device, core()?.get_device()?)
+    }
+);
+drv_fn!(
+    fn cuCtxGetFlags(flags: *mut c_uint) {
+        write_out(flags, 0)
+    }
+);
+drv_fn!(
+    fn cuCtxGetStreamPriorityRange(least: *mut c_int, greatest: *mut c_int) {
+        // The priorities `cuStreamCreateWithPriority` accepts (it clamps to -5..=0).
+        if !least.is_null() {
+            write_out(least, 0)?;
+        }
+        if !greatest.is_null() {
+            write_out(greatest, -5)?;
+        }
+        Ok(())
+    }
+);
+drv_fn!(
     fn cuCtxGetCurrent(ctx: *mut *mut c_void) {
         write_out(ctx, (core()?.get_device()? as usize + 1) as *mut c_void)
     }
@@ -541,6 +582,21 @@ const VERSIONED: &[(&str, c_int, &str)] = &[
     ("cuMemGetAddressRange", 3020, "cuMemGetAddressRange_v2"),
     ("cuStreamDestroy", 4000, "cuStreamDestroy_v2"),
     ("cuCtxPushCurrent", 4000, "cuCtxPushCurrent_v2"),
+    (
+        "cuDevicePrimaryCtxRelease",
+        11000,
+        "cuDevicePrimaryCtxRelease_v2",
+    ),
+    (
+        "cuDevicePrimaryCtxReset",
+        11000,
+        "cuDevicePrimaryCtxReset_v2",
+    ),
+    (
+        "cuDevicePrimaryCtxSetFlags",
+        11000,
+        "cuDevicePrimaryCtxSetFlags_v2",
+    ),
     ("cuCtxPopCurrent", 4000, "cuCtxPopCurrent_v2"),
     ("cuEventDestroy", 4000, "cuEventDestroy_v2"),
     ("cuLinkCreate", 6050, "cuLinkCreate_v2"),
