@@ -117,6 +117,11 @@ measured bench "${run[@]}" --trace "$logs/trace-bench" \
     > "$logs/bench.log" 2>&1 || fail "bench run exited $?"
 [ "$(passes "$logs/bench.log")" = "$world" ] || fail "bench: not every rank finished"
 python3 scripts/torch/check_outputs.py bench "$ncclsim" "$topo" 2 "$logs/bench.log"
+# Repriced on the hardware it ran on, every call (pipeline sends included) keeps its time.
+"$ncclsim" trace reprice "$logs/trace-bench" --topo "$topo" > "$logs/reprice-same.txt"
+awk '$NF ~ /^[0-9.]+$/ && $NF != "1.000" { bad = 1; print "changed: " $0 } END { exit bad }' \
+    "$logs/reprice-same.txt" || fail "repricing on the same hardware changed a call's time"
+grep "SendRecv\|^total" "$logs/reprice-same.txt"
 
 echo "== 4. memory: torch.OutOfMemoryError past the 40 GB device, copies, sharing (both allocators)"
 for conf in "" "expandable_segments:True"; do

@@ -75,6 +75,8 @@ struct Call {
     dtype: String,
     op: i64,
     predicted_us: f64,
+    /// Send/receive batches: bytes with peers on the rank's node and on other nodes.
+    sides: Option<(u64, u64)>,
 }
 
 /// A communicator as its init event describes it.
@@ -145,6 +147,7 @@ fn read(dir: &str) -> Result<(Vec<Call>, BTreeMap<String, CommInfo>), String> {
                 dtype: a["type"].as_str().unwrap_or("Float32").to_string(),
                 op: a["op"].as_i64().unwrap_or(0),
                 predicted_us: a["predicted_us"].as_f64().unwrap_or(0.0),
+                sides: a["node_bytes"].as_u64().zip(a["network_bytes"].as_u64()),
             });
         }
     }
@@ -336,9 +339,12 @@ fn reprice(a: &RepriceArgs) -> Result<(), String> {
         .iter()
         .map(|c| {
             let us = match (models.get(&c.comm), collective(&c.name)) {
-                (Some(m), Some(Collective::SendRecv)) => {
-                    m.predict_p2p(Collective::SendRecv, c.bytes).time_us
-                }
+                // Priced by where the peers are, as the runtime prices them; traces without
+                // that split get the communicator's ring-neighbour pattern.
+                (Some(m), Some(Collective::SendRecv)) => match c.sides {
+                    Some((node, network)) => m.predict_peers(node, network).time_us,
+                    None => m.predict_p2p(Collective::SendRecv, c.bytes).time_us,
+                },
                 (Some(m), Some(coll)) => m
                     .predict(coll, c.bytes, dtype(&c.dtype), RedOp::from_nccl(c.op))
                     .map(|p| p.time_us)

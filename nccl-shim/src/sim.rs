@@ -203,9 +203,14 @@ pub fn predict(
 /// The price of a group's sends and receives: NCCL runs them concurrently on its p2p channels,
 /// so the batch lasts as long as its largest direction, priced by where each peer is (NVLink or
 /// PCIe inside the node, the network outside).
-pub fn predict_p2p(c: &CommSim, comm: &crate::comm::Comm, ops: &[crate::ops::P2p]) -> Prediction {
-    // Per side (peers on this rank's node, peers elsewhere), the larger of the bytes sent and
-    // received: the two directions travel on separate channels.
+pub fn predict_p2p(c: &CommSim, sides: (u64, u64)) -> Prediction {
+    c.model.predict_peers(sides.0, sides.1)
+}
+
+/// A group's bytes with peers on this rank's node and with peers elsewhere, each side the
+/// larger of what is sent and what is received (the two directions travel on separate
+/// channels).
+pub fn p2p_sides(comm: &crate::comm::Comm, ops: &[crate::ops::P2p]) -> (u64, u64) {
     let me = comm.members[comm.rank].node;
     let (mut sent, mut recv) = ([0u64; 2], [0u64; 2]);
     for o in ops {
@@ -213,8 +218,7 @@ pub fn predict_p2p(c: &CommSim, comm: &crate::comm::Comm, ops: &[crate::ops::P2p
         let side = if o.send { &mut sent } else { &mut recv };
         side[remote] += o.bytes as u64;
     }
-    c.model
-        .predict_peers(sent[0].max(recv[0]), sent[1].max(recv[1]))
+    (sent[0].max(recv[0]), sent[1].max(recv[1]))
 }
 
 /// `ncclGroupSimulateEnd`'s estimate (µs) for a group's operations: each communicator's

@@ -150,15 +150,16 @@ fn price(comm: &Comm, work: &Work) -> Option<Priced> {
         Work::P2p(ops) => {
             let sent: u64 = ops.iter().filter(|o| o.send).map(|o| o.bytes as u64).sum();
             let recv: u64 = ops.iter().filter(|o| !o.send).map(|o| o.bytes as u64).sum();
-            let p = crate::sim::predict_p2p(sim, comm, ops);
+            let sides = crate::sim::p2p_sides(comm, ops);
+            let p = crate::sim::predict_p2p(sim, sides);
             let args = if tracing {
                 let peers: Vec<String> = ops
                     .iter()
                     .map(|o| format!("{}{}", if o.send { "send:" } else { "recv:" }, o.peer))
                     .collect();
                 format!(
-                    "\"comm\":\"{:#x}\",\"rank\":{},\"nranks\":{},\"sent_bytes\":{sent},\"received_bytes\":{recv},\"peers\":{},\"channels\":{},\"predicted_us\":{:.3}",
-                    comm.magic, comm.rank, comm.nranks, trace::json_str(&peers.join(",")), p.channels, p.time_us
+                    "\"comm\":\"{:#x}\",\"rank\":{},\"nranks\":{},\"sent_bytes\":{sent},\"received_bytes\":{recv},\"peers\":{},\"node_bytes\":{},\"network_bytes\":{},\"channels\":{},\"predicted_us\":{:.3}",
+                    comm.magic, comm.rank, comm.nranks, trace::json_str(&peers.join(",")), sides.0, sides.1, p.channels, p.time_us
                 )
             } else {
                 String::new()
