@@ -44,10 +44,11 @@ fn hosts_of(members: &[Member]) -> (Vec<usize>, HashMap<usize, Vec<usize>>) {
     let mut order: Vec<usize> = Vec::new();
     let mut ranks: HashMap<usize, Vec<usize>> = HashMap::default();
     for (r, m) in members.iter().enumerate() {
-        ranks.entry(m.host).or_default().push(r);
-        if !order.contains(&m.host) {
+        let on_host = ranks.entry(m.host).or_default();
+        if on_host.is_empty() {
             order.push(m.host);
         }
+        on_host.push(r);
     }
     (order, ranks)
 }
