@@ -85,7 +85,7 @@ struct Input {
     /// Topology XML file (one node).
     file: String,
     /// Number of identical nodes.
-    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = crate::parse_nodes)]
     nodes: usize,
     /// GPU model to complete skeleton files with (e.g. A100-SXM4, H100-SXM5, V100-SXM2, A10G, RTX4090).
     #[arg(long)]
@@ -115,6 +115,19 @@ fn load(input: &Input) -> Result<Cluster, String> {
         input.gpu.as_deref(),
         input.nic_speed.as_deref(),
     )
+}
+
+/// `--nodes`: a whole number of nodes a cluster can have.
+pub(crate) fn parse_nodes(s: &str) -> Result<usize, String> {
+    let bad = || {
+        format!(
+            "'{s}' is not a node count: a whole number from 1 to {}",
+            topo::cluster::MAX_NODES
+        )
+    };
+    let n: usize = s.trim().parse().map_err(|_| bad())?;
+    check_nodes(n).map_err(|_| bad())?;
+    Ok(n)
 }
 
 /// A node count a cluster can have (checked before anything is allocated per node).

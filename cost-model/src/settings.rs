@@ -73,6 +73,37 @@ impl TunerSettings {
     pub fn from_env() -> Result<Self> {
         Self::from_lookup(|k| std::env::var(k).ok())
     }
+
+    /// What NCCL silently does with settings it cannot fully use, one line each naming the
+    /// variable: `NCCL_THREAD_THRESHOLDS` is read with `sscanf("%ld %ld %ld %ld %ld %ld")` (NCCL
+    /// 2.30.7 src/graph/tuning.cc), so reading stops at the first token that is not a number and
+    /// every threshold not read, or negative, keeps its default.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(t) = &self.thread_thresholds {
+            let vals: Vec<i64> = t
+                .split_whitespace()
+                .map_while(|x| x.parse::<i64>().ok())
+                .take(6)
+                .collect();
+            if vals.is_empty() {
+                out.push(format!(
+                    "NCCL_THREAD_THRESHOLDS={t}: no number read; NCCL keeps every default threshold"
+                ));
+            } else if vals.len() < 6 {
+                out.push(format!(
+                    "NCCL_THREAD_THRESHOLDS={t}: {} of 6 numbers read; NCCL keeps the defaults of the rest",
+                    vals.len()
+                ));
+            }
+            if vals.iter().any(|v| *v < 0) {
+                out.push(format!(
+                    "NCCL_THREAD_THRESHOLDS={t}: negative thresholds keep their defaults"
+                ));
+            }
+        }
+        out
+    }
 }
 
 /// NCCL's `parseList` (tuning.cc): `"elem,elem;func:elem,..."`, `^` negates a list, names are

@@ -61,6 +61,9 @@ pub enum PlanError {
     /// fit the world).
     #[error("{0}")]
     Split(String),
+    /// The operating system refused a thread for a large node's search.
+    #[error("cannot start a search thread: {0}")]
+    Thread(String),
 }
 
 /// Result alias for this crate.

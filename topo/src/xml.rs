@@ -249,7 +249,10 @@ pub fn parse(text: &str, file: &str) -> Result<XmlElement> {
                 if !raw.trim().is_empty() {
                     return Err(TopoError::Syntax {
                         at: lines.locate(file, start),
-                        msg: format!("unexpected text {:?}: expected '<'", shorten(raw.trim())),
+                        msg: format!(
+                            "unexpected text '{}': expected '<'",
+                            printable(&shorten(raw.trim()))
+                        ),
                     });
                 }
             }
@@ -280,6 +283,34 @@ pub fn parse(text: &str, file: &str) -> Result<XmlElement> {
     })
 }
 
+/// `s` with control characters shown as `U+XXXX` (a message must not carry them to the terminal).
+fn printable(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                format!("U+{:04X}", c as u32)
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// Where (bytes after the tag's `<`) and what a malformed attribute is.
+fn attr_error(err: &quick_xml::events::attributes::AttrError) -> (usize, String) {
+    use quick_xml::events::attributes::AttrError as E;
+    match *err {
+        E::ExpectedEq(p) => (p, "expected '=' after the attribute name".into()),
+        E::ExpectedValue(p) => (p, "expected a quoted value after '='".into()),
+        E::UnquotedValue(p) => (
+            p,
+            "attribute value must be in double or single quotes".into(),
+        ),
+        E::ExpectedQuote(p, q) => (p, format!("attribute value is not closed by {}", q as char)),
+        E::Duplicated(p, _) => (p, "attribute given twice".into()),
+    }
+}
+
 fn shorten(s: &str) -> String {
     if s.chars().count() > 40 {
         format!("{}...", s.chars().take(40).collect::<String>())
@@ -293,16 +324,35 @@ fn element(e: &BytesStart<'_>, lines: &LineIndex, file: &str, start: usize) -> R
     let name = String::from_utf8_lossy(e.name().as_ref()).to_string();
     let mut attrs: Vec<(XStr, XStr)> = Vec::new();
     for a in e.attributes() {
-        let a = a.map_err(|err| TopoError::Syntax {
-            at: at.clone(),
-            msg: format!("<{name}>: {err}"),
+        let a = a.map_err(|err| {
+            let (pos, msg) = attr_error(&err);
+            TopoError::Syntax {
+                at: lines.locate(file, start + 1 + pos),
+                msg: format!("<{}>: {msg}", printable(&name)),
+            }
         })?;
         let key = String::from_utf8_lossy(a.key.as_ref()).to_string();
         let value = a
             .unescape_value()
-            .map_err(|err| TopoError::Syntax {
-                at: at.clone(),
-                msg: format!("<{name} {key}>: {err}"),
+            .map_err(|err| {
+                use quick_xml::escape::EscapeError as E;
+                let what = match &err {
+                    quick_xml::Error::Escape(E::UnrecognizedEntity(_, ent)) => {
+                        format!("unknown entity '&{};'", printable(&shorten(ent)))
+                    }
+                    quick_xml::Error::Escape(E::UnterminatedEntity(_)) => {
+                        "'&' without a closing ';'".to_string()
+                    }
+                    _ => "invalid character reference".to_string(),
+                };
+                TopoError::Syntax {
+                    at: at.clone(),
+                    msg: format!(
+                        "<{} {}>: {what} in the value",
+                        printable(&name),
+                        printable(&key)
+                    ),
+                }
             })?
             .to_string();
         if attrs.iter().any(|(k, _)| *k == key) {

@@ -80,13 +80,27 @@ pub(super) fn check_and_fuse(
     let fused = crate::fusion::fuse_nics(root, file, fusion, version)?.map(|(x, _)| x);
     // Which GPU devs can be claimed.
     let mut devs: Vec<i32> = Vec::new();
+    let mut bad: Option<TopoError> = None;
     fused.as_ref().unwrap_or(root).walk(&mut |e, _| {
-        if e.name == "gpu" && e.get("rank").is_some() {
-            if let Some(d) = e.get("dev").and_then(crate::settings::parse_c_int) {
-                devs.push(d as i32);
+        if e.name != "gpu" || bad.is_some() {
+            return;
+        }
+        let Some(v) = e.get("dev") else { return };
+        match crate::settings::parse_c_int(v).and_then(|d| i32::try_from(d).ok()) {
+            Some(d) if e.get("rank").is_some() => devs.push(d),
+            Some(_) => {}
+            None => {
+                bad = Some(TopoError::Semantic {
+                    at: e.location(file),
+                    element: "gpu".into(),
+                    msg: format!("dev=\"{v}\" is not a device index (an integer)"),
+                })
             }
         }
     });
+    if let Some(e) = bad {
+        return Err(e);
+    }
     devs.sort_unstable();
     Ok((fused, devs))
 }
