@@ -1,6 +1,8 @@
 //! `ncclsim`: the command line over the `topo`, `planner` and `cost-model` crates. Thin by design:
 //! argument parsing, reading files, printing.
 
+#[cfg(feature = "fuzz")]
+mod fuzz;
 mod plan;
 mod predict;
 mod trace;
@@ -43,6 +45,10 @@ enum Cmd {
     /// Runtime traces (NCCLSIM_TRACE): summarize them, or reprice their calls on other hardware.
     #[command(subcommand)]
     Trace(trace::TraceCmd),
+    /// Fuzz the parsers, the planner and the command line with hostile input (see RELIABILITY.md).
+    #[cfg(feature = "fuzz")]
+    #[command(hide = true)]
+    Fuzz(fuzz::FuzzArgs),
 }
 
 #[derive(Subcommand)]
@@ -334,6 +340,15 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         Cmd::Predict(args) => predict::run(&args)?,
         Cmd::Whatif(args) => whatif::run(&args)?,
         Cmd::Trace(cmd) => trace::run(&cmd)?,
+        #[cfg(feature = "fuzz")]
+        Cmd::Fuzz(a) => {
+            let fails = fuzz::run(&a, |args| run(fuzz::parse::<Cli>(args)?).map(|_| ()))?;
+            return Ok(if fails > 0 {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            });
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -177,6 +177,11 @@ impl Planner {
                 if host_search.contains_key(&h) {
                     continue;
                 }
+                // An earlier host of this communicator may have made this search already.
+                if let Some(hs) = self.cached(&key) {
+                    host_search.insert(h, hs);
+                    continue;
+                }
                 let host_xml = self.host_xml(h)?;
                 let topo = build_topology(
                     &self.cluster,
