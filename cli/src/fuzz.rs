@@ -315,20 +315,24 @@ fn values_of(e: &XmlElement, out: &mut Vec<String>) {
     }
 }
 
-/// The inputs cases start from: topology files and graph files dumped for some of them.
+/// The inputs cases start from: topology files (with whether each is a skeleton that needs
+/// `--gpu`) and graph files dumped for some of them.
 struct Corpus {
     topos: Vec<(String, XmlElement, Vec<String>)>,
+    skeleton: Vec<bool>,
     graphs: Vec<(usize, XmlElement)>,
 }
 
 fn corpus(repo: &Path) -> Result<Corpus, String> {
     let mut files = Vec::new();
-    for dir in ["topologies", "topologies/vendor"] {
-        let d = repo.join(dir);
+    let mut dirs = vec![repo.join("topologies")];
+    while let Some(d) = dirs.pop() {
         let rd = std::fs::read_dir(&d).map_err(|e| format!("{}: {e}", d.display()))?;
         for f in rd.flatten() {
             let p = f.path();
-            if p.extension().is_some_and(|x| x == "xml") {
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "xml") {
                 files.push(p);
             }
         }
@@ -342,11 +346,19 @@ fn corpus(repo: &Path) -> Result<Corpus, String> {
         values_of(&root, &mut vals);
         topos.push((name, root, vals));
     }
+    let skeleton: Vec<bool> = topos
+        .iter()
+        .map(|(_, r, _)| topo::profiles::inspect(r).is_skeleton)
+        .collect();
     // Graph files as NCCL dumps them, for the 2-node world of every complete topology.
     let mut graphs = Vec::new();
     for (i, (name, _, _)) in topos.iter().enumerate() {
         let settings = planner::PlannerSettings::default();
-        let Ok(cl) = topo::Cluster::load(name, 2, &settings.topo, None) else {
+        let completion = skeleton[i].then(|| topo::Completion {
+            gpu: topo::profiles::gpu_model("A100-SXM4").ok(),
+            nic_speed_mbps: None,
+        });
+        let Ok(cl) = topo::Cluster::load(name, 2, &settings.topo, completion) else {
             continue;
         };
         let Ok(plan) = planner::Planner::new(cl, settings).plan_world() else {
@@ -360,7 +372,11 @@ fn corpus(repo: &Path) -> Result<Corpus, String> {
     if topos.is_empty() {
         return Err(format!("no topologies under {}", repo.display()));
     }
-    Ok(Corpus { topos, graphs })
+    Ok(Corpus {
+        topos,
+        skeleton,
+        graphs,
+    })
 }
 
 /// One generated case: the files it writes and the command line it runs.
@@ -494,7 +510,7 @@ fn gen_case(c: &Corpus, rng: &mut Rng, dir: &Path) -> Case {
             a.push("--nodes".into());
             a.push(node_count(rng));
         }
-        if rng.chance(10) {
+        if rng.chance(if c.skeleton[t] { 85 } else { 10 }) {
             a.push("--gpu".into());
             a.push(
                 rng.pick(&[
@@ -848,6 +864,7 @@ pub fn run(a: &FuzzArgs, run_cli: fn(Vec<String>) -> Result<(), String>) -> Resu
                             say!("case {seed}: ncclsim {}", case.args.join(" "));
                         }
                         let start = Instant::now();
+                        let cpu0 = thread_cpu();
                         let outcome = if a.child {
                             run_child(&exe, &case.args, a.timeout, a.mem_mib)
                         } else {
@@ -864,16 +881,22 @@ pub fn run(a: &FuzzArgs, run_cli: fn(Vec<String>) -> Result<(), String>) -> Resu
                                 )),
                             }
                         };
-                        let took = start.elapsed();
+                        let wall = start.elapsed();
+                        // In-process, the limit is on this thread's CPU time (on a shared
+                        // machine wall time mostly measures the other processes); a wall time
+                        // six times the limit counts too (a case waiting forever). Children
+                        // are timed by the wall clock.
+                        let took = if a.child { wall } else { thread_cpu() - cpu0 };
                         {
                             let mut s = slowest.lock().unwrap_or_else(|p| p.into_inner());
                             if took > s.0 {
                                 *s = (took, seed);
                             }
                         }
+                        let limit = Duration::from_secs(a.timeout);
                         let outcome = match outcome {
-                            Ok(_) if took > Duration::from_secs(a.timeout) => {
-                                Err(("slow".to_string(), format!("{took:?}")))
+                            Ok(_) if took > limit || wall > 6 * limit => {
+                                Err(("slow".to_string(), format!("{took:?} CPU, {wall:?} wall")))
                             }
                             o => o,
                         };
@@ -924,15 +947,29 @@ pub fn run(a: &FuzzArgs, run_cli: fn(Vec<String>) -> Result<(), String>) -> Resu
     let (slow, slow_seed) = *slowest.lock().unwrap_or_else(|p| p.into_inner());
     let secs = t0.elapsed().as_secs_f64();
     let report = format!(
-        "fuzz: {n} cases in {secs:.1} s ({:.0}/s): {} rejected as bad input, {} accepted, {fails} failure(s) (panic, abort, signal or over {} s); slowest case {slow:?} (seed {slow_seed})",
+        "fuzz: {n} cases in {secs:.1} s ({:.0}/s): {} rejected as bad input, {} accepted, {fails} failure(s) (panic, abort, signal or over {} s); slowest case {slow:?} {} (seed {slow_seed})",
         n as f64 / secs,
         exit2.load(Ordering::Relaxed),
         n - exit2.load(Ordering::Relaxed) - fails,
-        a.timeout
+        a.timeout,
+        if a.child { "wall" } else { "CPU" }
     );
     say!("{report}");
     let _ = std::io::stderr().flush();
     Ok(fails)
+}
+
+/// CPU time this thread has used.
+fn thread_cpu() -> Duration {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec this function owns.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t);
+    }
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 /// Run one case as a child `ncclsim` with a time and an address-space limit. `Ok(true)` for a

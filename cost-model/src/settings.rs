@@ -193,6 +193,22 @@ pub fn proto_names() -> [&'static str; N_PROTOS] {
 mod tests {
     use super::*;
 
+    #[test]
+    fn thread_thresholds_nccl_cannot_read_are_warned_about() {
+        let w = |v: &str| {
+            TunerSettings::from_lookup(|k| (k == "NCCL_THREAD_THRESHOLDS").then(|| v.to_string()))
+                .unwrap()
+                .warnings()
+        };
+        assert_eq!(
+            w("abc"),
+            ["NCCL_THREAD_THRESHOLDS=abc: no number read; NCCL keeps every default threshold"]
+        );
+        assert!(w("1 2")[0].contains("2 of 6 numbers read"));
+        assert!(w("-1 8 8 8 8 8")[0].contains("negative thresholds keep their defaults"));
+        assert!(w("8 8 8 64 64 64").is_empty());
+    }
+
     fn protos(s: &str) -> Result<[[i32; 3]; 5]> {
         let mut l = [[1, 2, 1]; 5];
         parse_list("NCCL_PROTO", s, &proto_names(), true, &mut l)?;

@@ -280,6 +280,31 @@ impl TopoSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_nccl_replaces_are_warned_about() {
+        let get =
+            |v: &'static str| move |k: &str| (k == "NCCL_NETDEVS_POLICY").then(|| v.to_string());
+        let w = warnings(get("foo"));
+        assert_eq!(w.len(), 1);
+        assert!(w[0].starts_with("NCCL_NETDEVS_POLICY=foo ") && w[0].ends_with("NCCL uses AUTO"));
+        assert_eq!(warnings(get("MAX:0")).len(), 1);
+        for ok in ["auto", "ALL", "max:2", "MAX:3x"] {
+            assert!(warnings(get(ok)).is_empty(), "{ok}");
+        }
+        // NCCL reads the count with atoi: "MAX:3x" is 3.
+        let s = TopoSettings::from_lookup(get("MAX:3x")).unwrap();
+        assert_eq!(s.netdevs_policy, NetDevsPolicy::Max(3));
+        assert_eq!(
+            (c_atoi(" -12ab"), c_atoi("x"), c_atoi("99999999999")),
+            (-12, 0, i32::MAX)
+        );
+        let merge = warnings(|k: &str| (k == "NCCL_NET_MERGE_POLICY").then(|| "x".to_string()));
+        assert_eq!(
+            merge,
+            ["NCCL_NET_MERGE_POLICY=x is not ALL or RAIL; NCCL uses ALL"]
+        );
+    }
     #[test]
     fn env_semantics() {
         let s = TopoSettings::from_lookup(|k| match k {

@@ -193,6 +193,17 @@ pub fn parse(text: &str, file: &str) -> Result<XmlElement> {
     // A UTF-8 byte-order mark is not part of the document (quick-xml skips it, so its positions
     // would not count it) and takes no column.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    // quick-xml would skip a second mark as well, and its positions would no longer be ours.
+    if text.starts_with('\u{feff}') {
+        return Err(TopoError::Syntax {
+            at: Location {
+                file: file.to_string(),
+                line: 1,
+                col: 1,
+            },
+            msg: "a second byte-order mark (U+FEFF): expected '<'".into(),
+        });
+    }
     let lines = LineIndex::new(text);
     let mut reader = Reader::from_str(text);
     reader.config_mut().trim_text(true);
@@ -205,8 +216,8 @@ pub fn parse(text: &str, file: &str) -> Result<XmlElement> {
             msg: e.to_string(),
         })?;
         // The event starts at the first non-blank byte after the previous event.
-        let start = before + text[before.min(text.len())..].len()
-            - text[before.min(text.len())..].trim_start().len();
+        let rest = text.get(before..).unwrap_or("");
+        let start = before + rest.len() - rest.trim_start().len();
         match ev {
             Event::Start(e) | Event::Empty(e) if root.is_some() && stack.is_empty() => {
                 let _ = e;
@@ -482,6 +493,47 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("empty"));
+    }
+
+    #[test]
+    fn errors_show_no_escapes_or_byte_offsets() {
+        // Control characters are shown as U+XXXX, not as Rust's debug escapes.
+        let err = parse(
+            "<system version=\"1\">\u{1c}pci busid=\"0\"/></system>",
+            "c.xml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with("c.xml:1:21: unexpected text 'U+001Cpci"),
+            "{err}"
+        );
+        assert!(!err.contains("\\u{") && !err.contains('\u{1c}'), "{err}");
+        // A malformed attribute is located at its value, by line and column.
+        let text = "<system version=\"1\">\n  <pci busid=\"0000:01:00.0\" class=0x1/>\n</system>";
+        let err = parse(text, "a.xml").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "a.xml:2:35: <pci>: attribute value must be in double or single quotes"
+        );
+        let err = parse("<system a=\"&foo;\"/>", "e.xml")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "e.xml:1:1: <system a>: unknown entity '&foo;' in the value"
+        );
+    }
+
+    #[test]
+    fn a_second_byte_order_mark_is_an_error() {
+        // quick-xml skips a mark after ours too; positions then fell inside characters.
+        let text = "\u{feff}\u{feff}<system version=\"1\">\n<cpu a=\"語\">\n<x/>\n</system>";
+        let err = parse(text, "b.xml").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "b.xml:1:1: a second byte-order mark (U+FEFF): expected '<'"
+        );
     }
 
     #[test]

@@ -394,6 +394,10 @@ fn semantic_errors_name_file_line_and_column() {
             "<system version=\"1\">\n <cpu numaid=\"0\" arch=\"x86_64\" vendor=\"AuthenticAMD\">\n  <pci busid=\"0000:01:00.0\" link_speed=\"\" link_width=\"16\"><gpu dev=\"0\" sm=\"80\" rank=\"0\" gdr=\"0\"/></pci>\n </cpu>\n</system>",
             "t.xml:3:3: <pci> has no class attribute",
         ),
+        (
+            "<system version=\"1\">\n <cpu numaid=\"0\" arch=\"x86_64\" vendor=\"AuthenticAMD\">\n  <pci busid=\"0000:01:00.0\" class=\"0x030200\" link_speed=\"\" link_width=\"16\"><gpu dev=\"x\" sm=\"80\" rank=\"0\" gdr=\"0\"/></pci>\n </cpu>\n</system>",
+            "t.xml:3:76: <gpu> dev=\"x\" is not a device index (an integer)",
+        ),
     ];
     for (text, want) in cases {
         let root = topo::xml::parse(text, "t.xml").unwrap();

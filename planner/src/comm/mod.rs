@@ -26,7 +26,7 @@ pub use trees::{btree, dtree, DoubleTree, TreeLinks};
 use crate::error::{PlanError, Result};
 use crate::plan::CommPlan;
 use crate::settings::PlannerSettings;
-use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::{Arc, RwLock};
 use topo::{Cluster, NodeKind};
 
@@ -216,7 +216,7 @@ fn check_members(cluster: &Cluster, members: &[Member], name: &str) -> Result<()
             comm: name.to_string(),
         });
     }
-    let mut seen: HashSet<Member> = HashSet::default();
+    let mut seen: HashMap<Member, usize> = HashMap::default();
     for (r, m) in members.iter().enumerate() {
         if m.host >= cluster.nodes.len() {
             return Err(PlanError::NoSuchHost {
@@ -226,14 +226,17 @@ fn check_members(cluster: &Cluster, members: &[Member], name: &str) -> Result<()
                 hosts: cluster.nodes.len(),
             });
         }
-        if !seen.insert(*m) {
+        if let Some(&earlier) = seen.get(m) {
             return Err(PlanError::DuplicateGpu {
                 comm: name.to_string(),
                 rank: r,
+                earlier,
+                file: cluster.nodes[m.host].source.clone(),
                 host: m.host,
                 dev: m.dev,
             });
         }
+        seen.insert(*m, r);
     }
     Ok(())
 }
