@@ -480,14 +480,14 @@ fn all_to_all_nvlink(n: usize) -> String {
 
 #[test]
 fn a_large_node_searches_on_a_stack_of_its_own() {
-    // The search recurses once per GPU per channel: 96 GPUs with all-to-all NVLinks go thousands
+    // The search recurses once per GPU per channel: 200 GPUs with all-to-all NVLinks go thousands
     // of levels deep, more than a test thread's 2 MiB stack holds in a debug build.
     let s = PlannerSettings::default();
-    let xml = Arc::new(topo::xml::parse(&all_to_all_nvlink(96), "a2a.xml").unwrap());
+    let xml = Arc::new(topo::xml::parse(&all_to_all_nvlink(200), "a2a.xml").unwrap());
     let hosts = vec![("a2a.xml".to_string(), xml)];
     let c = Cluster::from_hosts(&hosts, &s.topo, Completion::default()).unwrap();
     let p = plan_world(&c, &s).unwrap();
-    assert_eq!(p.n_ranks, 96);
+    assert_eq!(p.n_ranks, 200);
     assert!(p.graphs.ring.n_channels >= 1);
 }
 

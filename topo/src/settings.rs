@@ -277,6 +277,47 @@ impl TopoSettings {
     }
 }
 
+/// C's `atoi`: leading blanks, an optional sign, then digits as far as they go (0 when there are
+/// none; saturating instead of undefined on overflow).
+pub fn c_atoi(s: &str) -> i32 {
+    let t = s.trim_start();
+    let (neg, digits) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let mut v: i64 = 0;
+    for b in digits.bytes().take_while(u8::is_ascii_digit) {
+        v = (v * 10 + (b - b'0') as i64).min(i32::MAX as i64 + 1);
+    }
+    let v = if neg { -v } else { v };
+    v.clamp(i32::MIN as i64, i32::MAX as i64) as i32
+}
+
+/// What NCCL says about settings of this layer whose values it does not take as given (it
+/// falls back to its default), one line each naming the variable.
+pub fn warnings(get: impl Fn(&str) -> Option<String>) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(v) = get("NCCL_NETDEVS_POLICY") {
+        let u = v.to_ascii_uppercase();
+        let ok = u == "AUTO" || u == "ALL" || u.strip_prefix("MAX:").is_some_and(|n| c_atoi(n) > 0);
+        if !ok {
+            // NCCL 2.30.7 src/graph/topo.cc getNetDevsPolicyOnce.
+            out.push(format!(
+                "NCCL_NETDEVS_POLICY={v} is not AUTO, ALL or MAX:<n> with n > 0; NCCL uses AUTO"
+            ));
+        }
+    }
+    if let Some(v) = get("NCCL_NET_MERGE_POLICY") {
+        if !v.eq_ignore_ascii_case("ALL") && !v.eq_ignore_ascii_case("RAIL") {
+            out.push(format!(
+                "NCCL_NET_MERGE_POLICY={v} is not ALL or RAIL; NCCL uses ALL"
+            ));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -329,45 +370,4 @@ mod tests {
         assert_eq!(parse_c_int("-1"), Some(-1));
         assert_eq!(parse_c_int("12abc"), Some(12));
     }
-}
-
-/// C's `atoi`: leading blanks, an optional sign, then digits as far as they go (0 when there are
-/// none; saturating instead of undefined on overflow).
-pub fn c_atoi(s: &str) -> i32 {
-    let t = s.trim_start();
-    let (neg, digits) = match t.as_bytes().first() {
-        Some(b'-') => (true, &t[1..]),
-        Some(b'+') => (false, &t[1..]),
-        _ => (false, t),
-    };
-    let mut v: i64 = 0;
-    for b in digits.bytes().take_while(u8::is_ascii_digit) {
-        v = (v * 10 + (b - b'0') as i64).min(i32::MAX as i64 + 1);
-    }
-    let v = if neg { -v } else { v };
-    v.clamp(i32::MIN as i64, i32::MAX as i64) as i32
-}
-
-/// What NCCL says about settings of this layer whose values it does not take as given (it
-/// falls back to its default), one line each naming the variable.
-pub fn warnings(get: impl Fn(&str) -> Option<String>) -> Vec<String> {
-    let mut out = Vec::new();
-    if let Some(v) = get("NCCL_NETDEVS_POLICY") {
-        let u = v.to_ascii_uppercase();
-        let ok = u == "AUTO" || u == "ALL" || u.strip_prefix("MAX:").is_some_and(|n| c_atoi(n) > 0);
-        if !ok {
-            // NCCL 2.30.7 src/graph/topo.cc getNetDevsPolicyOnce.
-            out.push(format!(
-                "NCCL_NETDEVS_POLICY={v} is not AUTO, ALL or MAX:<n> with n > 0; NCCL uses AUTO"
-            ));
-        }
-    }
-    if let Some(v) = get("NCCL_NET_MERGE_POLICY") {
-        if !v.eq_ignore_ascii_case("ALL") && !v.eq_ignore_ascii_case("RAIL") {
-            out.push(format!(
-                "NCCL_NET_MERGE_POLICY={v} is not ALL or RAIL; NCCL uses ALL"
-            ));
-        }
-    }
-    out
 }

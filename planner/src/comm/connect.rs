@@ -96,19 +96,20 @@ impl Nodes {
         let nranks = topo_ranks.len();
         let mut first_ranks: Vec<i32> = Vec::new();
         let mut node_of_first: HashMap<i32, usize> = HashMap::default();
-        let mut rank_to_node = vec![0usize; nranks];
-        for r in 0..nranks {
-            let fr = topo_ranks
-                .ring_recv
-                .row(r)
-                .first()
-                .copied()
-                .unwrap_or(r as i32);
-            rank_to_node[r] = *node_of_first.entry(fr).or_insert_with(|| {
-                first_ranks.push(fr);
-                first_ranks.len() - 1
-            });
-        }
+        let rank_to_node: Vec<usize> = (0..nranks)
+            .map(|r| {
+                let fr = topo_ranks
+                    .ring_recv
+                    .row(r)
+                    .first()
+                    .copied()
+                    .unwrap_or(r as i32);
+                *node_of_first.entry(fr).or_insert_with(|| {
+                    first_ranks.push(fr);
+                    first_ranks.len() - 1
+                })
+            })
+            .collect();
         let mut node_ranks: Vec<Vec<usize>> = vec![Vec::new(); first_ranks.len()];
         let mut local_rank = vec![0usize; nranks];
         for r in 0..nranks {
