@@ -44,6 +44,9 @@ impl HostXml {
 
 /// Check that `root` is a topology, fuse its NIC ports (`None` when nothing is fused) and list
 /// the devs of its GPUs that have a rank, in increasing order.
+/// `NCCL_TOPO_MAX_NODES` of NCCL 2.30.7: nodes of one kind a system can have.
+const MAX_GPUS: usize = 576;
+
 pub(super) fn check_and_fuse(
     root: &XmlElement,
     file: &str,
@@ -75,6 +78,33 @@ pub(super) fn check_and_fuse(
                 msg: "has no version attribute (NCCL needs version=\"1\")".into(),
             })
         }
+    }
+    // NCCL keeps at most NCCL_TOPO_MAX_NODES (576 in 2.30.7) GPUs in a system and fails init
+    // beyond ("tried to create too many nodes"); refusing such files first also keeps every
+    // per-GPU step after this one small.
+    let mut gpus = 0usize;
+    let mut too_many: Option<(usize, usize)> = None;
+    root.walk(&mut |e, _| {
+        if e.name == "gpu" {
+            gpus += 1;
+            if gpus == MAX_GPUS + 1 && too_many.is_none() {
+                too_many = Some((e.line, e.col));
+            }
+        }
+    });
+    if let Some((line, col)) = too_many {
+        return Err(TopoError::Semantic {
+            at: crate::error::Location {
+                file: file.to_string(),
+                line,
+                col,
+            },
+            element: "gpu".into(),
+            msg: format!(
+                "is GPU {} of {gpus}; NCCL keeps at most {MAX_GPUS} GPUs in a system (NCCL_TOPO_MAX_NODES) and fails",
+                MAX_GPUS + 1
+            ),
+        });
     }
     // NIC fusion comes before the trim; every local rank fuses the same file the same way.
     let fused = crate::fusion::fuse_nics(root, file, fusion, version)?.map(|(x, _)| x);
