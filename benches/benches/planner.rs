@@ -1,9 +1,11 @@
 //! Planner: the 2-node DGX A100 TP=8/DP=2 job (world + 2 TP + 8 DP communicators, each with its
-//! own graph search, as NCCL does at init), the same job on DGX H100 (with NVLS), and a
-//! 1024-node x 8-GPU world. Searches run NCCL's own step budgets, so these numbers are dominated
+//! own graph search, as NCCL does at init), the same job on DGX H100 (with NVLS), a
+//! 1024-node x 8-GPU world, the world's growth with the node count (1,024 to 65,536 identical
+//! DGX A100 hosts: linear, since identical hosts share one search) and one 258-GPU node with
+//! all-to-all NVLinks. Searches run NCCL's own step budgets, so these numbers are dominated
 //! by how many steps NCCL's search takes.
 
-use benches::topology_file;
+use benches::{all_to_all_nvlink, topology_file};
 use criterion::{criterion_group, criterion_main, Criterion};
 use planner::split::parse_dims;
 use planner::{Planner, PlannerSettings};
@@ -51,6 +53,22 @@ fn bench(c: &mut Criterion) {
     g.sample_size(10);
     g.bench_function("world 1024 x dgx-a100 (8192 ranks)", |b| {
         b.iter(|| black_box(Planner::new(big.clone(), s.clone()).plan_world().unwrap()))
+    });
+    g.finish();
+    let mut g = c.benchmark_group("planner-scale");
+    g.sample_size(10);
+    for nodes in [1024, 4096, 16384, 65536] {
+        let cl = Cluster::load(&topology_file("dgx-a100.xml"), nodes, &s.topo, None).unwrap();
+        g.bench_function(format!("world {nodes} x dgx-a100"), |b| {
+            b.iter(|| black_box(Planner::new(cl.clone(), s.clone()).plan_world().unwrap()))
+        });
+    }
+    let text = all_to_all_nvlink(258);
+    let xml = std::sync::Arc::new(topo::xml::parse(&text, "a2a.xml").unwrap());
+    let hosts = vec![("a2a.xml".to_string(), xml)];
+    let a2a = Cluster::from_hosts(&hosts, &s.topo, topo::Completion::default()).unwrap();
+    g.bench_function("world 1 x 258 GPUs all-to-all NVLink", |b| {
+        b.iter(|| black_box(Planner::new(a2a.clone(), s.clone()).plan_world().unwrap()))
     });
     g.finish();
 }

@@ -1,7 +1,8 @@
 //! Topology layer: parse + graph + paths for one 8-GPU node, and a 1024-node cluster of that node
-//! (identical hosts share one computed topology, so this should cost about one node, not 1024).
+//! (identical hosts share one computed topology, so this should cost about one node, not 1024);
+//! `topo check` and parse + paths on a 258-GPU node with all-to-all NVLinks (66,306 links).
 
-use benches::topology_file;
+use benches::{all_to_all_nvlink, topology_file};
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 use std::sync::Arc;
@@ -29,6 +30,23 @@ fn bench(c: &mut Criterion) {
             black_box(Cluster::from_hosts(&hosts, &s, Completion::default()).unwrap())
         })
     });
+    let big = all_to_all_nvlink(258);
+    let mut g = c.benchmark_group("topo-large");
+    g.sample_size(10);
+    g.bench_function("check 258 GPUs all-to-all NVLink", |b| {
+        b.iter(|| {
+            let root = topo::xml::parse(black_box(&big), "a2a.xml").unwrap();
+            black_box(topo::lint::check(&big, &root, "a2a.xml"))
+        })
+    });
+    g.bench_function("parse+paths 258 GPUs all-to-all NVLink", |b| {
+        b.iter(|| {
+            let xml = Arc::new(topo::xml::parse(black_box(&big), "a2a.xml").unwrap());
+            let hosts = vec![("a2a.xml".to_string(), xml)];
+            black_box(Cluster::from_hosts(&hosts, &s, Completion::default()).unwrap())
+        })
+    });
+    g.finish();
 }
 
 criterion_group!(benches, bench);

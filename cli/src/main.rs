@@ -1,6 +1,8 @@
 //! `ncclsim`: the command line over the `topo`, `planner` and `cost-model` crates. Thin by design:
 //! argument parsing, reading files, printing.
 
+#[cfg(feature = "fuzz")]
+mod fuzz;
 mod plan;
 mod predict;
 mod run;
@@ -47,6 +49,10 @@ enum Cmd {
     /// Run a program (a torchrun job, an MPI-less C program, ...) on ncclsim's libnccl.so.2 and
     /// fake CUDA libraries, once per simulated node, with the simulation's settings.
     Run(run::RunArgs),
+    /// Fuzz the parsers, the planner and the command line with hostile input (see RELIABILITY.md).
+    #[cfg(feature = "fuzz")]
+    #[command(hide = true)]
+    Fuzz(fuzz::FuzzArgs),
 }
 
 #[derive(Subcommand)]
@@ -89,7 +95,7 @@ struct Input {
     /// Topology XML file (one node).
     file: String,
     /// Number of identical nodes.
-    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = crate::parse_nodes)]
     nodes: usize,
     /// GPU model to complete skeleton files with (e.g. A100-SXM4, H100-SXM5, V100-SXM2, A10G, RTX4090).
     #[arg(long)]
@@ -119,6 +125,19 @@ fn load(input: &Input) -> Result<Cluster, String> {
         input.gpu.as_deref(),
         input.nic_speed.as_deref(),
     )
+}
+
+/// `--nodes`: a whole number of nodes a cluster can have.
+pub(crate) fn parse_nodes(s: &str) -> Result<usize, String> {
+    let bad = || {
+        format!(
+            "'{s}' is not a node count: a whole number from 1 to {}",
+            topo::cluster::MAX_NODES
+        )
+    };
+    let n: usize = s.trim().parse().map_err(|_| bad())?;
+    check_nodes(n).map_err(|_| bad())?;
+    Ok(n)
 }
 
 /// A node count a cluster can have (checked before anything is allocated per node).
@@ -326,6 +345,15 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         Cmd::Whatif(args) => whatif::run(&args)?,
         Cmd::Trace(cmd) => trace::run(&cmd)?,
         Cmd::Run(args) => return run::run(&args),
+        #[cfg(feature = "fuzz")]
+        Cmd::Fuzz(a) => {
+            let fails = fuzz::run(&a, |args| run(fuzz::parse::<Cli>(args)?).map(|_| ()))?;
+            return Ok(if fails > 0 {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            });
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -335,6 +363,13 @@ fn main() -> ExitCode {
     // SAFETY: setting a signal disposition to its default at start-up, before any thread exists.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+    // Plans of very large clusters fill hundreds of MB once; with transparent huge pages the
+    // kernel may compact memory synchronously to back each 2 MiB page, which costs more
+    // system time than the planning itself on a busy machine. 4 KiB pages keep it linear.
+    // SAFETY: sets an allocator option (an integer) before the large allocations start.
+    unsafe {
+        libmimalloc_sys::mi_option_set(libmimalloc_sys::mi_option_large_os_pages, 0);
     }
     match run(Cli::parse()) {
         Ok(code) => code,

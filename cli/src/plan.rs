@@ -64,7 +64,34 @@ pub fn lookup(pairs: &[(String, String)], k: &str) -> Option<String> {
 
 /// Planner settings from name/value pairs (last one wins).
 pub fn planner_settings(pairs: &[(String, String)]) -> Result<PlannerSettings, String> {
-    PlannerSettings::from_lookup(|k| lookup(pairs, k)).map_err(|e| e.to_string())
+    let s = PlannerSettings::from_lookup(|k| lookup(pairs, k)).map_err(|e| e.to_string())?;
+    for w in topo::settings::warnings(|k| lookup(pairs, k))
+        .into_iter()
+        .chain(s.warnings(|k| lookup(pairs, k)))
+    {
+        warn_once(&w);
+    }
+    Ok(s)
+}
+
+/// Print a warning on stderr, once per process (a what-if sweep reads the same settings for
+/// every point).
+pub fn warn_once(w: &str) {
+    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+    if !seen.iter().any(|s| s == w) {
+        eprintln!("warning: {w}");
+        seen.push(w.to_string());
+    }
+}
+
+/// Tuner settings from name/value pairs (last one wins), with NCCL's complaints as warnings.
+pub fn tuner_settings(pairs: &[(String, String)]) -> Result<TunerSettings, String> {
+    let s = TunerSettings::from_lookup(|k| lookup(pairs, k)).map_err(|e| e.to_string())?;
+    for w in s.warnings() {
+        warn_once(&w);
+    }
+    Ok(s)
 }
 
 /// Parse `0-3`, `0,2,4` or `0-1,4-5`.
@@ -291,8 +318,7 @@ pub fn run(args: &PlanArgs) -> Result<(), String> {
             }
         }
         _ => {
-            let tsettings =
-                TunerSettings::from_lookup(|k| lookup(&pairs, k)).map_err(|e| e.to_string())?;
+            let tsettings = tuner_settings(&pairs)?;
             for c in comms {
                 let r = view_rank(c, args.rank);
                 // With what ncclTopoTuneModel prints (the TUNING table on rank 0, threadThresholds).

@@ -2,7 +2,7 @@
 
 use clap::Args;
 use cost_model::nccl_tests::{self, TableInfo};
-use cost_model::{Collective, CostModel, DataType, Mode, Prediction, RedOp, TunerSettings};
+use cost_model::{Collective, CostModel, DataType, Mode, Prediction, RedOp};
 use plotters::prelude::*;
 use topo::XmlElement;
 
@@ -13,7 +13,7 @@ pub struct SystemArgs {
     #[arg(long)]
     pub topo: String,
     /// Number of identical nodes.
-    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = crate::parse_nodes)]
     pub nodes: usize,
     /// GPU model to complete skeleton files with.
     #[arg(long)]
@@ -146,9 +146,8 @@ pub fn build(
 ) -> Result<Built, String> {
     let mut pairs = crate::plan::env_pairs(&sys.env, sys.nccl_version.as_deref())?;
     pairs.extend(extra_env.iter().cloned());
-    let lookup = |k: &str| crate::plan::lookup(&pairs, k);
     let psettings = crate::plan::planner_settings(&pairs)?;
-    let tsettings = TunerSettings::from_lookup(lookup).map_err(|e| e.to_string())?;
+    let tsettings = crate::plan::tuner_settings(&pairs)?;
     let mut xml: XmlElement = topo::read_xml(&sys.topo).map_err(|e| e.to_string())?;
     let nodes = cost_model::edit::apply_all(&mut xml, edits)
         .map_err(|e| e.to_string())?

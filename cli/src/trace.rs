@@ -8,7 +8,7 @@
 
 use clap::{Args, Subcommand};
 use cost_model::types::{Collective, DataType, RedOp};
-use cost_model::{CostModel, Mode, TunerSettings};
+use cost_model::{CostModel, Mode};
 use std::collections::BTreeMap;
 
 mod steps;
@@ -297,8 +297,7 @@ fn reprice(a: &RepriceArgs) -> Result<(), String> {
     let (calls, comms) = read(&a.dir)?;
     let pairs = crate::plan::env_pairs(&a.env, None)?;
     let psettings = crate::plan::planner_settings(&pairs)?;
-    let tsettings = TunerSettings::from_lookup(|k| crate::plan::lookup(&pairs, k))
-        .map_err(|e| e.to_string())?;
+    let tsettings = crate::plan::tuner_settings(&pairs)?;
     let mode = if a.mode == "calibrated" {
         Mode::Calibrated
     } else {

@@ -344,7 +344,10 @@ fn hostile_split_and_output_options_are_errors() {
             vec!["--svg", "/tmp/never-written.svg"],
             "--svg needs --format dot",
         ),
-        (vec!["--nodes", "4294967297"], "--nodes 4294967297"),
+        (
+            vec!["--nodes", "4294967297"],
+            "'4294967297' is not a node count",
+        ),
     ] {
         let mut a = vec!["plan", "--topo", t];
         a.extend(args.iter().copied());

@@ -211,5 +211,45 @@ fn empty_size_range_and_absurd_node_counts_are_errors() {
             ncclsim(&["predict", "--topo", "topologies/dgx-a100.xml", "--nodes", n]);
         assert_eq!(code, 2, "{err}");
         assert!(err.contains("--nodes"), "{err}");
+        // What a node count is, not clap's "unexpected argument" or "invalid digit".
+        assert!(
+            err.contains(&format!(
+                "'{n}' is not a node count: a whole number from 1 to 131072"
+            )),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn settings_nccl_would_replace_are_warned_about() {
+    for (env, want) in [
+        (
+            "NCCL_MAX_NCHANNELS=0",
+            "warning: NCCL_MAX_NCHANNELS=0: NCCL uses at least 1 channel",
+        ),
+        (
+            "NCCL_NETDEVS_POLICY=foo",
+            "warning: NCCL_NETDEVS_POLICY=foo is not AUTO",
+        ),
+        (
+            "NCCL_THREAD_THRESHOLDS=abc",
+            "warning: NCCL_THREAD_THRESHOLDS=abc: no number read",
+        ),
+    ] {
+        let (code, _, err) = ncclsim(&[
+            "predict",
+            "--topo",
+            "topologies/dgx-a100.xml",
+            "--nodes",
+            "2",
+            "-e",
+            "1M",
+            "--env",
+            env,
+        ]);
+        assert_eq!(code, 0, "{err}");
+        assert!(err.contains(want), "{env}: {err}");
+        assert_eq!(err.matches("warning:").count(), 1, "{env}: {err}");
     }
 }

@@ -73,6 +73,37 @@ impl TunerSettings {
     pub fn from_env() -> Result<Self> {
         Self::from_lookup(|k| std::env::var(k).ok())
     }
+
+    /// What NCCL silently does with settings it cannot fully use, one line each naming the
+    /// variable: `NCCL_THREAD_THRESHOLDS` is read with `sscanf("%ld %ld %ld %ld %ld %ld")` (NCCL
+    /// 2.30.7 src/graph/tuning.cc), so reading stops at the first token that is not a number and
+    /// every threshold not read, or negative, keeps its default.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(t) = &self.thread_thresholds {
+            let vals: Vec<i64> = t
+                .split_whitespace()
+                .map_while(|x| x.parse::<i64>().ok())
+                .take(6)
+                .collect();
+            if vals.is_empty() {
+                out.push(format!(
+                    "NCCL_THREAD_THRESHOLDS={t}: no number read; NCCL keeps every default threshold"
+                ));
+            } else if vals.len() < 6 {
+                out.push(format!(
+                    "NCCL_THREAD_THRESHOLDS={t}: {} of 6 numbers read; NCCL keeps the defaults of the rest",
+                    vals.len()
+                ));
+            }
+            if vals.iter().any(|v| *v < 0) {
+                out.push(format!(
+                    "NCCL_THREAD_THRESHOLDS={t}: negative thresholds keep their defaults"
+                ));
+            }
+        }
+        out
+    }
 }
 
 /// NCCL's `parseList` (tuning.cc): `"elem,elem;func:elem,..."`, `^` negates a list, names are
@@ -161,6 +192,22 @@ pub fn proto_names() -> [&'static str; N_PROTOS] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn thread_thresholds_nccl_cannot_read_are_warned_about() {
+        let w = |v: &str| {
+            TunerSettings::from_lookup(|k| (k == "NCCL_THREAD_THRESHOLDS").then(|| v.to_string()))
+                .unwrap()
+                .warnings()
+        };
+        assert_eq!(
+            w("abc"),
+            ["NCCL_THREAD_THRESHOLDS=abc: no number read; NCCL keeps every default threshold"]
+        );
+        assert!(w("1 2")[0].contains("2 of 6 numbers read"));
+        assert!(w("-1 8 8 8 8 8")[0].contains("negative thresholds keep their defaults"));
+        assert!(w("8 8 8 64 64 64").is_empty());
+    }
 
     fn protos(s: &str) -> Result<[[i32; 3]; 5]> {
         let mut l = [[1, 2, 1]; 5];

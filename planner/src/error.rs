@@ -31,12 +31,16 @@ pub enum PlanError {
         hosts: usize,
     },
     /// Two members on the same GPU.
-    #[error("communicator {comm}: rank {rank} uses host {host} GPU dev {dev} like an earlier rank (NCCL needs one rank per GPU)")]
+    #[error("communicator {comm}: rank {rank} and rank {earlier} both use <gpu dev=\"{dev}\"> of host {host} ({file}); NCCL needs one rank per GPU")]
     DuplicateGpu {
         /// The communicator's name.
         comm: String,
         /// The later of the two ranks.
         rank: usize,
+        /// The earlier one.
+        earlier: usize,
+        /// Where the host's topology came from.
+        file: String,
         /// Host index.
         host: usize,
         /// The GPU's `dev`.
@@ -61,6 +65,9 @@ pub enum PlanError {
     /// fit the world).
     #[error("{0}")]
     Split(String),
+    /// The operating system refused a thread for a large node's search.
+    #[error("cannot start a search thread: {0}")]
+    Thread(String),
 }
 
 /// Result alias for this crate.

@@ -132,6 +132,44 @@ impl PlannerSettings {
         Self::from_lookup(|k| std::env::var(k).ok())
     }
 
+    /// What NCCL says about channel limits it does not take as given (`ncclMinNchannels` and
+    /// `ncclMaxNchannels` in NCCL 2.30.7 src/graph/connect.cc clamp them), one line each naming
+    /// the variable that was in effect; `get` is the lookup these settings were read from.
+    pub fn warnings(&self, get: impl Fn(&str) -> Option<String>) -> Vec<String> {
+        let max = self.topo.version.max_channels() as i32;
+        let name = |new: &str, old: &str| {
+            if get(new).is_some() {
+                new.to_string()
+            } else {
+                old.to_string()
+            }
+        };
+        let mut out = Vec::new();
+        if let Some(v) = self.max_nchannels {
+            let n = name("NCCL_MAX_NCHANNELS", "NCCL_MAX_NRINGS");
+            if v < 1 {
+                out.push(format!("{n}={v}: NCCL uses at least 1 channel (\"User asked for a maximum of {v} channels, setting it to 1\")"));
+            } else if v > max {
+                out.push(format!(
+                    "{n}={v}: NCCL {} has at most {max} channels and uses {max}",
+                    self.topo.version
+                ));
+            }
+        }
+        if let Some(v) = self.min_nchannels {
+            let n = name("NCCL_MIN_NCHANNELS", "NCCL_MIN_NRINGS");
+            if v < 0 {
+                out.push(format!("{n}={v}: a negative minimum; NCCL uses 0"));
+            } else if v > max {
+                out.push(format!(
+                    "{n}={v}: NCCL {} has at most {max} channels and limits the minimum to {max}",
+                    self.topo.version
+                ));
+            }
+        }
+        out
+    }
+
     /// `ncclMinNchannels()`.
     pub fn min_channels(&self) -> i32 {
         let max = self.topo.version.max_channels() as i32;

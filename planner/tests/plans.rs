@@ -460,3 +460,94 @@ fn bad_graph_files_are_errors() {
         assert!(err.contains(what), "case {i}: {err}");
     }
 }
+
+/// A node of `n` GPUs with an NVLink between every two of them (the deepest search recursion).
+fn all_to_all_nvlink(n: usize) -> String {
+    let bus = |i: usize| format!("0000:{:02x}:{:02x}.0", 1 + i / 32, i % 32);
+    let mut s = String::from("<system version=\"1\"><cpu numaid=\"0\" affinity=\"ff\" arch=\"x86_64\" vendor=\"GenuineIntel\" familyid=\"6\" modelid=\"85\">");
+    for i in 0..n {
+        s += &format!("<pci busid=\"{}\" class=\"0x030200\" link_speed=\"16.0 GT/s PCIe\" link_width=\"16\"><gpu dev=\"{i}\" sm=\"80\" rank=\"{i}\" gdr=\"1\">", bus(i));
+        for j in (0..n).filter(|&j| j != i) {
+            s += &format!(
+                "<nvlink target=\"{}\" count=\"1\" tclass=\"0x030200\"/>",
+                bus(j)
+            );
+        }
+        s += "</gpu></pci>";
+    }
+    s + "</cpu></system>"
+}
+
+#[test]
+fn a_large_node_searches_on_a_stack_of_its_own() {
+    // The search recurses once per GPU per channel: 200 GPUs with all-to-all NVLinks go thousands
+    // of levels deep, more than a test thread's 2 MiB stack holds in a debug build.
+    let s = PlannerSettings::default();
+    let xml = Arc::new(topo::xml::parse(&all_to_all_nvlink(200), "a2a.xml").unwrap());
+    let hosts = vec![("a2a.xml".to_string(), xml)];
+    let c = Cluster::from_hosts(&hosts, &s.topo, Completion::default()).unwrap();
+    let p = plan_world(&c, &s).unwrap();
+    assert_eq!(p.n_ranks, 200);
+    assert!(p.graphs.ring.n_channels >= 1);
+}
+
+#[test]
+fn hosts_with_the_same_search_share_it_without_a_prefetch() {
+    // plan_world searches each distinct host once, whether or not a job prefetched the searches.
+    let s = PlannerSettings::default();
+    let c = cluster(&lib("dgx-a100.xml"), 4, &s, None);
+    let p = plan_world(&c, &s).unwrap();
+    let topo0 = p.searches[0].topo.as_ref().unwrap();
+    for n in &p.searches[1..] {
+        assert!(Arc::ptr_eq(topo0, n.topo.as_ref().unwrap()));
+    }
+}
+
+#[test]
+fn a_gpu_used_twice_names_both_ranks_and_the_file() {
+    let s = PlannerSettings::default();
+    let c = cluster(&lib("dgx-a100.xml"), 2, &s, None);
+    let m = |host, dev| Member { host, dev };
+    let err = Planner::new(c, s)
+        .plan(&[m(0, 0), m(1, 3), m(1, 3)], "x", None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("rank 2 and rank 1 both use <gpu dev=\"3\"> of host 1 ("),
+        "{err}"
+    );
+    assert!(err.contains("dgx-a100.xml)"), "{err}");
+}
+
+#[test]
+fn channel_limits_nccl_clamps_are_warned_about() {
+    let get = |k: &'static str, v: &'static str| move |n: &str| (n == k).then(|| v.to_string());
+    for (k, v, want) in [
+        (
+            "NCCL_MAX_NCHANNELS",
+            "0",
+            "NCCL_MAX_NCHANNELS=0: NCCL uses at least 1 channel",
+        ),
+        (
+            "NCCL_MAX_NCHANNELS",
+            "-5",
+            "NCCL_MAX_NCHANNELS=-5: NCCL uses at least 1 channel",
+        ),
+        (
+            "NCCL_MAX_NRINGS",
+            "99",
+            "NCCL_MAX_NRINGS=99: NCCL 2.30.7 has at most 64 channels",
+        ),
+        (
+            "NCCL_MIN_NCHANNELS",
+            "-1",
+            "NCCL_MIN_NCHANNELS=-1: a negative minimum",
+        ),
+    ] {
+        let s = PlannerSettings::from_lookup(get(k, v)).unwrap();
+        let w = s.warnings(get(k, v));
+        assert!(w.len() == 1 && w[0].starts_with(want), "{k}={v}: {w:?}");
+    }
+    let s = PlannerSettings::from_lookup(get("NCCL_MAX_NCHANNELS", "8")).unwrap();
+    assert!(s.warnings(get("NCCL_MAX_NCHANNELS", "8")).is_empty());
+}

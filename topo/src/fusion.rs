@@ -643,7 +643,21 @@ pub fn fuse_nics(
         return Ok(None);
     }
     let first_dev = (ports.len() as i64).max(max_dev + 1);
-    let vnics = plan_vnics(root, &ports, fusion, v, first_dev)?;
+    let vnics = plan_vnics(root, &ports, fusion, v, first_dev).map_err(|e| match e {
+        // Name the host file and the <net> elements the setting was matched against.
+        TopoError::Setting { name, value, msg } => {
+            let names: Vec<&str> = ports.iter().map(|p| p.name.as_str()).collect();
+            TopoError::Setting {
+                name,
+                value,
+                msg: format!(
+                    "{msg}; the <net> elements of {file} are {}",
+                    names.join(", ")
+                ),
+            }
+        }
+        other => other,
+    })?;
     if vnics.is_empty() {
         return Ok(None);
     }
@@ -899,8 +913,13 @@ mod tests {
         let (_, vn) = fuse(&x, &force("mlx5_1")).unwrap().unwrap();
         assert_eq!(names(&vn), ["mlx5_2+mlx5_3"]);
         for bad in ["mlx5_0,mlx5_9", "mlx5_0:2,mlx5_1", ":1"] {
-            let e = fuse(&x, &force(bad)).unwrap_err();
-            assert!(e.to_string().contains("NCCL_NET_FORCE_MERGE"), "{bad}: {e}");
+            let e = fuse(&x, &force(bad)).unwrap_err().to_string();
+            assert!(e.contains("NCCL_NET_FORCE_MERGE"), "{bad}: {e}");
+            // The error names the host file and the <net> elements it was matched against.
+            assert!(
+                e.contains("the <net> elements of t.xml are mlx5_0, mlx5_1, mlx5_2, mlx5_3"),
+                "{bad}: {e}"
+            );
         }
         let no_ib = NicFusion {
             ib_merge_nics: false,

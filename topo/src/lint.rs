@@ -308,6 +308,13 @@ pub fn check(text: &str, root: &XmlElement, file: &str) -> Vec<Finding> {
             &mut net_devs,
         );
     }
+    // Links per (from, to) bus id pair, summed over repeated elements, for the symmetry check.
+    let mut pair_links: HashMap<(u64, u64), i64> = HashMap::new();
+    for (from, target, count, _) in &nvl {
+        *pair_links
+            .entry((busid_to_int(from), busid_to_int(target)))
+            .or_insert(0) += count;
+    }
     for (from, target, count, at) in &nvl {
         if busid_to_int(from) == busid_to_int(target) {
             continue;
@@ -320,13 +327,10 @@ pub fn check(text: &str, root: &XmlElement, file: &str) -> Vec<Finding> {
             );
             continue;
         }
-        let back: i64 = nvl
-            .iter()
-            .filter(|(f, t, _, _)| {
-                busid_to_int(f) == busid_to_int(target) && busid_to_int(t) == busid_to_int(from)
-            })
-            .map(|x| x.2)
-            .sum();
+        let back = pair_links
+            .get(&(busid_to_int(target), busid_to_int(from)))
+            .copied()
+            .unwrap_or(0);
         if back != *count {
             push(
                 Severity::Warning,

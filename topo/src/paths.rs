@@ -82,15 +82,19 @@ impl PathTable {
 }
 
 /// What the breadth-first search reads of the graph, in flat arrays: each node's kind and each
-/// link's far end, type, bandwidth and reverse link.
+/// node's links in NCCL's order (`System::adj`), one after the other, with their far end, type,
+/// bandwidth and reverse link.
 struct Flat {
     kind: Vec<NodeKind>,
+    /// Node `n`'s links are `links[start[n]..start[n + 1]]`.
+    start: Vec<usize>,
     links: Vec<FlatLink>,
 }
 
 #[derive(Clone, Copy)]
 struct FlatLink {
     to: NodeIndex,
+    to_kind: NodeKind,
     ty: LinkType,
     bw: f32,
     /// The first link back (`to` -> from, same type) in `to`'s link order (`findRevLink`).
@@ -99,25 +103,39 @@ struct FlatLink {
 
 impl Flat {
     fn new(sys: &System) -> Flat {
-        let kind = sys.graph.node_weights().map(|n| n.kind).collect();
-        let links = sys
-            .graph
-            .edge_indices()
-            .map(|e| {
-                let (from, to) = sys.graph.edge_endpoints(e).expect("edge of this graph");
+        let kind: Vec<NodeKind> = sys.graph.node_weights().map(|n| n.kind).collect();
+        // The first link of each (from, to, type) in its node's link order.
+        let mut first: std::collections::HashMap<(usize, usize, LinkType), EdgeIndex> =
+            Default::default();
+        for (n, adj) in sys.adj.iter().enumerate() {
+            for &e in adj {
+                let (_, to) = sys.graph.edge_endpoints(e).expect("edge of this graph");
+                first.entry((n, to.index(), sys.graph[e].ty)).or_insert(e);
+            }
+        }
+        let mut start = Vec::with_capacity(sys.adj.len() + 1);
+        let mut links = Vec::new();
+        for (n, adj) in sys.adj.iter().enumerate() {
+            start.push(links.len());
+            for &e in adj {
+                let (_, to) = sys.graph.edge_endpoints(e).expect("edge of this graph");
                 let ty = sys.graph[e].ty;
-                let rev = sys.adj[to.index()].iter().copied().find(|&r| {
-                    sys.graph.edge_endpoints(r).map(|x| x.1) == Some(from) && sys.graph[r].ty == ty
-                });
-                FlatLink {
+                links.push(FlatLink {
                     to,
+                    to_kind: kind[to.index()],
                     ty,
                     bw: sys.graph[e].bw,
-                    rev,
-                }
-            })
-            .collect();
-        Flat { kind, links }
+                    rev: first.get(&(to.index(), n, ty)).copied(),
+                });
+            }
+        }
+        start.push(links.len());
+        Flat { kind, start, links }
+    }
+
+    /// Node `n`'s links in NCCL's order.
+    fn links_of(&self, n: NodeIndex) -> &[FlatLink] {
+        &self.links[self.start[n.index()]..self.start[n.index() + 1]]
     }
 }
 
@@ -211,8 +229,13 @@ impl Topology {
         let nbase = sys.count(bk);
         let (_, table) = std::sync::Arc::make_mut(&mut self.table).kinds[bk.idx()]
             .get_or_insert_with(|| (nbase, (0..nodes * nbase).map(|_| Path::dis()).collect()));
-        let at = |n: NodeIndex| n.index() * nbase + bi;
-        table[at(base)] = Path {
+        let at = |n: usize| n * nbase + bi;
+        // The search runs on this base's column copied out (contiguous, so large systems stay
+        // in cache) and is written back at the end.
+        let mut col: Vec<Path> = (0..nodes).map(|n| table[at(n)].clone()).collect();
+        // Whether a node is already in the next level's list.
+        let mut queued = vec![false; nodes];
+        col[base.index()] = Path {
             links: PathLinks::new(),
             bw: LOC_BW,
             ty: PathType::Loc,
@@ -226,13 +249,12 @@ impl Topology {
         while !list.is_empty() {
             let mut next: Vec<NodeIndex> = Vec::new();
             for &node in &list {
-                let path = &table[at(node)];
+                let path = &col[node.index()];
                 let (p_bw, p_ty, p_count) = (path.bw, path.ty, path.count());
                 let nk = g.kind[node.index()];
-                for &e in &sys.adj[node.index()] {
-                    let link = g.links[e.index()];
+                for link in g.links_of(node) {
                     let rem = link.to;
-                    let rk = g.kind[rem.index()];
+                    let rk = link.to_kind;
                     let bw = p_bw.min(link.bw);
                     if v2_30 {
                         if node != base_dev
@@ -261,7 +283,7 @@ impl Topology {
                     if link.ty == LinkType::Pci && (nk == NodeKind::Cpu || rk == NodeKind::Cpu) {
                         ty = PathType::Phb;
                     }
-                    let rem_path = &table[at(rem)];
+                    let rem_path = &col[rem.index()];
                     let update = if v2_30 {
                         if nk == NodeKind::Dev
                             && p_ty == PathType::Nvl
@@ -297,14 +319,14 @@ impl Topology {
                         continue;
                     };
                     // (A link back to its own node never improves that node's path.)
-                    let (i, j) = (at(node), at(rem));
+                    let (i, j) = (node.index(), rem.index());
                     let (src, dst) = match i.cmp(&j) {
                         std::cmp::Ordering::Less => {
-                            let (a, b) = table.split_at_mut(j);
+                            let (a, b) = col.split_at_mut(j);
                             (&a[i], &mut b[0])
                         }
                         std::cmp::Ordering::Greater => {
-                            let (a, b) = table.split_at_mut(i);
+                            let (a, b) = col.split_at_mut(i);
                             (&b[0], &mut a[j])
                         }
                         std::cmp::Ordering::Equal => continue,
@@ -314,12 +336,19 @@ impl Topology {
                     dst.links.extend(src.links.iter().copied());
                     dst.bw = bw;
                     dst.ty = ty;
-                    if !next.contains(&rem) {
+                    if !queued[rem.index()] {
+                        queued[rem.index()] = true;
                         next.push(rem);
                     }
                 }
             }
+            for n in &next {
+                queued[n.index()] = false;
+            }
             list = next;
+        }
+        for (n, p) in col.into_iter().enumerate() {
+            table[at(n)] = p;
         }
     }
 

@@ -225,8 +225,9 @@ impl TopoSettings {
                 NetDevsPolicy::All
             } else if let Some(n) = u
                 .strip_prefix("MAX:")
-                .and_then(|n| n.trim().parse::<u32>().ok())
+                .map(c_atoi)
                 .filter(|n| *n > 0)
+                .map(|n| n as u32)
             {
                 NetDevsPolicy::Max(n)
             } else {
@@ -276,9 +277,75 @@ impl TopoSettings {
     }
 }
 
+/// C's `atoi`: leading blanks, an optional sign, then digits as far as they go (0 when there are
+/// none; saturating instead of undefined on overflow).
+pub fn c_atoi(s: &str) -> i32 {
+    let t = s.trim_start();
+    let (neg, digits) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let mut v: i64 = 0;
+    for b in digits.bytes().take_while(u8::is_ascii_digit) {
+        v = (v * 10 + (b - b'0') as i64).min(i32::MAX as i64 + 1);
+    }
+    let v = if neg { -v } else { v };
+    v.clamp(i32::MIN as i64, i32::MAX as i64) as i32
+}
+
+/// What NCCL says about settings of this layer whose values it does not take as given (it
+/// falls back to its default), one line each naming the variable.
+pub fn warnings(get: impl Fn(&str) -> Option<String>) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(v) = get("NCCL_NETDEVS_POLICY") {
+        let u = v.to_ascii_uppercase();
+        let ok = u == "AUTO" || u == "ALL" || u.strip_prefix("MAX:").is_some_and(|n| c_atoi(n) > 0);
+        if !ok {
+            // NCCL 2.30.7 src/graph/topo.cc getNetDevsPolicyOnce.
+            out.push(format!(
+                "NCCL_NETDEVS_POLICY={v} is not AUTO, ALL or MAX:<n> with n > 0; NCCL uses AUTO"
+            ));
+        }
+    }
+    if let Some(v) = get("NCCL_NET_MERGE_POLICY") {
+        if !v.eq_ignore_ascii_case("ALL") && !v.eq_ignore_ascii_case("RAIL") {
+            out.push(format!(
+                "NCCL_NET_MERGE_POLICY={v} is not ALL or RAIL; NCCL uses ALL"
+            ));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_nccl_replaces_are_warned_about() {
+        let get =
+            |v: &'static str| move |k: &str| (k == "NCCL_NETDEVS_POLICY").then(|| v.to_string());
+        let w = warnings(get("foo"));
+        assert_eq!(w.len(), 1);
+        assert!(w[0].starts_with("NCCL_NETDEVS_POLICY=foo ") && w[0].ends_with("NCCL uses AUTO"));
+        assert_eq!(warnings(get("MAX:0")).len(), 1);
+        for ok in ["auto", "ALL", "max:2", "MAX:3x"] {
+            assert!(warnings(get(ok)).is_empty(), "{ok}");
+        }
+        // NCCL reads the count with atoi: "MAX:3x" is 3.
+        let s = TopoSettings::from_lookup(get("MAX:3x")).unwrap();
+        assert_eq!(s.netdevs_policy, NetDevsPolicy::Max(3));
+        assert_eq!(
+            (c_atoi(" -12ab"), c_atoi("x"), c_atoi("99999999999")),
+            (-12, 0, i32::MAX)
+        );
+        let merge = warnings(|k: &str| (k == "NCCL_NET_MERGE_POLICY").then(|| "x".to_string()));
+        assert_eq!(
+            merge,
+            ["NCCL_NET_MERGE_POLICY=x is not ALL or RAIL; NCCL uses ALL"]
+        );
+    }
     #[test]
     fn env_semantics() {
         let s = TopoSettings::from_lookup(|k| match k {

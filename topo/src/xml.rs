@@ -193,6 +193,17 @@ pub fn parse(text: &str, file: &str) -> Result<XmlElement> {
     // A UTF-8 byte-order mark is not part of the document (quick-xml skips it, so its positions
     // would not count it) and takes no column.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    // quick-xml would skip a second mark as well, and its positions would no longer be ours.
+    if text.starts_with('\u{feff}') {
+        return Err(TopoError::Syntax {
+            at: Location {
+                file: file.to_string(),
+                line: 1,
+                col: 1,
+            },
+            msg: "a second byte-order mark (U+FEFF): expected '<'".into(),
+        });
+    }
     let lines = LineIndex::new(text);
     let mut reader = Reader::from_str(text);
     reader.config_mut().trim_text(true);
@@ -205,8 +216,8 @@ pub fn parse(text: &str, file: &str) -> Result<XmlElement> {
             msg: e.to_string(),
         })?;
         // The event starts at the first non-blank byte after the previous event.
-        let start = before + text[before.min(text.len())..].len()
-            - text[before.min(text.len())..].trim_start().len();
+        let rest = text.get(before..).unwrap_or("");
+        let start = before + rest.len() - rest.trim_start().len();
         match ev {
             Event::Start(e) | Event::Empty(e) if root.is_some() && stack.is_empty() => {
                 let _ = e;
@@ -249,7 +260,10 @@ pub fn parse(text: &str, file: &str) -> Result<XmlElement> {
                 if !raw.trim().is_empty() {
                     return Err(TopoError::Syntax {
                         at: lines.locate(file, start),
-                        msg: format!("unexpected text {:?}: expected '<'", shorten(raw.trim())),
+                        msg: format!(
+                            "unexpected text '{}': expected '<'",
+                            printable(&shorten(raw.trim()))
+                        ),
                     });
                 }
             }
@@ -280,6 +294,34 @@ pub fn parse(text: &str, file: &str) -> Result<XmlElement> {
     })
 }
 
+/// `s` with control characters shown as `U+XXXX` (a message must not carry them to the terminal).
+fn printable(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                format!("U+{:04X}", c as u32)
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// Where (bytes after the tag's `<`) and what a malformed attribute is.
+fn attr_error(err: &quick_xml::events::attributes::AttrError) -> (usize, String) {
+    use quick_xml::events::attributes::AttrError as E;
+    match *err {
+        E::ExpectedEq(p) => (p, "expected '=' after the attribute name".into()),
+        E::ExpectedValue(p) => (p, "expected a quoted value after '='".into()),
+        E::UnquotedValue(p) => (
+            p,
+            "attribute value must be in double or single quotes".into(),
+        ),
+        E::ExpectedQuote(p, q) => (p, format!("attribute value is not closed by {}", q as char)),
+        E::Duplicated(p, _) => (p, "attribute given twice".into()),
+    }
+}
+
 fn shorten(s: &str) -> String {
     if s.chars().count() > 40 {
         format!("{}...", s.chars().take(40).collect::<String>())
@@ -293,16 +335,35 @@ fn element(e: &BytesStart<'_>, lines: &LineIndex, file: &str, start: usize) -> R
     let name = String::from_utf8_lossy(e.name().as_ref()).to_string();
     let mut attrs: Vec<(XStr, XStr)> = Vec::new();
     for a in e.attributes() {
-        let a = a.map_err(|err| TopoError::Syntax {
-            at: at.clone(),
-            msg: format!("<{name}>: {err}"),
+        let a = a.map_err(|err| {
+            let (pos, msg) = attr_error(&err);
+            TopoError::Syntax {
+                at: lines.locate(file, start + 1 + pos),
+                msg: format!("<{}>: {msg}", printable(&name)),
+            }
         })?;
         let key = String::from_utf8_lossy(a.key.as_ref()).to_string();
         let value = a
             .unescape_value()
-            .map_err(|err| TopoError::Syntax {
-                at: at.clone(),
-                msg: format!("<{name} {key}>: {err}"),
+            .map_err(|err| {
+                use quick_xml::escape::EscapeError as E;
+                let what = match &err {
+                    quick_xml::Error::Escape(E::UnrecognizedEntity(_, ent)) => {
+                        format!("unknown entity '&{};'", printable(&shorten(ent)))
+                    }
+                    quick_xml::Error::Escape(E::UnterminatedEntity(_)) => {
+                        "'&' without a closing ';'".to_string()
+                    }
+                    _ => "invalid character reference".to_string(),
+                };
+                TopoError::Syntax {
+                    at: at.clone(),
+                    msg: format!(
+                        "<{} {}>: {what} in the value",
+                        printable(&name),
+                        printable(&key)
+                    ),
+                }
             })?
             .to_string();
         if attrs.iter().any(|(k, _)| *k == key) {
@@ -432,6 +493,47 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("empty"));
+    }
+
+    #[test]
+    fn errors_show_no_escapes_or_byte_offsets() {
+        // Control characters are shown as U+XXXX, not as Rust's debug escapes.
+        let err = parse(
+            "<system version=\"1\">\u{1c}pci busid=\"0\"/></system>",
+            "c.xml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with("c.xml:1:21: unexpected text 'U+001Cpci"),
+            "{err}"
+        );
+        assert!(!err.contains("\\u{") && !err.contains('\u{1c}'), "{err}");
+        // A malformed attribute is located at its value, by line and column.
+        let text = "<system version=\"1\">\n  <pci busid=\"0000:01:00.0\" class=0x1/>\n</system>";
+        let err = parse(text, "a.xml").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "a.xml:2:35: <pci>: attribute value must be in double or single quotes"
+        );
+        let err = parse("<system a=\"&foo;\"/>", "e.xml")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "e.xml:1:1: <system a>: unknown entity '&foo;' in the value"
+        );
+    }
+
+    #[test]
+    fn a_second_byte_order_mark_is_an_error() {
+        // quick-xml skips a mark after ours too; positions then fell inside characters.
+        let text = "\u{feff}\u{feff}<system version=\"1\">\n<cpu a=\"語\">\n<x/>\n</system>";
+        let err = parse(text, "b.xml").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "b.xml:1:1: a second byte-order mark (U+FEFF): expected '<'"
+        );
     }
 
     #[test]

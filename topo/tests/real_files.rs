@@ -394,7 +394,25 @@ fn semantic_errors_name_file_line_and_column() {
             "<system version=\"1\">\n <cpu numaid=\"0\" arch=\"x86_64\" vendor=\"AuthenticAMD\">\n  <pci busid=\"0000:01:00.0\" link_speed=\"\" link_width=\"16\"><gpu dev=\"0\" sm=\"80\" rank=\"0\" gdr=\"0\"/></pci>\n </cpu>\n</system>",
             "t.xml:3:3: <pci> has no class attribute",
         ),
+        (
+            "<system version=\"1\">\n <cpu numaid=\"0\" arch=\"x86_64\" vendor=\"AuthenticAMD\">\n  <pci busid=\"0000:01:00.0\" class=\"0x030200\" link_speed=\"\" link_width=\"16\"><gpu dev=\"x\" sm=\"80\" rank=\"0\" gdr=\"0\"/></pci>\n </cpu>\n</system>",
+            "t.xml:3:76: <gpu> dev=\"x\" is not a device index (an integer)",
+        ),
     ];
+    // More GPUs than NCCL keeps in a system.
+    let many = format!(
+        "<system version=\"1\">\n<cpu numaid=\"0\" arch=\"x86_64\" vendor=\"AuthenticAMD\">\n{}</cpu>\n</system>",
+        (0..600)
+            .map(|i| format!("<pci busid=\"0000:{:02x}:{:02x}.0\" class=\"0x030200\" link_speed=\"\" link_width=\"16\"><gpu dev=\"{i}\" sm=\"80\" rank=\"{i}\" gdr=\"0\"/></pci>\n", 1 + i / 32, i % 32))
+            .collect::<String>()
+    );
+    let cases: Vec<(&str, &str)> = cases
+        .into_iter()
+        .chain([(
+            many.as_str(),
+            "t.xml:579:74: <gpu> is GPU 577 of 600; NCCL keeps at most 576 GPUs",
+        )])
+        .collect();
     for (text, want) in cases {
         let root = topo::xml::parse(text, "t.xml").unwrap();
         let err = topo::System::from_xml(&root, "t.xml", &topo::BuildOptions::default())

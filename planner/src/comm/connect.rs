@@ -15,18 +15,54 @@ use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 use topo::{NodeKind, PathType};
 
-/// Per-rank results of Preset (`struct ncclTopoRanks`).
-#[derive(Clone, Default)]
+/// Up to `width` values per rank, appended in order: a list per rank kept in one allocation
+/// (a communicator can have half a million ranks).
+struct Rows {
+    width: usize,
+    len: Vec<u32>,
+    data: Vec<i32>,
+}
+
+impl Rows {
+    fn new(ranks: usize, width: usize) -> Rows {
+        Rows {
+            width,
+            len: vec![0; ranks],
+            data: vec![0; ranks * width],
+        }
+    }
+    fn push(&mut self, r: usize, v: i32) {
+        let l = self.len[r] as usize;
+        assert!(l < self.width, "at most one value per channel");
+        self.data[r * self.width + l] = v;
+        self.len[r] += 1;
+    }
+    fn row(&self, r: usize) -> &[i32] {
+        &self.data[r * self.width..r * self.width + self.len[r] as usize]
+    }
+    fn row_mut(&mut self, r: usize) -> &mut [i32] {
+        &mut self.data[r * self.width..r * self.width + self.len[r] as usize]
+    }
+}
+
+/// Results of Preset for every rank (`struct ncclTopoRanks`, one per rank): per channel, the
+/// rank's ring entry and exit, ring neighbours and tree ends, and its NVLS heads.
 pub(super) struct TopoRanks {
-    cross_nic_ring: i32,
-    ring_recv: Vec<i32>,
-    ring_send: Vec<i32>,
-    ring_prev: Vec<i32>,
-    ring_next: Vec<i32>,
-    tree_to_parent: Vec<i32>,
-    tree_to_child0: Vec<i32>,
-    tree_to_child1: Vec<i32>,
-    nvls_heads: Vec<i32>,
+    cross_nic_ring: Vec<i32>,
+    ring_recv: Rows,
+    ring_send: Rows,
+    ring_prev: Rows,
+    ring_next: Rows,
+    tree_to_parent: Rows,
+    tree_to_child0: Rows,
+    tree_to_child1: Rows,
+    nvls_heads: Vec<Vec<i32>>,
+}
+
+impl TopoRanks {
+    fn len(&self) -> usize {
+        self.cross_nic_ring.len()
+    }
 }
 
 /// What every step of putting a communicator together reads.
@@ -56,20 +92,24 @@ struct Nodes {
 
 impl Nodes {
     /// The nodes, from the ranks' ring-0 entry ranks (a rank without rings is its own node).
-    fn of(topo_ranks: &[TopoRanks]) -> Nodes {
+    fn of(topo_ranks: &TopoRanks) -> Nodes {
         let nranks = topo_ranks.len();
         let mut first_ranks: Vec<i32> = Vec::new();
-        let mut rank_to_node = vec![0usize; nranks];
-        for r in 0..nranks {
-            let fr = topo_ranks[r].ring_recv.first().copied().unwrap_or(r as i32);
-            rank_to_node[r] = match first_ranks.iter().position(|&x| x == fr) {
-                Some(n) => n,
-                None => {
+        let mut node_of_first: HashMap<i32, usize> = HashMap::default();
+        let rank_to_node: Vec<usize> = (0..nranks)
+            .map(|r| {
+                let fr = topo_ranks
+                    .ring_recv
+                    .row(r)
+                    .first()
+                    .copied()
+                    .unwrap_or(r as i32);
+                *node_of_first.entry(fr).or_insert_with(|| {
                     first_ranks.push(fr);
                     first_ranks.len() - 1
-                }
-            };
-        }
+                })
+            })
+            .collect();
         let mut node_ranks: Vec<Vec<usize>> = vec![Vec::new(); first_ranks.len()];
         let mut local_rank = vec![0usize; nranks];
         for r in 0..nranks {
@@ -117,7 +157,7 @@ pub(super) fn assemble(
     host_search: &HashMap<usize, Arc<HostSearch>>,
 ) -> CommPlan {
     let version = settings.topo.version;
-    let cx = Comm::new(members, settings, host_order, host_ranks, host_search);
+    let mut cx = Comm::new(members, settings, host_order, host_ranks, host_search);
     let nranks = members.len();
 
     let mut topo_ranks = cx.preset();
@@ -182,6 +222,7 @@ pub(super) fn assemble(
         host_search[h].topo.gpu_path_range(NodeKind::Gpu).1 < PathType::Pix
             || host_search[h].topo.system.count(NodeKind::Gpu) < 2
     });
+    drop(topo_ranks);
     let ranks = cx.rank_infos(&nodes, parent);
     let searches = cx.node_searches(&nodes);
     CommPlan {
@@ -256,35 +297,54 @@ impl<'a> Comm<'a> {
 
     /// `ncclTopoPreset` per rank, with the rank's own host's graphs: its place in each ring
     /// and tree channel of its node, and the NVLS heads.
-    fn preset(&self) -> Vec<TopoRanks> {
-        let mut topo_ranks: Vec<TopoRanks> = vec![TopoRanks::default(); self.members.len()];
+    fn preset(&self) -> TopoRanks {
+        let nranks = self.members.len();
+        let width = self
+            .graphs_of
+            .values()
+            .map(|gs| gs.ring.n_channels.min(gs.tree.n_channels).max(0) as usize)
+            .max()
+            .unwrap_or(0);
+        let rows = || Rows::new(nranks, width);
+        let mut t = TopoRanks {
+            cross_nic_ring: vec![0; nranks],
+            ring_recv: rows(),
+            ring_send: rows(),
+            ring_prev: rows(),
+            ring_next: rows(),
+            tree_to_parent: rows(),
+            tree_to_child0: rows(),
+            tree_to_child1: rows(),
+            nvls_heads: vec![Vec::new(); nranks],
+        };
         for (r, m) in self.members.iter().enumerate() {
             let gs = &self.graphs_of[&m.host];
             let local = self.host_ranks[&m.host].len();
-            let nch = gs.ring.n_channels.min(gs.tree.n_channels) as usize;
-            let tr = &mut topo_ranks[r];
-            tr.cross_nic_ring = gs.ring.cross_nic;
+            let nch = gs.ring.n_channels.min(gs.tree.n_channels).max(0) as usize;
+            t.cross_nic_ring[r] = gs.ring.cross_nic;
             for c in 0..nch {
                 let ring = gs.ring.channel(c, local);
                 let tree = gs.tree.channel(c, local);
                 if let Some(i) = ring.iter().position(|&x| x as usize == r) {
-                    tr.ring_recv.push(ring[0]);
-                    tr.ring_send.push(ring[local - 1]);
-                    tr.ring_prev.push(if i == 0 { -1 } else { ring[i - 1] });
-                    tr.ring_next
-                        .push(if i == local - 1 { -1 } else { ring[i + 1] });
+                    t.ring_recv.push(r, ring[0]);
+                    t.ring_send.push(r, ring[local - 1]);
+                    t.ring_prev.push(r, if i == 0 { -1 } else { ring[i - 1] });
+                    t.ring_next
+                        .push(r, if i == local - 1 { -1 } else { ring[i + 1] });
                 }
                 if tree.contains(&(r as i32)) {
                     let pat = gs.tree.pattern;
-                    tr.tree_to_parent.push(tree[0]);
-                    tr.tree_to_child0.push(
+                    t.tree_to_parent.push(r, tree[0]);
+                    t.tree_to_child0.push(
+                        r,
                         tree[if pat == Pattern::Tree {
                             0
                         } else {
                             1.min(local - 1)
                         }],
                     );
-                    tr.tree_to_child1.push(
+                    t.tree_to_child1.push(
+                        r,
                         tree[if pat == Pattern::SplitTree {
                             1.min(local - 1)
                         } else {
@@ -294,14 +354,15 @@ impl<'a> Comm<'a> {
                 }
             }
             let nv = &gs.nvls;
+            let heads = &mut t.nvls_heads[r];
             for c in 0..nv.n_channels as usize {
                 let head = nv.intra[c * local];
-                if !tr.nvls_heads.contains(&head) {
-                    tr.nvls_heads.push(head);
+                if !heads.contains(&head) {
+                    heads.push(head);
                 }
             }
         }
-        topo_ranks
+        t
     }
 
     /// AllGather3: every graph takes the min channels, same-channels and bandwidths and the
@@ -488,10 +549,22 @@ impl<'a> Comm<'a> {
     }
 
     /// Each node's own search (its graphs in communicator ranks, notes, GPU ids).
-    fn node_searches(&self, nodes: &Nodes) -> Vec<NodeSearch> {
+    fn node_searches(&mut self, nodes: &Nodes) -> Vec<NodeSearch> {
+        // Each host's relabelled graphs move into its (last) node rather than being copied.
+        let mut uses: HashMap<usize, usize> = HashMap::default();
+        for n in 0..nodes.count() {
+            *uses.entry(self.members[nodes.first(n)].host).or_default() += 1;
+        }
         (0..nodes.count())
             .map(|n| {
                 let h = self.members[nodes.first(n)].host;
+                let left = uses.get_mut(&h).expect("counted above");
+                *left -= 1;
+                let graphs = if *left == 0 {
+                    self.graphs_of.remove(&h).expect("every host has graphs")
+                } else {
+                    self.graphs_of[&h].clone()
+                };
                 let hs = &self.host_search[&h];
                 let sys = &hs.topo.system;
                 let ranks_h = &self.host_ranks[&h];
@@ -505,7 +578,7 @@ impl<'a> Comm<'a> {
                     host: h,
                     ranks: ranks_h.clone(),
                     gpu_ids,
-                    graphs: self.graphs_of[&h].clone(),
+                    graphs,
                     notes: hs.notes.clone(),
                     topo: Some(hs.topo.clone()),
                 }
@@ -516,14 +589,14 @@ impl<'a> Comm<'a> {
 
 /// Postset's crossNic swap: with `crossNic == 2` and an even channel count, odd nodes swap
 /// each pair of ring channels.
-fn cross_nic_swap(topo_ranks: &mut [TopoRanks], nodes: &Nodes, nch: usize) {
-    for (r, tr) in topo_ranks.iter_mut().enumerate() {
-        if tr.cross_nic_ring == 2 && nch % 2 == 0 && nodes.rank_to_node[r] % 2 == 1 {
+fn cross_nic_swap(t: &mut TopoRanks, nodes: &Nodes, nch: usize) {
+    for r in 0..t.len() {
+        if t.cross_nic_ring[r] == 2 && nch % 2 == 0 && nodes.rank_to_node[r] % 2 == 1 {
             for c in (0..nch).step_by(2) {
-                tr.ring_recv.swap(c, c ^ 1);
-                tr.ring_send.swap(c, c ^ 1);
-                tr.ring_prev.swap(c, c ^ 1);
-                tr.ring_next.swap(c, c ^ 1);
+                t.ring_recv.row_mut(r).swap(c, c ^ 1);
+                t.ring_send.row_mut(r).swap(c, c ^ 1);
+                t.ring_prev.row_mut(r).swap(c, c ^ 1);
+                t.ring_next.row_mut(r).swap(c, c ^ 1);
             }
         }
     }
@@ -533,21 +606,22 @@ fn cross_nic_swap(topo_ranks: &mut [TopoRanks], nodes: &Nodes, nch: usize) {
 /// the next node's first; both copies of each channel get the result.
 fn connect_rings(
     channels: &mut [Vec<ChannelRank>],
-    topo_ranks: &[TopoRanks],
+    topo_ranks: &TopoRanks,
     nodes: &Nodes,
     nch: usize,
 ) {
     let (nranks, n_nodes) = (topo_ranks.len(), nodes.count());
     let fr = |n: usize| nodes.first(n);
     for c in 0..nch {
-        let mut ring_prev: Vec<i32> = topo_ranks.iter().map(|t| t.ring_prev[c]).collect();
-        let mut ring_next: Vec<i32> = topo_ranks.iter().map(|t| t.ring_next[c]).collect();
+        let t = topo_ranks;
+        let mut ring_prev: Vec<i32> = (0..nranks).map(|r| t.ring_prev.row(r)[c]).collect();
+        let mut ring_next: Vec<i32> = (0..nranks).map(|r| t.ring_next.row(r)[c]).collect();
         for n in 0..n_nodes {
-            let recv = topo_ranks[fr(n)].ring_recv[c];
-            let prev_send = topo_ranks[fr((n + n_nodes - 1) % n_nodes)].ring_send[c];
+            let recv = t.ring_recv.row(fr(n))[c];
+            let prev_send = t.ring_send.row(fr((n + n_nodes - 1) % n_nodes))[c];
             ring_prev[recv as usize] = prev_send;
-            let send = topo_ranks[fr(n)].ring_send[c];
-            let next_recv = topo_ranks[fr((n + 1) % n_nodes)].ring_recv[c];
+            let send = t.ring_send.row(fr(n))[c];
+            let next_recv = t.ring_recv.row(fr((n + 1) % n_nodes))[c];
             ring_next[send as usize] = next_recv;
         }
         for r in 0..nranks {
@@ -564,7 +638,7 @@ fn connect_rings(
 /// every rank.
 fn connect_trees(
     channels: &mut [Vec<ChannelRank>],
-    topo_ranks: &[TopoRanks],
+    topo_ranks: &TopoRanks,
     nodes: &Nodes,
     nch: usize,
 ) -> Vec<Vec<TreeLine>> {
@@ -578,9 +652,9 @@ fn connect_trees(
             tree1: t1,
         } = dtree(n_nodes as i32, node as i32);
         for c in 0..nch {
-            let ttp = |n: usize| topo_ranks[fr(n)].tree_to_parent[c];
-            let ttc0 = |n: usize| topo_ranks[fr(n)].tree_to_child0[c];
-            let ttc1 = |n: usize| topo_ranks[fr(n)].tree_to_child1[c];
+            let ttp = |n: usize| topo_ranks.tree_to_parent.row(fr(n))[c];
+            let ttc0 = |n: usize| topo_ranks.tree_to_child0.row(fr(n))[c];
+            let ttc1 = |n: usize| topo_ranks.tree_to_child1.row(fr(n))[c];
             let ri = r as i32;
             let pick = |ct: i32, n: i32| {
                 if ct == 0 {
@@ -629,16 +703,16 @@ fn connect_trees(
 
 /// NVLS heads: for each head index every node has, that head's rank on each node (empty when
 /// a node has none).
-fn nvls_heads(topo_ranks: &[TopoRanks], nodes: &Nodes) -> Vec<Vec<usize>> {
+fn nvls_heads(topo_ranks: &TopoRanks, nodes: &Nodes) -> Vec<Vec<usize>> {
     let n_nodes = nodes.count();
     let min_heads = (0..n_nodes)
-        .map(|n| topo_ranks[nodes.first(n)].nvls_heads.len())
+        .map(|n| topo_ranks.nvls_heads[nodes.first(n)].len())
         .min()
         .unwrap_or(0);
     (0..min_heads)
         .map(|h| {
             (0..n_nodes)
-                .map(|n| topo_ranks[nodes.first(n)].nvls_heads[h] as usize)
+                .map(|n| topo_ranks.nvls_heads[nodes.first(n)][h] as usize)
                 .collect()
         })
         .collect()

@@ -46,8 +46,46 @@ pub struct HostSearch {
     pub gpu_nets: Vec<GpuNets>,
 }
 
+/// Stack bytes one level of the search recursion may take (debug builds keep far larger frames).
+const STACK_PER_LEVEL: usize = if cfg!(debug_assertions) {
+    8 << 10
+} else {
+    1 << 10
+};
+
 /// Search one host's graphs as `initTransportsRank` does.
+///
+/// The search recurses once per GPU of a channel and again for the next channel (as NCCL's
+/// `ncclTopoSearchRecGpu` does), so its depth grows with GPUs x channels: up to about 37,000
+/// levels for NCCL's largest node. When that may not fit the caller's stack, the search runs
+/// on a thread of its own with a stack sized for it.
 pub(super) fn search_host(
+    topo: Arc<Topology>,
+    settings: &PlannerSettings,
+    graph_file: Option<&topo::XmlElement>,
+    collnet: bool,
+    file: &str,
+) -> Result<HostSearch> {
+    let levels =
+        (topo.system.count(NodeKind::Gpu) + 4) * (settings.topo.version.max_channels() + 1);
+    let need = levels * STACK_PER_LEVEL;
+    if need <= 1 << 20 {
+        return search_host_here(topo, settings, graph_file, collnet, file);
+    }
+    std::thread::scope(|sc| {
+        std::thread::Builder::new()
+            .name("ncclsim-search".into())
+            .stack_size(need + (1 << 20))
+            .spawn_scoped(sc, || {
+                search_host_here(topo, settings, graph_file, collnet, file)
+            })
+            .map_err(|e| PlanError::Thread(e.to_string()))?
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    })
+}
+
+fn search_host_here(
     topo: Arc<Topology>,
     settings: &PlannerSettings,
     graph_file: Option<&topo::XmlElement>,

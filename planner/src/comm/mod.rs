@@ -26,7 +26,7 @@ pub use trees::{btree, dtree, DoubleTree, TreeLinks};
 use crate::error::{PlanError, Result};
 use crate::plan::CommPlan;
 use crate::settings::PlannerSettings;
-use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::{Arc, RwLock};
 use topo::{Cluster, NodeKind};
 
@@ -44,10 +44,11 @@ fn hosts_of(members: &[Member]) -> (Vec<usize>, HashMap<usize, Vec<usize>>) {
     let mut order: Vec<usize> = Vec::new();
     let mut ranks: HashMap<usize, Vec<usize>> = HashMap::default();
     for (r, m) in members.iter().enumerate() {
-        ranks.entry(m.host).or_default().push(r);
-        if !order.contains(&m.host) {
+        let on_host = ranks.entry(m.host).or_default();
+        if on_host.is_empty() {
             order.push(m.host);
         }
+        on_host.push(r);
     }
     (order, ranks)
 }
@@ -176,6 +177,11 @@ impl Planner {
                 if host_search.contains_key(&h) {
                     continue;
                 }
+                // An earlier host of this communicator may have made this search already.
+                if let Some(hs) = self.cached(&key) {
+                    host_search.insert(h, hs);
+                    continue;
+                }
                 let host_xml = self.host_xml(h)?;
                 let topo = build_topology(
                     &self.cluster,
@@ -210,7 +216,7 @@ fn check_members(cluster: &Cluster, members: &[Member], name: &str) -> Result<()
             comm: name.to_string(),
         });
     }
-    let mut seen: HashSet<Member> = HashSet::default();
+    let mut seen: HashMap<Member, usize> = HashMap::default();
     for (r, m) in members.iter().enumerate() {
         if m.host >= cluster.nodes.len() {
             return Err(PlanError::NoSuchHost {
@@ -220,14 +226,17 @@ fn check_members(cluster: &Cluster, members: &[Member], name: &str) -> Result<()
                 hosts: cluster.nodes.len(),
             });
         }
-        if !seen.insert(*m) {
+        if let Some(&earlier) = seen.get(m) {
             return Err(PlanError::DuplicateGpu {
                 comm: name.to_string(),
                 rank: r,
+                earlier,
+                file: cluster.nodes[m.host].source.clone(),
                 host: m.host,
                 dev: m.dev,
             });
         }
+        seen.insert(*m, r);
     }
     Ok(())
 }

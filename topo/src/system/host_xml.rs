@@ -44,6 +44,9 @@ impl HostXml {
 
 /// Check that `root` is a topology, fuse its NIC ports (`None` when nothing is fused) and list
 /// the devs of its GPUs that have a rank, in increasing order.
+/// `NCCL_TOPO_MAX_NODES` of NCCL 2.30.7: nodes of one kind a system can have.
+const MAX_GPUS: usize = 576;
+
 pub(super) fn check_and_fuse(
     root: &XmlElement,
     file: &str,
@@ -76,17 +79,58 @@ pub(super) fn check_and_fuse(
             })
         }
     }
+    // NCCL keeps at most NCCL_TOPO_MAX_NODES (576 in 2.30.7) GPUs in a system and fails init
+    // beyond ("tried to create too many nodes"); refusing such files first also keeps every
+    // per-GPU step after this one small.
+    let mut gpus = 0usize;
+    let mut too_many: Option<(usize, usize)> = None;
+    root.walk(&mut |e, _| {
+        if e.name == "gpu" {
+            gpus += 1;
+            if gpus == MAX_GPUS + 1 && too_many.is_none() {
+                too_many = Some((e.line, e.col));
+            }
+        }
+    });
+    if let Some((line, col)) = too_many {
+        return Err(TopoError::Semantic {
+            at: crate::error::Location {
+                file: file.to_string(),
+                line,
+                col,
+            },
+            element: "gpu".into(),
+            msg: format!(
+                "is GPU {} of {gpus}; NCCL keeps at most {MAX_GPUS} GPUs in a system (NCCL_TOPO_MAX_NODES) and fails",
+                MAX_GPUS + 1
+            ),
+        });
+    }
     // NIC fusion comes before the trim; every local rank fuses the same file the same way.
     let fused = crate::fusion::fuse_nics(root, file, fusion, version)?.map(|(x, _)| x);
     // Which GPU devs can be claimed.
     let mut devs: Vec<i32> = Vec::new();
+    let mut bad: Option<TopoError> = None;
     fused.as_ref().unwrap_or(root).walk(&mut |e, _| {
-        if e.name == "gpu" && e.get("rank").is_some() {
-            if let Some(d) = e.get("dev").and_then(crate::settings::parse_c_int) {
-                devs.push(d as i32);
+        if e.name != "gpu" || bad.is_some() {
+            return;
+        }
+        let Some(v) = e.get("dev") else { return };
+        match crate::settings::parse_c_int(v).and_then(|d| i32::try_from(d).ok()) {
+            Some(d) if e.get("rank").is_some() => devs.push(d),
+            Some(_) => {}
+            None => {
+                bad = Some(TopoError::Semantic {
+                    at: e.location(file),
+                    element: "gpu".into(),
+                    msg: format!("dev=\"{v}\" is not a device index (an integer)"),
+                })
             }
         }
     });
+    if let Some(e) = bad {
+        return Err(e);
+    }
     devs.sort_unstable();
     Ok((fused, devs))
 }
