@@ -103,19 +103,30 @@ pub fn parse_gpus(s: &str) -> Result<Vec<i32>, String> {
             Some((a, b)) => {
                 let a: i32 = a.trim().parse().map_err(|_| bad())?;
                 let b: i32 = b.trim().parse().map_err(|_| bad())?;
-                if b < a {
+                if b < a || a < 0 || b > MAX_GPU_DEV {
                     return Err(bad());
                 }
                 v.extend(a..=b);
             }
             None => v.push(part.parse().map_err(|_| bad())?),
         }
+        if v.len() > MAX_GPU_DEV as usize {
+            return Err(format!("--gpus {s}: more than {MAX_GPU_DEV} GPUs"));
+        }
     }
     if v.is_empty() {
         return Err(format!("--gpus '{s}': no GPU"));
     }
+    let mut seen = std::collections::HashSet::new();
+    if let Some(d) = v.iter().find(|&&d| !seen.insert(d)) {
+        return Err(format!("--gpus {s}: GPU {d} is listed twice"));
+    }
     Ok(v)
 }
+
+/// More GPUs than any node has (NCCL keeps at most 576 in a system): a range past this is
+/// refused before it is expanded.
+const MAX_GPU_DEV: i32 = 4096;
 
 fn members(cluster: &Cluster, gpus: Option<&[i32]>) -> Result<Vec<Member>, String> {
     let all = planner::world_members(cluster);
@@ -334,4 +345,23 @@ pub fn run(args: &PlanArgs) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_gpus;
+
+    #[test]
+    fn gpu_lists() {
+        assert_eq!(parse_gpus("0-2,5").unwrap(), vec![0, 1, 2, 5]);
+        // A GPU listed twice would silently become one rank.
+        let e = parse_gpus("0,0").unwrap_err();
+        assert!(e.contains("GPU 0 is listed twice"), "{e}");
+        assert!(parse_gpus("0-3,2")
+            .unwrap_err()
+            .contains("GPU 2 is listed twice"));
+        // Huge ranges are refused before they are expanded.
+        assert!(parse_gpus("0-2147483646").is_err());
+        assert!(parse_gpus("-5-3").is_err());
+    }
 }
