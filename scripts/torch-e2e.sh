@@ -42,7 +42,10 @@ fail() { echo "torch-e2e: FAIL: $*; logs in $logs" >&2; exit 1; }
 cargo build --release -q
 ncclsim="$repo/target/release/ncclsim"
 rm -rf "$logs"
-mkdir -p "$logs/debug"
+mkdir -p "$logs/debug" "$logs/tmp"
+# torchrun leaves a torchelastic_* directory in the temporary directory per run: keep them with
+# the logs, not in /tmp.
+export TMPDIR="$logs/tmp"
 export PATH="$venv/bin:$PATH"
 # The venv's torch was installed without NVIDIA's wheels: its stub libraries stand in for them.
 run=("$ncclsim" run --topo "$topo" --nodes 2 --lib-path "$venv/ncclsim-stubs")
