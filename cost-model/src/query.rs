@@ -236,33 +236,19 @@ impl CostModel {
     /// One rank's grouped sends and receives, by where its peers are: `intra` bytes with peers
     /// on its node, `inter` bytes with peers on other nodes (see [`crate::p2p::P2pPaths::pair_time_us`]).
     pub fn predict_peers(&self, intra: u64, inter: u64) -> Prediction {
-        let s = self.shape();
-        let bytes = intra + inter;
-        let mut t = self.p2p.pair_time_us(intra, inter);
-        if self.mode == Mode::Calibrated {
-            t = self.calibration.p2p_time_us(t, bytes);
-        }
-        let info = AlgoInfo {
-            algo: Algo::Ring,
-            proto: Proto::Simple,
-            time_us: t as f32,
-            channels: s.p2p_channels_per_peer.max(1) as i32,
-            threads: crate::consts::SIMPLE_MAX_NTHREADS,
-        };
-        let mut p = self.finish(
-            Collective::SendRecv,
-            bytes,
-            info,
-            if bytes == 0 { 0.0 } else { t },
-        );
-        p.algo = "P2P";
-        p
+        let t = self.p2p.pair_time_us(intra, inter);
+        self.p2p_prediction(Collective::SendRecv, intra + inter, t)
     }
 
     /// Point-to-point patterns.
     pub fn predict_p2p(&self, coll: Collective, bytes: u64) -> Prediction {
-        let s = self.shape();
-        let mut t = self.p2p.time_us(s, coll, bytes);
+        let t = self.p2p.time_us(self.shape(), coll, bytes);
+        self.p2p_prediction(coll, bytes, t)
+    }
+
+    /// A p2p pattern's prediction from its time in NCCL mode (`t`, µs): calibrated when asked
+    /// for, on the p2p channels per peer with the Simple protocol.
+    fn p2p_prediction(&self, coll: Collective, bytes: u64, mut t: f64) -> Prediction {
         if self.mode == Mode::Calibrated {
             t = self.calibration.p2p_time_us(t, bytes);
         }
@@ -270,7 +256,7 @@ impl CostModel {
             algo: Algo::Ring,
             proto: Proto::Simple,
             time_us: t as f32,
-            channels: s.p2p_channels_per_peer.max(1) as i32,
+            channels: self.shape().p2p_channels_per_peer.max(1) as i32,
             threads: crate::consts::SIMPLE_MAX_NTHREADS,
         };
         let mut p = self.finish(coll, bytes, info, if bytes == 0 { 0.0 } else { t });
