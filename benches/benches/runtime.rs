@@ -26,29 +26,23 @@ fn programs() -> &'static Programs {
     static P: OnceLock<Programs> = OnceLock::new();
     P.get_or_init(|| {
         let dir = support::scratch_dir("bench-runtime");
-        support::link_real_names(
-            &dir,
-            &[
-                ("libnccl.so", "libnccl.so.2"),
-                ("libcudart12.so", "libcudart.so.12"),
-            ],
-        );
-        support::built("libncclsim_cuda.so");
         let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let nccl = support::compile_c_opt(
-            &dir,
-            &here.join("c/nccl_allreduce.c"),
-            &[here.join("../nccl-shim/include")],
-            &["libnccl.so.2", "libcudart.so.12"],
-            "nccl_allreduce",
-        );
-        let init = support::compile_c_opt(
-            &dir,
-            &here.join("c/nccl_init.c"),
-            &[here.join("../nccl-shim/include")],
-            &["libnccl.so.2", "libcudart.so.12"],
-            "nccl_init",
-        );
+        let nccl_program = |source: &str, exe: &str| {
+            support::build_c(
+                &dir,
+                &[
+                    ("libnccl.so", "libnccl.so.2"),
+                    ("libcudart12.so", "libcudart.so.12"),
+                ],
+                &here.join(source),
+                &[here.join("../nccl-shim/include")],
+                &[],
+                exe,
+                2,
+            )
+        };
+        let nccl = nccl_program("c/nccl_allreduce.c", "nccl_allreduce");
+        let init = nccl_program("c/nccl_init.c", "nccl_init");
         let memcpy = support::compile_c_opt(
             &dir,
             &here.join("c/memcpy_bound.c"),

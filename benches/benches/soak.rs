@@ -68,21 +68,18 @@ fn main() {
     let n = env_usize("NCCLSIM_SOAK_RANKS", 16);
     let iters = env_usize("NCCLSIM_SOAK_ITERS", 1000);
     let dir = support::scratch_dir("bench-soak");
-    support::link_real_names(
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let exe = support::build_c(
         &dir,
         &[
             ("libnccl.so", "libnccl.so.2"),
             ("libcudart12.so", "libcudart.so.12"),
         ],
-    );
-    support::built("libncclsim_cuda.so");
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let exe = support::compile_c_opt(
-        &dir,
         &here.join("c/nccl_soak.c"),
         &[here.join("../nccl-shim/include")],
-        &["libnccl.so.2", "libcudart.so.12"],
+        &[],
         "nccl_soak",
+        2,
     );
     let id = dir.join("soak.id");
     let _ = std::fs::remove_file(&id);

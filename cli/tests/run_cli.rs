@@ -42,20 +42,18 @@ fn text(o: &Output) -> String {
 /// The C program compiled against the real names but linked to nothing of ours at run time
 /// except through the loader path `ncclsim run` sets up.
 fn program(dir: &Path) -> PathBuf {
-    support::link_real_names(
+    let c = repo().join("nccl-shim/tests/c");
+    let exe = support::build_c(
         dir,
         &[
             ("libnccl.so", "libnccl.so.2"),
             ("libcudart12.so", "libcudart.so.12"),
         ],
-    );
-    let c = repo().join("nccl-shim/tests/c");
-    let exe = support::compile_c(
-        dir,
         &c.join("nccl_check.c"),
         &[repo().join("nccl-shim/include")],
-        &["libnccl.so.2", "libcudart.so.12", "libpthread.so.0"],
+        &["libpthread.so.0"],
         "nccl_check",
+        0,
     );
     // Leave only the program: its libraries must come from `ncclsim run`.
     for lib in ["libnccl.so.2", "libcudart.so.12"] {

@@ -16,21 +16,18 @@ fn repo() -> PathBuf {
 }
 
 fn program(dir: &Path) -> PathBuf {
-    support::link_real_names(
+    let c = repo().join("nccl-shim/tests/c");
+    support::build_c(
         dir,
         &[
             ("libnccl.so", "libnccl.so.2"),
             ("libcudart12.so", "libcudart.so.12"),
         ],
-    );
-    support::built("libncclsim_cuda.so");
-    let c = repo().join("nccl-shim/tests/c");
-    support::compile_c(
-        dir,
         &c.join("nccl_check.c"),
         &[repo().join("nccl-shim/include")],
-        &["libnccl.so.2", "libcudart.so.12", "libpthread.so.0"],
+        &["libpthread.so.0"],
         "nccl_check",
+        0,
     )
 }
 

@@ -15,21 +15,18 @@ fn program() -> &'static Path {
     static EXE: OnceLock<PathBuf> = OnceLock::new();
     EXE.get_or_init(|| {
         let dir = support::scratch_dir("nccl-c");
-        support::link_real_names(
+        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+        support::build_c(
             &dir,
             &[
                 ("libnccl.so", "libnccl.so.2"),
                 ("libcudart12.so", "libcudart.so.12"),
             ],
-        );
-        support::built("libncclsim_cuda.so");
-        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-        support::compile_c(
-            &dir,
             &here.join("tests/c/nccl_check.c"),
             &[here.join("include")],
-            &["libnccl.so.2", "libcudart.so.12", "libpthread.so.0"],
+            &["libpthread.so.0"],
             "nccl_check",
+            0,
         )
     })
 }

@@ -20,21 +20,18 @@ fn smoke() -> &'static Path {
     static EXE: OnceLock<PathBuf> = OnceLock::new();
     EXE.get_or_init(|| {
         let dir = support::scratch_dir("cudart12-c");
-        support::link_real_names(
+        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+        support::build_c(
             &dir,
             &[
                 ("libcudart12.so", "libcudart.so.12"),
                 ("libcuda_driver.so", "libcuda.so.1"),
             ],
-        );
-        support::built("libncclsim_cuda.so");
-        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-        support::compile_c(
-            &dir,
             &here.join("tests/c/cudart_smoke.c"),
             &[here.join("../ncclsim-cuda/include")],
-            &["libcudart.so.12", "libcuda.so.1"],
+            &[],
             "cudart_smoke",
+            0,
         )
     })
 }

@@ -15,21 +15,18 @@ fn program() -> &'static Path {
     static EXE: OnceLock<PathBuf> = OnceLock::new();
     EXE.get_or_init(|| {
         let dir = support::scratch_dir("cudart12-safety");
-        support::link_real_names(
+        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+        support::build_c(
             &dir,
             &[
                 ("libcudart12.so", "libcudart.so.12"),
                 ("libcuda_driver.so", "libcuda.so.1"),
             ],
-        );
-        support::built("libncclsim_cuda.so");
-        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-        support::compile_c(
-            &dir,
             &here.join("tests/c/cudart_safety.c"),
             &[here.join("../ncclsim-cuda/include")],
-            &["libcudart.so.12", "libcuda.so.1"],
+            &[],
             "cudart_safety",
+            0,
         )
     })
 }

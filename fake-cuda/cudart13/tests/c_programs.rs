@@ -12,10 +12,16 @@ fn smoke() -> &'static Path {
     static EXE: OnceLock<PathBuf> = OnceLock::new();
     EXE.get_or_init(|| {
         let dir = support::scratch_dir("cudart13-c");
-        support::link_real_names(&dir, &[("libcudart13.so", "libcudart.so.13")]);
-        support::built("libncclsim_cuda.so");
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/cudart13_smoke.c");
-        support::compile_c(&dir, &src, &[], &["libcudart.so.13"], "cudart13_smoke")
+        support::build_c(
+            &dir,
+            &[("libcudart13.so", "libcudart.so.13")],
+            &src,
+            &[],
+            &[],
+            "cudart13_smoke",
+            0,
+        )
     })
 }
 

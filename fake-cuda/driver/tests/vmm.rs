@@ -12,21 +12,18 @@ fn program() -> &'static Path {
     static EXE: OnceLock<PathBuf> = OnceLock::new();
     EXE.get_or_init(|| {
         let dir = support::scratch_dir("driver-vmm");
-        support::link_real_names(
+        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+        support::build_c(
             &dir,
             &[
                 ("libcudart12.so", "libcudart.so.12"),
                 ("libcuda_driver.so", "libcuda.so.1"),
             ],
-        );
-        support::built("libncclsim_cuda.so");
-        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-        support::compile_c(
-            &dir,
             &here.join("tests/c/vmm.c"),
             &[here.join("../cudart/tests/c")],
-            &["libcudart.so.12", "libcuda.so.1"],
+            &[],
             "vmm",
+            0,
         )
     })
 }

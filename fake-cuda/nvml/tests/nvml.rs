@@ -10,21 +10,18 @@ fn smoke() -> &'static (PathBuf, PathBuf) {
     static EXE: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
     EXE.get_or_init(|| {
         let dir = support::scratch_dir("nvml-c");
-        support::link_real_names(
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/nvml_smoke.c");
+        let exe = support::build_c(
             &dir,
             &[
                 ("libnvidia_ml.so", "libnvidia-ml.so.1"),
                 ("libcudart12.so", "libcudart.so.12"),
             ],
-        );
-        support::built("libncclsim_cuda.so");
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/nvml_smoke.c");
-        let exe = support::compile_c(
-            &dir,
             &src,
             &[],
-            &["libnvidia-ml.so.1", "libcudart.so.12"],
+            &[],
             "nvml_smoke",
+            0,
         );
         (dir, exe)
     })

@@ -47,6 +47,27 @@ pub fn link_real_names(dir: &Path, libs: &[(&str, &str)]) {
     }
 }
 
+/// A test or benchmark program: links the built libraries `libs` (`(built file, real name)`)
+/// into `dir` under their real names, checks that the fake CUDA core they load from their own
+/// directory is built too, and compiles `source` into `dir/<exe>` against them and the
+/// `system` libraries (e.g. `libpthread.so.0`) at optimisation level `opt` (0 for tests, 2 for
+/// benchmarks). `includes` as for [`compile_c`].
+pub fn build_c(
+    dir: &Path,
+    libs: &[(&str, &str)],
+    source: &Path,
+    includes: &[PathBuf],
+    system: &[&str],
+    exe: &str,
+    opt: u32,
+) -> PathBuf {
+    link_real_names(dir, libs);
+    built("libncclsim_cuda.so");
+    let mut names: Vec<&str> = libs.iter().map(|&(_, real)| real).collect();
+    names.extend_from_slice(system);
+    compile_c_at(dir, source, includes, &names, exe, opt)
+}
+
 /// Compiles `source` into `dir/<exe>`, linked against the libraries in `dir` by their real
 /// names (`-l:libcudart.so.13`) with an rpath to `dir`. `includes` are extra `-I` directories;
 /// the source's own directory and this crate's `include/` (`ncclsim_check.h`) are always on
