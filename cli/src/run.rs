@@ -382,30 +382,29 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
         return Ok(ExitCode::SUCCESS);
     }
     let signals = register_signals()?;
-    let mut children: Vec<(usize, Option<Child>)> = Vec::with_capacity(copies.len());
-    for (i, c) in copies.iter().enumerate() {
+    // One slot per copy, emptied when the copy has ended.
+    let mut children: Vec<Option<Child>> = Vec::with_capacity(copies.len());
+    for c in &copies {
         let mut cmd = Command::new(&c.argv[0]);
         cmd.args(&c.argv[1..]).envs(&c.env);
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         match cmd.spawn() {
-            Ok(ch) => children.push((i, Some(ch))),
+            Ok(ch) => children.push(Some(ch)),
             Err(e) => {
-                for (_, ch) in children.iter_mut() {
-                    if let Some(ch) = ch {
-                        kill_group(ch, libc::SIGKILL);
-                        let _ = ch.wait();
-                    }
+                for ch in children.iter_mut().flatten() {
+                    kill_group(ch, libc::SIGKILL);
+                    let _ = ch.wait();
                 }
                 return Err(format!("cannot start {}: {e}", quote(&c.argv[0])));
             }
         }
     }
-    let mut first_failure: Option<(usize, String, u8)> = None;
-    let mut failed_at: Option<Instant> = None;
-    let mut stop_sent: Option<(i32, Instant)> = None;
+    // (copy, how it ended, exit code to pass on, when)
+    let mut first_failure: Option<(usize, String, u8, Instant)> = None;
+    let mut stop_sent: Option<Instant> = None;
     loop {
         let mut running = 0;
-        for (i, slot) in children.iter_mut() {
+        for (i, slot) in children.iter_mut().enumerate() {
             let Some(ch) = slot else { continue };
             match ch.try_wait() {
                 Ok(Some(st)) => {
@@ -415,8 +414,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
                             .code()
                             .map(|c| c.clamp(1, 255) as u8)
                             .unwrap_or_else(|| 128 + st.signal().unwrap_or(1) as u8);
-                        first_failure = Some((*i, describe(st), code));
-                        failed_at = Some(Instant::now());
+                        first_failure = Some((i, describe(st), code, Instant::now()));
                     }
                     *slot = None;
                 }
@@ -430,27 +428,25 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
         let sig = signals.swap(0, Ordering::Relaxed) as i32;
         let want_stop = if sig != 0 {
             Some(sig)
-        } else if failed_at.is_some_and(|t| t.elapsed() >= grace) {
+        } else if first_failure
+            .as_ref()
+            .is_some_and(|f| f.3.elapsed() >= grace)
+        {
             Some(libc::SIGTERM)
         } else {
             None
         };
         if let Some(sig) = want_stop {
+            // A failure's SIGTERM goes once; signals to `ncclsim run` are passed on each time.
             if stop_sent.is_none() || sig != libc::SIGTERM {
-                for (_, ch) in children
-                    .iter()
-                    .filter_map(|(i, c)| c.as_ref().map(|c| (i, c)))
-                {
+                for ch in children.iter().flatten() {
                     kill_group(ch, sig);
                 }
-                stop_sent.get_or_insert((sig, Instant::now()));
+                stop_sent.get_or_insert_with(Instant::now);
             }
         }
-        if stop_sent.is_some_and(|(_, t)| t.elapsed() >= grace) {
-            for (_, ch) in children
-                .iter()
-                .filter_map(|(i, c)| c.as_ref().map(|c| (i, c)))
-            {
+        if stop_sent.is_some_and(|t| t.elapsed() >= grace) {
+            for ch in children.iter().flatten() {
                 kill_group(ch, libc::SIGKILL);
             }
         }
@@ -458,7 +454,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
     }
     match first_failure {
         None => Ok(ExitCode::SUCCESS),
-        Some((i, what, code)) => {
+        Some((i, what, code, _)) => {
             let c = &copies[i];
             eprintln!(
                 "ncclsim run: node {} rank {} ({}) ended with {what}",
