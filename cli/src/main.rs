@@ -370,6 +370,7 @@ fn main() -> ExitCode {
     // SAFETY: sets an allocator option (an integer) before the large allocations start.
     unsafe {
         libmimalloc_sys::mi_option_set(libmimalloc_sys::mi_option_large_os_pages, 0);
+        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
     }
     match run(Cli::parse()) {
         Ok(code) => code,

@@ -15,8 +15,8 @@ use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 use topo::{NodeKind, PathType};
 
-/// Up to `width` values per rank, appended in order: a list per rank kept in one allocation
-/// (a communicator can have half a million ranks).
+/// Up to `width` values per owner (a host of the communicator), appended in order: a list per
+/// owner kept in one allocation (a communicator can span a hundred thousand hosts).
 struct Rows {
     width: usize,
     len: Vec<u32>,
@@ -24,11 +24,11 @@ struct Rows {
 }
 
 impl Rows {
-    fn new(ranks: usize, width: usize) -> Rows {
+    fn new(owners: usize, width: usize) -> Rows {
         Rows {
             width,
-            len: vec![0; ranks],
-            data: vec![0; ranks * width],
+            len: vec![0; owners],
+            data: vec![0; owners * width],
         }
     }
     fn push(&mut self, r: usize, v: i32) {
@@ -45,24 +45,20 @@ impl Rows {
     }
 }
 
-/// Results of Preset for every rank (`struct ncclTopoRanks`, one per rank): per channel, the
-/// rank's ring entry and exit, ring neighbours and tree ends, and its NVLS heads.
+/// Results of Preset (`struct ncclTopoRanks`, which NCCL fills per rank): per channel, the
+/// ring entry and exit and the tree ends, and the NVLS heads. Every rank of a host appears once
+/// in each ring and tree channel of its host's graphs (a search visits every GPU; a graph file
+/// is checked for it), so these are the same for all ranks of a host and are kept once per host
+/// (index in the communicator's host order). The ring neighbours inside a node go straight into
+/// the channels ([`Comm::connect_rings`]).
 pub(super) struct TopoRanks {
     cross_nic_ring: Vec<i32>,
     ring_recv: Rows,
     ring_send: Rows,
-    ring_prev: Rows,
-    ring_next: Rows,
     tree_to_parent: Rows,
     tree_to_child0: Rows,
     tree_to_child1: Rows,
     nvls_heads: Vec<Vec<i32>>,
-}
-
-impl TopoRanks {
-    fn len(&self) -> usize {
-        self.cross_nic_ring.len()
-    }
 }
 
 /// What every step of putting a communicator together reads.
@@ -74,8 +70,15 @@ struct Comm<'a> {
     maxch: usize,
     host_ranks: &'a HashMap<usize, Vec<usize>>,
     host_search: &'a HashMap<usize, Arc<HostSearch>>,
-    /// Each host's graphs, relabelled from local labels to communicator ranks.
-    graphs_of: HashMap<usize, CommGraphs>,
+    /// The hosts in order of first appearance.
+    host_order: &'a [usize],
+    /// Per rank: its host's index in `host_order`.
+    host_idx: Vec<u32>,
+    /// Per host index: the host's ranks, in rank order.
+    ranks_of: Vec<&'a [usize]>,
+    /// Per host index: its graphs, relabelled from local labels to communicator ranks (taken
+    /// by [`Comm::node_searches`] at the end).
+    graphs_of: Vec<Option<CommGraphs>>,
 }
 
 /// NCCL's nodes: ranks grouped by the entry rank of their ring 0 (`rankToNode`, `nodeRanks`).
@@ -92,22 +95,24 @@ struct Nodes {
 
 impl Nodes {
     /// The nodes, from the ranks' ring-0 entry ranks (a rank without rings is its own node).
-    fn of(topo_ranks: &TopoRanks) -> Nodes {
-        let nranks = topo_ranks.len();
+    /// The entry rank is a rank of the host, so ranks with the same entry are the ranks of one
+    /// host: nodes are numbered per host, in order of each host's first rank.
+    fn of(topo_ranks: &TopoRanks, host_idx: &[u32]) -> Nodes {
+        let nranks = host_idx.len();
         let mut first_ranks: Vec<i32> = Vec::new();
-        let mut node_of_first: HashMap<i32, usize> = HashMap::default();
+        let mut node_of_host: Vec<usize> = vec![usize::MAX; topo_ranks.cross_nic_ring.len()];
         let rank_to_node: Vec<usize> = (0..nranks)
             .map(|r| {
-                let fr = topo_ranks
-                    .ring_recv
-                    .row(r)
-                    .first()
-                    .copied()
-                    .unwrap_or(r as i32);
-                *node_of_first.entry(fr).or_insert_with(|| {
+                let hi = host_idx[r] as usize;
+                let Some(&fr) = topo_ranks.ring_recv.row(hi).first() else {
+                    first_ranks.push(r as i32);
+                    return first_ranks.len() - 1;
+                };
+                if node_of_host[hi] == usize::MAX {
                     first_ranks.push(fr);
-                    first_ranks.len() - 1
-                })
+                    node_of_host[hi] = first_ranks.len() - 1;
+                }
+                node_of_host[hi]
             })
             .collect();
         let mut node_ranks: Vec<Vec<usize>> = vec![Vec::new(); first_ranks.len()];
@@ -161,7 +166,7 @@ pub(super) fn assemble(
     let nranks = members.len();
 
     let mut topo_ranks = cx.preset();
-    let nodes = Nodes::of(&topo_ranks);
+    let nodes = Nodes::of(&topo_ranks, &cx.host_idx);
     let n_nodes = nodes.count();
     let (min_local, max_local) = nodes.local_range();
     let (mut aligned, max_tree_pattern) = cx.align();
@@ -187,9 +192,9 @@ pub(super) fn assemble(
     aligned.tree.n_channels = nch as i32;
 
     let mut channels = cx.preset_channels(nch);
-    cross_nic_swap(&mut topo_ranks, &nodes, nch);
-    connect_rings(&mut channels, &topo_ranks, &nodes, nch);
-    let tree_lines = connect_trees(&mut channels, &topo_ranks, &nodes, nch);
+    let swapped = cx.cross_nic_swap(&mut topo_ranks, &nodes, nch);
+    cx.connect_rings(&mut channels, &topo_ranks, &swapped, &nodes, nch);
+    let tree_lines = cx.connect_trees(&mut channels, &topo_ranks, &nodes, nch);
     let depth = nranks / n_nodes - 1 + log2i(n_nodes);
     let n_channels = cx.channel_count(
         &mut channels,
@@ -199,7 +204,7 @@ pub(super) fn assemble(
         min_cc,
         n_nodes,
     );
-    let nvls_heads = nvls_heads(&topo_ranks, &nodes);
+    let nvls_heads = cx.nvls_heads(&topo_ranks, &nodes);
     if nvls_heads.is_empty() {
         nvls_channels = 0;
     }
@@ -281,8 +286,15 @@ impl<'a> Comm<'a> {
         };
         let graphs_of = host_order
             .iter()
-            .map(|&h| (h, host_search[&h].graphs.map(|g| to_comm(h, g))))
+            .map(|&h| Some(host_search[&h].graphs.map(|g| to_comm(h, g))))
             .collect();
+        let ranks_of: Vec<&[usize]> = host_order.iter().map(|h| &host_ranks[h][..]).collect();
+        let mut host_idx = vec![0u32; members.len()];
+        for (hi, ranks) in ranks_of.iter().enumerate() {
+            for &r in ranks.iter() {
+                host_idx[r] = hi as u32;
+            }
+        }
         let version = settings.topo.version;
         Comm {
             members,
@@ -291,70 +303,69 @@ impl<'a> Comm<'a> {
             maxch: version.max_channels(),
             host_ranks,
             host_search,
+            host_order,
+            host_idx,
+            ranks_of,
             graphs_of,
         }
     }
 
-    /// `ncclTopoPreset` per rank, with the rank's own host's graphs: its place in each ring
-    /// and tree channel of its node, and the NVLS heads.
+    /// The graphs of host index `hi`.
+    fn graphs(&self, hi: usize) -> &CommGraphs {
+        self.graphs_of[hi]
+            .as_ref()
+            .expect("graphs are taken only at the end")
+    }
+
+    /// `ncclTopoPreset`, once per host (every rank of a host computes the same values from the
+    /// same graphs): each ring channel's entry and exit rank, each tree channel's ends, and the
+    /// NVLS heads.
     fn preset(&self) -> TopoRanks {
-        let nranks = self.members.len();
-        let width = self
-            .graphs_of
-            .values()
-            .map(|gs| gs.ring.n_channels.min(gs.tree.n_channels).max(0) as usize)
+        let hosts = self.ranks_of.len();
+        let width = (0..hosts)
+            .map(|hi| {
+                let gs = self.graphs(hi);
+                gs.ring.n_channels.min(gs.tree.n_channels).max(0) as usize
+            })
             .max()
             .unwrap_or(0);
-        let rows = || Rows::new(nranks, width);
+        let rows = || Rows::new(hosts, width);
         let mut t = TopoRanks {
-            cross_nic_ring: vec![0; nranks],
+            cross_nic_ring: vec![0; hosts],
             ring_recv: rows(),
             ring_send: rows(),
-            ring_prev: rows(),
-            ring_next: rows(),
             tree_to_parent: rows(),
             tree_to_child0: rows(),
             tree_to_child1: rows(),
-            nvls_heads: vec![Vec::new(); nranks],
+            nvls_heads: vec![Vec::new(); hosts],
         };
-        for (r, m) in self.members.iter().enumerate() {
-            let gs = &self.graphs_of[&m.host];
-            let local = self.host_ranks[&m.host].len();
+        for hi in 0..hosts {
+            let gs = self.graphs(hi);
+            let local = self.ranks_of[hi].len();
             let nch = gs.ring.n_channels.min(gs.tree.n_channels).max(0) as usize;
-            t.cross_nic_ring[r] = gs.ring.cross_nic;
+            t.cross_nic_ring[hi] = gs.ring.cross_nic;
             for c in 0..nch {
                 let ring = gs.ring.channel(c, local);
+                t.ring_recv.push(hi, ring[0]);
+                t.ring_send.push(hi, ring[local - 1]);
                 let tree = gs.tree.channel(c, local);
-                if let Some(i) = ring.iter().position(|&x| x as usize == r) {
-                    t.ring_recv.push(r, ring[0]);
-                    t.ring_send.push(r, ring[local - 1]);
-                    t.ring_prev.push(r, if i == 0 { -1 } else { ring[i - 1] });
-                    t.ring_next
-                        .push(r, if i == local - 1 { -1 } else { ring[i + 1] });
-                }
-                if tree.contains(&(r as i32)) {
-                    let pat = gs.tree.pattern;
-                    t.tree_to_parent.push(r, tree[0]);
-                    t.tree_to_child0.push(
-                        r,
-                        tree[if pat == Pattern::Tree {
-                            0
-                        } else {
-                            1.min(local - 1)
-                        }],
-                    );
-                    t.tree_to_child1.push(
-                        r,
-                        tree[if pat == Pattern::SplitTree {
-                            1.min(local - 1)
-                        } else {
-                            0
-                        }],
-                    );
-                }
+                let pat = gs.tree.pattern;
+                t.tree_to_parent.push(hi, tree[0]);
+                let child0 = if pat == Pattern::Tree {
+                    0
+                } else {
+                    1.min(local - 1)
+                };
+                let child1 = if pat == Pattern::SplitTree {
+                    1.min(local - 1)
+                } else {
+                    0
+                };
+                t.tree_to_child0.push(hi, tree[child0]);
+                t.tree_to_child1.push(hi, tree[child1]);
             }
             let nv = &gs.nvls;
-            let heads = &mut t.nvls_heads[r];
+            let heads = &mut t.nvls_heads[hi];
             for c in 0..nv.n_channels as usize {
                 let head = nv.intra[c * local];
                 if !heads.contains(&head) {
@@ -366,12 +377,13 @@ impl<'a> Comm<'a> {
     }
 
     /// AllGather3: every graph takes the min channels, same-channels and bandwidths and the
-    /// max path types and crossNic over all ranks; also the largest tree pattern.
+    /// max path types and crossNic over all ranks (the ranks of a host contribute the same
+    /// values, so once per host); also the largest tree pattern.
     fn align(&self) -> (CommGraphs, Pattern) {
-        let mut aligned: CommGraphs = self.graphs_of[&self.members[0].host].clone();
+        let mut aligned: CommGraphs = self.graphs(0).clone();
         let mut max_tree_pattern = Pattern::BalancedTree;
-        for m in self.members {
-            let gs = &self.graphs_of[&m.host];
+        for hi in 0..self.ranks_of.len() {
+            let gs = self.graphs(hi);
             for (t, g) in aligned.iter_mut().zip(gs.iter()) {
                 t.n_channels = t.n_channels.min(g.n_channels);
                 t.same_channels = t.same_channels.min(g.same_channels);
@@ -434,17 +446,18 @@ impl<'a> Comm<'a> {
             tree_down: [-1; 3],
         };
         let mut channels = vec![vec![none; self.members.len()]; 2 * nch];
-        for (r, m) in self.members.iter().enumerate() {
-            let gs = &self.graphs_of[&m.host];
-            let local = self.host_ranks[&m.host].len();
+        for hi in 0..self.ranks_of.len() {
+            let gs = self.graphs(hi);
+            let local = self.ranks_of[hi].len();
             for c in 0..nch {
                 let tree = gs.tree.channel(c, local);
-                if let Some(i) = tree.iter().position(|&x| x as usize == r) {
-                    let ch = &mut channels[c][r];
+                for (i, &x) in tree.iter().enumerate() {
+                    let ch = &mut channels[c][x as usize];
                     ch.tree_up = if i == 0 { -1 } else { tree[i - 1] };
                     ch.tree_down[0] = if i == local - 1 { -1 } else { tree[i + 1] };
+                    let copy = *ch;
+                    channels[c + nch][x as usize] = copy;
                 }
-                channels[c + nch][r] = channels[c][r];
             }
         }
         channels
@@ -551,19 +564,19 @@ impl<'a> Comm<'a> {
     /// Each node's own search (its graphs in communicator ranks, notes, GPU ids).
     fn node_searches(&mut self, nodes: &Nodes) -> Vec<NodeSearch> {
         // Each host's relabelled graphs move into its (last) node rather than being copied.
-        let mut uses: HashMap<usize, usize> = HashMap::default();
+        let mut uses = vec![0usize; self.ranks_of.len()];
         for n in 0..nodes.count() {
-            *uses.entry(self.members[nodes.first(n)].host).or_default() += 1;
+            uses[self.node_host(nodes, n)] += 1;
         }
         (0..nodes.count())
             .map(|n| {
-                let h = self.members[nodes.first(n)].host;
-                let left = uses.get_mut(&h).expect("counted above");
-                *left -= 1;
-                let graphs = if *left == 0 {
-                    self.graphs_of.remove(&h).expect("every host has graphs")
+                let hi = self.node_host(nodes, n);
+                let h = self.host_order[hi];
+                uses[hi] -= 1;
+                let graphs = if uses[hi] == 0 {
+                    self.graphs_of[hi].take().expect("every host has graphs")
                 } else {
-                    self.graphs_of[&h].clone()
+                    self.graphs(hi).clone()
                 };
                 let hs = &self.host_search[&h];
                 let sys = &hs.topo.system;
@@ -587,135 +600,163 @@ impl<'a> Comm<'a> {
     }
 }
 
-/// Postset's crossNic swap: with `crossNic == 2` and an even channel count, odd nodes swap
-/// each pair of ring channels.
-fn cross_nic_swap(t: &mut TopoRanks, nodes: &Nodes, nch: usize) {
-    for r in 0..t.len() {
-        if t.cross_nic_ring[r] == 2 && nch % 2 == 0 && nodes.rank_to_node[r] % 2 == 1 {
-            for c in (0..nch).step_by(2) {
-                t.ring_recv.row_mut(r).swap(c, c ^ 1);
-                t.ring_send.row_mut(r).swap(c, c ^ 1);
-                t.ring_prev.row_mut(r).swap(c, c ^ 1);
-                t.ring_next.row_mut(r).swap(c, c ^ 1);
-            }
-        }
+impl Comm<'_> {
+    /// The host index of node `n` (the host of its first rank).
+    fn node_host(&self, nodes: &Nodes, n: usize) -> usize {
+        self.host_idx[nodes.first(n)] as usize
     }
-}
 
-/// `connectRings`: each node's ring enters from the previous node's last rank and leaves to
-/// the next node's first; both copies of each channel get the result.
-fn connect_rings(
-    channels: &mut [Vec<ChannelRank>],
-    topo_ranks: &TopoRanks,
-    nodes: &Nodes,
-    nch: usize,
-) {
-    let (nranks, n_nodes) = (topo_ranks.len(), nodes.count());
-    let fr = |n: usize| nodes.first(n);
-    for c in 0..nch {
-        let t = topo_ranks;
-        let mut ring_prev: Vec<i32> = (0..nranks).map(|r| t.ring_prev.row(r)[c]).collect();
-        let mut ring_next: Vec<i32> = (0..nranks).map(|r| t.ring_next.row(r)[c]).collect();
-        for n in 0..n_nodes {
-            let recv = t.ring_recv.row(fr(n))[c];
-            let prev_send = t.ring_send.row(fr((n + n_nodes - 1) % n_nodes))[c];
-            ring_prev[recv as usize] = prev_send;
-            let send = t.ring_send.row(fr(n))[c];
-            let next_recv = t.ring_recv.row(fr((n + 1) % n_nodes))[c];
-            ring_next[send as usize] = next_recv;
-        }
-        for r in 0..nranks {
-            for cc in [c, c + nch] {
-                channels[cc][r].ring_prev = ring_prev[r];
-                channels[cc][r].ring_next = ring_next[r];
-            }
-        }
+    /// Postset's crossNic swap: with `crossNic == 2` and an even channel count, odd nodes swap
+    /// each pair of ring channels. Swaps the hosts' ring ends and returns, per host index,
+    /// whether its rings are swapped (its ranks' ring neighbours come from the paired channel).
+    fn cross_nic_swap(&self, t: &mut TopoRanks, nodes: &Nodes, nch: usize) -> Vec<bool> {
+        (0..self.ranks_of.len())
+            .map(|hi| {
+                let Some(&r) = self.ranks_of[hi].first() else {
+                    return false;
+                };
+                let swap =
+                    t.cross_nic_ring[hi] == 2 && nch % 2 == 0 && nodes.rank_to_node[r] % 2 == 1;
+                if swap {
+                    for c in (0..nch).step_by(2) {
+                        t.ring_recv.row_mut(hi).swap(c, c ^ 1);
+                        t.ring_send.row_mut(hi).swap(c, c ^ 1);
+                    }
+                }
+                swap
+            })
+            .collect()
     }
-}
 
-/// `connectTrees`: the double binary tree over nodes (`ncclGetDtree`) joined to each node's
-/// chain, tree 0 on channels `0..nch` and tree 1 on `nch..2*nch`; returns the `Tree` lines of
-/// every rank.
-fn connect_trees(
-    channels: &mut [Vec<ChannelRank>],
-    topo_ranks: &TopoRanks,
-    nodes: &Nodes,
-    nch: usize,
-) -> Vec<Vec<TreeLine>> {
-    let (nranks, n_nodes) = (topo_ranks.len(), nodes.count());
-    let fr = |n: usize| nodes.first(n);
-    let mut tree_lines: Vec<Vec<TreeLine>> = vec![Vec::new(); nranks];
-    for r in 0..nranks {
-        let node = nodes.rank_to_node[r];
-        let DoubleTree {
-            tree0: t0,
-            tree1: t1,
-        } = dtree(n_nodes as i32, node as i32);
+    /// `connectRings`: inside a node each rank's ring neighbours come from its host's ring
+    /// channel; each node's ring enters from the previous node's last rank and leaves to the
+    /// next node's first. Both copies of each channel get the result.
+    fn connect_rings(
+        &self,
+        channels: &mut [Vec<ChannelRank>],
+        t: &TopoRanks,
+        swapped: &[bool],
+        nodes: &Nodes,
+        nch: usize,
+    ) {
+        let n_nodes = nodes.count();
         for c in 0..nch {
-            let ttp = |n: usize| topo_ranks.tree_to_parent.row(fr(n))[c];
-            let ttc0 = |n: usize| topo_ranks.tree_to_child0.row(fr(n))[c];
-            let ttc1 = |n: usize| topo_ranks.tree_to_child1.row(fr(n))[c];
-            let ri = r as i32;
-            let pick = |ct: i32, n: i32| {
-                if ct == 0 {
-                    ttc0(n as usize)
-                } else {
-                    ttc1(n as usize)
-                }
-            };
-            let set_down = |ch: &mut ChannelRank, d: i32| {
-                if d == -1 {
-                    return;
-                }
-                if let Some(x) = ch.tree_down.iter_mut().find(|x| **x < 0) {
-                    *x = ttp(d as usize);
-                }
-            };
-            if ri == ttp(node) {
-                if t0.up != -1 {
-                    channels[c][r].tree_up = pick(t0.parent_child_type, t0.up);
-                }
-                if t1.up != -1 {
-                    channels[c + nch][r].tree_up = pick(t1.parent_child_type, t1.up);
+            for (hi, &swap) in swapped.iter().enumerate() {
+                let local = self.ranks_of[hi].len();
+                let ring = self
+                    .graphs(hi)
+                    .ring
+                    .channel(if swap { c ^ 1 } else { c }, local);
+                for (i, &x) in ring.iter().enumerate() {
+                    let prev = if i == 0 { -1 } else { ring[i - 1] };
+                    let next = if i == local - 1 { -1 } else { ring[i + 1] };
+                    for cc in [c, c + nch] {
+                        channels[cc][x as usize].ring_prev = prev;
+                        channels[cc][x as usize].ring_next = next;
+                    }
                 }
             }
-            if ri == ttc0(node) {
-                set_down(&mut channels[c][r], t0.down0);
-                set_down(&mut channels[c + nch][r], t1.down0);
-            }
-            if ri == ttc1(node) {
-                set_down(&mut channels[c][r], t0.down1);
-                set_down(&mut channels[c + nch][r], t1.down1);
-            }
-            if ri == ttp(node) || ri == ttc0(node) || ri == ttc1(node) {
-                for (cc, ch) in [(c, channels[c][r]), (c + nch, channels[c + nch][r])] {
-                    tree_lines[r].push(TreeLine {
-                        channel: cc,
-                        up: ch.tree_up,
-                        down: ch.tree_down,
-                    });
+            for n in 0..n_nodes {
+                let (h, h_prev, h_next) = (
+                    self.node_host(nodes, n),
+                    self.node_host(nodes, (n + n_nodes - 1) % n_nodes),
+                    self.node_host(nodes, (n + 1) % n_nodes),
+                );
+                let recv = t.ring_recv.row(h)[c] as usize;
+                let prev_send = t.ring_send.row(h_prev)[c];
+                let send = t.ring_send.row(h)[c] as usize;
+                let next_recv = t.ring_recv.row(h_next)[c];
+                for cc in [c, c + nch] {
+                    channels[cc][recv].ring_prev = prev_send;
+                    channels[cc][send].ring_next = next_recv;
                 }
             }
         }
     }
-    tree_lines
-}
 
-/// NVLS heads: for each head index every node has, that head's rank on each node (empty when
-/// a node has none).
-fn nvls_heads(topo_ranks: &TopoRanks, nodes: &Nodes) -> Vec<Vec<usize>> {
-    let n_nodes = nodes.count();
-    let min_heads = (0..n_nodes)
-        .map(|n| topo_ranks.nvls_heads[nodes.first(n)].len())
-        .min()
-        .unwrap_or(0);
-    (0..min_heads)
-        .map(|h| {
-            (0..n_nodes)
-                .map(|n| topo_ranks.nvls_heads[nodes.first(n)][h] as usize)
-                .collect()
-        })
-        .collect()
+    /// `connectTrees`: the double binary tree over nodes (`ncclGetDtree`) joined to each node's
+    /// chain, tree 0 on channels `0..nch` and tree 1 on `nch..2*nch`; returns the `Tree` lines of
+    /// every rank. Only the ranks at a node's tree ends (parent side, children sides) change.
+    fn connect_trees(
+        &self,
+        channels: &mut [Vec<ChannelRank>],
+        t: &TopoRanks,
+        nodes: &Nodes,
+        nch: usize,
+    ) -> Vec<Vec<TreeLine>> {
+        let (nranks, n_nodes) = (self.members.len(), nodes.count());
+        let mut tree_lines: Vec<Vec<TreeLine>> = vec![Vec::new(); nranks];
+        for node in 0..n_nodes {
+            let DoubleTree {
+                tree0: t0,
+                tree1: t1,
+            } = dtree(n_nodes as i32, node as i32);
+            for c in 0..nch {
+                let ttp = |n: usize| t.tree_to_parent.row(self.node_host(nodes, n))[c];
+                let ttc0 = |n: usize| t.tree_to_child0.row(self.node_host(nodes, n))[c];
+                let ttc1 = |n: usize| t.tree_to_child1.row(self.node_host(nodes, n))[c];
+                let pick = |ct: i32, n: i32| {
+                    if ct == 0 {
+                        ttc0(n as usize)
+                    } else {
+                        ttc1(n as usize)
+                    }
+                };
+                let set_down = |ch: &mut ChannelRank, d: i32| {
+                    if d == -1 {
+                        return;
+                    }
+                    if let Some(x) = ch.tree_down.iter_mut().find(|x| **x < 0) {
+                        *x = ttp(d as usize);
+                    }
+                };
+                let ends = [ttp(node), ttc0(node), ttc1(node)];
+                for (k, &ri) in ends.iter().enumerate() {
+                    // Each end rank once (the parent side and a child side can be one rank).
+                    if ri < 0 || ends[..k].contains(&ri) || nodes.rank_to_node[ri as usize] != node
+                    {
+                        continue;
+                    }
+                    let r = ri as usize;
+                    if ri == ends[0] {
+                        if t0.up != -1 {
+                            channels[c][r].tree_up = pick(t0.parent_child_type, t0.up);
+                        }
+                        if t1.up != -1 {
+                            channels[c + nch][r].tree_up = pick(t1.parent_child_type, t1.up);
+                        }
+                    }
+                    if ri == ends[1] {
+                        set_down(&mut channels[c][r], t0.down0);
+                        set_down(&mut channels[c + nch][r], t1.down0);
+                    }
+                    if ri == ends[2] {
+                        set_down(&mut channels[c][r], t0.down1);
+                        set_down(&mut channels[c + nch][r], t1.down1);
+                    }
+                    for (cc, ch) in [(c, channels[c][r]), (c + nch, channels[c + nch][r])] {
+                        tree_lines[r].push(TreeLine {
+                            channel: cc,
+                            up: ch.tree_up,
+                            down: ch.tree_down,
+                        });
+                    }
+                }
+            }
+        }
+        tree_lines
+    }
+
+    /// NVLS heads: for each head index every node has, that head's rank on each node (empty when
+    /// a node has none).
+    fn nvls_heads(&self, t: &TopoRanks, nodes: &Nodes) -> Vec<Vec<usize>> {
+        let n_nodes = nodes.count();
+        let heads = |n: usize| &t.nvls_heads[self.node_host(nodes, n)];
+        let min_heads = (0..n_nodes).map(|n| heads(n).len()).min().unwrap_or(0);
+        (0..min_heads)
+            .map(|h| (0..n_nodes).map(|n| heads(n)[h] as usize).collect())
+            .collect()
+    }
 }
 
 /// Every channel's ring as rank 0 walks it.
