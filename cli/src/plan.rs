@@ -299,9 +299,9 @@ pub fn run(args: &PlanArgs) -> Result<(), String> {
     match args.format.as_str() {
         "json" => {
             let v = if args.comm.is_some() {
-                serde_json::to_value(comms[0])
+                comms[0].to_json()
             } else {
-                serde_json::to_value(&job)
+                job.to_json()
             }
             .map_err(|e| e.to_string())?;
             println!(
@@ -344,6 +344,9 @@ pub fn run(args: &PlanArgs) -> Result<(), String> {
             }
         }
     }
+    // The process ends next: freeing a plan of half a million ranks piece by piece would
+    // only cost time.
+    std::mem::forget(job);
     Ok(())
 }
 

@@ -67,20 +67,26 @@ pub fn graph_lines(
 }
 
 /// `dumpLine`: the `Channel xx/yy :` line with NCCL's 128-byte buffer (2.23+), or the older
-/// fixed `" %3d"` columns for at most 20 ranks.
-pub fn ring_line(c: usize, nrings: usize, ring: &[usize], v: topo::NcclVersion) -> String {
+/// fixed `" %3d"` columns for at most 20 ranks. `ring` is the channel's order over `nranks`
+/// ranks; only what fits the line is read.
+pub fn ring_line(
+    c: usize,
+    nrings: usize,
+    nranks: usize,
+    ring: impl IntoIterator<Item = usize>,
+    v: topo::NcclVersion,
+) -> String {
     if !Profile::for_version(v).ring_line_buffer {
         let mut line = format!("Channel {c:02}/{nrings:02} : ");
-        for r in ring.iter().take(20) {
+        for r in ring.into_iter().take(20) {
             line.push_str(&format!(" {r:>3}"));
         }
         return line;
     }
     let mut line = format!("Channel {c:02}/{nrings:02} :");
-    let nranks = ring.len();
     let width = format!("{}", nranks.saturating_sub(1)).len();
     let mut truncated = false;
-    for &r in ring {
+    for r in ring {
         if line.len() >= 127 {
             truncated = true;
             break;
@@ -135,7 +141,7 @@ pub fn info_lines_with(plan: &CommPlan, rank: usize, tuning: &[String]) -> Vec<S
         plan.node_ranks[me.node].len(),
         me.local_rank
     ));
-    out.extend(plan.tree_lines[rank].iter().map(|t| {
+    out.extend(plan.tree_lines.of(rank).iter().map(|t| {
         format!(
             "Tree {} : {} -> {} -> {}/{}/{}",
             t.channel, t.up, rank, t.down[0], t.down[1], t.down[2]
@@ -154,8 +160,14 @@ pub fn info_lines_with(plan: &CommPlan, rank: usize, tuning: &[String]) -> Vec<S
         out.push(l);
     }
     if rank == 0 {
-        for (c, ring) in plan.rings.iter().enumerate() {
-            out.push(ring_line(c, plan.n_channels, ring, v));
+        for c in 0..plan.channels.len() {
+            out.push(ring_line(
+                c,
+                plan.n_channels,
+                plan.n_ranks,
+                plan.ring_from_rank0(c),
+                v,
+            ));
         }
     }
     let mut trees = String::new();

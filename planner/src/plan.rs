@@ -124,7 +124,7 @@ pub struct ChannelRank {
 }
 
 /// What one `Tree %d : up -> rank -> down0/down1/down2` line of `connectTrees` shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TreeLine {
     /// Channel.
     pub channel: usize,
@@ -132,6 +132,46 @@ pub struct TreeLine {
     pub up: i32,
     /// Children (-1 for none).
     pub down: [i32; 3],
+}
+
+/// The `Tree` lines of every rank, kept in one list ordered by rank (a communicator can have
+/// half a million ranks, few of which print any).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TreeLines {
+    /// The rank of each line, ascending.
+    ranks: Vec<u32>,
+    /// The lines, each rank's in channel order.
+    lines: Vec<TreeLine>,
+}
+
+impl TreeLines {
+    /// From `(rank, line)` pairs of ranks below `nranks` in any order of ranks (each rank's
+    /// lines in channel order); a counting sort by rank keeps each rank's order.
+    pub fn from_pairs(pairs: &[(u32, TreeLine)], nranks: usize) -> TreeLines {
+        let mut start = vec![0u32; nranks + 1];
+        for &(r, _) in pairs {
+            start[r as usize + 1] += 1;
+        }
+        for r in 0..nranks {
+            start[r + 1] += start[r];
+        }
+        let mut ranks = vec![0u32; pairs.len()];
+        let mut lines = vec![TreeLine::default(); pairs.len()];
+        for &(r, line) in pairs {
+            let at = &mut start[r as usize];
+            ranks[*at as usize] = r;
+            lines[*at as usize] = line;
+            *at += 1;
+        }
+        TreeLines { ranks, lines }
+    }
+
+    /// The lines `rank` prints.
+    pub fn of(&self, rank: usize) -> &[TreeLine] {
+        let start = self.ranks.partition_point(|&r| (r as usize) < rank);
+        let end = self.ranks.partition_point(|&r| (r as usize) <= rank);
+        &self.lines[start..end]
+    }
 }
 
 /// A planned communicator.
@@ -189,14 +229,14 @@ pub struct CommPlan {
     pub p2p_max_peers: usize,
     /// Tree depth NCCL records (`nRanks/nNodes - 1 + log2i(nNodes)`).
     pub tree_depth: usize,
-    /// `channels[c][rank]`, for c < n_channels.
+    /// `channels[c][rank]`, for c < n_channels. The ring order of a channel from rank 0 (what
+    /// `Channel xx/yy :` prints) is [`CommPlan::ring_from_rank0`]; the JSON form carries it as
+    /// `rings` ([`CommPlan::to_json`]).
     pub channels: Vec<Vec<ChannelRank>>,
-    /// Ring order per channel starting at rank 0 (what `Channel xx/yy :` prints).
-    pub rings: Vec<Vec<usize>>,
-    /// `Tree %d : up -> rank -> down` INFO lines each rank prints in `connectTrees` (only the
-    /// ranks that connect their node to other nodes print them).
+    /// `Tree %d : up -> rank -> down` INFO lines the ranks print in `connectTrees` (only the
+    /// ranks that connect their node to other nodes print them); [`CommPlan::tree_lines`].
     #[serde(skip)]
-    pub tree_lines: Vec<Vec<TreeLine>>,
+    pub tree_lines: TreeLines,
     /// Whether every GPU pair on every node is connected by NVLink (`ncclTopoPathAllNVLink`).
     pub all_nvlink: bool,
     /// Slowest NET bandwidth any rank sees (`comm->minNetBw`, GB/s; 0 without NETs).
@@ -208,4 +248,56 @@ pub struct CommPlan {
     /// value; 0 when unknown). With the NICs' bandwidth it says how loaded a GPU's PCIe link is
     /// by network traffic, which the calibrated cost model reads.
     pub gpu_pci_bw: f32,
+}
+
+impl CommPlan {
+    /// Channel `c`'s ring as rank 0 walks it, following each rank's next rank (what NCCL's
+    /// `Channel xx/yy :` line prints): `n_ranks` ranks starting at 0.
+    pub fn ring_from_rank0(&self, c: usize) -> impl Iterator<Item = usize> + '_ {
+        let ch = &self.channels[c];
+        std::iter::successors(
+            Some(0usize),
+            move |&r| Some(ch[r].ring_next.max(0) as usize),
+        )
+        .take(self.n_ranks)
+    }
+
+    /// The JSON form (`docs/plan-json.md`): the fields, and `rings[c]`, each channel's ring
+    /// from rank 0.
+    pub fn to_json(&self) -> serde_json::Result<serde_json::Value> {
+        let mut v = serde_json::to_value(self)?;
+        let rings: Vec<Vec<usize>> = (0..self.channels.len())
+            .map(|c| self.ring_from_rank0(c).collect())
+            .collect();
+        if let serde_json::Value::Object(m) = &mut v {
+            m.insert("rings".into(), serde_json::to_value(rings)?);
+        }
+        Ok(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{TreeLine, TreeLines};
+
+    #[test]
+    fn tree_lines_keep_each_ranks_order_whatever_the_rank_order() {
+        let line = |channel| TreeLine {
+            channel,
+            up: -1,
+            down: [-1; 3],
+        };
+        let pairs = [
+            (5, line(0)),
+            (2, line(0)),
+            (5, line(8)),
+            (2, line(8)),
+            (5, line(1)),
+        ];
+        let t = TreeLines::from_pairs(&pairs, 7);
+        let channels = |r| t.of(r).iter().map(|l| l.channel).collect::<Vec<_>>();
+        assert_eq!(channels(5), [0, 8, 1]);
+        assert_eq!(channels(2), [0, 8]);
+        assert!(t.of(0).is_empty() && t.of(6).is_empty() && t.of(3).is_empty());
+    }
 }

@@ -342,6 +342,18 @@ pub struct JobPlan {
     pub splits: Vec<CommPlan>,
 }
 
+impl JobPlan {
+    /// The JSON form (`docs/plan-json.md`): `{"world": CommPlan, "splits": [CommPlan, ...]}`.
+    pub fn to_json(&self) -> serde_json::Result<serde_json::Value> {
+        let splits = self
+            .splits
+            .iter()
+            .map(CommPlan::to_json)
+            .collect::<serde_json::Result<Vec<_>>>()?;
+        Ok(serde_json::json!({ "world": self.world.to_json()?, "splits": splits }))
+    }
+}
+
 impl Planner {
     /// Plan the world over `members` and every split in `specs`.
     ///

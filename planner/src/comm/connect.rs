@@ -8,7 +8,7 @@ use super::p2p::p2p_channels;
 use super::trees::{dtree, log2i, DoubleTree};
 use super::Member;
 use crate::graph::{Pattern, TopoGraph};
-use crate::plan::{ChannelRank, CommGraphs, CommPlan, NodeSearch, RankInfo, TreeLine};
+use crate::plan::{ChannelRank, CommGraphs, CommPlan, NodeSearch, RankInfo, TreeLine, TreeLines};
 use crate::profile::Profile;
 use crate::settings::PlannerSettings;
 use rustc_hash::FxHashMap as HashMap;
@@ -208,7 +208,6 @@ pub(super) fn assemble(
     if nvls_heads.is_empty() {
         nvls_channels = 0;
     }
-    let rings = rings_from_rank0(&channels, nranks);
     let (p2p_channels, p2p_per_peer, p2p_max_peers) = p2p_channels(
         members,
         host_ranks,
@@ -258,7 +257,6 @@ pub(super) fn assemble(
         p2p_max_peers,
         tree_depth: depth,
         channels,
-        rings,
         tree_lines,
         all_nvlink,
         min_net_bw,
@@ -445,7 +443,9 @@ impl<'a> Comm<'a> {
             tree_up: -1,
             tree_down: [-1; 3],
         };
-        let mut channels = vec![vec![none; self.members.len()]; 2 * nch];
+        let mut channels: Vec<Vec<ChannelRank>> = (0..2 * nch)
+            .map(|_| vec![none; self.members.len()])
+            .collect();
         for hi in 0..self.ranks_of.len() {
             let gs = self.graphs(hi);
             let local = self.ranks_of[hi].len();
@@ -683,9 +683,9 @@ impl Comm<'_> {
         t: &TopoRanks,
         nodes: &Nodes,
         nch: usize,
-    ) -> Vec<Vec<TreeLine>> {
-        let (nranks, n_nodes) = (self.members.len(), nodes.count());
-        let mut tree_lines: Vec<Vec<TreeLine>> = vec![Vec::new(); nranks];
+    ) -> TreeLines {
+        let n_nodes = nodes.count();
+        let mut tree_lines: Vec<(u32, TreeLine)> = Vec::new();
         for node in 0..n_nodes {
             let DoubleTree {
                 tree0: t0,
@@ -735,16 +735,17 @@ impl Comm<'_> {
                         set_down(&mut channels[c + nch][r], t1.down1);
                     }
                     for (cc, ch) in [(c, channels[c][r]), (c + nch, channels[c + nch][r])] {
-                        tree_lines[r].push(TreeLine {
+                        let line = TreeLine {
                             channel: cc,
                             up: ch.tree_up,
                             down: ch.tree_down,
-                        });
+                        };
+                        tree_lines.push((r as u32, line));
                     }
                 }
             }
         }
-        tree_lines
+        TreeLines::from_pairs(&tree_lines, self.members.len())
     }
 
     /// NVLS heads: for each head index every node has, that head's rank on each node (empty when
@@ -757,22 +758,6 @@ impl Comm<'_> {
             .map(|h| (0..n_nodes).map(|n| heads(n)[h] as usize).collect())
             .collect()
     }
-}
-
-/// Every channel's ring as rank 0 walks it.
-fn rings_from_rank0(channels: &[Vec<ChannelRank>], nranks: usize) -> Vec<Vec<usize>> {
-    channels
-        .iter()
-        .map(|ch| {
-            let mut v = Vec::with_capacity(nranks);
-            let mut cur = 0usize;
-            for _ in 0..nranks {
-                v.push(cur);
-                cur = ch[cur].ring_next.max(0) as usize;
-            }
-            v
-        })
-        .collect()
 }
 
 pub(super) fn sm_of(hs: &HashMap<usize, Arc<HostSearch>>, m: &Member) -> i32 {

@@ -6,7 +6,7 @@ use super::trees::{pow2_down, pow2_up};
 use super::Member;
 use crate::profile::Profile;
 use crate::settings::PlannerSettings;
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::Arc;
 use topo::{NodeKind, PathType, Topology};
 
@@ -80,38 +80,45 @@ pub(super) fn p2p_channels(
         }
         return (p2p, per_peer, nranks);
     }
+    // Each rank's bound depends only on its host's search and its place in it, so hosts that
+    // share a search (identical hosts with the same members) are looked at once.
     let mut per_peer = usize::MAX;
-    for (r, m) in members.iter().enumerate() {
-        let topo = &hs[&m.host].topo;
-        let labels = &hs[&m.host].labels;
-        let mine = &host_ranks[&m.host];
-        let label = mine.iter().position(|&x| x == r).unwrap_or(0);
-        let g = labels[label];
-        let mut min_ch = version.max_channels();
+    let mut seen: HashSet<*const HostSearch> = HashSet::default();
+    for (host, mine) in host_ranks {
+        let search = &hs[host];
+        if !seen.insert(Arc::as_ptr(search)) {
+            continue;
+        }
+        let (topo, labels) = (&search.topo, &search.labels);
         let remote = nranks > mine.len();
-        for (pl, &pr) in mine.iter().enumerate() {
-            if pr == r {
-                continue;
-            }
-            min_ch = min_ch.min(p2p_local_channels(topo, labels[pl], g, profile));
-        }
-        if remote {
-            let n = match settings.nchannels_per_net_peer {
-                Some(v) => v.max(0) as usize,
-                None => {
-                    let (count, bw) = hs[&m.host].gpu_nets[g].count_by_bw;
-                    if count > 0 {
-                        count.max(
-                            (bw as usize).div_ceil(settings.p2p_per_channel_net_bw.max(1) as usize),
-                        )
-                    } else {
-                        2
-                    }
+        for label in 0..mine.len() {
+            let g = labels[label];
+            let mut min_ch = version.max_channels();
+            for (pl, _) in mine.iter().enumerate() {
+                if pl == label {
+                    continue;
                 }
-            };
-            min_ch = min_ch.min(n);
+                min_ch = min_ch.min(p2p_local_channels(topo, labels[pl], g, profile));
+            }
+            if remote {
+                let n = match settings.nchannels_per_net_peer {
+                    Some(v) => v.max(0) as usize,
+                    None => {
+                        let (count, bw) = search.gpu_nets[g].count_by_bw;
+                        if count > 0 {
+                            count.max(
+                                (bw as usize)
+                                    .div_ceil(settings.p2p_per_channel_net_bw.max(1) as usize),
+                            )
+                        } else {
+                            2
+                        }
+                    }
+                };
+                min_ch = min_ch.min(n);
+            }
+            per_peer = per_peer.min(min_ch);
         }
-        per_peer = per_peer.min(min_ch);
     }
     let max_peers = match settings.max_p2p_peers {
         Some(m) if profile.max_p2p_peers_setting => (m.max(1) as usize).min(nranks),
