@@ -367,7 +367,11 @@ fn main() -> ExitCode {
     // Plans of very large clusters fill hundreds of MB once; with transparent huge pages the
     // kernel may compact memory synchronously to back each 2 MiB page, which costs more
     // system time than the planning itself on a busy machine. 4 KiB pages keep it linear.
-    // SAFETY: sets an allocator option (an integer) before the large allocations start.
+    // The allocator option alone does not stop the allocator from advising huge pages for its
+    // arenas, so the process also opts out of them (`PR_SET_THP_DISABLE`; failure only costs
+    // time, so its result is not checked).
+    // SAFETY: sets an allocator option (an integer) and a process attribute before the large
+    // allocations start.
     unsafe {
         libmimalloc_sys::mi_option_set(libmimalloc_sys::mi_option_large_os_pages, 0);
         libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
