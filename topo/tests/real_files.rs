@@ -406,12 +406,25 @@ fn semantic_errors_name_file_line_and_column() {
             .map(|i| format!("<pci busid=\"0000:{:02x}:{:02x}.0\" class=\"0x030200\" link_speed=\"\" link_width=\"16\"><gpu dev=\"{i}\" sm=\"80\" rank=\"{i}\" gdr=\"0\"/></pci>\n", 1 + i / 32, i % 32))
             .collect::<String>()
     );
+    // More NETs than NCCL keeps (a NIC fusion over them would take quadratic time).
+    let many_nets = format!(
+        "<system version=\"1\">\n<cpu numaid=\"0\" arch=\"x86_64\" vendor=\"AuthenticAMD\">\n<pci busid=\"0000:01:00.0\" class=\"0x030200\" link_speed=\"\" link_width=\"16\"><gpu dev=\"0\" sm=\"80\" rank=\"0\" gdr=\"0\"/></pci>\n<pci busid=\"0000:02:00.0\" class=\"0x020000\" link_speed=\"\" link_width=\"16\"><nic>\n{}</nic></pci>\n</cpu>\n</system>",
+        (0..20000)
+            .map(|i| format!("<net name=\"mlx5_{i}\" dev=\"{i}\" speed=\"200000\" port=\"1\" guid=\"0x{i:x}\" maxconn=\"131072\" gdr=\"1\"/>\n"))
+            .collect::<String>()
+    );
     let cases: Vec<(&str, &str)> = cases
         .into_iter()
-        .chain([(
-            many.as_str(),
-            "t.xml:579:74: <gpu> is GPU 577 of 600; NCCL keeps at most 576 GPUs",
-        )])
+        .chain([
+            (
+                many.as_str(),
+                "t.xml:579:74: <gpu> is GPU 577 of 600; NCCL keeps at most 576 GPUs",
+            ),
+            (
+                many_nets.as_str(),
+                "t.xml:581:1: <net> is NET 577 of 20000; NCCL keeps at most 576 NETs",
+            ),
+        ])
         .collect();
     for (text, want) in cases {
         let root = topo::xml::parse(text, "t.xml").unwrap();

@@ -45,7 +45,55 @@ impl HostXml {
 /// Check that `root` is a topology, fuse its NIC ports (`None` when nothing is fused) and list
 /// the devs of its GPUs that have a rank, in increasing order.
 /// `NCCL_TOPO_MAX_NODES` of NCCL 2.30.7: nodes of one kind a system can have.
-const MAX_GPUS: usize = 576;
+const MAX_NODES_PER_KIND: usize = 576;
+
+/// The first element that makes one kind of node exceed [`MAX_NODES_PER_KIND`], as an error
+/// naming it, the kind and the count.
+fn too_many_nodes(root: &XmlElement, file: &str) -> Result<()> {
+    const KINDS: [(&str, &str, &str); 5] = [
+        ("gpu", "GPU", "GPUs"),
+        ("nic", "NIC", "NICs"),
+        ("net", "NET", "NETs"),
+        ("cpu", "CPU", "CPUs"),
+        ("pci", "PCI switch", "PCI switches"),
+    ];
+    let mut counts = [0usize; KINDS.len()];
+    let mut first_over: [Option<(usize, usize)>; KINDS.len()] = [None; KINDS.len()];
+    root.walk(&mut |e, _| {
+        let Some(k) = KINDS.iter().position(|(name, _, _)| e.name == *name) else {
+            return;
+        };
+        if e.name == "pci"
+            && e.children
+                .iter()
+                .any(|c| c.name == "gpu" || c.name == "nic")
+        {
+            return;
+        }
+        counts[k] += 1;
+        if counts[k] == MAX_NODES_PER_KIND + 1 {
+            first_over[k] = Some((e.line, e.col));
+        }
+    });
+    for (k, (name, one, plural)) in KINDS.iter().enumerate() {
+        if let Some((line, col)) = first_over[k] {
+            return Err(TopoError::Semantic {
+                at: crate::error::Location {
+                    file: file.to_string(),
+                    line,
+                    col,
+                },
+                element: (*name).into(),
+                msg: format!(
+                    "is {one} {} of {}; NCCL keeps at most {MAX_NODES_PER_KIND} {plural} in a system (NCCL_TOPO_MAX_NODES) and fails",
+                    MAX_NODES_PER_KIND + 1,
+                    counts[k]
+                ),
+            });
+        }
+    }
+    Ok(())
+}
 
 pub(super) fn check_and_fuse(
     root: &XmlElement,
@@ -79,33 +127,12 @@ pub(super) fn check_and_fuse(
             })
         }
     }
-    // NCCL keeps at most NCCL_TOPO_MAX_NODES (576 in 2.30.7) GPUs in a system and fails init
-    // beyond ("tried to create too many nodes"); refusing such files first also keeps every
-    // per-GPU step after this one small.
-    let mut gpus = 0usize;
-    let mut too_many: Option<(usize, usize)> = None;
-    root.walk(&mut |e, _| {
-        if e.name == "gpu" {
-            gpus += 1;
-            if gpus == MAX_GPUS + 1 && too_many.is_none() {
-                too_many = Some((e.line, e.col));
-            }
-        }
-    });
-    if let Some((line, col)) = too_many {
-        return Err(TopoError::Semantic {
-            at: crate::error::Location {
-                file: file.to_string(),
-                line,
-                col,
-            },
-            element: "gpu".into(),
-            msg: format!(
-                "is GPU {} of {gpus}; NCCL keeps at most {MAX_GPUS} GPUs in a system (NCCL_TOPO_MAX_NODES) and fails",
-                MAX_GPUS + 1
-            ),
-        });
-    }
+    // NCCL keeps at most NCCL_TOPO_MAX_NODES (576 in 2.30.7) nodes of each kind in a system
+    // and fails init beyond ("tried to create too many nodes of type %d",
+    // `ncclTopoCreateNode`); refusing such files first also keeps every step after this one
+    // (NIC fusion, paths from every GPU and NET) small. Each `gpu`, `nic`, `net` and `cpu`
+    // element is one node; a `pci` element is a PCI node unless it holds a GPU or a NIC.
+    too_many_nodes(root, file)?;
     // NIC fusion comes before the trim; every local rank fuses the same file the same way.
     let fused = crate::fusion::fuse_nics(root, file, fusion, version)?.map(|(x, _)| x);
     // Which GPU devs can be claimed.
