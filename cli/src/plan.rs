@@ -337,7 +337,7 @@ pub fn run(args: &PlanArgs) -> Result<(), String> {
                     .map_err(|e| format!("communicator {}: {e}", c.name))?;
                 println!("{}", summary(c));
                 println!("# INFO lines as rank {r} of {} prints them", c.name);
-                for line in model.init_info_lines(c, r) {
+                for line in model.init_info_lines(c, r, planner::format::PLANNER_COMM) {
                     println!("NCCL INFO {line}");
                 }
                 println!();

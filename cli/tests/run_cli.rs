@@ -99,7 +99,7 @@ fn tp_dp_c_program_on_two_simulated_nodes() {
     // The world spans the two simulated nodes; each process's node is its rank / 8.
     for r in 0..16 {
         let line = format!(
-            "rank {r} nRanks 16 nNodes 2 localRanks 8 localRank {} - Init COMPLETE",
+            "rank {r} nRanks 16 nNodes 2 localRanks 8 localRank {} MNNVL 0",
             r % 8
         );
         assert!(log.contains(&line), "missing {line:?}");

@@ -70,6 +70,18 @@ fn cli_info(r: usize) -> BTreeMap<String, Vec<String>> {
     out
 }
 
+/// The line with the communicator pointer (`comm 0x... rank ...`) with the pointer masked: the
+/// runtime shows the program's handle, the planner a placeholder.
+fn without_comm_pointer(line: &str) -> String {
+    match line
+        .strip_prefix("comm 0x")
+        .and_then(|rest| rest.split_once(' '))
+    {
+        Some((_, rest)) => format!("comm * {rest}"),
+        None => line.to_string(),
+    }
+}
+
 #[test]
 fn tp_dp_job_plans_traces_and_waits_match_the_cli() {
     let dir = support::scratch_dir("runtime-sim");
@@ -132,30 +144,46 @@ fn tp_dp_job_plans_traces_and_waits_match_the_cli() {
             3,
             "rank {r}: {report:#?}"
         );
-        let got: Vec<&str> = got
+        let got: Vec<String> = got
             .into_iter()
             .filter(|m| !m.starts_with("NCCLSIM report:"))
+            .map(without_comm_pointer)
             .collect();
         let cli = cli_info(r);
-        let want: Vec<&str> = [
+        let want: Vec<String> = [
             "world".to_string(),
             format!("tp{}", r / 8),
             format!("dp{}", r % 8),
         ]
         .iter()
-        .flat_map(|c| cli[c].iter().map(String::as_str))
+        .flat_map(|c| cli[c].iter().map(|l| without_comm_pointer(l)))
         .collect();
         assert!(got.len() > 50, "rank {r}: {} INFO lines", got.len());
-        // The world's Init COMPLETE line counts the ranks of this rank's simulated node, not
-        // of the machine all 16 processes run on.
-        let complete = format!(
-            "rank {r} nRanks 16 nNodes 2 localRanks 8 localRank {} - Init COMPLETE",
+        // The world's line counts the ranks of this rank's simulated node, not of the machine
+        // all 16 processes run on; it and NCCL's Init COMPLETE line name the communicator the
+        // program got.
+        let world = format!(
+            " rank {r} nRanks 16 nNodes 2 localRanks 8 localRank {} MNNVL 0",
             r % 8
         );
-        assert!(
-            log.contains(&complete),
-            "rank {r}: no {complete:?} in\n{log}"
-        );
+        let pointer = |line: &str| line.split_whitespace().nth(2).map(str::to_string);
+        let world_comm = log
+            .lines()
+            .filter_map(|l| l.split_once(" NCCL INFO comm ").map(|(_, m)| m))
+            .find(|m| m.ends_with(&world))
+            .map(|m| m.split_whitespace().next().unwrap_or_default().to_string());
+        let complete = log
+            .lines()
+            .filter_map(|l| l.split_once(" NCCL INFO ").map(|(_, m)| m))
+            .find(|m| {
+                m.starts_with("ncclCommInitRank comm ")
+                    && m.contains(&format!(" rank {r} nranks 16 cudaDev "))
+                    && m.ends_with(" - Init COMPLETE")
+            });
+        assert!(world_comm.is_some(), "rank {r}: no {world:?} in\n{log}");
+        let complete = complete.unwrap_or_else(|| panic!("rank {r}: no Init COMPLETE in\n{log}"));
+        assert_eq!(pointer(complete), world_comm, "rank {r}: {complete}");
+        assert_ne!(world_comm.as_deref(), Some("0xc0ffee00"));
         if let Some(i) = (0..got.len().max(want.len())).find(|&i| got.get(i) != want.get(i)) {
             panic!(
                 "rank {r}: INFO line {i} differs:\n runtime: {:?}\n ncclsim: {:?}",

@@ -116,10 +116,12 @@ impl CostModel {
 
     /// Every INFO line NCCL prints at init for `rank` of `plan`: the planner's (graphs, rings,
     /// trees, channels) with what `ncclTopoTuneModel` prints in its place (the TUNING table on
-    /// rank 0, `threadThresholds`). What `ncclsim plan --format info` and the runtime print.
-    pub fn init_info_lines(&self, plan: &CommPlan, rank: usize) -> Vec<String> {
+    /// rank 0, `threadThresholds`). What `ncclsim plan --format info` and the runtime print;
+    /// `comm` is the communicator pointer the `comm %p rank ...` line shows
+    /// (`planner::format::PLANNER_COMM` without a communicator object).
+    pub fn init_info_lines(&self, plan: &CommPlan, rank: usize, comm: u64) -> Vec<String> {
         let tuning = self.nccl.init_lines(&self.settings, rank);
-        planner::format::info_lines_with(plan, rank, &tuning)
+        planner::format::info_lines_with(plan, rank, comm, &tuning)
     }
 
     /// The communicator.

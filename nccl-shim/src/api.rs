@@ -185,10 +185,11 @@ fn p2p(
 
 /// Creates a communicator in the background (`f` runs at the group's end, or now, or in a
 /// thread for non-blocking configs). Returns `ncclInProgress` for non-blocking ones.
+/// `f` gets the abort flag and the new communicator's handle.
 fn create(
     out_comm: *mut Comm,
     config: &CommConfig,
-    f: impl FnOnce(Arc<AtomicBool>) -> Result<comm::Comm> + Send + 'static,
+    f: impl FnOnce(Arc<AtomicBool>, usize) -> Result<comm::Comm> + Send + 'static,
 ) -> Result<()> {
     if out_comm.is_null() {
         return Err(NcclError::invalid_argument("newcomm is NULL"));
@@ -201,7 +202,7 @@ fn create(
         let s2 = slot.clone();
         let t = std::thread::Builder::new()
             .name("NCCL CommInit".into())
-            .spawn(move || s2.finish(f(abort)))
+            .spawn(move || s2.finish(f(abort, h)))
             .map_err(|e| NcclError::system("spawning the init thread", e))?;
         *slot.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(t);
         return Err(NcclError::new(
@@ -211,7 +212,7 @@ fn create(
     }
     let in_group = group::in_group();
     let s2 = slot.clone();
-    group::init_job(Box::new(move || s2.finish(f(abort))));
+    group::init_job(Box::new(move || s2.finish(f(abort, h))));
     if in_group {
         return Ok(());
     }
@@ -228,6 +229,7 @@ fn create(
 }
 
 fn init_rank(
+    api: &'static str,
     out_comm: *mut Comm,
     nranks: i32,
     id: UniqueId,
@@ -247,7 +249,7 @@ fn init_rank(
     }
     let dev = crate::cuda::current_device()?;
     let c2 = cfg.clone();
-    create(out_comm, &cfg, move |abort| {
+    create(out_comm, &cfg, move |abort, handle| {
         comm::init_rank(
             &id,
             Joining {
@@ -256,9 +258,37 @@ fn init_rank(
                 cuda_dev: dev,
                 config: c2,
                 abort,
+                handle,
+                api,
             },
         )
     })
+}
+
+/// A blocking split outside a group: the child's handle exists first (its init lines name
+/// it) and is kept only when this rank gets a communicator.
+fn split_now(
+    parent: &comm::Comm,
+    color: i32,
+    key: i32,
+    cfg: CommConfig,
+    newcomm: *mut Comm,
+    api: &'static str,
+) -> Result<()> {
+    let (h, slot) = group::new_handle();
+    match comm::split(parent, color, key, cfg, Default::default(), (h, api)) {
+        Ok(Some(c)) => {
+            slot.finish(Ok(c));
+            // SAFETY: the callers checked newcomm is not null; it points to the caller's
+            // ncclComm_t.
+            unsafe { *newcomm = h };
+            Ok(())
+        }
+        other => {
+            let _ = group::remove(h);
+            other.map(|_| ())
+        }
+    }
 }
 
 api_fn! {
@@ -279,10 +309,10 @@ fn ncclGetUniqueId | pncclGetUniqueId(unique_id: *mut UniqueId) {
     out(unique_id, id, "uniqueId")
 }
 fn ncclCommInitRank | pncclCommInitRank(newcomm: *mut Comm, nranks: i32, comm_id: UniqueId, rank: i32) {
-    init_rank(newcomm, nranks, comm_id, rank, std::ptr::null())
+    init_rank("ncclCommInitRank", newcomm, nranks, comm_id, rank, std::ptr::null())
 }
 fn ncclCommInitRankConfig | pncclCommInitRankConfig(newcomm: *mut Comm, nranks: i32, comm_id: UniqueId, rank: i32, config: *const RawConfig) {
-    init_rank(newcomm, nranks, comm_id, rank, config)
+    init_rank("ncclCommInitRankConfig", newcomm, nranks, comm_id, rank, config)
 }
 fn ncclCommInitRankScalable | pncclCommInitRankScalable(newcomm: *mut Comm, nranks: i32, myrank: i32, n_id: i32, ids: *const UniqueId, config: *const RawConfig) {
     if n_id < 1 || ids.is_null() {
@@ -292,7 +322,7 @@ fn ncclCommInitRankScalable | pncclCommInitRankScalable(newcomm: *mut Comm, nran
     // for the rank counts a host can run).
     // SAFETY: not null (checked above) and, by NCCL's contract, `nId` ids long.
     let id = unsafe { *ids };
-    init_rank(newcomm, nranks, id, myrank, config)
+    init_rank("ncclCommInitRankScalable", newcomm, nranks, id, myrank, config)
 }
 fn ncclCommInitAll | pncclCommInitAll(comms: *mut Comm, ndev: i32, devlist: *const i32) {
     if comms.is_null() {
@@ -312,17 +342,21 @@ fn ncclCommInitAll | pncclCommInitAll(comms: *mut Comm, ndev: i32, devlist: *con
     let magic = crate::bootstrap::random_u64();
     let id = crate::bootstrap::encode_id(magic, crate::bootstrap::local_addr(&l)?);
     crate::bootstrap::spawn_root(l, magic);
+    // The handles exist first, so each rank's init lines name the communicator it returns.
+    let handles: Vec<_> = (0..n).map(|_| group::new_handle()).collect();
     let results: Vec<Result<comm::Comm>> = std::thread::scope(|s| {
-        let hs: Vec<_> = devs.iter().enumerate().map(|(r, &dev)| s.spawn(move || {
-            comm::init_rank(&id, Joining { rank: r, nranks: n, cuda_dev: dev, config: CommConfig::default(), abort: Default::default() })
+        let hs: Vec<_> = devs.iter().zip(&handles).enumerate().map(|(r, (&dev, &(handle, _)))| s.spawn(move || {
+            comm::init_rank(&id, Joining { rank: r, nranks: n, cuda_dev: dev, config: CommConfig::default(), abort: Default::default(), handle, api: "ncclCommInitAll" })
         })).collect();
         hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(NcclError::internal("init thread panicked")))).collect()
     });
     if let Some(Err(e)) = results.iter().find(|r| r.is_err()) {
+        for (h, _) in &handles {
+            let _ = group::remove(*h);
+        }
         return Err(e.clone());
     }
-    for (r, c) in results.into_iter().enumerate() {
-        let (h, slot) = group::new_handle();
+    for (r, (c, (h, slot))) in results.into_iter().zip(handles).enumerate() {
         slot.finish(c);
         // SAFETY: comms holds ndev handles (checked non-null above; NCCL's contract).
         unsafe { *comms.add(r) = h };
@@ -340,18 +374,12 @@ fn ncclCommSplit | pncclCommSplit(comm: Comm, color: i32, key: i32, newcomm: *mu
     unsafe { *newcomm = 0 };
     if group::in_group() || !cfg.blocking {
         let c2 = cfg.clone();
-        return create(newcomm, &cfg, move |abort| match comm::split(&parent, color, key, c2, abort)? {
+        return create(newcomm, &cfg, move |abort, h| match comm::split(&parent, color, key, c2, abort, (h, "ncclCommSplit"))? {
             Some(c) => Ok(c),
             None => Err(NcclError::invalid_usage("NCCL_SPLIT_NOCOLOR: no communicator")),
         });
     }
-    if let Some(c) = comm::split(&parent, color, key, cfg, Default::default())? {
-        let (h, slot) = group::new_handle();
-        slot.finish(Ok(c));
-        // SAFETY: newcomm is not null (checked above) and points to the caller's ncclComm_t.
-        unsafe { *newcomm = h };
-    }
-    Ok(())
+    split_now(&parent, color, key, cfg, newcomm, "ncclCommSplit")
 }
 fn ncclCommShrink | pncclCommShrink(comm: Comm, exclude: *const i32, nexclude: i32, newcomm: *mut Comm, config: *const RawConfig, _flags: i32) {
     let parent = group::comm(comm)?;
@@ -368,13 +396,7 @@ fn ncclCommShrink | pncclCommShrink(comm: Comm, exclude: *const i32, nexclude: i
     // SAFETY: newcomm is not null (checked above) and points to the caller's ncclComm_t.
     unsafe { *newcomm = 0 };
     let color = if ex.contains(&(parent.rank as i32)) { -1 } else { 0 };
-    if let Some(c) = comm::split(&parent, color, parent.rank as i32, cfg, Default::default())? {
-        let (h, slot) = group::new_handle();
-        slot.finish(Ok(c));
-        // SAFETY: newcomm is not null (checked above) and points to the caller's ncclComm_t.
-        unsafe { *newcomm = h };
-    }
-    Ok(())
+    split_now(&parent, color, parent.rank as i32, cfg, newcomm, "ncclCommShrink")
 }
 fn ncclCommFinalize | pncclCommFinalize(comm: Comm) {
     let c = group::wait_ready(comm)?;

@@ -145,6 +145,8 @@ pub struct Comm {
     pub local_peers: Arc<Vec<(usize, u32, String)>>,
     /// NCCL's plan and cost model for this communicator (None with the simulation off).
     pub sim: Option<Arc<crate::sim::CommSim>>,
+    /// The `ncclComm_t` the program holds for it.
+    pub handle: usize,
 }
 
 impl Comm {
@@ -187,6 +189,11 @@ pub struct Joining {
     pub config: CommConfig,
     /// The communicator's abort flag (set by `ncclCommAbort`, also during init).
     pub abort: Arc<AtomicBool>,
+    /// The `ncclComm_t` the program gets (what NCCL's `comm %p` log fields show).
+    pub handle: usize,
+    /// The call that creates the communicator (`ncclCommInitRank`, ...), as NCCL's Init
+    /// COMPLETE line names it.
+    pub api: &'static str,
 }
 
 fn my_member(cuda_dev: i32, hub_addr: SocketAddrV4) -> Result<Member> {
@@ -310,9 +317,10 @@ fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> R
         crate::net::Links::none(j.nranks)
     };
     let local_peers = local_processes(&members, j.rank);
-    let sim = simulate(&members, j.rank, magic, &j.config);
+    let sim = simulate(&members, j.rank, magic, &j.config, j.handle);
     Ok(Comm {
         sim,
+        handle: j.handle,
         local_peers: Arc::new(local_peers),
         rank: j.rank,
         nranks: j.nranks,
@@ -345,6 +353,7 @@ fn simulate(
     rank: usize,
     magic: u64,
     config: &CommConfig,
+    handle: usize,
 ) -> Option<Arc<crate::sim::CommSim>> {
     let sim = crate::sim::sim()?;
     let m: Vec<(usize, i32)> = members
@@ -356,7 +365,7 @@ fn simulate(
         Ok(c) => {
             crate::report::comm_planned(magic, rank, &c.plan);
             if crate::error::level() >= crate::error::Level::Info {
-                for line in sim.info_lines(&c, rank) {
+                for line in sim.info_lines(&c, rank, handle as u64) {
                     crate::error::info(&line);
                 }
             }
@@ -475,21 +484,17 @@ fn join(id: &crate::types::UniqueId, j: Joining) -> Result<Comm> {
         local_processes(&members, j.rank),
         &j.abort,
     )?;
+    let (handle, api) = (j.handle, j.api);
     let comm = assemble(j, members, magic, hub)?;
-    // Local ranks are those of this rank's simulated node (as in the planner's line), not of
-    // the host: 2 simulated nodes on one machine have 8 local ranks each, not 16.
-    let node = comm.members[comm.rank].node;
-    let node_ranks: Vec<usize> = (0..comm.nranks)
-        .filter(|&r| comm.members[r].node == node)
-        .collect();
+    let me = &comm.members[comm.rank].device;
     crate::error::info(&format!(
-        "comm {:#x} rank {} nRanks {} nNodes {} localRanks {} localRank {} - Init COMPLETE",
-        comm.magic,
+        "{api} comm {handle:#x} rank {} nranks {} cudaDev {} nvmlDev {} busId {:x} commId {:#x} - Init COMPLETE",
         comm.rank,
         comm.nranks,
-        comm.node_count(),
-        node_ranks.len(),
-        node_ranks.iter().position(|&r| r == comm.rank).unwrap_or(0)
+        comm.cuda_dev,
+        me.physical,
+        me.bus_id_int(),
+        comm.magic,
     ));
     Ok(comm)
 }
@@ -514,6 +519,7 @@ pub fn split(
     key: i32,
     config: CommConfig,
     abort: Arc<AtomicBool>,
+    (handle, api): (usize, &'static str),
 ) -> Result<Option<Comm>> {
     if color < -1 {
         return Err(NcclError::invalid_argument(format!(
@@ -581,14 +587,25 @@ pub fn split(
             cuda_dev: parent.cuda_dev,
             config,
             abort,
+            handle,
+            api,
         },
         members,
         magic,
         hub,
     )?;
+    let me = &comm.members[comm.rank].device;
     crate::error::info(&format!(
-        "ncclCommSplit comm {:#x} rank {} nranks {} - parent {:#x} childCount {} color {} key {} - Init COMPLETE",
-        comm.magic, comm.rank, comm.nranks, parent.magic, child, color, key
+        "{api} comm {handle:#x} rank {} nranks {} cudaDev {} nvmlDev {} busId {:x} parent {:#x} childCount {} color {} key {} - Init COMPLETE",
+        comm.rank,
+        comm.nranks,
+        comm.cuda_dev,
+        me.physical,
+        me.bus_id_int(),
+        parent.handle,
+        child,
+        color,
+        key
     ));
     Ok(Some(comm))
 }

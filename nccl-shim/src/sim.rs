@@ -174,8 +174,8 @@ impl Sim {
 
     /// The INFO lines NCCL prints at init for `rank` (graphs, rings, trees, tuning), as
     /// `ncclsim plan --format info --rank R` prints them.
-    pub fn info_lines(&self, c: &CommSim, rank: usize) -> Vec<String> {
-        c.model.init_info_lines(&c.plan, rank)
+    pub fn info_lines(&self, c: &CommSim, rank: usize, comm: u64) -> Vec<String> {
+        c.model.init_info_lines(&c.plan, rank, comm)
     }
 }
 

@@ -102,14 +102,19 @@ pub fn ring_line(
 
 /// Every INFO line of the plan as rank `rank` prints it (rank 0 also prints the rings).
 pub fn info_lines(plan: &CommPlan, rank: usize) -> Vec<String> {
-    info_lines_with(plan, rank, &[])
+    info_lines_with(plan, rank, PLANNER_COMM, &[])
 }
+
+/// The communicator pointer the planner's lines show (`comm %p`): a plan has no communicator
+/// object; the runtime shows its `ncclComm_t` instead.
+pub const PLANNER_COMM: u64 = 0xc0ffee00;
 
 /// [`info_lines`] with the lines of NCCL's tuning step (`ncclTopoTuneModel`: the TUNING table,
 /// `threadThresholds`, ...) put where NCCL prints them: after the P2P tuning line, right before
 /// the channel-count line. The planner does not price anything; the caller (the CLI, with the
 /// cost model) supplies `tuning`.
-pub fn info_lines_with(plan: &CommPlan, rank: usize, tuning: &[String]) -> Vec<String> {
+/// `comm` is the communicator pointer to show ([`PLANNER_COMM`] without one).
+pub fn info_lines_with(plan: &CommPlan, rank: usize, comm: u64, tuning: &[String]) -> Vec<String> {
     let v: topo::NcclVersion = plan.nccl_version.parse().unwrap_or_default();
     let profile = Profile::for_version(v);
     let me = &plan.ranks[rank];
@@ -134,7 +139,7 @@ pub fn info_lines_with(plan: &CommPlan, rank: usize, tuning: &[String]) -> Vec<S
     out.extend(search.notes.iter().cloned());
     out.push(format!(
         "comm 0x{:x} rank {} nRanks {} nNodes {} localRanks {} localRank {} MNNVL 0",
-        0xc0ffee00u64,
+        comm,
         rank,
         plan.n_ranks,
         plan.n_nodes,
