@@ -5,41 +5,58 @@
 //! For the algorithm/protocol NCCL picks, with NCCL's latency `L` and algorithm bandwidth `A`:
 //!
 //! ```text
-//! time = lat_fixed + L + x / eta[family] * (1 + T / (x + T))      x = S / (1000 * A)
-//!                                              (the fill term for Simple and LL128, not LL)
+//! time = lat_fixed + L + D * level_bytes / (1000 * bwInter) + x / eta[family] * (1 + T / (x + T))
+//!                                             x = S / (1000 * A)
+//!        (the level and fill terms for Simple and LL128, not LL)
 //! A    = nCh * bwIntra             for NVLS AllReduce (the switch reduces: a GPU's algorithm
 //!                                  bandwidth is its NVLink bandwidth whatever the GPU count)
 //! A    = busbw_cap / busbw_factor  for PCIe boxes (host-memory bound)
-//! T    = fill_us * n_nodes^node_exp
+//! T    = stage_bytes * stages / (1000 * bw_channel)   one node
+//! T    = fill_us * n_nodes^node_exp                   several nodes
+//! D    = 2 * ceil(log2(n_nodes))   for trees across nodes (Tree, NVLSTree), else 0
 //! ```
 //!
 //! - `lat_fixed` (µs) is **shared by every hardware class**: the launch and completion time
 //!   NCCL's model leaves out, on top of NCCL's own per-step and per-hop latencies. It is fitted
 //!   to every latency-bound row (< 64 KB) by iteratively reweighted least squares with Huber
-//!   weights (`fit_latency`): that time is the host's, the launch mode's and NCCL's more than the
-//!   fabric's, and a class with no small-message rows (or a system never seen) still gets a
+//!   weights (`fit::fit_latency`): that time is the host's, the launch mode's and NCCL's more than
+//!   the fabric's, and a class with no small-message rows (or a system never seen) still gets a
 //!   measured latency instead of NCCL's.
+//! - `stage_bytes` is **shared by every single-node class**: the data a pipeline stage holds per
+//!   channel before the next stage runs at full rate. A Simple or LL128 transfer passes through
+//!   `stages` stages in sequence (`Pipeline`): a ring AllReduce's slice crosses `2 (n - 1)` GPUs
+//!   (reduce-scatter, then all-gather), an NVLS AllReduce's four (scatter, reduce and multicast
+//!   through the switch, gather: the warp groups of `RunWorkColl<ncclFuncAllReduce, ..,
+//!   NCCL_ALGO_NVLS, NCCL_PROTO_SIMPLE>` in NCCL 2.30.7's `src/device/all_reduce.h`), each at the
+//!   channel's bandwidth (the graph's `bwIntra`). So the fill time `T` follows from the GPU count,
+//!   the algorithm and the link speed, and carries over to systems never seen: eight A100s on
+//!   20 GB/s channels fill for longer than four GB200s on 45 GB/s ones. A transfer whose bandwidth
+//!   time is `x` pays `x * T / (x + T)` more: about `T` once `x` is well above it, about `x` below
+//!   it (LL, with no chunk pipeline, pays none).
 //! - Per class (NVSwitch Ampere, NVSwitch Hopper and newer, direct NVLink, PCIe, multi-node):
 //!   `eta` per algorithm family present (the fraction of NCCL's modelled path bandwidth achieved:
-//!   protocol and link efficiency) and the pipeline fill time `T`: a Simple or LL128 transfer
-//!   whose bandwidth time is `x` pays `x * T / (x + T)` more, about `T` once `x` is well above
-//!   it (the pipeline fills once) and about `x` for a transfer shorter than the fill (LL, with
-//!   no chunk pipeline, pays none). Being a time, not a size,
-//!   it carries over between fabrics of different speeds (a 20 GB/s bridge fills its pipeline
-//!   with fewer bytes than 450 GB/s NVLink). For several nodes it grows as `n_nodes^node_exp`
-//!   (deeper trees and rings). PCIe boxes have host-bound bus-bandwidth caps instead of NCCL's
-//!   path bandwidth. A class without data keeps NCCL's bandwidths; a class without mid-size rows
-//!   borrows the median fill time of the single-node classes that have one.
+//!   protocol and link efficiency). PCIe boxes have host-bound bus-bandwidth caps instead of
+//!   NCCL's path bandwidth, and no fill. A class without data keeps NCCL's bandwidths (with the
+//!   shared latency and stage size).
+//! - Several nodes: the fill time `fill_us * n_nodes^node_exp` (the node-level pipeline), and
+//!   `level_bytes`, the data one level of the inter-node tree receives per network channel
+//!   before the next level can forward it at full rate: a tree of `n_nodes` nodes has
+//!   `ceil(log2(n_nodes))` levels, crossed up (reduce) and down (broadcast), each taking
+//!   `level_bytes` at the graph's inter-node bandwidth per channel (`bwInter`). A system with
+//!   slower NICs (8x 200G instead of 8x 400G) so takes twice as long per level. NCCL's ring
+//!   latency already counts each of its network steps, so a ring pays none. A transport's own
+//!   per-message latency is not separate: it is in the fitted size.
 //!
 //! `L` and `A` come from NCCL 2.30.7's tables even when an older release made the selection
 //! (`pricing_model`): the hardware is the same, and older releases' bandwidth formulas (NVLSTree
 //! before 2.28, for instance) would otherwise have to be absorbed by the fitted efficiencies.
 //!
 //! Fitting (`fit`, in `calibrated/fit.rs`): the shared latency and the classes alternately
-//! (four rounds). For a class, a grid over the fill time (and the node exponent for the
-//! multi-node class) and for each grid point a weighted linear least-squares solve (nalgebra
-//! SVD) for 1/eta per family on the rows of 64 KB and more, minimising the relative time error
-//! (rows of 1 GB and more count twice). Standard errors come from the least-squares covariance
+//! (four rounds). The stage size is chosen on a grid (the value minimising the single-node
+//! classes' summed error), the multi-node fill time and node exponent on a grid too; for each
+//! grid point a weighted linear least-squares solve (nalgebra SVD) gives `1/eta` per family (and
+//! `level_bytes`) on the rows of 64 KB and more, minimising the relative time error (rows of
+//! 1 GB and more count twice). Standard errors come from the least-squares covariance
 //! `s^2 (A^T A)^-1` at the chosen grid point (`ParamErrors`).
 //! The model only prices what NCCL chose: it never changes the algorithm or protocol.
 
@@ -131,10 +148,16 @@ pub struct ClassParams {
     pub lat_fixed: f64,
     /// Effective fraction of NCCL's bandwidth per family (ring, tree, nvls, nvls-tree).
     pub eta: [f64; 4],
-    /// Pipeline fill time (µs) on one node; 0 for none.
+    /// Data a pipeline stage holds per channel (bytes) before the next stage runs at full rate,
+    /// shared by the single-node classes; 0 for no fill.
+    pub stage_bytes: f64,
+    /// Pipeline fill time (µs) of a multi-node communicator on one node; 0 for none.
     pub fill_us: f64,
-    /// How the fill time grows with the node count: `fill_us * n_nodes^node_exp`.
+    /// How the multi-node fill time grows with the node count: `fill_us * n_nodes^node_exp`.
     pub node_exp: f64,
+    /// Data (bytes) one level of an inter-node tree receives per network channel before it
+    /// forwards at full rate (multi-node class); 0 for none.
+    pub level_bytes: f64,
     /// Host-bound bus bandwidth caps (GB/s): GPUs on one CPU socket, across sockets.
     pub busbw_cap: [Option<f64>; 2],
     /// Rows this class was fitted to.
@@ -152,6 +175,8 @@ pub struct ParamErrors {
     pub lat_fixed: f64,
     /// Of `eta` per family.
     pub eta: [f64; 4],
+    /// Of `level_bytes`.
+    pub level_bytes: f64,
 }
 
 impl ClassParams {
@@ -161,22 +186,90 @@ impl ClassParams {
             class,
             lat_fixed: 0.0,
             eta: [1.0; 4],
+            stage_bytes: 0.0,
             fill_us: 0.0,
             node_exp: 1.0,
+            level_bytes: 0.0,
             busbw_cap: [None, None],
             n_rows: 0,
             se: ParamErrors::default(),
         }
     }
 
-    /// The pipeline fill factor on a bandwidth time `x` (µs) of an `n_nodes` communicator, for
-    /// a protocol that pipelines chunks (`fills`).
-    fn ramp(&self, fills: bool, x: f64, n_nodes: usize) -> f64 {
-        if !fills || self.fill_us <= 0.0 || x <= 0.0 {
+    /// The pipeline fill factor on a bandwidth time `x` (µs) of a transfer through `pipe`, for a
+    /// protocol that pipelines chunks (`fills`).
+    fn ramp(&self, fills: bool, x: f64, pipe: &Pipeline) -> f64 {
+        if !fills || x <= 0.0 {
             return 1.0;
         }
-        let t = self.fill_us * (n_nodes.max(1) as f64).powf(self.node_exp);
+        let t = if pipe.n_nodes > 1 {
+            self.fill_us * (pipe.n_nodes as f64).powf(self.node_exp)
+        } else {
+            self.stage_bytes * pipe.stage_us_per_byte
+        };
+        if t <= 0.0 {
+            return 1.0;
+        }
         1.0 + t / (x + t)
+    }
+
+    /// The time of a transfer beyond NCCL's latency: the tree levels and the bandwidth term with
+    /// its efficiency and fill (µs).
+    fn transfer_us(&self, family: usize, fills: bool, x: f64, pipe: &Pipeline) -> f64 {
+        let levels = if fills {
+            self.level_bytes * pipe.level_us_per_byte
+        } else {
+            0.0
+        };
+        levels + x / self.eta[family] * self.ramp(fills, x, pipe)
+    }
+}
+
+/// The pipeline a transfer goes through, from NCCL's structure: how many stages a slice crosses
+/// on one node, at what bandwidth, and how many inter-node tree levels.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pipeline {
+    /// Nodes.
+    pub n_nodes: usize,
+    /// Stages a slice crosses in sequence over the channel's bandwidth (one node), as µs per
+    /// byte held per stage: `stages / (1000 * bwIntra)`; 0 when unknown.
+    pub stage_us_per_byte: f64,
+    /// Inter-node tree levels crossed, up and down (`2 * ceil(log2(n_nodes))` for Tree and
+    /// NVLSTree, 0 otherwise: a ring's network steps are in NCCL's latency), as µs per byte a
+    /// level holds: `levels / (1000 * bwInter)`.
+    pub level_us_per_byte: f64,
+}
+
+impl Pipeline {
+    /// The pipeline of algorithm `a` running `f` on a communicator.
+    pub fn of(s: &CommShape, f: Func, a: Algo) -> Pipeline {
+        let n = s.n_ranks.max(1) as f64;
+        let both_ways = f == Func::AllReduce;
+        let stages = match a {
+            // Scatter, reduce through the switch, multicast through the switch, gather.
+            Algo::Nvls | Algo::NvlsTree if both_ways => 4.0,
+            Algo::Nvls | Algo::NvlsTree => 2.0,
+            // A ring or chain: each GPU forwards the slice once per phase.
+            _ if both_ways => 2.0 * (n - 1.0),
+            _ => n - 1.0,
+        };
+        let bw = s.graph(a).bw_intra as f64;
+        let bw_inter = s.graph(a).bw_inter as f64;
+        let level_us_per_byte = match a {
+            Algo::Tree | Algo::NvlsTree if s.n_nodes > 1 && bw_inter > 0.0 => {
+                2.0 * (s.n_nodes as f64).log2().ceil() / (1000.0 * bw_inter)
+            }
+            _ => 0.0,
+        };
+        Pipeline {
+            n_nodes: s.n_nodes.max(1),
+            stage_us_per_byte: if bw > 0.0 {
+                stages / (1000.0 * bw)
+            } else {
+                0.0
+            },
+            level_us_per_byte,
+        }
     }
 }
 
@@ -242,9 +335,8 @@ impl Calibration {
             return f64::NAN;
         };
         let x = self.bandwidth_term(m, f, a, bw as f64, bytes);
-        self.params.lat_fixed
-            + lat as f64
-            + x / self.params.eta[family(a)] * self.params.ramp(fills(p), x, m.shape.n_nodes)
+        let pipe = Pipeline::of(&m.shape, f, a);
+        self.params.lat_fixed + lat as f64 + self.params.transfer_us(family(a), fills(p), x, &pipe)
     }
 
     /// `S / (1000 * A)` with NCCL's structure changed where calibrated mode differs (NVLS, caps),
@@ -322,4 +414,19 @@ pub fn row_model(r: &Row, mode: Mode) -> CostModel {
 /// bandwidth already prices it per size.
 fn fills(p: Proto) -> bool {
     p != Proto::Ll
+}
+
+/// The bandwidth term of NCCL's own model in calibrated form (the fit's starting point).
+fn bandwidth_term_identity(
+    m: &NcclModel,
+    class: HwClass,
+    f: Func,
+    a: Algo,
+    bw: f64,
+    bytes: u64,
+) -> f64 {
+    Calibration {
+        params: ClassParams::identity(class),
+    }
+    .bandwidth_term(m, f, a, bw, bytes)
 }
