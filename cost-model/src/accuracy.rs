@@ -333,9 +333,10 @@ pub fn accuracy_report() -> String {
         .join("; ");
     s += ".\n";
     s += "\nWhat the model leaves out, and where the largest held-out errors come from:\n\n";
-    s += "- Network transports: NCCL's per-hop network latencies are kept, so a slower transport's small-message time (AWS EFA, GCP's TCP-offload GPUDirect-TCPXO) is under-predicted, and TCPXO's mid-size dip (32 GB/s at 16 MB on 8x 200G) is not modelled.\n";
-    s += "- Scale: AWS p5 at 16-32 nodes stays far below its asymptote up to 1 GB; no other source has multi-node mid sizes at that scale, so held out it is under-predicted.\n";
-    s += "- PCIe boxes are host-bound; the one-socket caps of a Gen4 and a Gen5 box (26 and 35 GB/s) differ by a third and predict each other to that.\n";
+    s += "- Network transports: NCCL's per-hop network latencies are kept, so a slower transport's small-message time (AWS EFA, 68 µs at 2 nodes; GCP's TCP-offload GPUDirect-TCPXO, 123 µs) is under-predicted by half or more. The tree-level term follows the NIC bandwidth but has no per-transport latency: held out, TCPXO's mid sizes (32 GB/s at 16 MB on 8x 200G) are priced with the level size of the other systems and come out about twice as fast; no other TCP-offload system is in the set.\n";
+    s += "- Scale: AWS p5 at 32 nodes and 512 MB (157 GB/s, between 116 GB/s at 128 MB and 220 GB/s at 1 GB) is over-predicted by a quarter held out: the node-level fill grows as a power of the node count and the tree levels as its logarithm, and neither is that steep between 256 MB and 1 GB.\n";
+    s += "- PCIe boxes are host-bound; the one-socket caps of a Gen4 and a Gen5 box (26 and 35 GB/s) differ by a third and predict each other to that. These two boxes alone keep the >= 512 MB maximum above 15%: a cap per PCIe generation or per CPU would be fitted to one box each.\n";
+    s += "- One-node pipelines share one stage size: for NVLS (4 stages at 40 GB/s per channel) it gives a shorter fill than the Azure H100 rows at 8-32 MB show (about 14% over-predicted held out), and GB200's 16 MB LL128 row is under-predicted by 15%.\n";
     s += "- The Azure guide's rows come from one process driving every GPU of the node (`-g 8`, in-place busbw, NVLS forced on H100/H200, Ring on GB200); the rows record the forced algorithm, the launch mode is in the shared latency.\n";
     s += "\n![measured vs predicted time per operation, NCCL mode and calibrated with the system held out](docs/accuracy.svg)\n";
     s += "\nPer hardware class (system held out):\n\n";
@@ -384,9 +385,9 @@ pub fn accuracy_report() -> String {
         );
     }
     s += "\n## Fitted parameters\n\n";
-    s += "Fitted to all rows; `±` is one standard error from the least-squares covariance (at the chosen fill time; 0 where the parameter is not fitted).\n\n";
-    s += "| class | rows | lat_fixed (µs) | eta ring | eta tree | eta nvls | eta nvls-tree | fill time (µs) | busbw cap (same socket / cross socket) |\n";
-    s += "|---|---|---|---|---|---|---|---|---|\n";
+    s += "Fitted to all rows; `±` is one standard error from the least-squares covariance (at the chosen stage size and fill time; 0 where the parameter is not fitted).\n\n";
+    s += "| class | rows | lat_fixed (µs) | eta ring | eta tree | eta nvls | eta nvls-tree | stage size (KiB, one node) | fill time (µs, several nodes) | tree level (KiB per channel) | busbw cap (same socket / cross socket) |\n";
+    s += "|---|---|---|---|---|---|---|---|---|---|---|\n";
     let opt = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "-".into());
     for p in &fit.classes {
         let eta = |k: usize| {
@@ -396,15 +397,28 @@ pub fn accuracy_report() -> String {
                 "-".into()
             }
         };
-        let fill = if p.fill_us <= 0.0 {
+        let multi = p.class == HwClass::MultiNode;
+        let stage = if multi || p.stage_bytes <= 0.0 {
             "-".into()
-        } else if p.class == HwClass::MultiNode {
-            format!("{:.1} x nodes^{:.2}", p.fill_us, p.node_exp)
         } else {
-            format!("{:.1}", p.fill_us)
+            format!("{:.0}", p.stage_bytes / 1024.0)
+        };
+        let fill = if !multi || p.fill_us <= 0.0 {
+            "-".into()
+        } else {
+            format!("{:.1} x nodes^{:.2}", p.fill_us, p.node_exp)
+        };
+        let level = if p.level_bytes <= 0.0 {
+            "-".into()
+        } else {
+            format!(
+                "{:.0} ± {:.0}",
+                p.level_bytes / 1024.0,
+                p.se.level_bytes / 1024.0
+            )
         };
         s += &format!(
-            "| {} | {} | {:.2} ± {:.2} | {} | {} | {} | {} | {} | {} / {} |\n",
+            "| {} | {} | {:.2} ± {:.2} | {} | {} | {} | {} | {} | {} | {} | {} / {} |\n",
             p.class.name(),
             p.n_rows,
             p.lat_fixed,
@@ -413,13 +427,15 @@ pub fn accuracy_report() -> String {
             eta(1),
             eta(2),
             eta(3),
+            stage,
             fill,
+            level,
             opt(p.busbw_cap[0]),
             opt(p.busbw_cap[1]),
         );
     }
     s += &format!(
-        "\nWhat the parameters mean: `lat_fixed` is the launch and completion time per operation NCCL's model leaves out, shared by all classes (NCCL's own per-step and per-hop latencies are kept); `eta` is the fraction of NCCL's modelled path bandwidth an algorithm family ({}) achieves (protocol and link efficiency; `-`: no rows of that family, NCCL's bandwidth is kept); the fill time `T` is the pipeline fill: a Simple or LL128 transfer whose bandwidth time is `x` takes `x (1 + T / (x + T))` (LL has no chunk pipeline and pays none), so about `T` more once `x` is well above `T`, and at most twice `x` below it (for several nodes `T` grows as nodes^exponent); PCIe boxes are host-bound: their bus bandwidth is the measured plateau of the GPUs on one socket or across sockets. Times are priced with NCCL 2.30.7's tables whatever release made the selection.\n\n",
+        "\nWhat the parameters mean: `lat_fixed` is the launch and completion time per operation NCCL's model leaves out, shared by all classes (NCCL's own per-step and per-hop latencies are kept); `eta` is the fraction of NCCL's modelled path bandwidth an algorithm family ({}) achieves (protocol and link efficiency; `-`: no rows of that family, NCCL's bandwidth is kept). A Simple or LL128 transfer whose bandwidth time is `x` takes `x (1 + T / (x + T))` (LL has no chunk pipeline and pays none): about `T` more once `x` is well above the fill time `T`, at most twice `x` below it. On one node `T` = stage size x stages / channel bandwidth: the stage size (shared by the NVLink classes, chosen on a grid) is the data a pipeline stage holds per channel before the next runs at full rate, the stages are those a slice crosses (`2 (n - 1)` GPUs for a ring AllReduce, 4 for NVLS: scatter, switch reduce, switch multicast, gather) and the channel bandwidth is the graph's `bwIntra`, so the fill follows the GPU count and link speed of a system never seen. On several nodes `T` = fill time x nodes^exponent, and a tree (Tree, NVLSTree) adds `2 ceil(log2 nodes)` levels, each taking the tree-level data at the graph's per-channel network bandwidth (`bwInter`). PCIe boxes are host-bound: their bus bandwidth is the measured plateau of the GPUs on one socket or across sockets. `±` on the tree level is its least-squares standard error; the stage size and fill time are grid choices. For scale (NCCL 2.30.7): a Simple step is 512 KiB (the 4 MiB buffer of `src/init.cc` over `NCCL_STEPS` = 8), an NVLS chunk 128 KiB (`NCCL_NVLS_CHUNKSIZE`, `src/transport/nvls.cc`), and the 16 NVLS channels of an H100 put 2 MiB of such chunks through each NIC. Times are priced with NCCL 2.30.7's tables whatever release made the selection.\n\n",
         FAMILIES.join(", ")
     );
     s += "Systems and how their shapes were obtained:\n\n";

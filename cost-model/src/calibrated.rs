@@ -5,55 +5,73 @@
 //! For the algorithm/protocol NCCL picks, with NCCL's latency `L` and algorithm bandwidth `A`:
 //!
 //! ```text
-//! time = lat_fixed + L + x / eta[family] * (1 + T / (x + T))      x = S / (1000 * A)
-//!                                              (the fill term for Simple and LL128, not LL)
+//! time = lat_fixed + L + D * level_bytes / (1000 * bwInter) + x / eta[family] * (1 + T / (x + T))
+//!                                             x = S / (1000 * A)
+//!        (the level and fill terms for Simple and LL128, not LL)
 //! A    = nCh * bwIntra             for NVLS AllReduce (the switch reduces: a GPU's algorithm
 //!                                  bandwidth is its NVLink bandwidth whatever the GPU count)
 //! A    = busbw_cap / busbw_factor  for PCIe boxes (host-memory bound)
-//! T    = fill_us * n_nodes^node_exp
+//! T    = stage_bytes * stages / (1000 * bw_channel)   one node
+//! T    = fill_us * n_nodes^node_exp                   several nodes
+//! D    = 2 * ceil(log2(n_nodes))   for trees across nodes (Tree, NVLSTree), else 0
 //! ```
 //!
 //! - `lat_fixed` (µs) is **shared by every hardware class**: the launch and completion time
 //!   NCCL's model leaves out, on top of NCCL's own per-step and per-hop latencies. It is fitted
 //!   to every latency-bound row (< 64 KB) by iteratively reweighted least squares with Huber
-//!   weights (`fit_latency`): that time is the host's, the launch mode's and NCCL's more than the
-//!   fabric's, and a class with no small-message rows (or a system never seen) still gets a
+//!   weights (`fit::fit_latency`): that time is the host's, the launch mode's and NCCL's more than
+//!   the fabric's, and a class with no small-message rows (or a system never seen) still gets a
 //!   measured latency instead of NCCL's.
+//! - `stage_bytes` is **shared by every single-node class**: the data a pipeline stage holds per
+//!   channel before the next stage runs at full rate. A Simple or LL128 transfer passes through
+//!   `stages` stages in sequence (`Pipeline`): a ring AllReduce's slice crosses `2 (n - 1)` GPUs
+//!   (reduce-scatter, then all-gather), an NVLS AllReduce's four (scatter, reduce and multicast
+//!   through the switch, gather: the warp groups of `RunWorkColl<ncclFuncAllReduce, ..,
+//!   NCCL_ALGO_NVLS, NCCL_PROTO_SIMPLE>` in NCCL 2.30.7's `src/device/all_reduce.h`), each at the
+//!   channel's bandwidth (the graph's `bwIntra`). So the fill time `T` follows from the GPU count,
+//!   the algorithm and the link speed, and carries over to systems never seen: eight A100s on
+//!   20 GB/s channels fill for longer than four GB200s on 45 GB/s ones. A transfer whose bandwidth
+//!   time is `x` pays `x * T / (x + T)` more: about `T` once `x` is well above it, about `x` below
+//!   it (LL, with no chunk pipeline, pays none).
 //! - Per class (NVSwitch Ampere, NVSwitch Hopper and newer, direct NVLink, PCIe, multi-node):
 //!   `eta` per algorithm family present (the fraction of NCCL's modelled path bandwidth achieved:
-//!   protocol and link efficiency) and the pipeline fill time `T`: a Simple or LL128 transfer
-//!   whose bandwidth time is `x` pays `x * T / (x + T)` more, about `T` once `x` is well above
-//!   it (the pipeline fills once) and about `x` for a transfer shorter than the fill (LL, with
-//!   no chunk pipeline, pays none). Being a time, not a size,
-//!   it carries over between fabrics of different speeds (a 20 GB/s bridge fills its pipeline
-//!   with fewer bytes than 450 GB/s NVLink). For several nodes it grows as `n_nodes^node_exp`
-//!   (deeper trees and rings). PCIe boxes have host-bound bus-bandwidth caps instead of NCCL's
-//!   path bandwidth. A class without data keeps NCCL's bandwidths; a class without mid-size rows
-//!   borrows the median fill time of the single-node classes that have one.
+//!   protocol and link efficiency). PCIe boxes have host-bound bus-bandwidth caps instead of
+//!   NCCL's path bandwidth, and no fill. A class without data keeps NCCL's bandwidths (with the
+//!   shared latency and stage size).
+//! - Several nodes: the fill time `fill_us * n_nodes^node_exp` (the node-level pipeline), and
+//!   `level_bytes`, the data one level of the inter-node tree receives per network channel
+//!   before the next level can forward it at full rate: a tree of `n_nodes` nodes has
+//!   `ceil(log2(n_nodes))` levels, crossed up (reduce) and down (broadcast), each taking
+//!   `level_bytes` at the graph's inter-node bandwidth per channel (`bwInter`). A system with
+//!   slower NICs (8x 200G instead of 8x 400G) so takes twice as long per level. NCCL's ring
+//!   latency already counts each of its network steps, so a ring pays none. A transport's own
+//!   per-message latency is not separate: it is in the fitted size.
 //!
 //! `L` and `A` come from NCCL 2.30.7's tables even when an older release made the selection
 //! (`pricing_model`): the hardware is the same, and older releases' bandwidth formulas (NVLSTree
 //! before 2.28, for instance) would otherwise have to be absorbed by the fitted efficiencies.
 //!
-//! Fitting (`fit`): the shared latency and the classes alternately (four rounds). For a class, a
-//! grid over the fill time (and the node exponent for the multi-node class) and for each grid
-//! point a weighted linear least-squares solve (nalgebra SVD) for 1/eta per family on the rows
-//! of 64 KB and more, minimising the relative time error (rows of 1 GB and more count twice).
-//! Standard errors come from the least-squares covariance `s^2 (A^T A)^-1` at the chosen grid
-//! point (`ParamErrors`).
+//! Fitting (`fit`, in `calibrated/fit.rs`): the shared latency and the classes alternately
+//! (four rounds). The stage size is chosen on a grid (the value minimising the single-node
+//! classes' summed error), the multi-node fill time and node exponent on a grid too; for each
+//! grid point a weighted linear least-squares solve (nalgebra SVD) gives `1/eta` per family (and
+//! `level_bytes`) on the rows of 64 KB and more, minimising the relative time error (rows of
+//! 1 GB and more count twice). Standard errors come from the least-squares covariance
+//! `s^2 (A^T A)^-1` at the chosen grid point (`ParamErrors`).
 //! The model only prices what NCCL chose: it never changes the algorithm or protocol.
 
-use crate::calibration::{Measured, Row, ROWS};
+use crate::calibration::{Row, ROWS};
 use crate::consts::{Algo, Func, Proto};
 use crate::model::NcclModel;
 use crate::query::{CostModel, Mode};
 use crate::settings::TunerSettings;
 use crate::shape::CommShape;
-use nalgebra::{DMatrix, DVector};
 use serde::Serialize;
-use statrs::statistics::{Data, Median};
 use std::sync::OnceLock;
 use topo::{NcclVersion, PathType};
+
+mod fit;
+pub use fit::fit;
 
 /// Hardware classes of the calibrated model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -130,10 +148,16 @@ pub struct ClassParams {
     pub lat_fixed: f64,
     /// Effective fraction of NCCL's bandwidth per family (ring, tree, nvls, nvls-tree).
     pub eta: [f64; 4],
-    /// Pipeline fill time (µs) on one node; 0 for none.
+    /// Data a pipeline stage holds per channel (bytes) before the next stage runs at full rate,
+    /// shared by the single-node classes; 0 for no fill.
+    pub stage_bytes: f64,
+    /// Pipeline fill time (µs) of a multi-node communicator on one node; 0 for none.
     pub fill_us: f64,
-    /// How the fill time grows with the node count: `fill_us * n_nodes^node_exp`.
+    /// How the multi-node fill time grows with the node count: `fill_us * n_nodes^node_exp`.
     pub node_exp: f64,
+    /// Data (bytes) one level of an inter-node tree receives per network channel before it
+    /// forwards at full rate (multi-node class); 0 for none.
+    pub level_bytes: f64,
     /// Host-bound bus bandwidth caps (GB/s): GPUs on one CPU socket, across sockets.
     pub busbw_cap: [Option<f64>; 2],
     /// Rows this class was fitted to.
@@ -151,6 +175,8 @@ pub struct ParamErrors {
     pub lat_fixed: f64,
     /// Of `eta` per family.
     pub eta: [f64; 4],
+    /// Of `level_bytes`.
+    pub level_bytes: f64,
 }
 
 impl ClassParams {
@@ -160,22 +186,90 @@ impl ClassParams {
             class,
             lat_fixed: 0.0,
             eta: [1.0; 4],
+            stage_bytes: 0.0,
             fill_us: 0.0,
             node_exp: 1.0,
+            level_bytes: 0.0,
             busbw_cap: [None, None],
             n_rows: 0,
             se: ParamErrors::default(),
         }
     }
 
-    /// The pipeline fill factor on a bandwidth time `x` (µs) of an `n_nodes` communicator, for
-    /// a protocol that pipelines chunks (`fills`).
-    fn ramp(&self, fills: bool, x: f64, n_nodes: usize) -> f64 {
-        if !fills || self.fill_us <= 0.0 || x <= 0.0 {
+    /// The pipeline fill factor on a bandwidth time `x` (µs) of a transfer through `pipe`, for a
+    /// protocol that pipelines chunks (`fills`).
+    fn ramp(&self, fills: bool, x: f64, pipe: &Pipeline) -> f64 {
+        if !fills || x <= 0.0 {
             return 1.0;
         }
-        let t = self.fill_us * (n_nodes.max(1) as f64).powf(self.node_exp);
+        let t = if pipe.n_nodes > 1 {
+            self.fill_us * (pipe.n_nodes as f64).powf(self.node_exp)
+        } else {
+            self.stage_bytes * pipe.stage_us_per_byte
+        };
+        if t <= 0.0 {
+            return 1.0;
+        }
         1.0 + t / (x + t)
+    }
+
+    /// The time of a transfer beyond NCCL's latency: the tree levels and the bandwidth term with
+    /// its efficiency and fill (µs).
+    fn transfer_us(&self, family: usize, fills: bool, x: f64, pipe: &Pipeline) -> f64 {
+        let levels = if fills {
+            self.level_bytes * pipe.level_us_per_byte
+        } else {
+            0.0
+        };
+        levels + x / self.eta[family] * self.ramp(fills, x, pipe)
+    }
+}
+
+/// The pipeline a transfer goes through, from NCCL's structure: how many stages a slice crosses
+/// on one node, at what bandwidth, and how many inter-node tree levels.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pipeline {
+    /// Nodes.
+    pub n_nodes: usize,
+    /// Stages a slice crosses in sequence over the channel's bandwidth (one node), as µs per
+    /// byte held per stage: `stages / (1000 * bwIntra)`; 0 when unknown.
+    pub stage_us_per_byte: f64,
+    /// Inter-node tree levels crossed, up and down (`2 * ceil(log2(n_nodes))` for Tree and
+    /// NVLSTree, 0 otherwise: a ring's network steps are in NCCL's latency), as µs per byte a
+    /// level holds: `levels / (1000 * bwInter)`.
+    pub level_us_per_byte: f64,
+}
+
+impl Pipeline {
+    /// The pipeline of algorithm `a` running `f` on a communicator.
+    pub fn of(s: &CommShape, f: Func, a: Algo) -> Pipeline {
+        let n = s.n_ranks.max(1) as f64;
+        let both_ways = f == Func::AllReduce;
+        let stages = match a {
+            // Scatter, reduce through the switch, multicast through the switch, gather.
+            Algo::Nvls | Algo::NvlsTree if both_ways => 4.0,
+            Algo::Nvls | Algo::NvlsTree => 2.0,
+            // A ring or chain: each GPU forwards the slice once per phase.
+            _ if both_ways => 2.0 * (n - 1.0),
+            _ => n - 1.0,
+        };
+        let bw = s.graph(a).bw_intra as f64;
+        let bw_inter = s.graph(a).bw_inter as f64;
+        let level_us_per_byte = match a {
+            Algo::Tree | Algo::NvlsTree if s.n_nodes > 1 && bw_inter > 0.0 => {
+                2.0 * (s.n_nodes as f64).log2().ceil() / (1000.0 * bw_inter)
+            }
+            _ => 0.0,
+        };
+        Pipeline {
+            n_nodes: s.n_nodes.max(1),
+            stage_us_per_byte: if bw > 0.0 {
+                stages / (1000.0 * bw)
+            } else {
+                0.0
+            },
+            level_us_per_byte,
+        }
     }
 }
 
@@ -241,9 +335,8 @@ impl Calibration {
             return f64::NAN;
         };
         let x = self.bandwidth_term(m, f, a, bw as f64, bytes);
-        self.params.lat_fixed
-            + lat as f64
-            + x / self.params.eta[family(a)] * self.params.ramp(fills(p), x, m.shape.n_nodes)
+        let pipe = Pipeline::of(&m.shape, f, a);
+        self.params.lat_fixed + lat as f64 + self.params.transfer_us(family(a), fills(p), x, &pipe)
     }
 
     /// `S / (1000 * A)` with NCCL's structure changed where calibrated mode differs (NVLS, caps),
@@ -323,311 +416,17 @@ fn fills(p: Proto) -> bool {
     p != Proto::Ll
 }
 
-/// A row as the fit sees it: NCCL's latency and bandwidth time for NCCL's choice, and the
-/// measured time.
-struct Prepared {
+/// The bandwidth term of NCCL's own model in calibrated form (the fit's starting point).
+fn bandwidth_term_identity(
+    m: &NcclModel,
     class: HwClass,
-    family: usize,
-    fills: bool,
-    lat: f64,
-    x: f64,
+    f: Func,
+    a: Algo,
+    bw: f64,
     bytes: u64,
-    n_nodes: usize,
-    t_meas: f64,
-    cap_group: Option<usize>,
-    busbw_meas: Option<f64>,
-}
-
-fn prepare(r: &Row) -> Option<Prepared> {
-    let cm = row_model(r, Mode::Nccl);
-    let f = r.coll.func()?;
-    let pred = cm
-        .predict(r.coll, r.bytes, crate::DataType::Float32, crate::RedOp::Sum)
-        .ok()?;
-    let algo = Algo::ALL.into_iter().find(|a| a.name() == pred.algo)?;
-    let proto = Proto::ALL.into_iter().find(|p| p.name() == pred.proto)?;
-    let pricing = pricing_model(&cm.nccl, &cm.settings);
-    let (lat, bw) = priced_lat_bw(&cm.nccl, pricing.as_ref(), f, algo, proto, r.bytes)?;
-    let calib = Calibration {
-        params: ClassParams::identity(HwClass::of(cm.shape())),
-    };
-    let x = calib.bandwidth_term(&cm.nccl, f, algo, bw as f64, r.bytes);
-    let factor = r.coll.busbw_factor(cm.shape().n_ranks);
-    let (t_meas, busbw) = match r.measured {
-        Measured::TimeUs(t) => (t, None),
-        Measured::BusBw(b) => (r.bytes as f64 / (1000.0 * b / factor), Some(b)),
-    };
-    let class = HwClass::of(cm.shape());
-    Some(Prepared {
-        class,
-        family: family(algo),
-        fills: fills(proto),
-        lat: lat as f64,
-        x,
-        bytes: r.bytes,
-        n_nodes: r.nodes,
-        t_meas,
-        cap_group: (class == HwClass::Pcie)
-            .then_some((cm.shape().ring.type_intra >= PathType::Sys) as usize),
-        busbw_meas: busbw,
-    })
-}
-
-/// Plausible ranges: a fit outside them describes the rows, not the hardware.
-const ETA_RANGE: (f64, f64) = (0.3, 1.6);
-const LAT_FIXED_RANGE: (f64, f64) = (0.0, 60.0);
-
-/// Rows below this size fit the shared latency (the "< 64 KB" band).
-const LATENCY_BYTES: u64 = 64 << 10;
-/// Huber threshold of the latency fit (relative error).
-const HUBER: f64 = 0.15;
-/// Pipeline fill times the fit tries (µs): 0.5 µs to 8 ms in steps of sqrt(2).
-const FILL_GRID: (f64, f64, usize) = (-1.0, 0.5, 29);
-/// Node-count exponents of the multi-node fill time the fit tries.
-const NODE_EXPS: [f64; 5] = [0.0, 0.25, 0.5, 0.75, 1.0];
-
-/// One least-squares solution of a class's efficiencies.
-struct Solved {
-    eta: [f64; 4],
-    err: f64,
-    se: [f64; 4],
-}
-
-/// Weighted least squares for a class's 1/eta per family present at a fixed fill time, with the
-/// shared latency known; returns the efficiencies, their standard errors and the weighted sum of
-/// squared relative errors. Rows of 1 GB and more count twice: that is the regime the model is
-/// judged on first. `None` when an efficiency leaves its plausible range.
-fn solve(rows: &[&Prepared], probe: &ClassParams, lat_fixed: f64) -> Option<Solved> {
-    let fams: Vec<usize> = (0..4)
-        .filter(|&k| rows.iter().any(|r| r.family == k))
-        .collect();
-    if rows.len() < fams.len() || fams.is_empty() {
-        return None;
+) -> f64 {
+    Calibration {
+        params: ClassParams::identity(class),
     }
-    let mut a = DMatrix::<f64>::zeros(rows.len(), fams.len());
-    let mut b = DVector::<f64>::zeros(rows.len());
-    for (i, r) in rows.iter().enumerate() {
-        let w = if r.bytes >= 1 << 30 { 2.0 } else { 1.0 } / r.t_meas;
-        let xr = r.x * probe.ramp(r.fills, r.x, r.n_nodes);
-        let j = fams.iter().position(|&k| k == r.family)?;
-        a[(i, j)] = xr * w;
-        b[i] = (r.t_meas - lat_fixed - r.lat) * w;
-    }
-    let svd = a.clone().svd(true, true);
-    let sol = svd.solve(&b, 1e-12).ok()?;
-    let mut eta = [1.0; 4];
-    for (j, &k) in fams.iter().enumerate() {
-        let inv = sol[j];
-        if !(inv > 0.0 && (ETA_RANGE.0..=ETA_RANGE.1).contains(&(1.0 / inv))) {
-            return None;
-        }
-        eta[k] = 1.0 / inv;
-    }
-    let err = (&a * &sol - &b).norm_squared();
-    let var = covariance_diag(&svd, err, rows.len());
-    let mut se = [0.0; 4];
-    for (j, &k) in fams.iter().enumerate() {
-        // d(eta)/d(1/eta) = -eta^2.
-        se[k] = var[j].sqrt() * eta[k] * eta[k];
-    }
-    Some(Solved { eta, err, se })
-}
-
-/// Diagonal of the least-squares covariance `s^2 (A^T A)^-1 = s^2 V S^-2 V^T` (singular values
-/// near zero dropped), `s^2` the residual sum of squares over the degrees of freedom.
-fn covariance_diag(
-    svd: &nalgebra::linalg::SVD<f64, nalgebra::Dyn, nalgebra::Dyn>,
-    rss: f64,
-    n: usize,
-) -> Vec<f64> {
-    let sv = &svd.singular_values;
-    let p = sv.len();
-    let dof = n.saturating_sub(p);
-    let s2 = if dof > 0 { rss / dof as f64 } else { 0.0 };
-    let Some(vt) = &svd.v_t else {
-        return vec![0.0; p];
-    };
-    let cut = 1e-12 * sv.max();
-    (0..vt.ncols())
-        .map(|j| {
-            (0..p)
-                .filter(|&k| sv[k] > cut)
-                .map(|k| (vt[(k, j)] / sv[k]).powi(2))
-                .sum::<f64>()
-                * s2
-        })
-        .collect()
-}
-
-/// The bandwidth part of a prepared row's time under a class's parameters (µs).
-fn bandwidth_time(r: &Prepared, p: &ClassParams) -> f64 {
-    r.x / p.eta[r.family] * p.ramp(r.fills, r.x, r.n_nodes)
-}
-
-/// Fits the latency shared by every class to the rows below 64 KB (where it dominates) after
-/// their bandwidth part under the current class parameters: NCCL's per-step and per-hop
-/// latencies are kept and `lat_fixed`, the launch and completion time NCCL's model leaves out,
-/// is the Huber-weighted mean (iteratively reweighted: a row more than 15% off counts less,
-/// since launch modes differ, e.g. CUDA graphs) of the measured time less NCCL's latency, in
-/// relative terms. NCCL's hop latencies are not scaled: the per-hop costs the rows imply differ
-/// more between systems (and network transports) than one scale can follow, so a fitted scale
-/// predicts systems left out worse. Returns the value and its standard error; 0 without rows.
-fn fit_latency(rows: &[Prepared], classes: &[ClassParams]) -> (f64, f64) {
-    let small: Vec<(&Prepared, f64)> = rows
-        .iter()
-        .filter(|r| r.bytes < LATENCY_BYTES)
-        .map(|r| {
-            let p = classes
-                .iter()
-                .find(|c| c.class == r.class)
-                .copied()
-                .unwrap_or(ClassParams::identity(r.class));
-            (r, r.t_meas - bandwidth_time(r, &p) - r.lat)
-        })
-        .collect();
-    if small.len() < 2 {
-        return (0.0, 0.0);
-    }
-    let mut huber = vec![1.0; small.len()];
-    let mut out = (0.0, 0.0);
-    for _ in 0..20 {
-        // Weighted least squares for one constant, relative errors: weights (h / t)^2.
-        let w: Vec<f64> = small
-            .iter()
-            .zip(&huber)
-            .map(|((r, _), h)| (h / r.t_meas).powi(2))
-            .collect();
-        let sw: f64 = w.iter().sum();
-        let c0 = small.iter().zip(&w).map(|((_, y), w)| w * y).sum::<f64>() / sw;
-        let rss: f64 = small
-            .iter()
-            .zip(&w)
-            .map(|((_, y), w)| w * (y - c0).powi(2))
-            .sum();
-        let se = (rss / (small.len() - 1) as f64 / sw).sqrt();
-        let c0 = c0.clamp(LAT_FIXED_RANGE.0, LAT_FIXED_RANGE.1);
-        out = (c0, se);
-        for (i, (r, y)) in small.iter().enumerate() {
-            let rel = ((c0 - y) / r.t_meas).abs();
-            huber[i] = if rel <= HUBER { 1.0 } else { HUBER / rel };
-        }
-    }
-    out
-}
-
-/// Fit every class's efficiencies and fill time with the shared latency given.
-fn fit_classes(prepared: &[Prepared], lat_fixed: f64) -> Vec<ClassParams> {
-    let fills: Vec<f64> = (0..FILL_GRID.2)
-        .map(|i| 2f64.powf(FILL_GRID.0 + FILL_GRID.1 * i as f64))
-        .collect();
-    let mut classes = Vec::new();
-    let mut no_fill = Vec::new();
-    for c in HwClass::ALL {
-        let rs: Vec<&Prepared> = prepared.iter().filter(|p| p.class == c).collect();
-        let mut p = ClassParams::identity(c);
-        p.n_rows = rs.len();
-        p.lat_fixed = lat_fixed;
-        if rs.is_empty() {
-            classes.push(p);
-            no_fill.push(c);
-            continue;
-        }
-        // Host-bound caps: the measured plateau of each socket group.
-        if c == HwClass::Pcie {
-            for g in 0..2 {
-                let v: Vec<f64> = rs
-                    .iter()
-                    .filter(|r| r.cap_group == Some(g))
-                    .filter_map(|r| r.busbw_meas)
-                    .collect();
-                if !v.is_empty() {
-                    p.busbw_cap[g] = Some(Data::new(v).median());
-                }
-            }
-            classes.push(p);
-            no_fill.push(c);
-            continue;
-        }
-        // Only sizes on the ramp (64 KB .. 512 MB) tell the fill time apart; latency-bound rows
-        // are the shared latency's.
-        let has_ramp = rs
-            .iter()
-            .any(|r| (LATENCY_BYTES..512 << 20).contains(&r.bytes));
-        if !has_ramp {
-            no_fill.push(c);
-        }
-        // The bandwidth parameters come from the rows the bandwidth term matters for.
-        let fit_rows: Vec<&Prepared> = rs
-            .iter()
-            .copied()
-            .filter(|r| r.bytes >= LATENCY_BYTES)
-            .collect();
-        let exps: &[f64] = if c == HwClass::MultiNode {
-            &NODE_EXPS
-        } else {
-            &[1.0]
-        };
-        let grid: Vec<(f64, f64)> = if has_ramp {
-            fills
-                .iter()
-                .flat_map(|&t| exps.iter().map(move |&e| (t, e)))
-                .chain(std::iter::once((0.0, 1.0)))
-                .collect()
-        } else {
-            vec![(0.0, 1.0)]
-        };
-        let mut best: Option<(f64, ClassParams)> = None;
-        for (t, e) in grid {
-            let probe = ClassParams {
-                fill_us: t,
-                node_exp: e,
-                ..p
-            };
-            if let Some(v) = solve(&fit_rows, &probe, lat_fixed) {
-                if best.as_ref().is_none_or(|(err, _)| v.err < *err) {
-                    let mut q = probe;
-                    q.eta = v.eta;
-                    q.se.eta = v.se;
-                    best = Some((v.err, q));
-                }
-            }
-        }
-        classes.push(best.map(|(_, p)| p).unwrap_or(p));
-    }
-    // Classes without mid-size rows borrow the median fill time of the single-node classes that
-    // have one (per node for the multi-node class).
-    let fills: Vec<f64> = classes
-        .iter()
-        .filter(|p| p.fill_us > 0.0 && p.class != HwClass::MultiNode)
-        .map(|p| p.fill_us)
-        .collect();
-    if !fills.is_empty() {
-        let t = Data::new(fills).median();
-        for p in classes.iter_mut() {
-            if no_fill.contains(&p.class) && p.class != HwClass::Pcie {
-                p.fill_us = t;
-            }
-        }
-    }
-    classes
-}
-
-/// Fit the model to a set of rows: the latency shared by all classes (`fit_latency`, from every
-/// latency-bound row: launch and per-step costs are the host's and NCCL's more than the
-/// fabric's) and each class's efficiencies and fill time with it, alternately (a few rounds:
-/// each depends on the other only through the small rows). A class never seen gets the shared
-/// latency and NCCL's bandwidths.
-pub fn fit(rows: &[Row]) -> Fit {
-    let prepared: Vec<Prepared> = rows.iter().filter_map(prepare).collect();
-    let identity: Vec<ClassParams> = HwClass::ALL.map(ClassParams::identity).to_vec();
-    let (mut lat, mut se) = fit_latency(&prepared, &identity);
-    let mut classes = fit_classes(&prepared, lat);
-    for _ in 0..3 {
-        (lat, se) = fit_latency(&prepared, &classes);
-        classes = fit_classes(&prepared, lat);
-    }
-    for p in classes.iter_mut() {
-        p.se.lat_fixed = se;
-    }
-    Fit { classes }
+    .bandwidth_term(m, f, a, bw, bytes)
 }
