@@ -102,7 +102,7 @@ fn score_rows() -> Vec<Scored> {
         };
         let pc = with(full);
         let held = by_system
-            .entry((r.system, r.nodes > 1, r.source))
+            .entry((r.system.hardware(), r.nodes > 1, r.source))
             .or_insert_with(|| {
                 let others: Vec<Row> = ROWS
                     .iter()
@@ -157,7 +157,9 @@ pub fn source_key(source: &str) -> &str {
 }
 
 fn same_system(a: &Row, b: &Row) -> bool {
-    a.system == b.system && (a.nodes > 1) == (b.nodes > 1) && a.source == b.source
+    a.system.hardware() == b.system.hardware()
+        && (a.nodes > 1) == (b.nodes > 1)
+        && a.source == b.source
 }
 
 /// Median and maximum of a list of errors.
@@ -205,7 +207,7 @@ pub fn coverage() -> Coverage {
     sources.dedup();
     let mut groups: Vec<(String, bool, &str)> = ROWS
         .iter()
-        .map(|r| (format!("{:?}", r.system), r.nodes > 1, r.source))
+        .map(|r| (r.system.hardware().name(), r.nodes > 1, r.source))
         .collect();
     groups.sort();
     groups.dedup();
@@ -441,9 +443,10 @@ pub fn accuracy_report() -> String {
     s += "Systems and how their shapes were obtained:\n\n";
     let mut seen: Vec<System> = Vec::new();
     for r in ROWS {
-        if !seen.contains(&r.system) {
-            seen.push(r.system);
-            s += &format!("- {:?}: {}\n", r.system, r.system.derivation());
+        let hw = r.system.hardware();
+        if !seen.contains(&hw) {
+            seen.push(hw);
+            s += &format!("- {}: {}\n", hw.name(), hw.derivation());
         }
     }
     s

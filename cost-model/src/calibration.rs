@@ -35,14 +35,34 @@ pub enum System {
     A100FourNic,
     /// 2x RTX 2080 Ti joined by an NVLink bridge (2 NVLink2 links, no NVSwitch).
     Rtx2080TiBridge,
-    /// 4x RTX 4090, PCIe Gen4 x16, one AMD EPYC socket, peer-to-peer through the host bridge.
+    /// RTX 4090s, PCIe Gen4 x16 on one CPU socket, peer-to-peer through the host bridge (the
+    /// open kernel modules patched for P2P).
     Rtx4090Box,
+    /// 8x RTX 4090, PCIe Gen4 x16, each on its own root port of two AMD EPYC 7542 (NPS4: every GPU
+    /// on its own NUMA node); `p2p`: with the P2P-patched kernel modules, else through host memory.
+    Rtx4090DualRome {
+        /// GPU peer-to-peer enabled.
+        p2p: bool,
+    },
+    /// 8x RTX 5090, PCIe Gen5 x16, two AMD EPYC 9575F, peer-to-peer (P2P-patched kernel modules,
+    /// `NCCL_P2P_LEVEL=SYS`).
+    Rtx5090DualTurin,
+    /// 4x RTX 5090, PCIe Gen5 x16, AMD EPYC Genoa host, no GPU peer-to-peer (through host memory).
+    Rtx5090Genoa,
     /// GB200 NVL72 compute tray: 4 B200 GPUs, 18 NVLink5 links each to the rack's NVSwitches,
     /// Grace (Arm) hosts.
     Gb200Tray,
 }
 
 impl System {
+    /// The system's name in the report.
+    pub fn name(self) -> String {
+        match self {
+            System::Rtx4090DualRome { .. } => "Rtx4090DualRome".to_string(),
+            s => format!("{s:?}"),
+        }
+    }
+
     /// How the shape was obtained.
     pub fn derivation(self) -> &'static str {
         match self {
@@ -54,8 +74,20 @@ impl System {
             System::H100Eight200G => "DGX H100 node with 8x 200G NICs (25 GB/s each): NCCL's inter-node search gives 8x24 (no duplication below 25 GB/s), NVLS 8x40/24",
             System::A100FourNic => "DGX A100 node with 4 of 8 NICs (HDR, 25 GB/s each): ring 4x24, tree 4x30/24 (the DGX A100 two-node graphs with half the channels)",
             System::Rtx2080TiBridge => "2 NVLink links (20 GB/s each in NCCL for sm75) between 2 GPUs: ring 1x40 duplicated to 2x20",
-            System::Rtx4090Box => "PCIe Gen4 x16 (24 GB/s) through the host bridge, 4 GPUs on one socket: ring 2x12",
+            System::Rtx4090Box => "PCIe Gen4 x16 (24 GB/s) through the host bridge, GPUs on one socket: ring 2x12",
+            System::Rtx4090DualRome { .. } => "PCIe Gen4 x16 (24 GB/s); every GPU on its own NUMA node, so the ring crosses CPU links (AMD, 16 GB/s in NCCL): ring 2x8",
+            System::Rtx5090DualTurin => "PCIe Gen5 x16 (48 GB/s); 8 GPUs on two sockets, the ring crosses the CPU link (AMD, 16 GB/s in NCCL): ring 2x8",
+            System::Rtx5090Genoa => "PCIe Gen5 x16 (48 GB/s) through the host bridge, 4 GPUs taken as on one socket (bus ids 01-61; sockets not stated): ring 2x24",
             System::Gb200Tray => "what NCCL 2.30.7 printed for topologies/gb200-nvl72-tray.xml (planner/tests/nccl-2.30.7/gb200-nvl72-tray-1node.txt): ring 16x45, tree 16x50, NVLS 4x90, 32 channels, 24 NVLS channels",
+        }
+    }
+
+    /// The machine without its software configuration: the same box with and without GPU
+    /// peer-to-peer is one system when held out.
+    pub fn hardware(self) -> System {
+        match self {
+            System::Rtx4090DualRome { .. } => System::Rtx4090DualRome { p2p: true },
+            s => s,
         }
     }
 
@@ -73,12 +105,17 @@ impl System {
         );
         // GPU PCIe links (NCCL's bandwidth: 1.2 GB/s per GT/s-lane unit, Gen4 x16 24, Gen5 x16 48).
         s.gpu_pci_bw = match self {
-            System::DgxA100 | System::A100FourNic | System::Rtx4090Box => 24.0,
+            System::DgxA100
+            | System::A100FourNic
+            | System::Rtx4090Box
+            | System::Rtx4090DualRome { .. } => 24.0,
             System::DgxH100
             | System::H100FourNic
             | System::H100Eight200G
             | System::H100PcieBridge
             | System::Rtx5090Box
+            | System::Rtx5090DualTurin
+            | System::Rtx5090Genoa
             | System::Gb200Tray => 48.0,
             System::Rtx2080TiBridge => 12.0,
         };
@@ -203,7 +240,19 @@ impl System {
                 GraphShape::new(Pattern::BalancedTree, 2, 12.0, 12.0, Phb, Pix),
             )
             .with_p2p(4, 2),
-            System::Rtx5090Box => {
+            System::Rtx4090DualRome { .. } | System::Rtx5090DualTurin => CommShape::uniform(
+                1,
+                ppn,
+                if self == System::Rtx5090DualTurin {
+                    120
+                } else {
+                    89
+                },
+                GraphShape::new(Pattern::Ring, 2, 8.0, 8.0, Sys, Pix),
+                GraphShape::new(Pattern::BalancedTree, 2, 8.0, 8.0, Sys, Pix),
+            )
+            .with_p2p(4, 2),
+            System::Rtx5090Box | System::Rtx5090Genoa => {
                 let (bw, ty) = if ppn > 4 { (11.0, Sys) } else { (24.0, Phb) };
                 CommShape::uniform(
                     1,
@@ -311,6 +360,12 @@ const NT309: &str = "NVIDIA/nccl-tests issue 309";
 const N1469: &str = "NVIDIA/nccl issue 1469";
 const TG36: &str = "tinygrad/open-gpu-kernel-modules issue 36";
 const AZ_GB200: &str = "Azure/AI-benchmarking-guide ND_GB200_v6_results.md";
+const PPT: &str = "yiguCM/pptest_driver README.md";
+const TGR: &str = "tinygrad/open-gpu-kernel-modules README.md";
+const CHLC: &str = "blog.chlc.cc/p/rtx4090-gpudirect-p2p-unlocked";
+const AIKI: &str = "aikitoria/open-gpu-kernel-modules README.md";
+const NT287: &str = "NVIDIA/nccl-tests issue 287";
+use System::Rtx4090DualRome as Rome4090;
 
 /// Every published measurement of the set that names a size (ranges use their ends).
 #[rustfmt::skip]
@@ -476,6 +531,18 @@ pub const ROWS: &[Row] = &[
     r("Azure ND GB200 v6 (one 4-GPU tray)", System::Gb200Tray, 1, 4, AR, 256 * MB, B(593.53), Some(Algo::Ring), true, Some("2.25.1"), AZ_GB200),
     r("Azure ND GB200 v6 (one 4-GPU tray)", System::Gb200Tray, 1, 4, AR, GB, B(646.87), Some(Algo::Ring), true, Some("2.25.1"), AZ_GB200),
     r("Azure ND GB200 v6 (one 4-GPU tray)", System::Gb200Tray, 1, 4, AR, 8 * GB, B(679.61), Some(Algo::Ring), true, Some("2.25.1"), AZ_GB200),
+    r("4x RTX 4090 PCIe 4, P2P driver (GPUs 0-3 of 8)", System::Rtx4090Box, 1, 4, AR, 32 * MB, B(25.00), None, false, None, PPT),
+    r("4x RTX 4090 PCIe 4, P2P driver (GPUs 0-3 of 8)", System::Rtx4090Box, 1, 4, AR, 128 * MB, B(25.27), None, false, None, PPT),
+    r("4x RTX 4090 PCIe 4, P2P driver (GPUs 0-3 of 8)", System::Rtx4090Box, 1, 4, AR, GB, B(25.31), None, false, None, PPT),
+    r("6x RTX 4090 PCIe 4, P2P driver (tinybox)", System::Rtx4090Box, 1, 6, AR, 32 * MB, B(24.58), None, false, None, TGR),
+    r("8x RTX 4090 PCIe 4, 2x EPYC 7542, no P2P", Rome4090 { p2p: false }, 1, 8, AR, 32 * MB, B(15.04), None, false, None, CHLC),
+    r("8x RTX 4090 PCIe 4, 2x EPYC 7542, no P2P", Rome4090 { p2p: false }, 1, 8, AR, 128 * MB, B(14.45), None, false, None, CHLC),
+    r("8x RTX 4090 PCIe 4, 2x EPYC 7542, P2P driver", Rome4090 { p2p: true }, 1, 8, AR, 32 * MB, B(20.46), None, false, None, CHLC),
+    r("8x RTX 4090 PCIe 4, 2x EPYC 7542, P2P driver", Rome4090 { p2p: true }, 1, 8, AR, 128 * MB, B(20.64), None, false, None, CHLC),
+    r("8x RTX 5090 PCIe 5, 2x EPYC 9575F, P2P driver", System::Rtx5090DualTurin, 1, 8, AR, 32 * MB, B(45.70), None, false, Some("2.29.7"), AIKI),
+    r("8x RTX 5090 PCIe 5, 2x EPYC 9575F, P2P driver", System::Rtx5090DualTurin, 1, 8, AR, 128 * MB, B(43.86), None, false, Some("2.29.7"), AIKI),
+    r("4x RTX 5090 PCIe 5, EPYC Genoa, no P2P", System::Rtx5090Genoa, 1, 4, AR, 32 * MB, B(27.06), None, false, None, NT287),
+    r("4x RTX 5090 PCIe 5, EPYC Genoa, no P2P", System::Rtx5090Genoa, 1, 4, AR, 128 * MB, B(27.26), None, false, None, NT287),
 ];
 
 /// Size label as nccl-tests users write it.
