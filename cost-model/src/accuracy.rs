@@ -337,7 +337,7 @@ pub fn accuracy_report() -> String {
     s += "\nWhat the model leaves out, and where the largest held-out errors come from:\n\n";
     s += "- Network transports: NCCL's per-hop network latencies are kept, so a slower transport's small-message time (AWS EFA, 68 µs at 2 nodes; GCP's TCP-offload GPUDirect-TCPXO, 123 µs) is under-predicted by half or more. The tree-level term follows the NIC bandwidth but has no per-transport latency: held out, TCPXO's mid sizes (32 GB/s at 16 MB on 8x 200G) are priced with the level size of the other systems and come out about twice as fast; no other TCP-offload system is in the set.\n";
     s += "- Scale: AWS p5 at 32 nodes and 512 MB (157 GB/s, between 116 GB/s at 128 MB and 220 GB/s at 1 GB) is over-predicted by a quarter held out: the node-level fill grows as a power of the node count and the tree levels as its logarithm, and neither is that steep between 256 MB and 1 GB.\n";
-    s += "- PCIe boxes are host-bound; the one-socket caps of a Gen4 and a Gen5 box (26 and 35 GB/s) differ by a third and predict each other to that. These two boxes alone keep the >= 512 MB maximum above 15%: a cap per PCIe generation or per CPU would be fitted to one box each.\n";
+    s += "- PCIe boxes: the bus bandwidth is a fraction of the GPU's PCIe link per path. With GPU peer-to-peer a ring reaches about the link's bandwidth within one socket (RTX 4090s at 25-26 GB/s on Gen4) and less across sockets; staged through host memory, about 0.6 of it. The host-memory figure is the CPU's and its memory's, which the model does not see: two one-socket 4-GPU RTX 5090 boxes without P2P reach 35 GB/s (4 of 8 GPUs, on one socket of two Xeon 8480+) and 27 GB/s (EPYC Genoa, sockets not stated) and predict each other to 22-27%; the first keeps the >= 512 MB maximum above 15% with the AWS p5 row above. A communicator planned from a topology file is priced as peer-to-peer: plans do not record NCCL's transports.\n";
     s += "- One-node pipelines share one stage size: for NVLS (4 stages at 40 GB/s per channel) it gives a shorter fill than the Azure H100 rows at 8-32 MB show (about 14% over-predicted held out), and GB200's 16 MB LL128 row is under-predicted by 15%.\n";
     s += "- The Azure guide's rows come from one process driving every GPU of the node (`-g 8`, in-place busbw, NVLS forced on H100/H200, Ring on GB200); the rows record the forced algorithm, the launch mode is in the shared latency.\n";
     s += "\n![measured vs predicted time per operation, NCCL mode and calibrated with the system held out](docs/accuracy.svg)\n";
@@ -388,9 +388,9 @@ pub fn accuracy_report() -> String {
     }
     s += "\n## Fitted parameters\n\n";
     s += "Fitted to all rows; `±` is one standard error from the least-squares covariance (at the chosen stage size and fill time; 0 where the parameter is not fitted).\n\n";
-    s += "| class | rows | lat_fixed (µs) | eta ring | eta tree | eta nvls | eta nvls-tree | stage size (KiB, one node) | fill time (µs, several nodes) | tree level (KiB per channel) | busbw cap (same socket / cross socket) |\n";
+    s += "| class | rows | lat_fixed (µs) | eta ring | eta tree | eta nvls | eta nvls-tree | stage size (KiB, one node) | fill time (µs, several nodes) | tree level (KiB per channel) | PCIe busbw / link (P2P one socket / P2P across / host one socket / host across) |\n";
     s += "|---|---|---|---|---|---|---|---|---|---|---|\n";
-    let opt = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "-".into());
+    let opt = |v: Option<f64>| v.map(|x| format!("{x:.2}")).unwrap_or_else(|| "-".into());
     for p in &fit.classes {
         let eta = |k: usize| {
             if p.se.eta[k] > 0.0 {
@@ -420,7 +420,7 @@ pub fn accuracy_report() -> String {
             )
         };
         s += &format!(
-            "| {} | {} | {:.2} ± {:.2} | {} | {} | {} | {} | {} | {} | {} | {} / {} |\n",
+            "| {} | {} | {:.2} ± {:.2} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} / {} |\n",
             p.class.name(),
             p.n_rows,
             p.lat_fixed,
@@ -432,12 +432,14 @@ pub fn accuracy_report() -> String {
             stage,
             fill,
             level,
-            opt(p.busbw_cap[0]),
-            opt(p.busbw_cap[1]),
+            opt(p.pcie_eff[0]),
+            opt(p.pcie_eff[1]),
+            opt(p.pcie_eff[2]),
+            opt(p.pcie_eff[3]),
         );
     }
     s += &format!(
-        "\nWhat the parameters mean: `lat_fixed` is the launch and completion time per operation NCCL's model leaves out, shared by all classes (NCCL's own per-step and per-hop latencies are kept); `eta` is the fraction of NCCL's modelled path bandwidth an algorithm family ({}) achieves (protocol and link efficiency; `-`: no rows of that family, NCCL's bandwidth is kept). A Simple or LL128 transfer whose bandwidth time is `x` takes `x (1 + T / (x + T))` (LL has no chunk pipeline and pays none): about `T` more once `x` is well above the fill time `T`, at most twice `x` below it. On one node `T` = stage size x stages / channel bandwidth: the stage size (shared by the NVLink classes, chosen on a grid) is the data a pipeline stage holds per channel before the next runs at full rate, the stages are those a slice crosses (`2 (n - 1)` GPUs for a ring AllReduce, 4 for NVLS: scatter, switch reduce, switch multicast, gather) and the channel bandwidth is the graph's `bwIntra`, so the fill follows the GPU count and link speed of a system never seen. On several nodes `T` = fill time x nodes^exponent, and a tree (Tree, NVLSTree) adds `2 ceil(log2 nodes)` levels, each taking the tree-level data at the graph's per-channel network bandwidth (`bwInter`). PCIe boxes are host-bound: their bus bandwidth is the measured plateau of the GPUs on one socket or across sockets. `±` on the tree level is its least-squares standard error; the stage size and fill time are grid choices. For scale (NCCL 2.30.7): a Simple step is 512 KiB (the 4 MiB buffer of `src/init.cc` over `NCCL_STEPS` = 8), an NVLS chunk 128 KiB (`NCCL_NVLS_CHUNKSIZE`, `src/transport/nvls.cc`), and the 16 NVLS channels of an H100 put 2 MiB of such chunks through each NIC. Times are priced with NCCL 2.30.7's tables whatever release made the selection.\n\n",
+        "\nWhat the parameters mean: `lat_fixed` is the launch and completion time per operation NCCL's model leaves out, shared by all classes (NCCL's own per-step and per-hop latencies are kept); `eta` is the fraction of NCCL's modelled path bandwidth an algorithm family ({}) achieves (protocol and link efficiency; `-`: no rows of that family, NCCL's bandwidth is kept). A Simple or LL128 transfer whose bandwidth time is `x` takes `x (1 + T / (x + T))` (LL has no chunk pipeline and pays none): about `T` more once `x` is well above the fill time `T`, at most twice `x` below it. On one node `T` = stage size x stages / channel bandwidth: the stage size (shared by the NVLink classes, chosen on a grid) is the data a pipeline stage holds per channel before the next runs at full rate, the stages are those a slice crosses (`2 (n - 1)` GPUs for a ring AllReduce, 4 for NVLS: scatter, switch reduce, switch multicast, gather) and the channel bandwidth is the graph's `bwIntra`, so the fill follows the GPU count and link speed of a system never seen. On several nodes `T` = fill time x nodes^exponent, and a tree (Tree, NVLSTree) adds `2 ceil(log2 nodes)` levels, each taking the tree-level data at the graph's per-channel network bandwidth (`bwInter`). PCIe boxes: the bus bandwidth is a fraction of the GPU's PCIe link bandwidth (NCCL's figure, 24 GB/s for Gen4 x16 and 48 for Gen5 x16, so it follows the PCIe generation), one fraction per path: GPU peer-to-peer or staged through host memory (NCCL's SHM transport, e.g. GeForce boards with NVIDIA's driver), the ring within one CPU socket or across sockets (NCCL's path type SYS); each is the median of its rows of 16 MB and more, and a path without rows takes the median of the same kind on either socket count. `±` on the tree level is its least-squares standard error; the stage size and fill time are grid choices. For scale (NCCL 2.30.7): a Simple step is 512 KiB (the 4 MiB buffer of `src/init.cc` over `NCCL_STEPS` = 8), an NVLS chunk 128 KiB (`NCCL_NVLS_CHUNKSIZE`, `src/transport/nvls.cc`), and the 16 NVLS channels of an H100 put 2 MiB of such chunks through each NIC. Times are priced with NCCL 2.30.7's tables whatever release made the selection.\n\n",
         FAMILIES.join(", ")
     );
     s += "Systems and how their shapes were obtained:\n\n";

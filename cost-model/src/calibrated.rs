@@ -10,7 +10,7 @@
 //!        (the level and fill terms for Simple and LL128, not LL)
 //! A    = nCh * bwIntra             for NVLS AllReduce (the switch reduces: a GPU's algorithm
 //!                                  bandwidth is its NVLink bandwidth whatever the GPU count)
-//! A    = busbw_cap / busbw_factor  for PCIe boxes (host-memory bound)
+//! A    = pcie_eff[path] * gpu_pci_bw / busbw_factor   for PCIe boxes
 //! T    = stage_bytes * stages / (1000 * bw_channel)   one node
 //! T    = fill_us * n_nodes^node_exp                   several nodes
 //! D    = 2 * ceil(log2(n_nodes))   for trees across nodes (Tree, NVLSTree), else 0
@@ -35,7 +35,8 @@
 //!   it (LL, with no chunk pipeline, pays none).
 //! - Per class (NVSwitch Ampere, NVSwitch Hopper and newer, direct NVLink, PCIe, multi-node):
 //!   `eta` per algorithm family present (the fraction of NCCL's modelled path bandwidth achieved:
-//!   protocol and link efficiency). PCIe boxes have host-bound bus-bandwidth caps instead of
+//!   protocol and link efficiency). PCIe boxes have bus bandwidths relative to the GPU's PCIe
+//!   link instead of
 //!   NCCL's path bandwidth, and no fill. A class without data keeps NCCL's bandwidths (with the
 //!   shared latency and stage size).
 //! - Several nodes: the fill time `fill_us * n_nodes^node_exp` (the node-level pipeline), and
@@ -158,8 +159,10 @@ pub struct ClassParams {
     /// Data (bytes) one level of an inter-node tree receives per network channel before it
     /// forwards at full rate (multi-node class); 0 for none.
     pub level_bytes: f64,
-    /// Host-bound bus bandwidth caps (GB/s): GPUs on one CPU socket, across sockets.
-    pub busbw_cap: [Option<f64>; 2],
+    /// PCIe boxes: the bus bandwidth as a fraction of a GPU's PCIe link bandwidth (NCCL's
+    /// figure: 24 GB/s for Gen4 x16, 48 for Gen5 x16), per path (`PciePath`): peer-to-peer on
+    /// one socket, peer-to-peer across sockets, through host memory on one socket, across.
+    pub pcie_eff: [Option<f64>; 4],
     /// Rows this class was fitted to.
     pub n_rows: usize,
     /// Standard errors of `lat_fixed` and `eta` (0 where not fitted), from the least-squares
@@ -190,7 +193,7 @@ impl ClassParams {
             fill_us: 0.0,
             node_exp: 1.0,
             level_bytes: 0.0,
-            busbw_cap: [None, None],
+            pcie_eff: [None; 4],
             n_rows: 0,
             se: ParamErrors::default(),
         }
@@ -347,12 +350,14 @@ impl Calibration {
         if a == Algo::Nvls && f == Func::AllReduce {
             alg = s.nvls.n_channels as f64 * s.nvls.bw_intra as f64;
         }
-        let cross_socket = s.ring.type_intra >= PathType::Sys;
-        if let Some(cap) = self.params.busbw_cap[cross_socket as usize] {
-            let factor = crate::types::Collective::from_func(f).busbw_factor(s.n_ranks);
-            // Host-bound: the CPU link and memory set the bus bandwidth, not NCCL's path
-            // bandwidth (which can be lower or higher); the cap is on the achieved value.
-            alg = cap / factor * self.params.eta[family(a)];
+        if let Some(eff) = self.params.pcie_eff[pcie_path(s)] {
+            if s.gpu_pci_bw > 0.0 {
+                let factor = crate::types::Collective::from_func(f).busbw_factor(s.n_ranks);
+                // PCIe boxes: each GPU's link carries the ring's traffic, directly to its peer
+                // or through host memory; the achieved bus bandwidth is a fraction of that link
+                // (NCCL's path bandwidth can be lower, through CPU links, or higher).
+                alg = eff * s.gpu_pci_bw as f64 / factor * self.params.eta[family(a)];
+            }
         }
         bytes as f64 / (1000.0 * alg)
     }
@@ -361,6 +366,13 @@ impl Calibration {
     pub fn p2p_time_us(&self, t: f64, _bytes: u64) -> f64 {
         t / self.params.eta[0]
     }
+}
+
+/// The PCIe path of a communicator's GPUs (the index of `ClassParams::pcie_eff`): peer-to-peer
+/// (0, 1) or through host memory (2, 3), the ring within one CPU socket (0, 2) or across
+/// sockets (1, 3: NCCL's path type SYS).
+pub fn pcie_path(s: &CommShape) -> usize {
+    2 * (!s.gpu_p2p) as usize + (s.ring.type_intra >= PathType::Sys) as usize
 }
 
 /// The tuning tables calibrated mode prices with: NCCL 2.30's (the most recent model of the same

@@ -119,6 +119,12 @@ impl System {
             | System::Gb200Tray => 48.0,
             System::Rtx2080TiBridge => 12.0,
         };
+        // GeForce boards with NVIDIA's driver have no PCIe peer-to-peer: NCCL goes through host
+        // memory (the P2P-patched open kernel modules restore it).
+        s.gpu_p2p = !matches!(
+            self,
+            System::Rtx5090Box | System::Rtx5090Genoa | System::Rtx4090DualRome { p2p: false }
+        );
         s
     }
 

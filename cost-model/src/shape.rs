@@ -131,6 +131,11 @@ pub struct CommShape {
     /// Bandwidth of a GPU's PCIe link (GB/s; 0 when unknown): with the ring's network bandwidth
     /// per GPU it gives the PCIe load network traffic puts on each GPU (calibrated mode).
     pub gpu_pci_bw: f32,
+    /// Whether the GPUs of a node reach each other peer-to-peer (PCIe or NVLink DMA); `false`
+    /// when NCCL stages the data through host memory (its SHM transport: boards whose driver
+    /// disables P2P, such as GeForce cards, or `NCCL_P2P_DISABLE`). A plan does not record
+    /// transports, so a planned communicator counts as peer-to-peer.
+    pub gpu_p2p: bool,
 }
 
 impl CommShape {
@@ -188,6 +193,7 @@ impl CommShape {
             min_net_bw: p.min_net_bw,
             has_nvswitch: p.nvs_count > 0,
             gpu_pci_bw: p.gpu_pci_bw,
+            gpu_p2p: true,
         }
     }
 
@@ -225,6 +231,7 @@ impl CommShape {
             // NVLink to every peer of a node with more than two GPUs means NVSwitches.
             has_nvswitch: ring.type_intra <= PathType::Nvl && ppn > 2,
             gpu_pci_bw: 0.0,
+            gpu_p2p: true,
         }
     }
     /// Add an NVLS graph (`nvls_channels` launched).

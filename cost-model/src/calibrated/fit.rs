@@ -2,15 +2,14 @@
 //! stage size, and each class's efficiencies (and the multi-node fill time and tree-level size).
 
 use super::{
-    bandwidth_term_identity, family, fills, priced_lat_bw, pricing_model, row_model, ClassParams,
-    Fit, HwClass, Pipeline,
+    bandwidth_term_identity, family, fills, pcie_path, priced_lat_bw, pricing_model, row_model,
+    ClassParams, Fit, HwClass, Pipeline,
 };
 use crate::calibration::{Measured, Row};
 use crate::consts::{Algo, Proto};
 use crate::query::Mode;
 use nalgebra::{DMatrix, DVector};
 use statrs::statistics::{Data, Median};
-use topo::PathType;
 
 /// A row as the fit sees it: NCCL's latency and bandwidth time for NCCL's choice, its pipeline,
 /// and the measured time.
@@ -23,8 +22,9 @@ struct Prepared {
     bytes: u64,
     pipe: Pipeline,
     t_meas: f64,
-    cap_group: Option<usize>,
-    busbw_meas: Option<f64>,
+    pcie_path: Option<usize>,
+    /// Measured bus bandwidth over the GPU's PCIe link bandwidth (PCIe boxes).
+    pcie_ratio: Option<f64>,
 }
 
 fn prepare(r: &Row) -> Option<Prepared> {
@@ -53,9 +53,10 @@ fn prepare(r: &Row) -> Option<Prepared> {
         bytes: r.bytes,
         pipe: Pipeline::of(cm.shape(), f, algo),
         t_meas,
-        cap_group: (class == HwClass::Pcie)
-            .then_some((cm.shape().ring.type_intra >= PathType::Sys) as usize),
-        busbw_meas: busbw,
+        pcie_path: (class == HwClass::Pcie).then_some(pcie_path(cm.shape())),
+        pcie_ratio: busbw
+            .filter(|_| cm.shape().gpu_pci_bw > 0.0)
+            .map(|b| b / cm.shape().gpu_pci_bw as f64),
     })
 }
 
@@ -319,21 +320,23 @@ fn fit_classes(prepared: &[Prepared], lat_fixed: f64) -> Vec<ClassParams> {
         best_single.map_or_else(|| single.iter().map(|&c| base(c)).collect(), |(_, v)| v);
     let stage_bytes = single_fit.first().map_or(0.0, |p| p.stage_bytes);
 
-    // PCIe boxes: host-bound caps, the measured plateau of each socket group; no fill.
+    // PCIe boxes: the bus bandwidth relative to the GPU's PCIe link, the median of each path's
+    // rows (bandwidth-bound, 16 MB and more); a path without rows takes the median of the same
+    // kind (peer-to-peer or host memory) on either socket count, then of every PCIe row.
     let mut pcie = base(HwClass::Pcie);
-    let pcie_rows: Vec<&Prepared> = prepared
-        .iter()
-        .filter(|p| p.class == HwClass::Pcie)
-        .collect();
-    for g in 0..2 {
-        let v: Vec<f64> = pcie_rows
+    let ratios = |keep: &dyn Fn(usize) -> bool| -> Option<f64> {
+        let v: Vec<f64> = prepared
             .iter()
-            .filter(|r| r.cap_group == Some(g))
-            .filter_map(|r| r.busbw_meas)
+            .filter(|r| r.bytes >= 16 << 20)
+            .filter(|r| r.pcie_path.is_some_and(keep))
+            .filter_map(|r| r.pcie_ratio)
             .collect();
-        if !v.is_empty() {
-            pcie.busbw_cap[g] = Some(Data::new(v).median());
-        }
+        (!v.is_empty()).then(|| Data::new(v).median())
+    };
+    for g in 0..4 {
+        pcie.pcie_eff[g] = ratios(&|p| p == g)
+            .or_else(|| ratios(&|p| p / 2 == g / 2))
+            .or_else(|| ratios(&|_| true));
     }
 
     // Several nodes: the fill time and its node exponent on a grid, the data per tree level with
