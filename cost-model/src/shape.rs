@@ -133,8 +133,8 @@ pub struct CommShape {
     pub gpu_pci_bw: f32,
     /// Whether the GPUs of a node reach each other peer-to-peer (PCIe or NVLink DMA); `false`
     /// when NCCL stages the data through host memory (its SHM transport: boards whose driver
-    /// disables P2P, such as GeForce cards, or `NCCL_P2P_DISABLE`). A plan does not record
-    /// transports, so a planned communicator counts as peer-to-peer.
+    /// disables P2P, such as GeForce cards, or `NCCL_P2P_DISABLE`), as the plan says for rank
+    /// 0's node.
     pub gpu_p2p: bool,
 }
 
@@ -193,7 +193,7 @@ impl CommShape {
             min_net_bw: p.min_net_bw,
             has_nvswitch: p.nvs_count > 0,
             gpu_pci_bw: p.gpu_pci_bw,
-            gpu_p2p: true,
+            gpu_p2p: p.gpu_p2p,
         }
     }
 

@@ -239,6 +239,11 @@ pub struct CommPlan {
     pub tree_lines: TreeLines,
     /// Whether every GPU pair on every node is connected by NVLink (`ncclTopoPathAllNVLink`).
     pub all_nvlink: bool,
+    /// Whether the GPUs of rank 0's node reach each other peer-to-peer (`ncclTopoCheckP2p`
+    /// for every pair: path type within the P2P level, and NVML reporting P2P, which boards
+    /// such as GeForce cards do not); `false` means NCCL stages their traffic through host
+    /// memory (its SHM transport).
+    pub gpu_p2p: bool,
     /// Slowest NET bandwidth any rank sees (`comm->minNetBw`, GB/s; 0 without NETs).
     pub min_net_bw: f32,
     /// NVSwitches in rank 0's node topology (`ncclTopoGetNvsCount`; NCCL's tuning turns

@@ -222,6 +222,15 @@ pub(super) fn assemble(
     let cpu = first.topo.system.cpu_type();
     let nvs_count = first.topo.system.count(NodeKind::Nvs);
     let gpu_pci_bw = cx.rank0_gpu_pci_bw();
+    let gpu_p2p = {
+        let hs = &host_search[&members[0].host];
+        let gpus = &hs.labels[..host_ranks[&members[0].host].len()];
+        gpus.iter().enumerate().all(|(i, &a)| {
+            gpus[i + 1..]
+                .iter()
+                .all(|&b| hs.topo.check_p2p(a, b).0 && hs.topo.check_p2p(b, a).0)
+        })
+    };
     let all_nvlink = host_order.iter().all(|h| {
         host_search[h].topo.gpu_path_range(NodeKind::Gpu).1 < PathType::Pix
             || host_search[h].topo.system.count(NodeKind::Gpu) < 2
@@ -259,6 +268,7 @@ pub(super) fn assemble(
         channels,
         tree_lines,
         all_nvlink,
+        gpu_p2p,
         min_net_bw,
         nvs_count,
         gpu_pci_bw,
