@@ -138,39 +138,66 @@ pub struct TreeLine {
 /// half a million ranks, few of which print any).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TreeLines {
-    /// The rank of each line, ascending.
-    ranks: Vec<u32>,
-    /// The lines, each rank's in channel order.
+    /// Where each rank's lines start in `lines` (one more entry than ranks).
+    start: Vec<u32>,
+    /// The lines, rank by rank, each rank's in channel order.
     lines: Vec<TreeLine>,
 }
 
 impl TreeLines {
-    /// From `(rank, line)` pairs of ranks below `nranks` in any order of ranks (each rank's
-    /// lines in channel order); a counting sort by rank keeps each rank's order.
-    pub fn from_pairs(pairs: &[(u32, TreeLine)], nranks: usize) -> TreeLines {
-        let mut start = vec![0u32; nranks + 1];
-        for &(r, _) in pairs {
-            start[r as usize + 1] += 1;
+    /// Room for `counts[r]` lines of each rank r, filled with [`TreeLines::push`] rank by rank
+    /// in any order of ranks.
+    pub fn with_counts(counts: &[u32]) -> TreeLines {
+        let mut start = Vec::with_capacity(counts.len() + 1);
+        let mut at = 0u32;
+        start.push(0);
+        for &n in counts {
+            at += n;
+            start.push(at);
         }
-        for r in 0..nranks {
-            start[r + 1] += start[r];
+        TreeLines {
+            start,
+            lines: Vec::with_capacity(at as usize),
         }
-        let mut ranks = vec![0u32; pairs.len()];
-        let mut lines = vec![TreeLine::default(); pairs.len()];
-        for &(r, line) in pairs {
-            let at = &mut start[r as usize];
-            ranks[*at as usize] = r;
-            lines[*at as usize] = line;
-            *at += 1;
-        }
-        TreeLines { ranks, lines }
     }
 
     /// The lines `rank` prints.
     pub fn of(&self, rank: usize) -> &[TreeLine] {
-        let start = self.ranks.partition_point(|&r| (r as usize) < rank);
-        let end = self.ranks.partition_point(|&r| (r as usize) <= rank);
-        &self.lines[start..end]
+        match (self.start.get(rank), self.start.get(rank + 1)) {
+            (Some(&a), Some(&b)) => self.lines.get(a as usize..b as usize).unwrap_or(&[]),
+            _ => &[],
+        }
+    }
+}
+
+/// Fills [`TreeLines`] made by [`TreeLines::with_counts`]: each rank's next line goes to its
+/// next free place.
+pub struct TreeLinesFill {
+    lines: TreeLines,
+    next: Vec<u32>,
+}
+
+impl TreeLinesFill {
+    /// Start filling `lines`.
+    pub fn new(mut lines: TreeLines) -> TreeLinesFill {
+        let n = *lines.start.last().unwrap_or(&0) as usize;
+        lines.lines.resize(n, TreeLine::default());
+        let next = lines.start[..lines.start.len() - 1].to_vec();
+        TreeLinesFill { lines, next }
+    }
+
+    /// Add `rank`'s next line (beyond its count, the line is dropped).
+    pub fn push(&mut self, rank: usize, line: TreeLine) {
+        let at = self.next[rank];
+        if at < self.lines.start[rank + 1] {
+            self.lines.lines[at as usize] = line;
+            self.next[rank] += 1;
+        }
+    }
+
+    /// The filled lines.
+    pub fn finish(self) -> TreeLines {
+        self.lines
     }
 }
 
@@ -283,7 +310,7 @@ impl CommPlan {
 
 #[cfg(test)]
 mod tests {
-    use super::{TreeLine, TreeLines};
+    use super::{TreeLine, TreeLines, TreeLinesFill};
 
     #[test]
     fn tree_lines_keep_each_ranks_order_whatever_the_rank_order() {

@@ -8,7 +8,9 @@ use super::p2p::p2p_channels;
 use super::trees::{dtree, log2i, DoubleTree};
 use super::Member;
 use crate::graph::{Pattern, TopoGraph};
-use crate::plan::{ChannelRank, CommGraphs, CommPlan, NodeSearch, RankInfo, TreeLine, TreeLines};
+use crate::plan::{
+    ChannelRank, CommGraphs, CommPlan, NodeSearch, RankInfo, TreeLine, TreeLines, TreeLinesFill,
+};
 use crate::profile::Profile;
 use crate::settings::PlannerSettings;
 use rustc_hash::FxHashMap as HashMap;
@@ -695,7 +697,21 @@ impl Comm<'_> {
         nch: usize,
     ) -> TreeLines {
         let n_nodes = nodes.count();
-        let mut tree_lines: Vec<(u32, TreeLine)> = Vec::new();
+        // Two lines (channel c and c + nch) for each end rank of each channel: counted first,
+        // so the lines of half a million ranks land in one list without a sort.
+        let mut counts = vec![0u32; self.members.len()];
+        for node in 0..n_nodes {
+            for c in 0..nch {
+                let ends = self.tree_ends(t, nodes, node, c);
+                for (k, &ri) in ends.iter().enumerate() {
+                    if is_end(&ends, k, nodes, node) {
+                        counts[ri as usize] += 2;
+                    }
+                }
+            }
+        }
+        let mut tree_lines = TreeLinesFill::new(TreeLines::with_counts(&counts));
+        drop(counts);
         for node in 0..n_nodes {
             let DoubleTree {
                 tree0: t0,
@@ -720,11 +736,9 @@ impl Comm<'_> {
                         *x = ttp(d as usize);
                     }
                 };
-                let ends = [ttp(node), ttc0(node), ttc1(node)];
+                let ends = self.tree_ends(t, nodes, node, c);
                 for (k, &ri) in ends.iter().enumerate() {
-                    // Each end rank once (the parent side and a child side can be one rank).
-                    if ri < 0 || ends[..k].contains(&ri) || nodes.rank_to_node[ri as usize] != node
-                    {
+                    if !is_end(&ends, k, nodes, node) {
                         continue;
                     }
                     let r = ri as usize;
@@ -750,12 +764,23 @@ impl Comm<'_> {
                             up: ch.tree_up,
                             down: ch.tree_down,
                         };
-                        tree_lines.push((r as u32, line));
+                        tree_lines.push(r, line);
                     }
                 }
             }
         }
-        TreeLines::from_pairs(&tree_lines, self.members.len())
+        tree_lines.finish()
+    }
+
+    /// Node `node`'s tree ends on channel `c`: the rank towards the parent, the ranks towards
+    /// child 0 and child 1.
+    fn tree_ends(&self, t: &TopoRanks, nodes: &Nodes, node: usize, c: usize) -> [i32; 3] {
+        let h = self.node_host(nodes, node);
+        [
+            t.tree_to_parent.row(h)[c],
+            t.tree_to_child0.row(h)[c],
+            t.tree_to_child1.row(h)[c],
+        ]
     }
 
     /// NVLS heads: for each head index every node has, that head's rank on each node (empty when
@@ -768,6 +793,13 @@ impl Comm<'_> {
             .map(|h| (0..n_nodes).map(|n| heads(n)[h] as usize).collect())
             .collect()
     }
+}
+
+/// Whether `ends[k]` is an end rank of `node` to connect, each rank once (the parent side and
+/// a child side can be one rank).
+fn is_end(ends: &[i32; 3], k: usize, nodes: &Nodes, node: usize) -> bool {
+    let ri = ends[k];
+    ri >= 0 && !ends[..k].contains(&ri) && nodes.rank_to_node[ri as usize] == node
 }
 
 pub(super) fn sm_of(hs: &HashMap<usize, Arc<HostSearch>>, m: &Member) -> i32 {
