@@ -326,7 +326,15 @@ mod tests {
             (2, line(8)),
             (5, line(1)),
         ];
-        let t = TreeLines::from_pairs(&pairs, 7);
+        let mut counts = [0u32; 7];
+        for &(r, _) in &pairs {
+            counts[r] += 1;
+        }
+        let mut fill = TreeLinesFill::new(TreeLines::with_counts(&counts));
+        for (r, l) in pairs {
+            fill.push(r, l);
+        }
+        let t = fill.finish();
         let channels = |r| t.of(r).iter().map(|l| l.channel).collect::<Vec<_>>();
         assert_eq!(channels(5), [0, 8, 1]);
         assert_eq!(channels(2), [0, 8]);
