@@ -5,7 +5,9 @@
 use super::BuildOptions;
 use crate::error::{Result, TopoError};
 use crate::version::NcclVersion;
-use crate::xml::XmlElement;
+use crate::xml::{XStr, XmlElement};
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// A host's topology XML as every local rank has it before claiming its GPU: checked, with NCCL's
@@ -208,22 +210,67 @@ pub(super) fn claim_and_trim(
 }
 
 /// `xmlTopoFuseXmlRecursive`: merge `src`'s children into `dst`, matching children with the same
-/// name and exactly the same attributes.
+/// name and exactly the same attributes (the first such child of `dst`, which may be one an
+/// earlier child of `src` added).
 pub(super) fn fuse(dst: &mut XmlElement, src: &XmlElement) {
+    // Small lists are scanned as NCCL does; long ones (a file can repeat an element thousands
+    // of times) are matched through a map of name and attributes, which finds the same child.
+    if dst.children.len() * src.children.len() <= 4096 || !distinct_keys(dst) || !distinct_keys(src)
+    {
+        fuse_by_scan(dst, src);
+        return;
+    }
+    let mut first: HashMap<(XStr, Vec<(XStr, XStr)>), usize> = HashMap::new();
+    for (i, n) in dst.children.iter().enumerate() {
+        first.entry(fuse_key(n)).or_insert(i);
+    }
     for c in &src.children {
-        let same = |n: &XmlElement| {
-            n.name == c.name
-                && (Arc::ptr_eq(&n.attrs, &c.attrs)
-                    || (n.attrs.len() == c.attrs.len()
-                        && c.attrs
-                            .iter()
-                            .all(|(k, v)| n.attrs.iter().any(|(nk, nv)| nk == k && nv == v))))
-        };
-        match dst.children.iter_mut().find(|n| same(n)) {
+        match first.entry(fuse_key(c)) {
+            Entry::Occupied(at) => fuse(&mut dst.children[*at.get()], c),
+            Entry::Vacant(slot) => {
+                slot.insert(dst.children.len());
+                dst.children.push(c.clone());
+            }
+        }
+    }
+}
+
+/// [`fuse`] by scanning `dst`'s children for each child of `src`.
+fn fuse_by_scan(dst: &mut XmlElement, src: &XmlElement) {
+    for c in &src.children {
+        match dst.children.iter_mut().find(|n| same_element(n, c)) {
             Some(d) => fuse(d, c),
             None => dst.children.push(c.clone()),
         }
     }
+}
+
+/// Same name and the same attributes, in any order.
+fn same_element(n: &XmlElement, c: &XmlElement) -> bool {
+    n.name == c.name
+        && (Arc::ptr_eq(&n.attrs, &c.attrs)
+            || (n.attrs.len() == c.attrs.len()
+                && c.attrs
+                    .iter()
+                    .all(|(k, v)| n.attrs.iter().any(|(nk, nv)| nk == k && nv == v))))
+}
+
+/// Name and sorted attributes: equal exactly when [`same_element`] holds, for elements without
+/// a repeated attribute name.
+fn fuse_key(e: &XmlElement) -> (XStr, Vec<(XStr, XStr)>) {
+    let mut attrs = e.attrs.to_vec();
+    attrs.sort_unstable_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+    (e.name.clone(), attrs)
+}
+
+/// Whether no child of `e` repeats an attribute name.
+fn distinct_keys(e: &XmlElement) -> bool {
+    e.children.iter().all(|c| {
+        c.attrs
+            .iter()
+            .enumerate()
+            .all(|(i, (k, _))| c.attrs[..i].iter().all(|(k2, _)| k2 != k))
+    })
 }
 
 /// Whether `e` holds a GPU this rank claims or a NET with a device ([`claimed_copy`]'s rule),
@@ -272,5 +319,44 @@ pub(super) fn claimed_copy(e: &XmlElement, order: &[i32], rank_base: i32) -> Xml
             .collect(),
         line: e.line,
         col: e.col,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{fuse, fuse_by_scan};
+    use crate::xml::{parse, write};
+
+    #[test]
+    fn fusing_long_child_lists_through_the_map_matches_the_scan() {
+        // 300 children on one side, 150 on the other: repeated elements, attributes in another
+        // order, nested children to fuse, and new ones.
+        let dst: String = (0..300)
+            .map(|i| {
+                format!(
+                    "<pci busid=\"{:x}\" class=\"c{}\"><x a=\"{}\"/></pci>",
+                    i % 200,
+                    i % 3,
+                    i
+                )
+            })
+            .collect();
+        let src: String = (0..150)
+            .map(|i| {
+                format!(
+                    "<pci class=\"c{}\" busid=\"{:x}\"><x a=\"{}\"/><y/></pci>",
+                    (2 * i) % 3,
+                    2 * i,
+                    i + 1000
+                )
+            })
+            .collect();
+        let dst = parse(&format!("<cpu>{dst}</cpu>"), "d.xml").unwrap();
+        let src = parse(&format!("<cpu>{src}</cpu>"), "s.xml").unwrap();
+        let (mut by_map, mut by_scan) = (dst.clone(), dst);
+        fuse(&mut by_map, &src);
+        fuse_by_scan(&mut by_scan, &src);
+        assert!(by_map.children.len() > 300, "some children are new");
+        assert_eq!(write(&by_map), write(&by_scan));
     }
 }
