@@ -330,9 +330,23 @@ fn shorten(s: &str) -> String {
     }
 }
 
+/// Longest element name, attribute name or value NCCL's XML reader takes (`MAX_STR_LEN` in
+/// NCCL 2.30.7 `src/graph/xml.h`; a longer one fails its parse).
+const MAX_STR_LEN: usize = 255;
+
 fn element(e: &BytesStart<'_>, lines: &LineIndex, file: &str, start: usize) -> Result<XmlElement> {
     let at = lines.locate(file, start);
     let name = String::from_utf8_lossy(e.name().as_ref()).to_string();
+    if name.len() > MAX_STR_LEN {
+        return Err(TopoError::Syntax {
+            at,
+            msg: format!(
+                "<{}>: the element name is {} bytes; NCCL reads at most {MAX_STR_LEN} (MAX_STR_LEN)",
+                printable(&shorten(&name)),
+                name.len()
+            ),
+        });
+    }
     let mut attrs: Vec<(XStr, XStr)> = Vec::new();
     for a in e.attributes() {
         let a = a.map_err(|err| {
@@ -370,6 +384,21 @@ fn element(e: &BytesStart<'_>, lines: &LineIndex, file: &str, start: usize) -> R
             return Err(TopoError::Syntax {
                 at,
                 msg: format!("<{name}>: attribute {key} given twice"),
+            });
+        }
+        if key.len() > MAX_STR_LEN || value.len() > MAX_STR_LEN {
+            let (what, n) = if key.len() > MAX_STR_LEN {
+                ("name", key.len())
+            } else {
+                ("value", value.len())
+            };
+            return Err(TopoError::Syntax {
+                at,
+                msg: format!(
+                    "<{} {}>: the attribute {what} is {n} bytes; NCCL reads at most {MAX_STR_LEN} (MAX_STR_LEN)",
+                    printable(&name),
+                    printable(&shorten(&key))
+                ),
             });
         }
         attrs.push((key.into(), value.into()));
@@ -523,6 +552,35 @@ mod tests {
             err,
             "e.xml:1:1: <system a>: unknown entity '&foo;' in the value"
         );
+    }
+
+    #[test]
+    fn names_and_values_longer_than_nccls_reader_takes_are_errors() {
+        let long = "f".repeat(256);
+        let cases = [
+            (
+                format!("<system version=\"1\">\n <cpu affinity=\"{long}\"/>\n</system>"),
+                "v.xml:2:2: <cpu affinity>: the attribute value is 256 bytes; NCCL reads at most 255",
+            ),
+            (
+                format!("<system version=\"1\">\n <cpu {long}=\"1\"/>\n</system>"),
+                "v.xml:2:2: <cpu ffffffffffffffffffffffffffffffffffffffff...>: the attribute name is 256 bytes",
+            ),
+            (
+                format!("<system version=\"1\">\n <{long}/>\n</system>"),
+                "v.xml:2:2: <ffffffffffffffffffffffffffffffffffffffff...>: the element name is 256 bytes",
+            ),
+        ];
+        for (text, want) in cases {
+            let err = parse(&text, "v.xml").unwrap_err().to_string();
+            assert!(err.starts_with(want), "{err}");
+        }
+        // 255 bytes are read.
+        let ok = format!(
+            "<system version=\"1\"><cpu affinity=\"{}\"/></system>",
+            &long[1..]
+        );
+        assert!(parse(&ok, "v.xml").is_ok());
     }
 
     #[test]
