@@ -224,15 +224,7 @@ pub(super) fn assemble(
     let cpu = first.topo.system.cpu_type();
     let nvs_count = first.topo.system.count(NodeKind::Nvs);
     let gpu_pci_bw = cx.rank0_gpu_pci_bw();
-    let gpu_p2p = {
-        let hs = &host_search[&members[0].host];
-        let gpus = &hs.labels[..host_ranks[&members[0].host].len()];
-        gpus.iter().enumerate().all(|(i, &a)| {
-            gpus[i + 1..]
-                .iter()
-                .all(|&b| hs.topo.check_p2p(a, b).0 && hs.topo.check_p2p(b, a).0)
-        })
-    };
+    let gpu_p2p = cx.rank0_gpu_p2p();
     let all_nvlink = host_order.iter().all(|h| {
         host_search[h].topo.gpu_path_range(NodeKind::Gpu).1 < PathType::Pix
             || host_search[h].topo.system.count(NodeKind::Gpu) < 2
@@ -546,6 +538,19 @@ impl<'a> Comm<'a> {
             .fold(0.0f32, f32::max)
     }
 
+    /// Whether every pair of GPUs of rank 0's host uses peer-to-peer (`ncclTopoCheckP2p` both
+    /// ways).
+    fn rank0_gpu_p2p(&self) -> bool {
+        let hs = &self.host_search[&self.members[0].host];
+        // Rank 0's host is the first in host order.
+        let gpus = &hs.labels[..self.ranks_of[0].len()];
+        gpus.iter().enumerate().all(|(i, &a)| {
+            gpus[i + 1..]
+                .iter()
+                .all(|&b| hs.topo.check_p2p(a, b).0 && hs.topo.check_p2p(b, a).0)
+        })
+    }
+
     /// Each rank's GPU, node and world rank.
     fn rank_infos(&self, nodes: &Nodes, parent: Option<&CommPlan>) -> Vec<RankInfo> {
         self.members
@@ -718,22 +723,15 @@ impl Comm<'_> {
                 tree1: t1,
             } = dtree(n_nodes as i32, node as i32);
             for c in 0..nch {
-                let ttp = |n: usize| t.tree_to_parent.row(self.node_host(nodes, n))[c];
-                let ttc0 = |n: usize| t.tree_to_child0.row(self.node_host(nodes, n))[c];
-                let ttc1 = |n: usize| t.tree_to_child1.row(self.node_host(nodes, n))[c];
-                let pick = |ct: i32, n: i32| {
-                    if ct == 0 {
-                        ttc0(n as usize)
-                    } else {
-                        ttc1(n as usize)
-                    }
-                };
+                // Node n's end: 0 towards the parent, 1 and 2 towards children 0 and 1.
+                let end = |n: i32, k: usize| self.tree_ends(t, nodes, n as usize, c)[k];
+                let pick = |ct: i32, n: i32| end(n, if ct == 0 { 1 } else { 2 });
                 let set_down = |ch: &mut ChannelRank, d: i32| {
                     if d == -1 {
                         return;
                     }
                     if let Some(x) = ch.tree_down.iter_mut().find(|x| **x < 0) {
-                        *x = ttp(d as usize);
+                        *x = end(d, 0);
                     }
                 };
                 let ends = self.tree_ends(t, nodes, node, c);

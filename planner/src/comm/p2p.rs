@@ -94,11 +94,11 @@ pub(super) fn p2p_channels(
         for label in 0..mine.len() {
             let g = labels[label];
             let mut min_ch = version.max_channels();
-            for (pl, _) in mine.iter().enumerate() {
+            for (pl, &peer) in labels.iter().take(mine.len()).enumerate() {
                 if pl == label {
                     continue;
                 }
-                min_ch = min_ch.min(p2p_local_channels(topo, labels[pl], g, profile));
+                min_ch = min_ch.min(p2p_local_channels(topo, peer, g, profile));
             }
             if remote {
                 let n = match settings.nchannels_per_net_peer {
