@@ -145,22 +145,6 @@ pub struct TreeLines {
 }
 
 impl TreeLines {
-    /// Room for `counts[r]` lines of each rank r, filled with [`TreeLines::push`] rank by rank
-    /// in any order of ranks.
-    pub fn with_counts(counts: &[u32]) -> TreeLines {
-        let mut start = Vec::with_capacity(counts.len() + 1);
-        let mut at = 0u32;
-        start.push(0);
-        for &n in counts {
-            at += n;
-            start.push(at);
-        }
-        TreeLines {
-            start,
-            lines: Vec::with_capacity(at as usize),
-        }
-    }
-
     /// The lines `rank` prints.
     pub fn of(&self, rank: usize) -> &[TreeLine] {
         match (self.start.get(rank), self.start.get(rank + 1)) {
@@ -170,20 +154,29 @@ impl TreeLines {
     }
 }
 
-/// Fills [`TreeLines`] made by [`TreeLines::with_counts`]: each rank's next line goes to its
-/// next free place.
+/// Fills [`TreeLines`] whose count per rank is known: each rank's next line goes to its next
+/// free place, ranks in any order.
 pub struct TreeLinesFill {
     lines: TreeLines,
     next: Vec<u32>,
 }
 
 impl TreeLinesFill {
-    /// Start filling `lines`.
-    pub fn new(mut lines: TreeLines) -> TreeLinesFill {
-        let n = *lines.start.last().unwrap_or(&0) as usize;
-        lines.lines.resize(n, TreeLine::default());
-        let next = lines.start[..lines.start.len() - 1].to_vec();
-        TreeLinesFill { lines, next }
+    /// Room for `counts[r]` lines of each rank r.
+    pub fn with_counts(counts: &[u32]) -> TreeLinesFill {
+        let mut start = Vec::with_capacity(counts.len() + 1);
+        let mut at = 0u32;
+        start.push(0);
+        for &n in counts {
+            at += n;
+            start.push(at);
+        }
+        let next = start[..counts.len()].to_vec();
+        let lines = vec![TreeLine::default(); at as usize];
+        TreeLinesFill {
+            lines: TreeLines { start, lines },
+            next,
+        }
     }
 
     /// Add `rank`'s next line (beyond its count, the line is dropped).
@@ -261,7 +254,8 @@ pub struct CommPlan {
     /// `rings` ([`CommPlan::to_json`]).
     pub channels: Vec<Vec<ChannelRank>>,
     /// `Tree %d : up -> rank -> down` INFO lines the ranks print in `connectTrees` (only the
-    /// ranks that connect their node to other nodes print them); [`CommPlan::tree_lines`].
+    /// ranks that connect their node to other nodes print them); [`TreeLines::of`] gives a
+    /// rank's.
     #[serde(skip)]
     pub tree_lines: TreeLines,
     /// Whether every GPU pair on every node is connected by NVLink (`ncclTopoPathAllNVLink`).
@@ -310,7 +304,7 @@ impl CommPlan {
 
 #[cfg(test)]
 mod tests {
-    use super::{TreeLine, TreeLines, TreeLinesFill};
+    use super::{TreeLine, TreeLinesFill};
 
     #[test]
     fn tree_lines_keep_each_ranks_order_whatever_the_rank_order() {
@@ -330,7 +324,7 @@ mod tests {
         for &(r, _) in &pairs {
             counts[r] += 1;
         }
-        let mut fill = TreeLinesFill::new(TreeLines::with_counts(&counts));
+        let mut fill = TreeLinesFill::with_counts(&counts);
         for (r, l) in pairs {
             fill.push(r, l);
         }

@@ -715,7 +715,7 @@ impl Comm<'_> {
                 }
             }
         }
-        let mut tree_lines = TreeLinesFill::new(TreeLines::with_counts(&counts));
+        let mut tree_lines = TreeLinesFill::with_counts(&counts);
         drop(counts);
         for node in 0..n_nodes {
             let DoubleTree {
