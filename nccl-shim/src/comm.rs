@@ -168,12 +168,19 @@ impl Comm {
         h.len()
     }
 
-    /// Simulated nodes.
-    pub fn node_count(&self) -> usize {
-        let mut n: Vec<i32> = self.members.iter().map(|m| m.node).collect();
-        n.sort_unstable();
-        n.dedup();
-        n.len()
+    /// NCCL's Init COMPLETE line for this rank, as `api` made it; `more` goes before
+    /// `- Init COMPLETE` (the commId, or a split's parent, color and key).
+    fn log_init_complete(&self, api: &str, more: std::fmt::Arguments) {
+        let me = &self.members[self.rank].device;
+        crate::error::info(&format!(
+            "{api} comm {:#x} rank {} nranks {} cudaDev {} nvmlDev {} busId {:x} {more} - Init COMPLETE",
+            self.handle,
+            self.rank,
+            self.nranks,
+            self.cuda_dev,
+            me.physical,
+            me.bus_id_int(),
+        ));
     }
 }
 
@@ -484,18 +491,9 @@ fn join(id: &crate::types::UniqueId, j: Joining) -> Result<Comm> {
         local_processes(&members, j.rank),
         &j.abort,
     )?;
-    let (handle, api) = (j.handle, j.api);
+    let api = j.api;
     let comm = assemble(j, members, magic, hub)?;
-    let me = &comm.members[comm.rank].device;
-    crate::error::info(&format!(
-        "{api} comm {handle:#x} rank {} nranks {} cudaDev {} nvmlDev {} busId {:x} commId {:#x} - Init COMPLETE",
-        comm.rank,
-        comm.nranks,
-        comm.cuda_dev,
-        me.physical,
-        me.bus_id_int(),
-        comm.magic,
-    ));
+    comm.log_init_complete(api, format_args!("commId {:#x}", comm.magic));
     Ok(comm)
 }
 
@@ -594,18 +592,12 @@ pub fn split(
         magic,
         hub,
     )?;
-    let me = &comm.members[comm.rank].device;
-    crate::error::info(&format!(
-        "{api} comm {handle:#x} rank {} nranks {} cudaDev {} nvmlDev {} busId {:x} parent {:#x} childCount {} color {} key {} - Init COMPLETE",
-        comm.rank,
-        comm.nranks,
-        comm.cuda_dev,
-        me.physical,
-        me.bus_id_int(),
-        parent.handle,
-        child,
-        color,
-        key
-    ));
+    comm.log_init_complete(
+        api,
+        format_args!(
+            "parent {:#x} childCount {child} color {color} key {key}",
+            parent.handle
+        ),
+    );
     Ok(Some(comm))
 }
