@@ -215,8 +215,7 @@ pub(super) fn claim_and_trim(
 pub(super) fn fuse(dst: &mut XmlElement, src: &XmlElement) {
     // Small lists are scanned as NCCL does; long ones (a file can repeat an element thousands
     // of times) are matched through a map of name and attributes, which finds the same child.
-    if dst.children.len() * src.children.len() <= 4096 || !distinct_keys(dst) || !distinct_keys(src)
-    {
+    if dst.children.len() * src.children.len() <= 4096 {
         fuse_by_scan(dst, src);
         return;
     }
@@ -255,22 +254,13 @@ fn same_element(n: &XmlElement, c: &XmlElement) -> bool {
                     .all(|(k, v)| n.attrs.iter().any(|(nk, nv)| nk == k && nv == v))))
 }
 
-/// Name and sorted attributes: equal exactly when [`same_element`] holds, for elements without
-/// a repeated attribute name.
+/// Name and sorted attributes: equal exactly when [`same_element`] holds, since no element
+/// repeats an attribute name (the reader refuses a repeat; `set` and `init` keep names
+/// distinct).
 fn fuse_key(e: &XmlElement) -> (XStr, Vec<(XStr, XStr)>) {
     let mut attrs = e.attrs.to_vec();
     attrs.sort_unstable_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
     (e.name.clone(), attrs)
-}
-
-/// Whether no child of `e` repeats an attribute name.
-fn distinct_keys(e: &XmlElement) -> bool {
-    e.children.iter().all(|c| {
-        c.attrs
-            .iter()
-            .enumerate()
-            .all(|(i, (k, _))| c.attrs[..i].iter().all(|(k2, _)| k2 != k))
-    })
 }
 
 /// Whether `e` holds a GPU this rank claims or a NET with a device ([`claimed_copy`]'s rule),
