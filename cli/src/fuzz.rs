@@ -83,6 +83,17 @@ impl Rng {
     }
 }
 
+/// `flag` and one of `values`, `percent`% of the time (the chance is drawn first, then the
+/// value); whether they were added.
+fn maybe(a: &mut Vec<String>, rng: &mut Rng, percent: u64, flag: &str, values: &[&str]) -> bool {
+    if !rng.chance(percent) {
+        return false;
+    }
+    a.push(flag.into());
+    a.push(rng.pick(values).to_string());
+    true
+}
+
 /// Values that have broken parsers before: signs, overflow, NaN, hex, empty, junk, huge.
 const HOSTILE: &[&str] = &[
     "",
@@ -510,39 +521,39 @@ fn gen_case(c: &Corpus, rng: &mut Rng, dir: &Path) -> Case {
             a.push("--nodes".into());
             a.push(node_count(rng));
         }
-        if rng.chance(if c.skeleton[t] { 85 } else { 10 }) {
-            a.push("--gpu".into());
-            a.push(
-                rng.pick(&[
-                    "A100-SXM4",
-                    "H100-SXM5",
-                    "V100-SXM2",
-                    "A10G",
-                    "RTX4090",
-                    "B200",
-                    "zz",
-                    "",
-                ])
-                .to_string(),
-            );
-        }
-        if rng.chance(5) {
-            a.push("--nic-speed".into());
-            a.push(
-                rng.pick(&["200G", "400G", "0G", "-1G", "x", "99999999999G"])
-                    .to_string(),
-            );
-        }
-        if rng.chance(20) {
-            a.push("--nccl-version".into());
-            a.push(
-                rng.pick(&[
-                    "2.18", "2.19", "2.20", "2.23", "2.25", "2.27.5", "2.28", "2.29", "2.30",
-                    "2.30.7", "3.0", "2", "x", "2.17",
-                ])
-                .to_string(),
-            );
-        }
+        maybe(
+            a,
+            rng,
+            if c.skeleton[t] { 85 } else { 10 },
+            "--gpu",
+            &[
+                "A100-SXM4",
+                "H100-SXM5",
+                "V100-SXM2",
+                "A10G",
+                "RTX4090",
+                "B200",
+                "zz",
+                "",
+            ],
+        );
+        maybe(
+            a,
+            rng,
+            5,
+            "--nic-speed",
+            &["200G", "400G", "0G", "-1G", "x", "99999999999G"],
+        );
+        maybe(
+            a,
+            rng,
+            20,
+            "--nccl-version",
+            &[
+                "2.18", "2.19", "2.20", "2.23", "2.25", "2.27.5", "2.28", "2.29", "2.30", "2.30.7",
+                "3.0", "2", "x", "2.17",
+            ],
+        );
         for _ in 0..rng.below(3) {
             a.push("--env".into());
             let k = rng.pick(ENV_NAMES);
@@ -558,81 +569,75 @@ fn gen_case(c: &Corpus, rng: &mut Rng, dir: &Path) -> Case {
         0..=4 => {
             a.push("plan".into());
             common(&mut a, rng, true);
-            if rng.chance(20) {
-                a.push("--gpus".into());
-                a.push(
-                    rng.pick(&[
-                        "0-3", "0,2,4,6", "0", "7", "0,0", "9", "3-1", "-1", "0-100000", "",
-                    ])
-                    .to_string(),
-                );
-            }
-            if rng.chance(25) {
-                a.push("--split".into());
-                a.push(
-                    rng.pick(&[
-                        "tp=8,dp=2",
-                        "tp=4,pp=2,dp=2",
-                        "tp=2",
-                        "tp=3,dp=5",
-                        "tp=0",
-                        "tp=-1",
-                        "x",
-                        "tp=8,dp=12297829382473034416",
-                    ])
-                    .to_string(),
-                );
-            }
-            if rng.chance(15) {
-                a.push("--split-by".into());
-                a.push(
-                    rng.pick(&[
-                        "color=rank/8",
-                        "color=rank%2,key=rank,name=dp",
-                        "color=-1",
-                        "color=rank/0",
-                        "color=(rank",
-                        "color=(-9223372036854775807-1)/(0-1)",
-                        "color=rank*rank*rank*rank",
-                        "key=rank",
-                    ])
-                    .to_string(),
-                );
-            }
-            if rng.chance(40) {
-                a.push("--format".into());
-                a.push(
-                    rng.pick(&["info", "graph-xml", "json", "dot", "csv"])
-                        .to_string(),
-                );
-            }
-            if rng.chance(10) {
-                a.push("--rank".into());
-                a.push(rng.pick(&["0", "5", "15", "100000", "-1"]).to_string());
-            }
-            if rng.chance(5) {
-                a.push("--comm".into());
-                a.push(rng.pick(&["world", "tp0", "dp1", "zz"]).to_string());
-            }
+            maybe(
+                &mut a,
+                rng,
+                20,
+                "--gpus",
+                &[
+                    "0-3", "0,2,4,6", "0", "7", "0,0", "9", "3-1", "-1", "0-100000", "",
+                ],
+            );
+            maybe(
+                &mut a,
+                rng,
+                25,
+                "--split",
+                &[
+                    "tp=8,dp=2",
+                    "tp=4,pp=2,dp=2",
+                    "tp=2",
+                    "tp=3,dp=5",
+                    "tp=0",
+                    "tp=-1",
+                    "x",
+                    "tp=8,dp=12297829382473034416",
+                ],
+            );
+            maybe(
+                &mut a,
+                rng,
+                15,
+                "--split-by",
+                &[
+                    "color=rank/8",
+                    "color=rank%2,key=rank,name=dp",
+                    "color=-1",
+                    "color=rank/0",
+                    "color=(rank",
+                    "color=(-9223372036854775807-1)/(0-1)",
+                    "color=rank*rank*rank*rank",
+                    "key=rank",
+                ],
+            );
+            maybe(
+                &mut a,
+                rng,
+                40,
+                "--format",
+                &["info", "graph-xml", "json", "dot", "csv"],
+            );
+            maybe(&mut a, rng, 10, "--rank", &["0", "5", "15", "100000", "-1"]);
+            maybe(&mut a, rng, 5, "--comm", &["world", "tp0", "dp1", "zz"]);
         }
         5..=6 => {
             a.push("predict".into());
             common(&mut a, rng, true);
-            if rng.chance(50) {
-                a.push("--op".into());
-                a.push(
-                    rng.pick(&[
-                        "all",
-                        "all_reduce",
-                        "alltoall",
-                        "sendrecv",
-                        "gather",
-                        "broadcast",
-                        "zz",
-                    ])
-                    .to_string(),
-                );
-            }
+            maybe(
+                &mut a,
+                rng,
+                50,
+                "--op",
+                &[
+                    "all",
+                    "all_reduce",
+                    "alltoall",
+                    "sendrecv",
+                    "gather",
+                    "broadcast",
+                    "zz",
+                ],
+            );
             let size = |rng: &mut Rng| {
                 rng.pick(&[
                     "0",
@@ -659,58 +664,54 @@ fn gen_case(c: &Corpus, rng: &mut Rng, dir: &Path) -> Case {
             } else {
                 size(rng)
             });
-            if rng.chance(40) {
-                a.push("-f".into());
-                a.push(
-                    rng.pick(&["2", "4", "1", "0", "-2", "1.5", "x", "1000000"])
-                        .to_string(),
-                );
-            }
-            if rng.chance(20) {
-                a.push("--mode".into());
-                a.push(rng.pick(&["nccl", "calibrated"]).to_string());
-            }
+            maybe(
+                &mut a,
+                rng,
+                40,
+                "-f",
+                &["2", "4", "1", "0", "-2", "1.5", "x", "1000000"],
+            );
+            maybe(&mut a, rng, 20, "--mode", &["nccl", "calibrated"]);
             if rng.chance(15) {
                 a.push(rng.pick(&["--algo", "--proto"]).to_string());
                 a.push(rng.pick(ENV_VALUES).to_string());
             }
-            if rng.chance(20) {
-                a.push("--format".into());
-                a.push(rng.pick(&["table", "csv", "json"]).to_string());
-            }
+            maybe(&mut a, rng, 20, "--format", &["table", "csv", "json"]);
         }
         7 => {
             a.push("whatif".into());
             common(&mut a, rng, true);
             a.push("-e".into());
             a.push("16M".into());
-            if rng.chance(60) {
-                a.push("--set".into());
-                a.push(
-                    rng.pick(&[
-                        "nvlink.count=6",
-                        "nic.speed=400G",
-                        "nic.count=2",
-                        "pcie.gen=5",
-                        "nodes=4",
-                        "nodes=-1",
-                        "nic.speed=x",
-                        "nvlink.count=100000",
-                        "zz=1",
-                    ])
-                    .to_string(),
-                );
-            } else if rng.chance(50) {
-                a.push("--sweep".into());
-                a.push(
-                    rng.pick(&[
+            if !maybe(
+                &mut a,
+                rng,
+                60,
+                "--set",
+                &[
+                    "nvlink.count=6",
+                    "nic.speed=400G",
+                    "nic.count=2",
+                    "pcie.gen=5",
+                    "nodes=4",
+                    "nodes=-1",
+                    "nic.speed=x",
+                    "nvlink.count=100000",
+                    "zz=1",
+                ],
+            ) {
+                maybe(
+                    &mut a,
+                    rng,
+                    50,
+                    "--sweep",
+                    &[
                         "nodes=1,2,4",
                         "nic.speed=100G,400G",
                         "nodes=",
                         "nvlink.count=0,1",
                         "zz=1,2",
-                    ])
-                    .to_string(),
+                    ],
                 );
             }
         }
