@@ -7,7 +7,7 @@
 //! ```text
 //! time = lat_fixed + L + D * level_bytes / (1000 * bwInter) + x / eta[family] * (1 + T / (x + T))
 //!                                             x = S / (1000 * A)
-//!        (the level and fill terms for Simple and LL128, not LL)
+//!        (the level term for Simple and LL128; the fill for Simple, and for LL128 on one node)
 //! A    = nCh * bwIntra             for NVLS AllReduce (the switch reduces: a GPU's algorithm
 //!                                  bandwidth is its NVLink bandwidth whatever the GPU count)
 //! A    = pcie_eff[path] * gpu_pci_bw / busbw_factor   for PCIe boxes
@@ -35,10 +35,10 @@
 //!   it (LL, with no chunk pipeline, pays none).
 //! - Per class (NVSwitch Ampere, NVSwitch Hopper and newer, direct NVLink, PCIe, multi-node):
 //!   `eta` per algorithm family present (the fraction of NCCL's modelled path bandwidth achieved:
-//!   protocol and link efficiency). PCIe boxes have bus bandwidths relative to the GPU's PCIe
-//!   link instead of
-//!   NCCL's path bandwidth, and no fill. A class without data keeps NCCL's bandwidths (with the
-//!   shared latency and stage size).
+//!   protocol and link efficiency; rings and trees with LL128 are families of their own, since
+//!   NCCL prices LL128 with its own factors). PCIe boxes have bus bandwidths relative to the
+//!   GPU's PCIe link instead of NCCL's path bandwidth, and no fill. A class or family without
+//!   data keeps NCCL's bandwidths (with the shared latency and stage size).
 //! - Several nodes: the fill time `fill_us * n_nodes^node_exp` (the node-level pipeline), and
 //!   `level_bytes`, the data one level of the inter-node tree receives per network channel
 //!   before the next level can forward it at full rate: a tree of `n_nodes` nodes has
@@ -128,12 +128,27 @@ impl HwClass {
     }
 }
 
-/// Algorithm families with their own efficiency.
-pub const FAMILIES: [&str; 4] = ["ring", "tree", "nvls", "nvls-tree"];
+/// Algorithm and protocol families with their own efficiency: the algorithms with Simple (and
+/// LL), and rings and trees with LL128, whose 120-of-128-byte lines and flag polling NCCL's
+/// model prices with its own factors, which miss by a different amount than Simple's.
+pub const FAMILIES: [&str; N_FAMILIES] = [
+    "ring",
+    "tree",
+    "nvls",
+    "nvls-tree",
+    "ring LL128",
+    "tree LL128",
+];
 
-fn family(a: Algo) -> usize {
+/// Number of efficiency families.
+pub const N_FAMILIES: usize = 6;
+
+fn family(a: Algo, p: Proto) -> usize {
+    let ll128 = p == Proto::Ll128;
     match a {
+        Algo::Ring if ll128 => 4,
         Algo::Ring => 0,
+        Algo::Tree | Algo::CollNetChain | Algo::CollNetDirect | Algo::Pat if ll128 => 5,
         Algo::Tree | Algo::CollNetChain | Algo::CollNetDirect | Algo::Pat => 1,
         Algo::Nvls => 2,
         Algo::NvlsTree => 3,
@@ -147,8 +162,9 @@ pub struct ClassParams {
     pub class: HwClass,
     /// Fixed time per operation (µs): launch and completion NCCL's model leaves out.
     pub lat_fixed: f64,
-    /// Effective fraction of NCCL's bandwidth per family (ring, tree, nvls, nvls-tree).
-    pub eta: [f64; 4],
+    /// Effective fraction of NCCL's bandwidth per family (`FAMILIES`: ring, tree, nvls, nvls-tree,
+    /// ring LL128, tree LL128).
+    pub eta: [f64; 6],
     /// Data a pipeline stage holds per channel (bytes) before the next stage runs at full rate,
     /// shared by the single-node classes; 0 for no fill.
     pub stage_bytes: f64,
@@ -177,7 +193,7 @@ pub struct ParamErrors {
     /// Of `lat_fixed` (µs).
     pub lat_fixed: f64,
     /// Of `eta` per family.
-    pub eta: [f64; 4],
+    pub eta: [f64; 6],
     /// Of `level_bytes`.
     pub level_bytes: f64,
 }
@@ -188,7 +204,7 @@ impl ClassParams {
         ClassParams {
             class,
             lat_fixed: 0.0,
-            eta: [1.0; 4],
+            eta: [1.0; N_FAMILIES],
             stage_bytes: 0.0,
             fill_us: 0.0,
             node_exp: 1.0,
@@ -200,9 +216,9 @@ impl ClassParams {
     }
 
     /// The pipeline fill factor on a bandwidth time `x` (µs) of a transfer through `pipe`, for a
-    /// protocol that pipelines chunks (`fills`).
-    fn ramp(&self, fills: bool, x: f64, pipe: &Pipeline) -> f64 {
-        if !fills || x <= 0.0 {
+    /// protocol `p`.
+    fn ramp(&self, p: Proto, x: f64, pipe: &Pipeline) -> f64 {
+        if !fills(p, pipe.n_nodes) || x <= 0.0 {
             return 1.0;
         }
         let t = if pipe.n_nodes > 1 {
@@ -218,13 +234,13 @@ impl ClassParams {
 
     /// The time of a transfer beyond NCCL's latency: the tree levels and the bandwidth term with
     /// its efficiency and fill (µs).
-    fn transfer_us(&self, family: usize, fills: bool, x: f64, pipe: &Pipeline) -> f64 {
-        let levels = if fills {
+    fn transfer_us(&self, family: usize, p: Proto, x: f64, pipe: &Pipeline) -> f64 {
+        let levels = if pays_levels(p) {
             self.level_bytes * pipe.level_us_per_byte
         } else {
             0.0
         };
-        levels + x / self.eta[family] * self.ramp(fills, x, pipe)
+        levels + x / self.eta[family] * self.ramp(p, x, pipe)
     }
 }
 
@@ -337,14 +353,22 @@ impl Calibration {
         let Some((lat, bw)) = priced_lat_bw(m, pricing, f, a, p, bytes) else {
             return f64::NAN;
         };
-        let x = self.bandwidth_term(m, f, a, bw as f64, bytes);
+        let x = self.bandwidth_term(m, f, a, p, bw as f64, bytes);
         let pipe = Pipeline::of(&m.shape, f, a);
-        self.params.lat_fixed + lat as f64 + self.params.transfer_us(family(a), fills(p), x, &pipe)
+        self.params.lat_fixed + lat as f64 + self.params.transfer_us(family(a, p), p, x, &pipe)
     }
 
     /// `S / (1000 * A)` with NCCL's structure changed where calibrated mode differs (NVLS, caps),
     /// before the efficiency.
-    fn bandwidth_term(&self, m: &NcclModel, f: Func, a: Algo, bw: f64, bytes: u64) -> f64 {
+    fn bandwidth_term(
+        &self,
+        m: &NcclModel,
+        f: Func,
+        a: Algo,
+        p: Proto,
+        bw: f64,
+        bytes: u64,
+    ) -> f64 {
         let s = &m.shape;
         let mut alg = bw;
         if a == Algo::Nvls && f == Func::AllReduce {
@@ -356,7 +380,7 @@ impl Calibration {
                 // PCIe boxes: each GPU's link carries the ring's traffic, directly to its peer
                 // or through host memory; the achieved bus bandwidth is a fraction of that link
                 // (NCCL's path bandwidth can be lower, through CPU links, or higher).
-                alg = eff * s.gpu_pci_bw as f64 / factor * self.params.eta[family(a)];
+                alg = eff * s.gpu_pci_bw as f64 / factor * self.params.eta[family(a, p)];
             }
         }
         bytes as f64 / (1000.0 * alg)
@@ -415,17 +439,31 @@ pub fn row_model(r: &Row, mode: Mode) -> CostModel {
         .unwrap_or(NcclVersion::DEFAULT);
     let settings = TunerSettings {
         algo: r.algo.map(|a| a.name().to_string()),
+        proto: r.proto.map(|p| p.name().to_string()),
         ..Default::default()
     };
     CostModel::new(&shape, &settings, version, mode)
         .expect("calibration rows use valid settings (checked by tests)")
 }
 
-/// Whether a protocol pays the pipeline fill: Simple and LL128 move data in chunks through a
-/// pipeline of steps; LL moves 8-byte flagged lines, each consumed as it lands, and NCCL's LL
-/// bandwidth already prices it per size.
-fn fills(p: Proto) -> bool {
+/// Whether a protocol pays the inter-node tree levels: Simple and LL128 move data in chunks a
+/// level receives before it forwards them; LL moves 8-byte flagged lines, each consumed as it
+/// lands, and NCCL's LL bandwidth already prices it per size.
+fn pays_levels(p: Proto) -> bool {
     p != Proto::Ll
+}
+
+/// Whether a protocol pays the pipeline fill on `n_nodes` nodes: Simple everywhere; LL128 on one
+/// node only. Across nodes LL128 reaches NCCL's LL128 bandwidth without a node-level fill: AWS
+/// p5 rings of 4 to 32 nodes with LL128 (forced by AWS's tuner plugin) come within 0.7-4.4% of
+/// NCCL's own LL128 time from 256 MB to 2 GB; with the node-level fill they come out 13-19% slow
+/// when their system is held out. LL pays none (see [`pays_levels`]).
+fn fills(p: Proto, n_nodes: usize) -> bool {
+    match p {
+        Proto::Ll => false,
+        Proto::Ll128 => n_nodes <= 1,
+        Proto::Simple => true,
+    }
 }
 
 /// The bandwidth term of NCCL's own model in calibrated form (the fit's starting point).
@@ -434,11 +472,12 @@ fn bandwidth_term_identity(
     class: HwClass,
     f: Func,
     a: Algo,
+    p: Proto,
     bw: f64,
     bytes: u64,
 ) -> f64 {
     Calibration {
         params: ClassParams::identity(class),
     }
-    .bandwidth_term(m, f, a, bw, bytes)
+    .bandwidth_term(m, f, a, p, bw, bytes)
 }

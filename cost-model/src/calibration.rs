@@ -7,9 +7,13 @@
 //! bundled file are derived by the same NCCL rules from public hardware facts and say so in
 //! `derivation`. Where a publication forced an algorithm (`NCCL_ALGO`), the row records it: the
 //! Azure guide's script runs `NCCL_ALGO=NVLS` on 8-GPU H100/H200 nodes and `NCCL_ALGO=Ring` on
-//! 4-GPU GB200 trays, one process driving every GPU (`-g`), and reports in-place busbw.
+//! 4-GPU GB200 trays, one process driving every GPU (`-g`), and reports in-place busbw. Where a
+//! tuner plugin made the choice, the row records the algorithm and protocol it picked
+//! (`Row::tuned`): the AWS p5 job files load aws-ofi-nccl's tuner, whose region table for
+//! p5.48xlarge (aws-ofi-nccl v1.15-v1.17, `src/tuner/nccl_ofi_regions.cpp`,
+//! `region_init_internal_p5_p5e`) fixes both on more than 2 nodes and leaves 2 nodes to NCCL.
 
-use crate::consts::Algo;
+use crate::consts::{Algo, Proto};
 use crate::shape::{CommShape, GraphShape};
 use crate::types::Collective;
 use planner::Pattern;
@@ -301,6 +305,8 @@ pub struct Row {
     pub measured: Measured,
     /// Algorithm the publication states (forced as NCCL_ALGO would), or `None` for NCCL's choice.
     pub algo: Option<Algo>,
+    /// Protocol, when the run's selection is known to have fixed it (forced as NCCL_PROTO would).
+    pub proto: Option<Proto>,
     /// NVLS enabled (NCCL_NVLS_ENABLE).
     pub nvls: bool,
     /// NCCL release used, when stated (2.18+ profiles; older or unknown runs use 2.30).
@@ -340,9 +346,22 @@ const fn r(
         bytes,
         measured,
         algo,
+        proto: None,
         nvls,
         nccl,
         source,
+    }
+}
+
+impl Row {
+    /// The row with the algorithm and protocol a tuner plugin chose for it (the run's selection was
+    /// not NCCL's own).
+    const fn tuned(self, algo: Algo, proto: Proto) -> Row {
+        Row {
+            algo: Some(algo),
+            proto: Some(proto),
+            ..self
+        }
     }
 }
 
@@ -358,6 +377,8 @@ const OCI_A100: &str =
 const OCI_H100: &str =
     "oracle-japan/ocitutorials content/hpc/benchmark/run-nccltests-h100/index.md";
 const NT290: &str = "NVIDIA/nccl-tests issue 290";
+/// NCCL 2.27.7 (the repository's Dockerfile when the data was added), `NCCL_BUFFSIZE=8388608`,
+/// aws-ofi-nccl's tuner (`k8s/nccl_all_reduce_perf.yaml`); out-of-place busbw.
 const P5: &str = "crazyguitar/aws-gpu-communication-benchmark data/nccl_all_reduce.csv";
 const N1229: &str = "NVIDIA/nccl issue 1229";
 const A3M: &str = "lessizzmore/create-a3mega-ztan-fork ztan-NCCL-test-result";
@@ -398,11 +419,11 @@ pub const ROWS: &[Row] = &[
     r("2x H100 PCIe + NVLink bridge", System::H100PcieBridge, 1, 2, AR, 4 * GB, B(116.26), None, false, None, "NVIDIA/nccl issue 1161"),
     r("8x RTX 5090 PCIe 5", System::Rtx5090Box, 1, 8, AR, 4 * GB, B(28.0), None, false, None, "NVIDIA/nccl issue 1639"),
     r("4x RTX 5090 PCIe 5", System::Rtx5090Box, 1, 4, AR, 4 * GB, B(35.0), None, false, None, "NVIDIA/nccl issue 1639"),
-    r("AWS p5.48xlarge x2", H100, 2, 8, AR, 32 * MB, B(147.32), None, true, None, P5),
-    r("AWS p5.48xlarge x2", H100, 2, 8, AR, GB, B(435.14), None, true, None, P5),
-    r("AWS p5.48xlarge x2", H100, 2, 8, AR, 8 * GB, B(477.71), None, true, None, P5),
-    r("AWS p5.48xlarge x4", H100, 4, 8, AR, GB, B(280.30), None, true, None, P5),
-    r("AWS p5.48xlarge x4", H100, 4, 8, AR, 8 * GB, B(356.99), None, true, None, P5),
+    r("AWS p5.48xlarge x2", H100, 2, 8, AR, 32 * MB, B(147.32), None, true, Some("2.27.7"), P5),
+    r("AWS p5.48xlarge x2", H100, 2, 8, AR, GB, B(435.14), None, true, Some("2.27.7"), P5),
+    r("AWS p5.48xlarge x2", H100, 2, 8, AR, 8 * GB, B(477.71), None, true, Some("2.27.7"), P5),
+    r("AWS p5.48xlarge x4", H100, 4, 8, AR, GB, B(280.30), None, true, Some("2.27.7"), P5).tuned(Algo::Ring, Proto::Ll128),
+    r("AWS p5.48xlarge x4", H100, 4, 8, AR, 8 * GB, B(356.99), None, true, Some("2.27.7"), P5).tuned(Algo::Ring, Proto::Simple),
     r("H100 8x400G RoCE x2, NVLS off", H100, 2, 8, AR, 4 * GB, B(330.0), None, false, Some("2.19.3"), "NVIDIA/nccl issue 1221"),
     r("H100 8x400G RoCE x2, NVLS on", H100, 2, 8, AR, 4 * GB, B(430.0), None, true, Some("2.19.3"), "NVIDIA/nccl issue 1221"),
     r("H100 8x400G RoCE x4", H100, 4, 8, AR, 4 * GB, B(320.0), None, true, Some("2.19.3"), "NVIDIA/nccl issue 1221"),
@@ -447,31 +468,46 @@ pub const ROWS: &[Row] = &[
     r("8x H100 SXM (nccl-tests 290)", H100, 1, 8, AR, GB, B(465.25), None, true, None, NT290),
     r("8x H100 SXM (nccl-tests 290)", H100, 1, 8, AR, 2 * GB, B(468.57), None, true, None, NT290),
     r("8x H100 SXM (nccl-tests 290)", H100, 1, 8, AR, 4 * GB, B(473.6), None, true, None, NT290),
-    r("AWS p5.48xlarge x2", H100, 2, 8, AR, 128 * MB, B(305.13), None, true, None, P5),
-    r("AWS p5.48xlarge x2", H100, 2, 8, AR, 512 * MB, B(395.99), None, true, None, P5),
-    r("AWS p5.48xlarge x2", H100, 2, 8, AR, 4 * GB, B(465.81), None, true, None, P5),
-    r("AWS p5.48xlarge x4", H100, 4, 8, AR, 32 * MB, B(95.38), None, true, None, P5),
-    r("AWS p5.48xlarge x4", H100, 4, 8, AR, 128 * MB, B(229.48), None, true, None, P5),
-    r("AWS p5.48xlarge x4", H100, 4, 8, AR, 512 * MB, B(278.41), None, true, None, P5),
-    r("AWS p5.48xlarge x4", H100, 4, 8, AR, 4 * GB, B(354.45), None, true, None, P5),
-    r("AWS p5.48xlarge x8", H100, 8, 8, AR, 32 * MB, B(86.74), None, true, None, P5),
-    r("AWS p5.48xlarge x8", H100, 8, 8, AR, 128 * MB, B(156.33), None, true, None, P5),
-    r("AWS p5.48xlarge x8", H100, 8, 8, AR, 512 * MB, B(272.62), None, true, None, P5),
-    r("AWS p5.48xlarge x8", H100, 8, 8, AR, GB, B(274.47), None, true, None, P5),
-    r("AWS p5.48xlarge x8", H100, 8, 8, AR, 4 * GB, B(351.32), None, true, None, P5),
-    r("AWS p5.48xlarge x8", H100, 8, 8, AR, 8 * GB, B(355.36), None, true, None, P5),
-    r("AWS p5.48xlarge x16", H100, 16, 8, AR, 32 * MB, B(74.85), None, true, None, P5),
-    r("AWS p5.48xlarge x16", H100, 16, 8, AR, 128 * MB, B(129.2), None, true, None, P5),
-    r("AWS p5.48xlarge x16", H100, 16, 8, AR, 512 * MB, B(223.8), None, true, None, P5),
-    r("AWS p5.48xlarge x16", H100, 16, 8, AR, GB, B(269.23), None, true, None, P5),
-    r("AWS p5.48xlarge x16", H100, 16, 8, AR, 4 * GB, B(306.15), None, true, None, P5),
-    r("AWS p5.48xlarge x16", H100, 16, 8, AR, 8 * GB, B(356.27), None, true, None, P5),
-    r("AWS p5.48xlarge x32", H100, 32, 8, AR, 32 * MB, B(66.34), None, true, None, P5),
-    r("AWS p5.48xlarge x32", H100, 32, 8, AR, 128 * MB, B(115.78), None, true, None, P5),
-    r("AWS p5.48xlarge x32", H100, 32, 8, AR, 512 * MB, B(156.83), None, true, None, P5),
-    r("AWS p5.48xlarge x32", H100, 32, 8, AR, GB, B(220.08), None, true, None, P5),
-    r("AWS p5.48xlarge x32", H100, 32, 8, AR, 4 * GB, B(302.81), None, true, None, P5),
-    r("AWS p5.48xlarge x32", H100, 32, 8, AR, 8 * GB, B(321.1), None, true, None, P5),
+    r("AWS p5.48xlarge x2", H100, 2, 8, AR, 128 * MB, B(305.13), None, true, Some("2.27.7"), P5),
+    r("AWS p5.48xlarge x2", H100, 2, 8, AR, 512 * MB, B(395.99), None, true, Some("2.27.7"), P5),
+    r("AWS p5.48xlarge x2", H100, 2, 8, AR, 4 * GB, B(465.81), None, true, Some("2.27.7"), P5),
+    r("AWS p5.48xlarge x4", H100, 4, 8, AR, 32 * MB, B(95.38), None, true, Some("2.27.7"), P5).tuned(Algo::Tree, Proto::Ll128),
+    r("AWS p5.48xlarge x4", H100, 4, 8, AR, 128 * MB, B(229.48), None, true, Some("2.27.7"), P5).tuned(Algo::Ring, Proto::Ll128),
+    r("AWS p5.48xlarge x4", H100, 4, 8, AR, 512 * MB, B(278.41), None, true, Some("2.27.7"), P5).tuned(Algo::Ring, Proto::Ll128),
+    r("AWS p5.48xlarge x4", H100, 4, 8, AR, 4 * GB, B(354.45), None, true, Some("2.27.7"), P5).tuned(Algo::Ring, Proto::Simple),
+    r("AWS p5.48xlarge x8", H100, 8, 8, AR, 32 * MB, B(86.74), None, true, Some("2.27.7"), P5).tuned(Algo::Tree, Proto::Ll128),
+    r("AWS p5.48xlarge x8", H100, 8, 8, AR, 128 * MB, B(156.33), None, true, Some("2.27.7"), P5).tuned(Algo::Ring, Proto::Ll128),
+    r("AWS p5.48xlarge x8", H100, 8, 8, AR, 512 * MB, B(272.62), None, true, Some("2.27.7"), P5).tuned(Algo::Ring, Proto::Ll128),
+    r("AWS p5.48xlarge x8", H100, 8, 8, AR, GB, B(274.47), None, true, Some("2.27.7"), P5).tuned(Algo::Ring, Proto::Ll128),
+    r("AWS p5.48xlarge x8", H100, 8, 8, AR, 4 * GB, B(351.32), None, true, Some("2.27.7"), P5).tuned(Algo::Ring, Proto::Simple),
+    r("AWS p5.48xlarge x8", H100, 8, 8, AR, 8 * GB, B(355.36), None, true, Some("2.27.7"), P5).tuned(Algo::Ring, Proto::Simple),
+    r("AWS p5.48xlarge x16", H100, 16, 8, AR, 32 * MB, B(74.85), None, true, Some("2.27.7"), P5).tuned(Algo::Tree, Proto::Ll128),
+    r("AWS p5.48xlarge x16", H100, 16, 8, AR, 128 * MB, B(129.2), None, true, Some("2.27.7"), P5).tuned(Algo::Tree, Proto::Ll128),
+    r("AWS p5.48xlarge x16", H100, 16, 8, AR, 512 * MB, B(223.8), None, true, Some("2.27.7"), P5).tuned(Algo::Ring, Proto::Ll128),
+    r("AWS p5.48xlarge x16", H100, 16, 8, AR, GB, B(269.23), None, true, Some("2.27.7"), P5).tuned(Algo::Ring, Proto::Ll128),
+    r("AWS p5.48xlarge x16", H100, 16, 8, AR, 4 * GB, B(306.15), None, true, Some("2.27.7"), P5).tuned(Algo::NvlsTree, Proto::Simple),
+    r("AWS p5.48xlarge x16", H100, 16, 8, AR, 8 * GB, B(356.27), None, true, Some("2.27.7"), P5).tuned(Algo::Ring, Proto::Simple),
+    r("AWS p5.48xlarge x32", H100, 32, 8, AR, 32 * MB, B(66.34), None, true, Some("2.27.7"), P5).tuned(Algo::Tree, Proto::Ll128),
+    r("AWS p5.48xlarge x32", H100, 32, 8, AR, 128 * MB, B(115.78), None, true, Some("2.27.7"), P5).tuned(Algo::Tree, Proto::Ll128),
+    r("AWS p5.48xlarge x32", H100, 32, 8, AR, 512 * MB, B(156.83), None, true, Some("2.27.7"), P5).tuned(Algo::NvlsTree, Proto::Simple),
+    r("AWS p5.48xlarge x32", H100, 32, 8, AR, GB, B(220.08), None, true, Some("2.27.7"), P5).tuned(Algo::NvlsTree, Proto::Simple),
+    r("AWS p5.48xlarge x32", H100, 32, 8, AR, 4 * GB, B(302.81), None, true, Some("2.27.7"), P5).tuned(Algo::NvlsTree, Proto::Simple),
+    r("AWS p5.48xlarge x32", H100, 32, 8, AR, 8 * GB, B(321.1), None, true, Some("2.27.7"), P5).tuned(Algo::NvlsTree, Proto::Simple),
+    r("AWS p5.48xlarge x2", H100, 2, 8, AR, 64 * MB, B(207.00), None, true, Some("2.27.7"), P5),
+    r("AWS p5.48xlarge x2", H100, 2, 8, AR, 256 * MB, B(364.46), None, true, Some("2.27.7"), P5),
+    r("AWS p5.48xlarge x2", H100, 2, 8, AR, 2 * GB, B(445.05), None, true, Some("2.27.7"), P5),
+    r("AWS p5.48xlarge x4", H100, 4, 8, AR, 64 * MB, B(152.41), None, true, Some("2.27.7"), P5).tuned(Algo::Ring, Proto::Ll128),
+    r("AWS p5.48xlarge x4", H100, 4, 8, AR, 256 * MB, B(273.34), None, true, Some("2.27.7"), P5).tuned(Algo::Ring, Proto::Ll128),
+    r("AWS p5.48xlarge x4", H100, 4, 8, AR, 2 * GB, B(347.57), None, true, Some("2.27.7"), P5).tuned(Algo::Ring, Proto::Simple),
+    r("AWS p5.48xlarge x8", H100, 8, 8, AR, 64 * MB, B(103.85), None, true, Some("2.27.7"), P5).tuned(Algo::Tree, Proto::Ll128),
+    r("AWS p5.48xlarge x8", H100, 8, 8, AR, 256 * MB, B(232.09), None, true, Some("2.27.7"), P5).tuned(Algo::Ring, Proto::Ll128),
+    r("AWS p5.48xlarge x8", H100, 8, 8, AR, 2 * GB, B(278.15), None, true, Some("2.27.7"), P5).tuned(Algo::Ring, Proto::Ll128),
+    r("AWS p5.48xlarge x16", H100, 16, 8, AR, 64 * MB, B(92.39), None, true, Some("2.27.7"), P5).tuned(Algo::Tree, Proto::Ll128),
+    r("AWS p5.48xlarge x16", H100, 16, 8, AR, 256 * MB, B(148.11), None, true, Some("2.27.7"), P5).tuned(Algo::Tree, Proto::Ll128),
+    r("AWS p5.48xlarge x16", H100, 16, 8, AR, 2 * GB, B(270.91), None, true, Some("2.27.7"), P5).tuned(Algo::Ring, Proto::Ll128),
+    r("AWS p5.48xlarge x32", H100, 32, 8, AR, 64 * MB, B(83.60), None, true, Some("2.27.7"), P5).tuned(Algo::Tree, Proto::Ll128),
+    r("AWS p5.48xlarge x32", H100, 32, 8, AR, 256 * MB, B(137.99), None, true, Some("2.27.7"), P5).tuned(Algo::Tree, Proto::Ll128),
+    r("AWS p5.48xlarge x32", H100, 32, 8, AR, 2 * GB, B(269.47), None, true, Some("2.27.7"), P5).tuned(Algo::Ring, Proto::Ll128),
     r("H100 8x400G x4, ReduceScatter (size not stated)", H100, 4, 8, RS, 8 * GB, B(360.0), None, true, None, N1229),
     r("H100 8x400G x8, ReduceScatter (size not stated)", H100, 8, 8, RS, 8 * GB, B(345.0), None, true, None, N1229),
     r("H100 8x400G x16, ReduceScatter (size not stated)", H100, 16, 8, RS, 8 * GB, B(320.0), None, true, None, N1229),

@@ -164,3 +164,27 @@ fn calibrated_mode_keeps_nccl_selection_on_every_row() {
         assert_eq!((n.algo, n.proto), (c.algo, c.proto), "{}", r.label);
     }
 }
+
+/// A row that records its run's algorithm (forced, or a tuner plugin's choice) is priced with
+/// that algorithm, and with its protocol when it records one: the selection the row model makes
+/// is the recorded one, on every such row.
+#[test]
+fn rows_are_priced_with_the_algorithm_and_protocol_they_record() {
+    use cost_model::calibrated::row_model;
+    use cost_model::query::Mode;
+    let mut tuned = 0;
+    for r in ROWS {
+        let Some(a) = r.algo else { continue };
+        let (dt, op) = (cost_model::DataType::Float32, cost_model::RedOp::Sum);
+        let p = row_model(r, Mode::Nccl)
+            .predict(r.coll, r.bytes, dt, op)
+            .unwrap();
+        assert_eq!(p.algo, a.name(), "{} {}", r.label, r.bytes);
+        if let Some(pr) = r.proto {
+            assert_eq!(p.proto, pr.name(), "{} {}", r.label, r.bytes);
+            tuned += 1;
+        }
+    }
+    // The AWS p5 rows of 4 nodes and more: aws-ofi-nccl's tuner chose for them.
+    assert_eq!(tuned, 36);
+}

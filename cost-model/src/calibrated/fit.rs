@@ -2,8 +2,8 @@
 //! stage size, and each class's efficiencies (and the multi-node fill time and tree-level size).
 
 use super::{
-    bandwidth_term_identity, family, fills, pcie_path, priced_lat_bw, pricing_model, row_model,
-    ClassParams, Fit, HwClass, Pipeline,
+    bandwidth_term_identity, family, pays_levels, pcie_path, priced_lat_bw, pricing_model,
+    row_model, ClassParams, Fit, HwClass, Pipeline, N_FAMILIES,
 };
 use crate::calibration::{Measured, Row};
 use crate::consts::{Algo, Proto};
@@ -16,7 +16,7 @@ use statrs::statistics::{Data, Median};
 struct Prepared {
     class: HwClass,
     family: usize,
-    fills: bool,
+    proto: Proto,
     lat: f64,
     x: f64,
     bytes: u64,
@@ -38,7 +38,7 @@ fn prepare(r: &Row) -> Option<Prepared> {
     let pricing = pricing_model(&cm.nccl, &cm.settings);
     let (lat, bw) = priced_lat_bw(&cm.nccl, pricing.as_ref(), f, algo, proto, r.bytes)?;
     let class = HwClass::of(cm.shape());
-    let x = bandwidth_term_identity(&cm.nccl, class, f, algo, bw as f64, r.bytes);
+    let x = bandwidth_term_identity(&cm.nccl, class, f, algo, proto, bw as f64, r.bytes);
     let factor = r.coll.busbw_factor(cm.shape().n_ranks);
     let (t_meas, busbw) = match r.measured {
         Measured::TimeUs(t) => (t, None),
@@ -46,8 +46,8 @@ fn prepare(r: &Row) -> Option<Prepared> {
     };
     Some(Prepared {
         class,
-        family: family(algo),
-        fills: fills(proto),
+        family: family(algo, proto),
+        proto,
         lat: lat as f64,
         x,
         bytes: r.bytes,
@@ -83,10 +83,10 @@ fn grid(g: (f64, f64, usize)) -> impl Iterator<Item = f64> {
 
 /// One least-squares solution of a class's linear parameters.
 struct Solved {
-    eta: [f64; 4],
+    eta: [f64; N_FAMILIES],
     level_bytes: f64,
     err: f64,
-    se: [f64; 4],
+    se: [f64; N_FAMILIES],
     se_level_bytes: f64,
 }
 
@@ -96,13 +96,13 @@ struct Solved {
 /// 1 GB and more count twice: that is the regime the model is judged on first. `None` when a
 /// parameter leaves its plausible range.
 fn solve(rows: &[&Prepared], probe: &ClassParams, lat_fixed: f64, levels: bool) -> Option<Solved> {
-    let fams: Vec<usize> = (0..4)
+    let fams: Vec<usize> = (0..N_FAMILIES)
         .filter(|&k| rows.iter().any(|r| r.family == k))
         .collect();
     let levels = levels
         && rows
             .iter()
-            .any(|r| r.fills && r.pipe.level_us_per_byte > 0.0);
+            .any(|r| pays_levels(r.proto) && r.pipe.level_us_per_byte > 0.0);
     let cols = fams.len() + levels as usize;
     if rows.len() < cols || fams.is_empty() {
         return None;
@@ -111,17 +111,17 @@ fn solve(rows: &[&Prepared], probe: &ClassParams, lat_fixed: f64, levels: bool) 
     let mut b = DVector::<f64>::zeros(rows.len());
     for (i, r) in rows.iter().enumerate() {
         let w = if r.bytes >= 1 << 30 { 2.0 } else { 1.0 } / r.t_meas;
-        let xr = r.x * probe.ramp(r.fills, r.x, &r.pipe);
+        let xr = r.x * probe.ramp(r.proto, r.x, &r.pipe);
         let j = fams.iter().position(|&k| k == r.family)?;
         a[(i, j)] = xr * w;
-        if levels && r.fills {
+        if levels && pays_levels(r.proto) {
             a[(i, cols - 1)] = r.pipe.level_us_per_byte * w;
         }
         b[i] = (r.t_meas - lat_fixed - r.lat) * w;
     }
     let svd = a.clone().svd(true, true);
     let sol = svd.solve(&b, 1e-12).ok()?;
-    let mut eta = [1.0; 4];
+    let mut eta = [1.0; N_FAMILIES];
     for (j, &k) in fams.iter().enumerate() {
         let inv = sol[j];
         if !(inv > 0.0 && (ETA_RANGE.0..=ETA_RANGE.1).contains(&(1.0 / inv))) {
@@ -135,7 +135,7 @@ fn solve(rows: &[&Prepared], probe: &ClassParams, lat_fixed: f64, levels: bool) 
     }
     let err = (&a * &sol - &b).norm_squared();
     let var = covariance_diag(&svd, err, rows.len());
-    let mut se = [0.0; 4];
+    let mut se = [0.0; N_FAMILIES];
     for (j, &k) in fams.iter().enumerate() {
         // d(eta)/d(1/eta) = -eta^2.
         se[k] = var[j].sqrt() * eta[k] * eta[k];
@@ -194,7 +194,7 @@ fn fit_latency(rows: &[Prepared], classes: &[ClassParams]) -> (f64, f64) {
                 .find(|c| c.class == r.class)
                 .copied()
                 .unwrap_or(ClassParams::identity(r.class));
-            let transfer = p.transfer_us(r.family, r.fills, r.x, &r.pipe);
+            let transfer = p.transfer_us(r.family, r.proto, r.x, &r.pipe);
             (r, r.t_meas - transfer - r.lat)
         })
         .collect();
