@@ -56,8 +56,9 @@
 //! (four rounds). The stage size is chosen on a grid (the value minimising the single-node
 //! classes' summed error), the multi-node fill time and node exponent on a grid too; for each
 //! grid point a weighted linear least-squares solve (nalgebra SVD) gives `1/eta` per family (and
-//! `level_bytes`) on the rows of 64 KB and more, minimising the relative time error (rows of
-//! 1 GB and more count twice). Standard errors come from the least-squares covariance
+//! `level_bytes`) on the rows of 64 KB and more (256 MB and more for LL128 across nodes, which
+//! pays no fill to explain its climb), minimising the relative time error (rows of 1 GB and more
+//! count twice). Standard errors come from the least-squares covariance
 //! `s^2 (A^T A)^-1` at the chosen grid point (`ParamErrors`).
 //! The model only prices what NCCL chose: it never changes the algorithm or protocol.
 

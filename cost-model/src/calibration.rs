@@ -367,6 +367,7 @@ impl Row {
 
 const AR: Collective = Collective::AllReduce;
 const RS: Collective = Collective::ReduceScatter;
+const AG: Collective = Collective::AllGather;
 use System::{DgxA100 as A100, DgxH100 as H100, H100Eight200G as A3};
 
 const AZ_A100: &str = "Azure/AI-benchmarking-guide ND_A100_v4_results.md";
@@ -383,6 +384,9 @@ const P5: &str = "crazyguitar/aws-gpu-communication-benchmark data/nccl_all_redu
 const N1229: &str = "NVIDIA/nccl issue 1229";
 const A3M: &str = "lessizzmore/create-a3mega-ztan-fork ztan-NCCL-test-result";
 const NT44: &str = "NVIDIA/nccl-tests issue 44";
+/// Google's TCPXO image and NCCL build (`/var/lib/tcpxo/lib64`, `nccl-env-profile-ll128.sh`; the
+/// profile's settings are not printed); out-of-place busbw.
+const DSTACK_A3M: &str = "dstackai/dstack examples/clusters/a3mega/README.md";
 const NT309: &str = "NVIDIA/nccl-tests issue 309";
 const N1469: &str = "NVIDIA/nccl issue 1469";
 const TG36: &str = "tinygrad/open-gpu-kernel-modules issue 36";
@@ -544,6 +548,17 @@ pub const ROWS: &[Row] = &[
     r("GCP A3 Mega x2 (8x 200G TCPXO)", A3, 2, 8, AR, GB, B(297.86), None, true, None, A3M),
     r("GCP A3 Mega x2 (8x 200G TCPXO)", A3, 2, 8, AR, 4 * GB, B(330.58), None, true, None, A3M),
     r("GCP A3 Mega x2 (8x 200G TCPXO)", A3, 2, 8, AR, 8 * GB, B(338.82), None, true, None, A3M),
+    r("GCP A3 Mega x2 (8x 200G TCPXO), AllGather", A3, 2, 8, AG, 8 * MB, B(47.19), None, true, None, DSTACK_A3M),
+    r("GCP A3 Mega x2 (8x 200G TCPXO), AllGather", A3, 2, 8, AG, 16 * MB, B(76.89), None, true, None, DSTACK_A3M),
+    r("GCP A3 Mega x2 (8x 200G TCPXO), AllGather", A3, 2, 8, AG, 32 * MB, B(110.78), None, true, None, DSTACK_A3M),
+    r("GCP A3 Mega x2 (8x 200G TCPXO), AllGather", A3, 2, 8, AG, 64 * MB, B(140.62), None, true, None, DSTACK_A3M),
+    r("GCP A3 Mega x2 (8x 200G TCPXO), AllGather", A3, 2, 8, AG, 128 * MB, B(155.67), None, true, None, DSTACK_A3M),
+    r("GCP A3 Mega x2 (8x 200G TCPXO), AllGather", A3, 2, 8, AG, 256 * MB, B(165.34), None, true, None, DSTACK_A3M),
+    r("GCP A3 Mega x2 (8x 200G TCPXO), AllGather", A3, 2, 8, AG, 512 * MB, B(174.02), None, true, None, DSTACK_A3M),
+    r("GCP A3 Mega x2 (8x 200G TCPXO), AllGather", A3, 2, 8, AG, GB, B(181.94), None, true, None, DSTACK_A3M),
+    r("GCP A3 Mega x2 (8x 200G TCPXO), AllGather", A3, 2, 8, AG, 2 * GB, B(185.34), None, true, None, DSTACK_A3M),
+    r("GCP A3 Mega x2 (8x 200G TCPXO), AllGather", A3, 2, 8, AG, 4 * GB, B(187.45), None, true, None, DSTACK_A3M),
+    r("GCP A3 Mega x2 (8x 200G TCPXO), AllGather", A3, 2, 8, AG, 8 * GB, B(188.54), None, true, None, DSTACK_A3M),
     r("2x RTX 2080 Ti + NVLink bridge", System::Rtx2080TiBridge, 1, 2, AR, 32 * KB, T(13.39), None, false, None, NT44),
     r("2x RTX 2080 Ti + NVLink bridge", System::Rtx2080TiBridge, 1, 2, AR, 128 * KB, B(2.84), None, false, None, NT44),
     r("2x RTX 2080 Ti + NVLink bridge", System::Rtx2080TiBridge, 1, 2, AR, 512 * KB, B(7.28), None, false, None, NT44),

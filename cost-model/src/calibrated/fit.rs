@@ -2,7 +2,7 @@
 //! stage size, and each class's efficiencies (and the multi-node fill time and tree-level size).
 
 use super::{
-    bandwidth_term_identity, family, pays_levels, pcie_path, priced_lat_bw, pricing_model,
+    bandwidth_term_identity, family, fills, pays_levels, pcie_path, priced_lat_bw, pricing_model,
     row_model, ClassParams, Fit, HwClass, Pipeline, N_FAMILIES,
 };
 use crate::calibration::{Measured, Row};
@@ -66,6 +66,8 @@ const LAT_FIXED_RANGE: (f64, f64) = (0.0, 60.0);
 /// Data per inter-node tree level and network channel (bytes): from nothing to 64 MiB.
 const LEVEL_BYTES_RANGE: (f64, f64) = (0.0, 64.0 * 1048576.0);
 
+/// Rows from this size on are bandwidth-bound for the efficiency of a transfer without a fill.
+const BANDWIDTH_BOUND: u64 = 256 << 20;
 /// Rows below this size fit the shared latency (the "< 64 KB" band).
 const LATENCY_BYTES: u64 = 64 << 10;
 /// Huber threshold of the latency fit (relative error).
@@ -228,6 +230,15 @@ fn fit_latency(rows: &[Prepared], classes: &[ClassParams]) -> (f64, f64) {
     out
 }
 
+/// Whether a row can tell its family's efficiency apart: a transfer that pays a pipeline fill
+/// is fitted with its fill at every size; one that pays none (LL128 across nodes) only once it
+/// is bandwidth-bound (`BANDWIDTH_BOUND` and more), since below that its climb to the plateau,
+/// which the model does not describe, would read as a lower efficiency at every size (TCP-offload
+/// LL128 rings at 8-32 MB priced AWS EFA rings at 512 MB-2 GB a third slow).
+fn tells_efficiency(r: &Prepared) -> bool {
+    r.proto == Proto::Ll || fills(r.proto, r.pipe.n_nodes) || r.bytes >= BANDWIDTH_BOUND
+}
+
 /// Whether rows on the ramp (64 KB .. 512 MB) are present: only they tell a fill time apart;
 /// latency-bound rows are the shared latency's.
 fn has_ramp(rows: &[&Prepared]) -> bool {
@@ -268,7 +279,7 @@ fn fit_classes(prepared: &[Prepared], lat_fixed: f64) -> Vec<ClassParams> {
     let rows_of = |c: HwClass| -> Vec<&Prepared> {
         prepared
             .iter()
-            .filter(|p| p.class == c && p.bytes >= LATENCY_BYTES)
+            .filter(|p| p.class == c && p.bytes >= LATENCY_BYTES && tells_efficiency(p))
             .collect()
     };
     let base = |c: HwClass| ClassParams {
