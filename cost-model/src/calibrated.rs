@@ -5,7 +5,7 @@
 //! For the algorithm/protocol NCCL picks, with NCCL's latency `L` and algorithm bandwidth `A`:
 //!
 //! ```text
-//! time = lat_fixed + L + D * level_bytes / (1000 * bwInter) + x / eta[family] * (1 + T / (x + T))
+//! time = lat_fixed + L + D * level_bytes / (1000 * bwInter) + x / eta[family] * (1 + T / (x + T / max(D, 1)))
 //!                                             x = S / (1000 * A)
 //!        (the level term for Simple and LL128; the fill for Simple, and for LL128 on one node)
 //! A    = nCh * bwIntra             for NVLS AllReduce (the switch reduces: a GPU's algorithm
@@ -32,7 +32,9 @@
 //!   the algorithm and the link speed, and carries over to systems never seen: eight A100s on
 //!   20 GB/s channels fill for longer than four GB200s on 45 GB/s ones. A transfer whose bandwidth
 //!   time is `x` pays `x * T / (x + T)` more: about `T` once `x` is well above it, about `x` below
-//!   it (LL, with no chunk pipeline, pays none).
+//!   it (LL, with no chunk pipeline, pays none). A tree across nodes pays up to `D x` below its
+//!   fill (`x * T / (x + T / D)`): each of its `D` levels forwards a whole chunk before the next
+//!   level can start, where a ring step moves only a slice of the data.
 //! - Per class (NVSwitch Ampere, NVSwitch Hopper and newer, direct NVLink, PCIe, multi-node):
 //!   `eta` per algorithm family present (the fraction of NCCL's modelled path bandwidth achieved:
 //!   protocol and link efficiency; rings and trees with LL128 are families of their own, since
@@ -230,7 +232,12 @@ impl ClassParams {
         if t <= 0.0 {
             return 1.0;
         }
-        1.0 + t / (x + t)
+        // Below the fill, a transfer pays its bandwidth time once more per stage that holds all
+        // of it before passing it on: once for NCCL's chunked one-node pipelines and rings (a
+        // ring step moves a slice of the data), once per level for a tree across nodes (each
+        // level forwards the whole of a chunk).
+        let d = pipe.tree_levels.max(1.0);
+        1.0 + t / (x + t / d)
     }
 
     /// The time of a transfer beyond NCCL's latency: the tree levels and the bandwidth term with
@@ -254,10 +261,12 @@ pub struct Pipeline {
     /// Stages a slice crosses in sequence over the channel's bandwidth (one node), as µs per
     /// byte held per stage: `stages / (1000 * bwIntra)`; 0 when unknown.
     pub stage_us_per_byte: f64,
-    /// Inter-node tree levels crossed, up and down (`2 * ceil(log2(n_nodes))` for Tree and
-    /// NVLSTree, 0 otherwise: a ring's network steps are in NCCL's latency), as µs per byte a
-    /// level holds: `levels / (1000 * bwInter)`.
+    /// The tree levels crossed (`tree_levels`; a ring's network steps are in NCCL's latency) as
+    /// µs per byte a level holds: `tree_levels / (1000 * bwInter)`.
     pub level_us_per_byte: f64,
+    /// Inter-node tree levels crossed, up and down (`2 * ceil(log2(n_nodes))` for Tree and
+    /// NVLSTree on several nodes, 0 otherwise).
+    pub tree_levels: f64,
 }
 
 impl Pipeline {
@@ -275,11 +284,16 @@ impl Pipeline {
         };
         let bw = s.graph(a).bw_intra as f64;
         let bw_inter = s.graph(a).bw_inter as f64;
-        let level_us_per_byte = match a {
+        let tree_levels = match a {
             Algo::Tree | Algo::NvlsTree if s.n_nodes > 1 && bw_inter > 0.0 => {
-                2.0 * (s.n_nodes as f64).log2().ceil() / (1000.0 * bw_inter)
+                2.0 * (s.n_nodes as f64).log2().ceil()
             }
             _ => 0.0,
+        };
+        let level_us_per_byte = if tree_levels > 0.0 {
+            tree_levels / (1000.0 * bw_inter)
+        } else {
+            0.0
         };
         Pipeline {
             n_nodes: s.n_nodes.max(1),
@@ -289,6 +303,7 @@ impl Pipeline {
                 0.0
             },
             level_us_per_byte,
+            tree_levels,
         }
     }
 }
