@@ -497,3 +497,45 @@ fn bandwidth_term_identity(
     }
     .bandwidth_term(m, f, a, p, bw, bytes)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn multi_node(fill_us: f64) -> ClassParams {
+        ClassParams {
+            fill_us,
+            node_exp: 1.0,
+            ..ClassParams::identity(HwClass::MultiNode)
+        }
+    }
+
+    /// Below the fill a ring pays its bandwidth time once more, a tree across 32 nodes once per
+    /// level crossed (10); far above the fill both pay the fill time once.
+    #[test]
+    fn a_tree_pays_per_level_below_the_fill_and_the_fill_above_it() {
+        let p = multi_node(100.0);
+        let t = 100.0 * 32.0;
+        let ring = Pipeline {
+            n_nodes: 32,
+            stage_us_per_byte: 0.0,
+            level_us_per_byte: 0.0,
+            tree_levels: 0.0,
+        };
+        let tree = Pipeline {
+            tree_levels: 10.0,
+            ..ring
+        };
+        let small = 1e-3;
+        assert!((p.ramp(Proto::Simple, small, &ring) - 2.0).abs() < 1e-3);
+        assert!((p.ramp(Proto::Simple, small, &tree) - 11.0).abs() < 1e-2);
+        let big = 1e9;
+        for pipe in [&ring, &tree] {
+            let extra = big * (p.ramp(Proto::Simple, big, pipe) - 1.0);
+            assert!((extra - t).abs() / t < 1e-3, "{extra}");
+        }
+        // LL128 across nodes and LL anywhere pay no fill.
+        assert_eq!(p.ramp(Proto::Ll128, small, &tree), 1.0);
+        assert_eq!(p.ramp(Proto::Ll, small, &ring), 1.0);
+    }
+}

@@ -114,7 +114,8 @@ fn fit_is_deterministic_and_physical() {
 }
 
 /// For one algorithm and protocol, calibrated time grows with size (the fill term adds at most
-/// the bandwidth time again, and nothing is subtracted). Where NCCL switches algorithm or protocol
+/// the bandwidth time again, or once per level for a tree across nodes, and nothing is
+/// subtracted). Where NCCL switches algorithm or protocol
 /// the calibrated time may step down: calibrated mode keeps NCCL's choice even where its own
 /// costs would rank the candidates differently.
 #[test]
