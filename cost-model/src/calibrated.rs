@@ -471,9 +471,9 @@ fn pays_levels(p: Proto) -> bool {
 
 /// Whether a protocol pays the pipeline fill on `n_nodes` nodes: Simple everywhere; LL128 on one
 /// node only. Across nodes LL128 reaches NCCL's LL128 bandwidth without a node-level fill: AWS
-/// p5 rings of 4 to 32 nodes with LL128 (forced by AWS's tuner plugin) come within 0.7-4.4% of
-/// NCCL's own LL128 time from 256 MB to 2 GB; with the node-level fill they come out 13-19% slow
-/// when their system is held out. LL pays none (see [`pays_levels`]).
+/// p5 rings of 4 to 32 nodes with LL128 (forced by AWS's tuner plugin) come within 1.2-4.4% of
+/// NCCL's own LL128 time from 1 GB to 2 GB, and within 1.3% at 512 MB on 4 and 8 nodes; with the
+/// node-level fill they came out 13-19% slow when their system was held out. LL pays none (see [`pays_levels`]).
 fn fills(p: Proto, n_nodes: usize) -> bool {
     match p {
         Proto::Ll => false,
