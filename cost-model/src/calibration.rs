@@ -32,6 +32,8 @@ pub enum System {
     /// 2x H100 PCIe joined by an NVLink bridge (12 NVLink4 links, no NVSwitch).
     H100PcieBridge,
     /// 8x RTX 5090, PCIe Gen5 x16, dual Xeon 8480+ (no GPU peer-to-peer: paths through the CPUs).
+    /// Its runs (NVIDIA/nccl issue 1639) set `NCCL_MIN_NCHANNELS=8` and `NCCL_NTHREADS=256`; the
+    /// calibrated PCIe fractions do not depend on the channel count, so the rows leave them out.
     Rtx5090Box,
     /// 8x H100 SXM nodes with 8x 200G NICs, one per GPU (GCP A3 Mega, GPUDirect-TCPXO).
     H100Eight200G,
@@ -51,7 +53,8 @@ pub enum System {
     /// 8x RTX 5090, PCIe Gen5 x16, two AMD EPYC 9575F, peer-to-peer (P2P-patched kernel modules,
     /// `NCCL_P2P_LEVEL=SYS`).
     Rtx5090DualTurin,
-    /// 4x RTX 5090, PCIe Gen5 x16, AMD EPYC Genoa host, no GPU peer-to-peer (through host memory).
+    /// 4x RTX 5090, PCIe Gen5 x16, AMD EPYC Genoa host, no GPU peer-to-peer (through host memory);
+    /// NCCL's default settings (NVIDIA/nccl-tests issue 287, run after NCCL 2.26.2's release).
     Rtx5090Genoa,
     /// GB200 NVL72 compute tray: 4 B200 GPUs, 18 NVLink5 links each to the rack's NVSwitches,
     /// Grace (Arm) hosts.
