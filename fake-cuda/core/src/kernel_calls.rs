@@ -1,0 +1,45 @@
+//! Kernels and the end-of-run report: registration, launch counts, and what the process did.
+
+use super::*;
+
+impl Core {
+    /// `__cudaRegisterFunction`.
+    pub fn register_function(&self, host_fun: usize, name: &str) {
+        self.lock().kernels.register(host_fun, name);
+    }
+
+    /// A kernel launch: counted by name, or refused with `NCCLSIM_STRICT_KERNELS=1`.
+    pub fn launch_kernel(&self, host_fun: usize, stream: u64) -> Result<()> {
+        self.submit(stream, Op::Kernel { host_fun })
+    }
+
+    /// Kernel launch counts by name.
+    pub fn kernel_launch_counts(&self) -> BTreeMap<String, u64> {
+        self.lock().kernels.launch_counts().clone()
+    }
+
+    /// The end-of-run report (`NCCLSIM_REPORT`); `calls` are the API call counts the caller
+    /// kept.
+    pub fn report(&self, calls: BTreeMap<String, u64>) -> Report {
+        let stats = self.memory_stats();
+        Report {
+            devices: self
+                .visible
+                .iter()
+                .zip(stats)
+                .enumerate()
+                .map(|(ordinal, (&p, m))| DeviceReport {
+                    ordinal,
+                    pci_bus_id: self.devices[p].pci.to_string(),
+                    name: self.devices[p].name.clone(),
+                    current_bytes: m.current,
+                    peak_bytes: m.peak,
+                    capacity_bytes: self.devices[p].memory_bytes,
+                })
+                .collect(),
+            calls,
+            kernel_launches: self.kernel_launch_counts(),
+            streams: self.lock().timeline.stream_count(),
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! Streams and events: creation, ordering, queries and synchronisation on the virtual clocks.
+
+use super::*;
+
+impl Core {
+    /// Creates a stream on the current device.
+    pub fn stream_create(&self, flags: u32, priority: i32) -> Result<u64> {
+        let (_, phys) = self.current_checked()?;
+        Ok(self.lock().timeline.create_stream(phys, flags, priority))
+    }
+
+    /// Destroys a stream.
+    pub fn stream_destroy(&self, stream: u64) -> Result<()> {
+        self.lock().timeline.destroy_stream(stream)
+    }
+
+    pub(crate) fn resolve(&self, st: &mut State, stream: u64) -> Result<u64> {
+        let (_, phys) = self.current_checked()?;
+        st.timeline.resolve(stream, phys)
+    }
+
+    /// Flags, priority and device ordinal of a stream.
+    pub fn stream_info(&self, stream: u64) -> Result<timeline::StreamInfo> {
+        let mut st = self.lock();
+        let key = self.resolve(&mut st, stream)?;
+        let mut info = st.timeline.stream_info(key);
+        info.device = self.ordinal_of(info.device).unwrap_or(-1) as usize;
+        Ok(info)
+    }
+
+    /// Virtual time at which a stream's enqueued work completes (ns since the core started).
+    pub fn stream_clock(&self, stream: u64) -> Result<u64> {
+        let mut st = self.lock();
+        let key = self.resolve(&mut st, stream)?;
+        Ok(st.timeline.stream_clock(key))
+    }
+
+    /// Enqueues work of a given virtual duration (the NCCL shim's entry point): `work` runs
+    /// now, on the calling thread, after the lock is released. Returns the (start, end)
+    /// virtual times.
+    pub fn enqueue(&self, stream: u64, duration_ns: u64, work: Work<'_>) -> Result<(u64, u64)> {
+        let times = {
+            let mut st = self.lock();
+            let key = self.resolve(&mut st, stream)?;
+            if st.graphs.is_capturing(key) {
+                return Err(CoreError::CaptureViolation(
+                    "Rust closures cannot be captured into a graph (use enqueue_host)".into(),
+                ));
+            }
+            let wall = self.pace_now();
+            st.timeline.schedule(key, duration_ns, wall)
+        };
+        work();
+        Ok(times)
+    }
+
+    /// Refuses synchronising with a capturing stream (CUDA invalidates the capture).
+    fn not_capturing(&self, st: &State, key: u64, what: &str) -> Result<()> {
+        if st.graphs.is_capturing(key) {
+            return Err(CoreError::CaptureViolation(format!(
+                "{what} on stream {key:#x} while it is capturing"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The virtual completion time of a stream that is not capturing; with `host_waits` the
+    /// host clock moves to it (the host synchronised with the stream).
+    fn settled_clock(&self, stream: u64, what: &str, host_waits: bool) -> Result<u64> {
+        let mut st = self.lock();
+        let key = self.resolve(&mut st, stream)?;
+        self.not_capturing(&st, key, what)?;
+        let clock = st.timeline.stream_clock(key);
+        if host_waits {
+            st.timeline.host_waited(clock);
+        }
+        Ok(clock)
+    }
+
+    /// `cudaStreamQuery`: `Err(NotReady)` while pacing holds the stream's work back.
+    pub fn stream_query(&self, stream: u64) -> Result<()> {
+        let clock = self.settled_clock(stream, "query", false)?;
+        if self.config.pace && self.wall_ns() < clock {
+            return Err(CoreError::NotReady);
+        }
+        Ok(())
+    }
+
+    /// `cudaStreamSynchronize`.
+    pub fn stream_synchronize(&self, stream: u64) -> Result<()> {
+        let clock = self.settled_clock(stream, "synchronize", true)?;
+        self.pace_until(clock);
+        Ok(())
+    }
+
+    /// `cudaDeviceSynchronize` for the current device.
+    pub fn device_synchronize(&self) -> Result<()> {
+        let (_, phys) = self.current_checked()?;
+        let clock = {
+            let mut st = self.lock();
+            if st.graphs.any_capturing() {
+                return Err(CoreError::CaptureViolation(
+                    "device synchronize while a stream is capturing".into(),
+                ));
+            }
+            let c = st.timeline.device_clock(phys);
+            st.timeline.host_waited(c);
+            c
+        };
+        self.pace_until(clock);
+        Ok(())
+    }
+
+    /// `cudaStreamWaitEvent`.
+    pub fn stream_wait_event(&self, stream: u64, event: u64) -> Result<()> {
+        let mut st = self.lock();
+        let key = self.resolve(&mut st, stream)?;
+        if st.graphs.event_waited(key, event)? {
+            return Ok(());
+        }
+        st.timeline.wait_event(key, event)
+    }
+
+    /// `cudaEventCreateWithFlags`.
+    pub fn event_create(&self, flags: u32) -> u64 {
+        self.lock().timeline.create_event(flags)
+    }
+
+    /// `cudaEventDestroy`.
+    pub fn event_destroy(&self, event: u64) -> Result<()> {
+        let mut st = self.lock();
+        st.graphs.forget_event(event);
+        st.timeline.destroy_event(event)?;
+        if let Some((phys, slot, _)) = st.event_exports.remove(&event) {
+            if let Some(a) = st.arenas[phys].as_mut() {
+                a.retract_event(slot);
+            }
+        }
+        Ok(())
+    }
+
+    /// `cudaEventRecord`.
+    pub fn event_record(&self, event: u64, stream: u64) -> Result<()> {
+        let mut st = self.lock();
+        let key = self.resolve(&mut st, stream)?;
+        st.timeline.event_flags(event)?;
+        if st.graphs.event_recorded(event, key) {
+            return Ok(());
+        }
+        let wall = self.pace_now();
+        st.timeline.record(event, key, wall)
+    }
+
+    /// `cudaEventQuery`.
+    pub fn event_query(&self, event: u64) -> Result<()> {
+        let t = self.lock().timeline.event_time(event)?;
+        match t {
+            Some(t) if self.config.pace && self.wall_ns() < t => Err(CoreError::NotReady),
+            _ => Ok(()),
+        }
+    }
+
+    /// `cudaEventSynchronize`.
+    pub fn event_synchronize(&self, event: u64) -> Result<()> {
+        let t = {
+            let mut st = self.lock();
+            let t = st.timeline.event_time(event)?.unwrap_or(0);
+            st.timeline.host_waited(t);
+            t
+        };
+        self.pace_until(t);
+        Ok(())
+    }
+
+    /// `cudaEventElapsedTime` in virtual milliseconds.
+    pub fn event_elapsed_ms(&self, start: u64, end: u64) -> Result<f32> {
+        self.lock().timeline.elapsed_ms(start, end)
+    }
+}

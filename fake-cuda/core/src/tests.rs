@@ -1,0 +1,352 @@
+//! Unit tests of the core's calls.
+
+use super::*;
+
+fn core_with(visible: &[usize], cap: u64) -> Core {
+    let mut devs = device::dgx_a100();
+    for d in &mut devs {
+        d.memory_bytes = cap;
+    }
+    Core::new(devs, visible.to_vec(), Config::default())
+}
+
+#[test]
+fn malloc_copy_memset_round_trip() {
+    let core = core_with(&[0, 1], 1 << 30);
+    let d = core.malloc(0, 1000).unwrap();
+    let src: Vec<u8> = (0..1000).map(|i| i as u8).collect();
+    let mut back = vec![0u8; 1000];
+    core.memcpy(d, src.as_ptr() as usize, 1000, CopyKind::HostToDevice, 0)
+        .unwrap();
+    core.memcpy(back.as_mut_ptr() as usize, d, 1000, CopyKind::Default, 0)
+        .unwrap();
+    assert_eq!(src, back);
+    core.memset(d + 10, 0xee, 20, 0).unwrap();
+    core.memcpy(
+        back.as_mut_ptr() as usize,
+        d,
+        1000,
+        CopyKind::DeviceToHost,
+        0,
+    )
+    .unwrap();
+    assert!(back[10..30].iter().all(|&b| b == 0xee));
+    assert_eq!(back[30], 30);
+    let info = core.pointer_info(d + 5);
+    assert_eq!(
+        (info.kind, info.device, info.base),
+        (MemoryKind::Device, 0, d)
+    );
+    core.free(d).unwrap();
+    assert!(core.free(d).is_err());
+    assert_eq!(core.pointer_info(d).kind, MemoryKind::Unregistered);
+}
+
+#[test]
+fn copies_past_an_allocation_are_rejected() {
+    let core = core_with(&[0], 1 << 30);
+    let d = core.malloc(0, 4096).unwrap();
+    let buf = vec![0u8; 8192];
+    let e = core
+        .memcpy(d, buf.as_ptr() as usize, 8192, CopyKind::HostToDevice, 0)
+        .unwrap_err();
+    assert_eq!(e.status(), Status::InvalidPointer);
+    let e = core.memset(buf.as_ptr() as usize, 0, 10, 0).unwrap_err();
+    assert_eq!(e.status(), Status::InvalidPointer);
+    assert!(core
+        .memcpy(0, buf.as_ptr() as usize, 1, CopyKind::HostToHost, 0)
+        .is_err());
+}
+
+#[test]
+fn accounting_and_out_of_memory() {
+    let core = core_with(&[0, 1], 1 << 20);
+    assert_eq!(core.mem_info(0).unwrap(), (1 << 20, 1 << 20));
+    let a = core.malloc(0, 600 << 10).unwrap();
+    assert_eq!(core.mem_info(0).unwrap().0, (1 << 20) - (600 << 10));
+    let e = core.malloc(0, 600 << 10).unwrap_err();
+    assert!(matches!(e, CoreError::OutOfMemory { device: 0, .. }), "{e}");
+    // Device 1 has its own capacity.
+    core.malloc(1, 600 << 10).unwrap();
+    core.free(a).unwrap();
+    core.malloc(0, 600 << 10).unwrap();
+    assert_eq!(core.memory_stats()[0].peak, 600 << 10);
+    assert!(core.malloc(0, usize::MAX).is_err());
+    assert!(matches!(
+        core.malloc(2, 1),
+        Err(CoreError::InvalidDevice { ordinal: 2, .. })
+    ));
+}
+
+#[test]
+fn visible_devices_renumber_ordinals() {
+    let core = core_with(&[5, 2], 1 << 30);
+    assert_eq!(core.device_count(), 2);
+    assert_eq!(core.device(0).unwrap().pci.bus, 0x90);
+    assert_eq!(core.device(1).unwrap().pci.bus, 0x47);
+    assert!(core.set_device(2).is_err());
+    core.set_device(1).unwrap();
+    assert_eq!(core.current_device(), 1);
+    std::thread::scope(|s| {
+        s.spawn(|| assert_eq!(core.current_device(), 0, "current device is per thread"));
+    });
+    let p = core.malloc(1, 10).unwrap();
+    assert_eq!(core.pointer_info(p).device, 1);
+}
+
+#[test]
+fn host_memory() {
+    let core = core_with(&[0], 1 << 30);
+    let h = core.host_alloc(100).unwrap();
+    assert_eq!(core.pointer_info(h + 99).kind, MemoryKind::Host);
+    core.host_free(h).unwrap();
+    assert!(core.host_free(h).is_err());
+    let v = [0u8; 64];
+    core.host_register(v.as_ptr() as usize, 64).unwrap();
+    assert_eq!(
+        core.pointer_info(v.as_ptr() as usize).kind,
+        MemoryKind::Host
+    );
+    assert!(core.host_free(v.as_ptr() as usize).is_err());
+    core.host_unregister(v.as_ptr() as usize).unwrap();
+    assert_eq!(
+        core.pointer_info(v.as_ptr() as usize).kind,
+        MemoryKind::Unregistered
+    );
+}
+
+#[test]
+fn ipc_in_the_same_process_returns_the_original_pointer() {
+    let core = core_with(&[0], 1 << 30);
+    let d = core.malloc(0, 5000).unwrap();
+    let h = core.ipc_get_mem_handle(d + 100).unwrap();
+    assert_eq!(core.ipc_open_mem_handle(&h).unwrap(), d);
+    core.ipc_close_mem_handle(d).unwrap();
+    core.free(d).unwrap();
+    assert_eq!(
+        core.ipc_open_mem_handle(&h).unwrap_err().status(),
+        Status::InvalidIpcHandle
+    );
+    let mut forged = h;
+    forged[20] ^= 1;
+    assert!(core.ipc_open_mem_handle(&forged).is_err());
+}
+
+#[test]
+fn streams_events_and_elapsed_virtual_time() {
+    let core = core_with(&[0], 1 << 30);
+    let s = core
+        .stream_create(timeline::STREAM_NON_BLOCKING, 0)
+        .unwrap();
+    let (e0, e1) = (core.event_create(0), core.event_create(0));
+    core.event_record(e0, s).unwrap();
+    core.enqueue(s, 3_000_000, Box::new(|| {})).unwrap();
+    core.event_record(e1, s).unwrap();
+    assert_eq!(core.event_elapsed_ms(e0, e1).unwrap(), 3.0);
+    core.stream_query(s).unwrap();
+    core.stream_synchronize(s).unwrap();
+    let d = core.malloc(0, 1 << 20).unwrap();
+    let host = vec![1u8; 1 << 20];
+    core.event_record(e0, s).unwrap();
+    core.memcpy(
+        d,
+        host.as_ptr() as usize,
+        1 << 20,
+        CopyKind::HostToDevice,
+        s,
+    )
+    .unwrap();
+    core.event_record(e1, s).unwrap();
+    let ms = core.event_elapsed_ms(e0, e1).unwrap();
+    let want = timing::copy_ns(core.device(0).unwrap(), CopyPath::HostLink, 1 << 20);
+    assert!((ms - want as f32 / 1e6).abs() < 1e-6, "{ms} ms");
+    core.stream_destroy(s).unwrap();
+    assert!(core.event_record(e0, s).is_err());
+}
+
+#[test]
+fn pacing_holds_queries_back() {
+    let mut devs = device::dgx_a100();
+    devs.truncate(1);
+    let core = Core::new(
+        devs,
+        vec![0],
+        Config {
+            pace: true,
+            ..Config::default()
+        },
+    );
+    let s = core.stream_create(0, 0).unwrap();
+    core.enqueue(s, 50_000_000, Box::new(|| {})).unwrap();
+    assert_eq!(core.stream_query(s).unwrap_err(), CoreError::NotReady);
+    let t = Instant::now();
+    core.stream_synchronize(s).unwrap();
+    assert!(t.elapsed() >= Duration::from_millis(30));
+    core.stream_query(s).unwrap();
+}
+
+#[test]
+fn capture_records_and_launch_replays() {
+    let core = core_with(&[0], 1 << 30);
+    let s = core
+        .stream_create(timeline::STREAM_NON_BLOCKING, 0)
+        .unwrap();
+    let d = core.malloc(0, 64).unwrap();
+    let src = [7u8; 64];
+    core.register_function(0x42, "step");
+    assert!(core.begin_capture(0).is_err(), "legacy stream");
+    core.begin_capture(s).unwrap();
+    core.memcpy(d, src.as_ptr() as usize, 64, CopyKind::HostToDevice, s)
+        .unwrap();
+    core.launch_kernel(0x42, s).unwrap();
+    assert_eq!(
+        core.stream_synchronize(s).unwrap_err().status(),
+        Status::CaptureViolation
+    );
+    assert!(core.enqueue(s, 1, Box::new(|| {})).is_err());
+    let g = core.end_capture(s).unwrap();
+    let mut back = [0u8; 64];
+    core.memcpy(back.as_mut_ptr() as usize, d, 64, CopyKind::DeviceToHost, 0)
+        .unwrap();
+    assert_eq!(back, [0; 64], "captured work does not run");
+    assert!(core.kernel_launch_counts().is_empty());
+    assert_eq!(core.graph_ops(g).unwrap().len(), 2);
+    let e = core.graph_instantiate(g).unwrap();
+    core.graph_launch(e, s).unwrap();
+    core.graph_launch(e, s).unwrap();
+    core.memcpy(back.as_mut_ptr() as usize, d, 64, CopyKind::DeviceToHost, 0)
+        .unwrap();
+    assert_eq!(back, [7; 64]);
+    assert_eq!(core.kernel_launch_counts()["step"], 2);
+}
+
+#[test]
+fn host_work_sees_the_stream_it_runs_on_replays_the_launch_stream() {
+    use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    static SEEN: AtomicU64 = AtomicU64::new(u64::MAX);
+    unsafe extern "C" fn look(_: *mut std::ffi::c_void) {
+        SEEN.store(Core::host_stream().unwrap_or(u64::MAX - 1), SeqCst);
+    }
+    let core = core_with(&[0], 1 << 30);
+    let flags = timeline::STREAM_NON_BLOCKING;
+    let (a, b) = (
+        core.stream_create(flags, 0).unwrap(),
+        core.stream_create(flags, 0).unwrap(),
+    );
+    assert_eq!(Core::host_stream(), None);
+    core.enqueue_host(a, 0, Some(look), 0).unwrap();
+    assert_eq!(SEEN.load(SeqCst), a);
+    core.begin_capture(a).unwrap();
+    core.enqueue_host(a, 0, Some(look), 0).unwrap();
+    let g = core.end_capture(a).unwrap();
+    let e = core.graph_instantiate(g).unwrap();
+    core.graph_launch(e, b).unwrap();
+    assert_eq!(SEEN.load(SeqCst), b, "a replay runs on the launch stream");
+    assert_eq!(Core::host_stream(), None);
+}
+
+#[test]
+fn owned_host_data_lives_as_long_as_its_graphs() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    static RUNS: AtomicUsize = AtomicUsize::new(0);
+    static RELEASES: AtomicUsize = AtomicUsize::new(0);
+    unsafe extern "C" fn run(_: *mut std::ffi::c_void) {
+        RUNS.fetch_add(1, SeqCst);
+    }
+    unsafe extern "C" fn release(_: *mut std::ffi::c_void) {
+        RELEASES.fetch_add(1, SeqCst);
+    }
+    let core = core_with(&[0], 1 << 30);
+    let s = core
+        .stream_create(timeline::STREAM_NON_BLOCKING, 0)
+        .unwrap();
+    // SAFETY: the functions only count.
+    unsafe { core.enqueue_host_owned(s, 0, Some(run), 1, release) }.unwrap();
+    assert_eq!((RUNS.load(SeqCst), RELEASES.load(SeqCst)), (1, 1));
+    core.begin_capture(s).unwrap();
+    // SAFETY: as above.
+    unsafe { core.enqueue_host_owned(s, 0, Some(run), 2, release) }.unwrap();
+    let g = core.end_capture(s).unwrap();
+    let e = core.graph_instantiate(g).unwrap();
+    core.graph_destroy(g).unwrap();
+    core.graph_launch(e, s).unwrap();
+    core.graph_launch(e, s).unwrap();
+    assert_eq!((RUNS.load(SeqCst), RELEASES.load(SeqCst)), (3, 1));
+    core.graph_exec_destroy(e).unwrap();
+    assert_eq!(RELEASES.load(SeqCst), 2, "released with the last graph");
+    // A failed enqueue releases at once.
+    // SAFETY: as above.
+    assert!(unsafe { core.enqueue_host_owned(0xbad, 0, Some(run), 3, release) }.is_err());
+    assert_eq!((RUNS.load(SeqCst), RELEASES.load(SeqCst)), (3, 3));
+}
+
+#[test]
+fn freed_memory_is_cached_up_to_the_limit() {
+    let mut devs = device::dgx_a100();
+    devs.truncate(2);
+    let config = Config {
+        cache_limit: 3 << 20,
+        ..Config::default()
+    };
+    let core = Core::new(devs, vec![0, 1], config);
+    let a = core.malloc(0, 2 << 20).unwrap();
+    core.free(a).unwrap();
+    assert_eq!(core.cached_bytes(0).unwrap(), 2 << 20);
+    assert_eq!(core.mem_info(0).unwrap().0, 40 << 30, "logically free");
+    let b = core.malloc(0, 2 << 20).unwrap();
+    assert_eq!((b, core.cached_bytes(0).unwrap()), (a, 0), "reused");
+    let c = core.malloc(1, 2 << 20).unwrap();
+    core.free(b).unwrap();
+    core.free(c).unwrap(); // 4 MiB cached over both devices > 3 MiB: trimmed
+    assert_eq!(
+        core.cached_bytes(0).unwrap() + core.cached_bytes(1).unwrap(),
+        0
+    );
+    let d = core.malloc(0, 1 << 20).unwrap();
+    core.free(d).unwrap();
+    assert_eq!(core.trim(0).unwrap(), 1 << 20);
+    assert_eq!(core.cached_bytes(0).unwrap(), 0);
+    assert_eq!(parse_bytes("64K"), Some(64 << 10));
+    assert_eq!(parse_bytes(" 8g"), Some(8 << 30));
+    assert_eq!(parse_bytes("12"), Some(12));
+    assert_eq!(parse_bytes("x"), None);
+}
+
+#[test]
+fn device_reset_frees_everything_on_the_device() {
+    let core = core_with(&[0, 1], 1 << 30);
+    let a = core.malloc(0, 1 << 20).unwrap();
+    let b = core.malloc(1, 1 << 20).unwrap();
+    core.device_reset(0).unwrap();
+    assert_eq!(core.mem_info(0).unwrap(), (1 << 30, 1 << 30));
+    assert!(core.free(a).is_err());
+    let mut buf = [0u8; 8];
+    let e = core
+        .memcpy(buf.as_mut_ptr() as usize, a, 8, CopyKind::Default, 0)
+        .unwrap_err();
+    assert!(e.to_string().contains("cudaDeviceReset"), "{e}");
+    core.free(b).unwrap();
+    core.malloc(0, 10).unwrap();
+}
+
+#[test]
+fn kernels_counted_or_refused() {
+    let core = core_with(&[0], 1 << 30);
+    core.register_function(0x42, "fill");
+    core.launch_kernel(0x42, 0).unwrap();
+    core.launch_kernel(0x42, 0).unwrap();
+    assert_eq!(core.kernel_launch_counts()["fill"], 2);
+    let strict = Core::new(
+        device::dgx_a100(),
+        vec![0],
+        Config {
+            strict_kernels: true,
+            ..Config::default()
+        },
+    );
+    strict.register_function(0x42, "fill");
+    assert_eq!(
+        strict.launch_kernel(0x42, 0).unwrap_err(),
+        CoreError::KernelRefused("fill".into())
+    );
+}
