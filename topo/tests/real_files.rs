@@ -398,6 +398,10 @@ fn semantic_errors_name_file_line_and_column() {
             "<system version=\"1\">\n <cpu numaid=\"0\" arch=\"x86_64\" vendor=\"AuthenticAMD\">\n  <pci busid=\"0000:01:00.0\" class=\"0x030200\" link_speed=\"\" link_width=\"16\"><gpu dev=\"x\" sm=\"80\" rank=\"0\" gdr=\"0\"/></pci>\n </cpu>\n</system>",
             "t.xml:3:76: <gpu> dev=\"x\" is not a device index (an integer)",
         ),
+        (
+            "<system version=\"1\">\n <cpu numaid=\"0\" arch=\"x86_64\" vendor=\"AuthenticAMD\">\n  <pci busid=\"0000:01:00.0\" class=\"0x030200\" link_speed=\"\" link_width=\"16\"><gpu dev=\"3\" sm=\"80\" rank=\"0\" gdr=\"0\"/></pci>\n  <pci busid=\"0000:02:00.0\" class=\"0x030200\" link_speed=\"\" link_width=\"16\"><gpu dev=\"3\" sm=\"80\" rank=\"1\" gdr=\"0\"/></pci>\n </cpu>\n</system>",
+            "t.xml:4:76: <gpu> dev=\"3\" is already the device of the <gpu> on line 3; each GPU of a host has its own device index",
+        ),
     ];
     // More GPUs than NCCL keeps in a system.
     let many = format!(

@@ -137,8 +137,10 @@ pub(super) fn check_and_fuse(
     too_many_nodes(root, file)?;
     // NIC fusion comes before the trim; every local rank fuses the same file the same way.
     let fused = crate::fusion::fuse_nics(root, file, fusion, version)?.map(|(x, _)| x);
-    // Which GPU devs can be claimed.
+    // Which GPU devs can be claimed: each once, since a local rank claims its GPU by device
+    // index (the CUDA ordinal, unique on a host).
     let mut devs: Vec<i32> = Vec::new();
+    let mut first_at: HashMap<i32, crate::error::Location> = HashMap::new();
     let mut bad: Option<TopoError> = None;
     fused.as_ref().unwrap_or(root).walk(&mut |e, _| {
         if e.name != "gpu" || bad.is_some() {
@@ -146,7 +148,22 @@ pub(super) fn check_and_fuse(
         }
         let Some(v) = e.get("dev") else { return };
         match crate::settings::parse_c_int(v).and_then(|d| i32::try_from(d).ok()) {
-            Some(d) if e.get("rank").is_some() => devs.push(d),
+            Some(d) if e.get("rank").is_some() => match first_at.entry(d) {
+                Entry::Occupied(first) => {
+                    bad = Some(TopoError::Semantic {
+                        at: e.location(file),
+                        element: "gpu".into(),
+                        msg: format!(
+                            "dev=\"{d}\" is already the device of the <gpu> on line {}; each GPU of a host has its own device index",
+                            first.get().line
+                        ),
+                    })
+                }
+                Entry::Vacant(slot) => {
+                    slot.insert(e.location(file));
+                    devs.push(d);
+                }
+            },
             Some(_) => {}
             None => {
                 bad = Some(TopoError::Semantic {
