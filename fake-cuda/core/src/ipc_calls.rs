@@ -7,15 +7,7 @@ impl Core {
     /// `cudaIpcGetMemHandle`: the handle of the allocation containing `ptr`.
     pub fn ipc_get_mem_handle(&self, ptr: usize) -> Result<[u8; HANDLE_BYTES]> {
         let mut st = self.lock();
-        for a in st.arenas.iter_mut().flatten() {
-            if !a.contains(ptr) {
-                continue;
-            }
-            let alloc = a.allocation_at(ptr).ok_or(CoreError::InvalidPointer {
-                ptr,
-                len: 0,
-                why: "not inside a live device allocation",
-            })?;
+        if let Some((a, alloc)) = st.live_allocation(ptr)? {
             let e = a.export(alloc.offset)?;
             let h = MemHandle {
                 owner_pid: std::process::id(),

@@ -256,6 +256,20 @@ struct State {
 }
 
 impl State {
+    /// The arena holding `ptr` in its data area and the live allocation there containing it;
+    /// `Ok(None)` when no arena of this process holds `ptr`.
+    fn live_allocation(&mut self, ptr: usize) -> Result<Option<(&mut Arena, arena::Allocation)>> {
+        let Some(a) = self.arenas.iter_mut().flatten().find(|a| a.contains(ptr)) else {
+            return Ok(None);
+        };
+        let alloc = a.allocation_at(ptr).ok_or(CoreError::InvalidPointer {
+            ptr,
+            len: 0,
+            why: "not inside a live device allocation",
+        })?;
+        Ok(Some((a, alloc)))
+    }
+
     fn device_range(&self, ptr: usize) -> Option<DeviceRange> {
         for a in self.arenas.iter().flatten() {
             if a.contains(ptr) {

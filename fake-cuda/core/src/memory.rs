@@ -229,16 +229,8 @@ impl Core {
     /// Where the live device allocation containing `ptr` lives in one of this process's
     /// arenas, for peers of a communicator that map the arena whole.
     pub fn arena_location(&self, ptr: usize) -> Result<abi::CArenaLocation> {
-        let st = self.lock();
-        for a in st.arenas.iter().flatten() {
-            if !a.contains(ptr) {
-                continue;
-            }
-            let alloc = a.allocation_at(ptr).ok_or(CoreError::InvalidPointer {
-                ptr,
-                len: 0,
-                why: "not inside a live device allocation",
-            })?;
+        let mut st = self.lock();
+        if let Some((a, alloc)) = st.live_allocation(ptr)? {
             let header = arena::HEADER_BYTES as u64;
             return Ok(abi::CArenaLocation {
                 owner_pid: std::process::id(),
