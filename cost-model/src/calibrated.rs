@@ -482,22 +482,6 @@ fn fills(p: Proto, n_nodes: usize) -> bool {
     }
 }
 
-/// The bandwidth term of NCCL's own model in calibrated form (the fit's starting point).
-fn bandwidth_term_identity(
-    m: &NcclModel,
-    class: HwClass,
-    f: Func,
-    a: Algo,
-    p: Proto,
-    bw: f64,
-    bytes: u64,
-) -> f64 {
-    Calibration {
-        params: ClassParams::identity(class),
-    }
-    .bandwidth_term(m, f, a, p, bw, bytes)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

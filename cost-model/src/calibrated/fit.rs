@@ -2,8 +2,8 @@
 //! stage size, and each class's efficiencies (and the multi-node fill time and tree-level size).
 
 use super::{
-    bandwidth_term_identity, family, fills, pays_levels, pcie_path, priced_lat_bw, pricing_model,
-    row_model, ClassParams, Fit, HwClass, Pipeline, N_FAMILIES,
+    family, fills, pays_levels, pcie_path, priced_lat_bw, pricing_model, row_model, Calibration,
+    ClassParams, Fit, HwClass, Pipeline, N_FAMILIES,
 };
 use crate::calibration::{Measured, Row};
 use crate::consts::{Algo, Proto};
@@ -38,7 +38,11 @@ fn prepare(r: &Row) -> Option<Prepared> {
     let pricing = pricing_model(&cm.nccl, &cm.settings);
     let (lat, bw) = priced_lat_bw(&cm.nccl, pricing.as_ref(), f, algo, proto, r.bytes)?;
     let class = HwClass::of(cm.shape());
-    let x = bandwidth_term_identity(&cm.nccl, class, f, algo, proto, bw as f64, r.bytes);
+    // NCCL's own bandwidth term in calibrated form: the fit's starting point.
+    let x = Calibration {
+        params: ClassParams::identity(class),
+    }
+    .bandwidth_term(&cm.nccl, f, algo, proto, bw as f64, r.bytes);
     let factor = r.coll.busbw_factor(cm.shape().n_ranks);
     let (t_meas, busbw) = match r.measured {
         Measured::TimeUs(t) => (t, None),
