@@ -372,25 +372,26 @@ impl<'a> Lint<'a> {
     /// NVLinks to targets that are not GPUs of the file, and links whose reverse direction has
     /// another count (summed over repeated elements).
     fn nvlink_pairs(&mut self) {
+        let nvl = std::mem::take(&mut self.nvl);
         let mut pair_links: HashMap<(u64, u64), i64> = HashMap::new();
-        for l in &self.nvl {
+        for l in &nvl {
             *pair_links
                 .entry((busid_to_int(&l.from), busid_to_int(&l.target)))
                 .or_insert(0) += l.count;
         }
-        let mut found = Vec::new();
-        for l in &self.nvl {
+        for l in nvl {
             let (from, target, count) = (&l.from, &l.target, l.count);
             if busid_to_int(from) == busid_to_int(target) {
                 continue;
             }
             if !self.gpu_busids.contains_key(&busid_to_int(target)) {
-                found.push((
-                    l.at.clone(),
+                self.push(
+                    Severity::Warning,
+                    l.at,
                     format!(
                         "NVLink target {target} is not a GPU of this file: NCCL drops the link"
                     ),
-                ));
+                );
                 continue;
             }
             let back = pair_links
@@ -398,11 +399,8 @@ impl<'a> Lint<'a> {
                 .copied()
                 .unwrap_or(0);
             if back != count {
-                found.push((l.at.clone(), format!("asymmetric NVLink: {from} -> {target} has {count} links, the reverse has {back}; NCCL gives each direction its own bandwidth")));
+                self.push(Severity::Warning, l.at, format!("asymmetric NVLink: {from} -> {target} has {count} links, the reverse has {back}; NCCL gives each direction its own bandwidth"));
             }
-        }
-        for (at, msg) in found {
-            self.push(Severity::Warning, at, msg);
         }
     }
 }
