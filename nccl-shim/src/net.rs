@@ -150,10 +150,45 @@ pub struct Incoming {
     pub ready: u64,
 }
 
+/// How far one message has gone: its 32-byte header, then its payload.
 struct Progress {
     header: [u8; HEADER],
     done: usize,
 }
+
+impl Progress {
+    /// An outgoing message's header: {sequence, bytes, PreMulSum scalar, ready time}.
+    fn outgoing(o: &Outgoing) -> Progress {
+        let mut header = [0u8; HEADER];
+        for (k, v) in [o.seq, o.len as u64, o.scalar, o.ready]
+            .into_iter()
+            .enumerate()
+        {
+            header[8 * k..8 * k + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        Progress { header, done: 0 }
+    }
+
+    /// An incoming message, nothing received yet.
+    fn incoming() -> Progress {
+        Progress {
+            header: [0; HEADER],
+            done: 0,
+        }
+    }
+
+    /// Header field `k` (0 sequence, 1 bytes, 2 scalar, 3 ready time).
+    fn field(&self, k: usize) -> u64 {
+        u64::from_le_bytes(
+            self.header[8 * k..8 * k + 8]
+                .try_into()
+                .expect("invariant: 8 bytes"),
+        )
+    }
+}
+
+/// One polled connection: whether it sends, and the index of its message.
+type Polled = (bool, usize);
 
 /// Sends and receives every message at once; messages on one connection go in list order.
 pub fn exchange(
@@ -162,57 +197,20 @@ pub fn exchange(
     inc: &mut [Incoming],
     waiter: &crate::shm::Waiter,
 ) -> Result<()> {
-    let mut sp: Vec<Progress> = out
-        .iter()
-        .map(|o| {
-            let mut h = [0u8; HEADER];
-            h[0..8].copy_from_slice(&o.seq.to_le_bytes());
-            h[8..16].copy_from_slice(&(o.len as u64).to_le_bytes());
-            h[16..24].copy_from_slice(&o.scalar.to_le_bytes());
-            h[24..32].copy_from_slice(&o.ready.to_le_bytes());
-            Progress { header: h, done: 0 }
-        })
-        .collect();
-    let mut rp: Vec<Progress> = inc
-        .iter()
-        .map(|_| Progress {
-            header: [0; HEADER],
-            done: 0,
-        })
-        .collect();
+    let mut sp: Vec<Progress> = out.iter().map(Progress::outgoing).collect();
+    let mut rp: Vec<Progress> = inc.iter().map(|_| Progress::incoming()).collect();
     loop {
-        // The first unfinished message per connection and direction.
         let mut fds: Vec<libc::pollfd> = Vec::new();
-        let mut what: Vec<(bool, usize)> = Vec::new();
-        let mut seen_out: Vec<usize> = Vec::new();
-        for (i, o) in out.iter().enumerate() {
-            if sp[i].done < HEADER + o.len && !seen_out.contains(&o.peer) {
-                seen_out.push(o.peer);
-                let s = links.conns[o.peer].as_ref().ok_or_else(|| {
-                    NcclError::internal(format!("no connection to rank {}", o.peer))
-                })?;
-                fds.push(libc::pollfd {
-                    fd: s.as_raw_fd(),
-                    events: libc::POLLOUT,
-                    revents: 0,
-                });
-                what.push((true, i));
-            }
+        let mut what: Vec<Polled> = Vec::new();
+        let sends = out.iter().map(|o| (o.peer, HEADER + o.len));
+        let recvs = inc.iter().map(|m| (m.peer, HEADER + m.len));
+        for (i, fd) in first_per_peer(links, sends, &sp, libc::POLLOUT)? {
+            fds.push(fd);
+            what.push((true, i));
         }
-        let mut seen_in: Vec<usize> = Vec::new();
-        for (i, m) in inc.iter().enumerate() {
-            if rp[i].done < HEADER + m.len && !seen_in.contains(&m.peer) {
-                seen_in.push(m.peer);
-                let s = links.conns[m.peer].as_ref().ok_or_else(|| {
-                    NcclError::internal(format!("no connection to rank {}", m.peer))
-                })?;
-                fds.push(libc::pollfd {
-                    fd: s.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                });
-                what.push((false, i));
-            }
+        for (i, fd) in first_per_peer(links, recvs, &rp, libc::POLLIN)? {
+            fds.push(fd);
+            what.push((false, i));
         }
         if fds.is_empty() {
             return Ok(());
@@ -225,116 +223,159 @@ pub fn exchange(
                 format!("network transfer for {} did not finish", waiter.what),
             ));
         }
-        // SAFETY: `fds` is a valid array of pollfd of the given length.
-        let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 100) };
-        if rc < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(NcclError::system("poll", e));
+        if !poll(&mut fds)? {
+            continue;
         }
-        for (k, fd) in fds.iter().enumerate() {
+        for (fd, &(sending, i)) in fds.iter().zip(&what) {
             if fd.revents == 0 {
                 continue;
             }
-            let (sending, i) = what[k];
             if sending {
-                let o = &out[i];
-                let mut s = links.conns[o.peer]
-                    .as_ref()
-                    .expect("invariant: polled connection exists");
-                let p = &mut sp[i];
-                while p.done < HEADER + o.len {
-                    let buf: &[u8] = if p.done < HEADER {
-                        &p.header[p.done..]
-                    } else {
-                        // SAFETY: the source range is the sender's own input for this op.
-                        unsafe {
-                            std::slice::from_raw_parts(
-                                (o.src + p.done - HEADER) as *const u8,
-                                o.len - (p.done - HEADER),
-                            )
-                        }
-                    };
-                    match s.write(buf) {
-                        Ok(0) => {
-                            return Err(NcclError::remote(format!(
-                                "rank {} closed its connection",
-                                o.peer
-                            )))
-                        }
-                        Ok(n) => p.done += n,
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(e) => {
-                            return Err(NcclError::remote(format!(
-                                "sending to rank {}: {e}",
-                                o.peer
-                            )))
-                        }
-                    }
-                }
+                send_some(links, &out[i], &mut sp[i])?;
             } else {
-                let m = &mut inc[i];
-                let mut s = links.conns[m.peer]
-                    .as_ref()
-                    .expect("invariant: polled connection exists");
-                let p = &mut rp[i];
-                while p.done < HEADER + m.len {
-                    let r = if p.done < HEADER {
-                        s.read(&mut p.header[p.done..])
-                    } else {
-                        // SAFETY: the destination is this rank's staging or output for the op.
-                        let dst = unsafe {
-                            std::slice::from_raw_parts_mut(
-                                (m.dst + p.done - HEADER) as *mut u8,
-                                m.len - (p.done - HEADER),
-                            )
-                        };
-                        s.read(dst)
-                    };
-                    match r {
-                        Ok(0) => {
-                            return Err(NcclError::remote(format!(
-                                "rank {} closed its connection (did it exit?)",
-                                m.peer
-                            )))
-                        }
-                        Ok(n) => {
-                            p.done += n;
-                            if p.done == HEADER {
-                                let seq = u64::from_le_bytes(
-                                    p.header[0..8].try_into().expect("invariant: 8 bytes"),
-                                );
-                                let len = u64::from_le_bytes(
-                                    p.header[8..16].try_into().expect("invariant: 8 bytes"),
-                                );
-                                m.scalar = u64::from_le_bytes(
-                                    p.header[16..24].try_into().expect("invariant: 8 bytes"),
-                                );
-                                m.ready = u64::from_le_bytes(
-                                    p.header[24..32].try_into().expect("invariant: 8 bytes"),
-                                );
-                                if seq != m.seq || len != m.len as u64 {
-                                    return Err(NcclError::invalid_usage(format!(
-                                        "rank {} sent operation #{seq} with {len} bytes where operation #{} with {} bytes was expected (ranks called different operations)",
-                                        m.peer, m.seq, m.len
-                                    )));
-                                }
-                            }
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(e) => {
-                            return Err(NcclError::remote(format!(
-                                "receiving from rank {}: {e}",
-                                m.peer
-                            )))
-                        }
-                    }
-                }
+                recv_some(links, &mut inc[i], &mut rp[i])?;
             }
         }
     }
+}
+
+/// The first unfinished message per connection in one direction, with the pollfd that waits
+/// for its connection to be ready for `events`. `msgs` gives each message's peer and total
+/// bytes (header included).
+fn first_per_peer(
+    links: &Links,
+    msgs: impl Iterator<Item = (usize, usize)>,
+    progress: &[Progress],
+    events: libc::c_short,
+) -> Result<Vec<(usize, libc::pollfd)>> {
+    let mut seen: Vec<usize> = Vec::new();
+    let mut polled = Vec::new();
+    for (i, (peer, total)) in msgs.enumerate() {
+        if progress[i].done >= total || seen.contains(&peer) {
+            continue;
+        }
+        seen.push(peer);
+        let s = links.conns[peer]
+            .as_ref()
+            .ok_or_else(|| NcclError::internal(format!("no connection to rank {peer}")))?;
+        let fd = libc::pollfd {
+            fd: s.as_raw_fd(),
+            events,
+            revents: 0,
+        };
+        polled.push((i, fd));
+    }
+    Ok(polled)
+}
+
+/// Waits up to 100 ms for any of `fds`; false when a signal interrupted the wait.
+fn poll(fds: &mut [libc::pollfd]) -> Result<bool> {
+    // SAFETY: `fds` is a valid array of pollfd of the given length.
+    let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 100) };
+    if rc >= 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    if e.kind() == std::io::ErrorKind::Interrupted {
+        return Ok(false);
+    }
+    Err(NcclError::system("poll", e))
+}
+
+/// Writes as much of an outgoing message as its connection takes without blocking.
+fn send_some(links: &Links, o: &Outgoing, p: &mut Progress) -> Result<()> {
+    let mut s = links.conns[o.peer]
+        .as_ref()
+        .expect("invariant: polled connection exists");
+    while p.done < HEADER + o.len {
+        let buf: &[u8] = if p.done < HEADER {
+            &p.header[p.done..]
+        } else {
+            // SAFETY: the source range is the sender's own input for this op.
+            unsafe {
+                std::slice::from_raw_parts(
+                    (o.src + p.done - HEADER) as *const u8,
+                    o.len - (p.done - HEADER),
+                )
+            }
+        };
+        match s.write(buf) {
+            Ok(0) => {
+                return Err(NcclError::remote(format!(
+                    "rank {} closed its connection",
+                    o.peer
+                )))
+            }
+            Ok(n) => p.done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                return Err(NcclError::remote(format!(
+                    "sending to rank {}: {e}",
+                    o.peer
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads as much of an incoming message as its connection has; checks the header once it is
+/// complete.
+fn recv_some(links: &Links, m: &mut Incoming, p: &mut Progress) -> Result<()> {
+    let mut s = links.conns[m.peer]
+        .as_ref()
+        .expect("invariant: polled connection exists");
+    while p.done < HEADER + m.len {
+        let r = if p.done < HEADER {
+            s.read(&mut p.header[p.done..])
+        } else {
+            // SAFETY: the destination is this rank's staging or output for the op.
+            let dst = unsafe {
+                std::slice::from_raw_parts_mut(
+                    (m.dst + p.done - HEADER) as *mut u8,
+                    m.len - (p.done - HEADER),
+                )
+            };
+            s.read(dst)
+        };
+        match r {
+            Ok(0) => {
+                return Err(NcclError::remote(format!(
+                    "rank {} closed its connection (did it exit?)",
+                    m.peer
+                )))
+            }
+            Ok(n) => {
+                p.done += n;
+                if p.done == HEADER {
+                    check_header(m, p)?;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                return Err(NcclError::remote(format!(
+                    "receiving from rank {}: {e}",
+                    m.peer
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Takes the sender's scalar and ready time from a complete header; refuses a message whose
+/// sequence number or size is not the one this rank expects.
+fn check_header(m: &mut Incoming, p: &Progress) -> Result<()> {
+    let (seq, len) = (p.field(0), p.field(1));
+    m.scalar = p.field(2);
+    m.ready = p.field(3);
+    if seq != m.seq || len != m.len as u64 {
+        return Err(NcclError::invalid_usage(format!(
+            "rank {} sent operation #{seq} with {len} bytes where operation #{} with {} bytes was expected (ranks called different operations)",
+            m.peer, m.seq, m.len
+        )));
+    }
+    Ok(())
 }
