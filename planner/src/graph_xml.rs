@@ -169,12 +169,12 @@ pub fn graph_from_xml(
             }
         }
     };
-    let ngpus = sys.count(NodeKind::Gpu);
-    let hex = Profile::for_version(sys.version).graph_hex_ids;
-    // NCCL keeps at most MAXCHANNELS/2 searched channels (Postset doubles them).
-    let max_channels = sys.version.max_channels() / 2;
-    let err = |e: &XmlElement, msg: String| {
-        PlanError::GraphFile(format!("{}: <{}> {msg}", e.location(file), e.name))
+    let reader = GraphReader {
+        sys,
+        id,
+        file,
+        ngpus: sys.count(NodeKind::Gpu),
+        hex: Profile::for_version(sys.version).graph_hex_ids,
     };
     let mut found = None;
     for x in graphs.subs("graph") {
@@ -182,11 +182,37 @@ pub fn graph_from_xml(
             continue;
         }
         if found.is_some() {
-            return Err(err(x, format!("graph id {id} given twice")));
+            return Err(reader.err(x, format!("graph id {id} given twice")));
         }
+        found = Some(reader.graph(x)?);
+    }
+    Ok(found)
+}
+
+/// Reads one `<graph>` element of a graph file against this host's system.
+struct GraphReader<'a> {
+    sys: &'a System,
+    /// The graph id being read.
+    id: i32,
+    file: &'a str,
+    ngpus: usize,
+    /// Whether `dev` attributes are hexadecimal (the release's graph dump format).
+    hex: bool,
+}
+
+impl GraphReader<'_> {
+    fn err(&self, e: &XmlElement, msg: String) -> PlanError {
+        PlanError::GraphFile(format!("{}: <{}> {msg}", e.location(self.file), e.name))
+    }
+
+    /// The graph's attributes, then its channels.
+    fn graph(&self, x: &XmlElement) -> crate::error::Result<TopoGraph> {
+        let (id, file, ngpus) = (self.id, self.file, self.ngpus);
+        // NCCL keeps at most MAXCHANNELS/2 searched channels (Postset doubles them).
+        let max_channels = self.sys.version.max_channels() / 2;
         let pattern_n = int_in(x, "pattern", 1, 6, file)? as i32;
         let pattern = Pattern::from_number(pattern_n)
-            .ok_or_else(|| err(x, format!("pattern=\"{pattern_n}\" is not a pattern")))?;
+            .ok_or_else(|| self.err(x, format!("pattern=\"{pattern_n}\" is not a pattern")))?;
         // The patterns NCCL searches each graph with (a single GPU searches a chain).
         let fits = match id {
             graph_id::RING => pattern == Pattern::Ring,
@@ -195,7 +221,7 @@ pub fn graph_from_xml(
             _ => matches!(pattern, Pattern::CollnetDirect | Pattern::Tree),
         };
         if !fits || (ngpus == 1 && !matches!(pattern, Pattern::Ring | Pattern::Tree)) {
-            return Err(err(
+            return Err(self.err(
                 x,
                 format!("pattern=\"{pattern_n}\" is not a pattern of graph {id} on {ngpus} GPU(s)"),
             ));
@@ -206,13 +232,13 @@ pub fn graph_from_xml(
                 .parse::<f32>()
                 .ok()
                 .filter(|v| v.is_finite() && *v >= 0.0)
-                .ok_or_else(|| err(x, format!("{k}=\"{s}\" is not a non-negative number")))
+                .ok_or_else(|| self.err(x, format!("{k}=\"{s}\" is not a non-negative number")))
         };
         let ty = |k: &str| -> crate::error::Result<PathType> {
             let s = attr(x, k, file)?;
             PathType::from_name(s)
                 .filter(|t| !matches!(t, PathType::C2c | PathType::Net | PathType::Dis))
-                .ok_or_else(|| err(x, format!("{k}=\"{s}\" is not a path type NCCL accepts")))
+                .ok_or_else(|| self.err(x, format!("{k}=\"{s}\" is not a path type NCCL accepts")))
         };
         let mut g = TopoGraph::new(id, pattern, 0, 0);
         g.cross_nic = int_in(x, "crossnic", 0, 2, file)? as i32;
@@ -227,11 +253,11 @@ pub fn graph_from_xml(
         g.type_inter = ty("typeinter")?;
         g.same_channels = int_in(x, "samechannels", 0, 1, file)? as i32;
         if let Some(c) = x.children.iter().find(|c| c.name != "channel") {
-            return Err(err(c, "is not a <channel>".into()));
+            return Err(self.err(c, "is not a <channel>".into()));
         }
         let chans = &x.children;
         if chans.len() != nchannels {
-            return Err(err(
+            return Err(self.err(
                 x,
                 format!(
                     "nchannels=\"{nchannels}\" but it has {} <channel> element(s)",
@@ -239,92 +265,103 @@ pub fn graph_from_xml(
                 ),
             ));
         }
-        // NVLS channels list only their head GPU.
-        let gpus_per_channel = if id == graph_id::NVLS { 1 } else { ngpus };
-        // Inter-node graphs enter and leave each channel through a NET.
-        let nets_per_channel = if sys.inter { 2 } else { 0 };
         g.intra = vec![0; nchannels * ngpus];
         g.inter = vec![0; nchannels * 2];
         for (c, ch) in chans.iter().enumerate() {
-            let (mut n, mut k) = (0, 0);
-            for sub in &ch.children {
-                let dev_s = attr(sub, "dev", file)?;
-                let dev = if hex {
-                    let t = dev_s.trim();
-                    let t = t
-                        .strip_prefix("0x")
-                        .or_else(|| t.strip_prefix("0X"))
-                        .unwrap_or(t);
-                    i64::from_str_radix(t, 16)
-                } else {
-                    dev_s.trim().parse::<i64>()
-                }
-                .map_err(|_| err(sub, format!("dev=\"{dev_s}\" is not a number")))?;
-                match sub.name.as_str() {
-                    "net" => {
-                        if n == 2 {
-                            return Err(err(sub, format!("channel {c}: a third <net>")));
-                        }
-                        let Some(net) = net_id_of(sys, dev, hex) else {
-                            return Err(err(
-                                sub,
-                                format!("dev=\"{dev_s}\": this node has no such NET"),
-                            ));
-                        };
-                        g.inter[2 * c + n] = net;
-                        n += 1;
-                    }
-                    "gpu" => {
-                        if k == gpus_per_channel {
-                            return Err(err(
-                                sub,
-                                format!(
-                                    "channel {c} lists more than {gpus_per_channel} GPU(s) \
-                                     (this node has {ngpus})"
-                                ),
-                            ));
-                        }
-                        let by_dev = (0..ngpus)
-                            .find(|&gi| sys.gpu(gi).dev as i64 == dev & 0xff_ffff_ffff_ffff);
-                        let Some(gi) = by_dev else {
-                            return Err(err(
-                                sub,
-                                format!("XML Import Channel : dev {dev} not found"),
-                            ));
-                        };
-                        let rank = sys.gpu(gi).rank;
-                        if g.intra[c * ngpus..c * ngpus + k].contains(&rank) {
-                            return Err(err(
-                                sub,
-                                format!("dev=\"{dev_s}\": channel {c} lists this GPU twice"),
-                            ));
-                        }
-                        g.intra[c * ngpus + k] = rank;
-                        k += 1;
-                    }
-                    _ => return Err(err(sub, "is not a <gpu> or <net>".into())),
-                }
-            }
-            if k != gpus_per_channel {
-                return Err(err(
-                    ch,
-                    format!("channel {c} lists {k} GPU(s) but needs {gpus_per_channel}"),
-                ));
-            }
-            if n != nets_per_channel && !(n == 2 && nets_per_channel == 0) {
-                return Err(err(
-                    ch,
-                    format!(
-                        "channel {c} lists {n} <net>(s); a graph {} nodes needs 2 per channel",
-                        if sys.inter { "across" } else { "within" }
-                    ),
-                ));
-            }
+            self.channel(&mut g, c, ch)?;
         }
         g.n_channels = nchannels as i32;
-        found = Some(g);
+        Ok(g)
     }
-    Ok(found)
+
+    /// Channel `c`: its GPUs (by `dev`) into `g.intra`, its NETs into `g.inter`.
+    fn channel(&self, g: &mut TopoGraph, c: usize, ch: &XmlElement) -> crate::error::Result<()> {
+        let (sys, ngpus) = (self.sys, self.ngpus);
+        // NVLS channels list only their head GPU.
+        let gpus_per_channel = if self.id == graph_id::NVLS { 1 } else { ngpus };
+        // Inter-node graphs enter and leave each channel through a NET.
+        let nets_per_channel = if sys.inter { 2 } else { 0 };
+        let (mut n, mut k) = (0, 0);
+        for sub in &ch.children {
+            let (dev, dev_s) = self.dev(sub)?;
+            match sub.name.as_str() {
+                "net" => {
+                    if n == 2 {
+                        return Err(self.err(sub, format!("channel {c}: a third <net>")));
+                    }
+                    let Some(net) = net_id_of(sys, dev, self.hex) else {
+                        return Err(
+                            self.err(sub, format!("dev=\"{dev_s}\": this node has no such NET"))
+                        );
+                    };
+                    g.inter[2 * c + n] = net;
+                    n += 1;
+                }
+                "gpu" => {
+                    if k == gpus_per_channel {
+                        return Err(self.err(
+                            sub,
+                            format!(
+                                "channel {c} lists more than {gpus_per_channel} GPU(s) \
+                                 (this node has {ngpus})"
+                            ),
+                        ));
+                    }
+                    let by_dev =
+                        (0..ngpus).find(|&gi| sys.gpu(gi).dev as i64 == dev & 0xff_ffff_ffff_ffff);
+                    let Some(gi) = by_dev else {
+                        return Err(
+                            self.err(sub, format!("XML Import Channel : dev {dev} not found"))
+                        );
+                    };
+                    let rank = sys.gpu(gi).rank;
+                    if g.intra[c * ngpus..c * ngpus + k].contains(&rank) {
+                        return Err(self.err(
+                            sub,
+                            format!("dev=\"{dev_s}\": channel {c} lists this GPU twice"),
+                        ));
+                    }
+                    g.intra[c * ngpus + k] = rank;
+                    k += 1;
+                }
+                _ => return Err(self.err(sub, "is not a <gpu> or <net>".into())),
+            }
+        }
+        if k != gpus_per_channel {
+            return Err(self.err(
+                ch,
+                format!("channel {c} lists {k} GPU(s) but needs {gpus_per_channel}"),
+            ));
+        }
+        if n != nets_per_channel && !(n == 2 && nets_per_channel == 0) {
+            return Err(self.err(
+                ch,
+                format!(
+                    "channel {c} lists {n} <net>(s); a graph {} nodes needs 2 per channel",
+                    if sys.inter { "across" } else { "within" }
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A `<gpu>` or `<net>`'s `dev`, decimal or hexadecimal as the release writes it, with the
+    /// text it was read from.
+    fn dev<'e>(&self, sub: &'e XmlElement) -> crate::error::Result<(i64, &'e str)> {
+        let dev_s = attr(sub, "dev", self.file)?;
+        let dev = if self.hex {
+            let t = dev_s.trim();
+            let t = t
+                .strip_prefix("0x")
+                .or_else(|| t.strip_prefix("0X"))
+                .unwrap_or(t);
+            i64::from_str_radix(t, 16)
+        } else {
+            dev_s.trim().parse::<i64>()
+        }
+        .map_err(|_| self.err(sub, format!("dev=\"{dev_s}\" is not a number")))?;
+        Ok((dev, dev_s))
+    }
 }
 
 /// An integer attribute within `lo..=hi`.
