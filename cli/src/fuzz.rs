@@ -22,7 +22,7 @@ use clap::{Args, Parser};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use topo::XmlElement;
 
@@ -115,9 +115,26 @@ fn report(line: &str) {
     }
 }
 
+/// How one case ended: `Ok(true)` refused as bad input, `Ok(false)` accepted, `Err((kind,
+/// detail))` a failure.
+type Outcome = Result<bool, (String, String)>;
+
+/// What the worker threads share.
+#[derive(Default)]
+struct Tally {
+    /// The next case index to hand out.
+    next: AtomicU64,
+    done: AtomicU64,
+    /// Cases refused as bad input.
+    exit2: AtomicU64,
+    failures: Mutex<Vec<Failure>>,
+    /// The slowest case so far and its seed.
+    slowest: Mutex<(Duration, u64)>,
+}
+
 /// Run the fuzzer; returns the number of failures.
 pub fn run(a: &FuzzArgs, run_cli: fn(Vec<String>) -> Result<(), String>) -> Result<u64, String> {
-    let corpus = Arc::new(corpus(&a.repo)?);
+    let corpus = corpus(&a.repo)?;
     say!(
         "fuzz: {} topologies, {} graph files; {} case(s) from seed {} on {} thread(s), {} mode",
         corpus.topos.len(),
@@ -136,157 +153,172 @@ pub fn run(a: &FuzzArgs, run_cli: fn(Vec<String>) -> Result<(), String>) -> Resu
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     // In-process: the commands' output and warnings go to /dev/null (the fuzzer reports on a
     // copy of stderr); panics are caught, not printed.
-    let saved = if a.child {
-        None
-    } else {
-        // SAFETY: duplicating and redirecting this process's standard output descriptors.
-        unsafe {
-            let keep = (libc::dup(1), libc::dup(2));
-            let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY);
-            if null >= 0 {
-                libc::dup2(null, 1);
-                libc::dup2(null, 2);
-                libc::close(null);
-            }
-            REPORT_FD.store(keep.1, Ordering::Relaxed);
-            Some(keep)
-        }
-    };
+    let saved = if a.child { None } else { silence_output() };
     let prev_hook = std::panic::take_hook();
     if !a.child {
         std::panic::set_hook(Box::new(|_| {}));
     }
-    let next = Arc::new(AtomicU64::new(0));
-    let done = Arc::new(AtomicU64::new(0));
-    let exit2 = Arc::new(AtomicU64::new(0));
-    let failures: Arc<Mutex<Vec<Failure>>> = Arc::new(Mutex::new(Vec::new()));
-    let slowest = Arc::new(Mutex::new((Duration::ZERO, 0u64)));
+    let tally = Tally::default();
     let t0 = Instant::now();
     std::thread::scope(|sc| {
         for w in 0..a.threads.max(1) {
-            let (corpus, next, done, exit2, failures, slowest) = (
-                corpus.clone(),
-                next.clone(),
-                done.clone(),
-                exit2.clone(),
-                failures.clone(),
-                slowest.clone(),
-            );
             let dir = scratch.join(format!("w{w}"));
-            let exe = exe.clone();
+            let (corpus, tally, exe) = (&corpus, &tally, &exe);
             std::thread::Builder::new()
                 .stack_size(64 << 20)
                 .spawn_scoped(sc, move || {
                     let _ = std::fs::create_dir_all(&dir);
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        if i >= a.cases {
-                            break;
-                        }
-                        let seed = a.seed + i;
-                        let mut rng = Rng(seed);
-                        let case = gen_case(&corpus, &mut rng, &dir);
-                        let _ = std::fs::write(dir.join("topo.xml"), &case.topo_text);
-                        if let Some(g) = &case.graph_text {
-                            let _ = std::fs::write(dir.join("graph.xml"), g);
-                        }
-                        if a.verbose {
-                            say!("case {seed}: ncclsim {}", case.args.join(" "));
-                        }
-                        let start = Instant::now();
-                        let cpu0 = thread_cpu();
-                        let outcome = if a.child {
-                            run_child(&exe, &case.args, a.timeout, a.mem_mib)
-                        } else {
-                            let args = case.args.clone();
-                            match std::panic::catch_unwind(move || run_cli(args)) {
-                                Ok(Ok(())) => Ok(false),
-                                Ok(Err(_)) => Ok(true),
-                                Err(p) => Err((
-                                    "panic".to_string(),
-                                    p.downcast_ref::<String>()
-                                        .cloned()
-                                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                                        .unwrap_or_default(),
-                                )),
-                            }
-                        };
-                        let wall = start.elapsed();
-                        // In-process, the limit is on this thread's CPU time (on a shared
-                        // machine wall time mostly measures the other processes); a wall time
-                        // six times the limit counts too (a case waiting forever). Children
-                        // are timed by the wall clock.
-                        let took = if a.child { wall } else { thread_cpu() - cpu0 };
-                        {
-                            let mut s = slowest.lock().unwrap_or_else(|p| p.into_inner());
-                            if took > s.0 {
-                                *s = (took, seed);
-                            }
-                        }
-                        let limit = Duration::from_secs(a.timeout);
-                        let outcome = match outcome {
-                            Ok(_) if took > limit || wall > 6 * limit => {
-                                Err(("slow".to_string(), format!("{took:?} CPU, {wall:?} wall")))
-                            }
-                            o => o,
-                        };
-                        match outcome {
-                            Ok(true) => {
-                                exit2.fetch_add(1, Ordering::Relaxed);
-                            }
-                            Ok(false) => {}
-                            Err((kind, detail)) => {
-                                let f = Failure {
-                                    seed,
-                                    kind,
-                                    detail,
-                                    case,
-                                };
-                                save(&a.out, &f);
-                                say!("fuzz: case {seed}: {}: {}", f.kind, f.detail);
-                                failures.lock().unwrap_or_else(|p| p.into_inner()).push(f);
-                            }
-                        }
-                        let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                        if n % 10_000 == 0 {
-                            say!(
-                                "fuzz: {n} cases, {:.0}/s, {} failure(s)",
-                                n as f64 / t0.elapsed().as_secs_f64(),
-                                failures.lock().map(|f| f.len()).unwrap_or(0)
-                            );
-                        }
-                    }
+                    worker(a, corpus, tally, &dir, exe, run_cli, t0)
                 })
                 .expect("a fuzz worker thread");
         }
     });
     std::panic::set_hook(prev_hook);
-    if let Some((out, err)) = saved {
-        REPORT_FD.store(2, Ordering::Relaxed);
-        // SAFETY: restoring the descriptors saved above.
-        unsafe {
-            libc::dup2(out, 1);
-            libc::dup2(err, 2);
-            libc::close(out);
-            libc::close(err);
-        }
+    if let Some(saved) = saved {
+        restore_output(saved);
     }
     let _ = std::fs::remove_dir_all(&scratch);
-    let n = done.load(Ordering::Relaxed);
-    let fails = failures.lock().map(|f| f.len()).unwrap_or(0) as u64;
-    let (slow, slow_seed) = *slowest.lock().unwrap_or_else(|p| p.into_inner());
+    let n = tally.done.load(Ordering::Relaxed);
+    let fails = tally.failures.lock().map(|f| f.len()).unwrap_or(0) as u64;
+    let (slow, slow_seed) = *tally.slowest.lock().unwrap_or_else(|p| p.into_inner());
     let secs = t0.elapsed().as_secs_f64();
+    let exit2 = tally.exit2.load(Ordering::Relaxed);
     let report = format!(
-        "fuzz: {n} cases in {secs:.1} s ({:.0}/s): {} rejected as bad input, {} accepted, {fails} failure(s) (panic, abort, signal or over {} s); slowest case {slow:?} {} (seed {slow_seed})",
+        "fuzz: {n} cases in {secs:.1} s ({:.0}/s): {exit2} rejected as bad input, {} accepted, {fails} failure(s) (panic, abort, signal or over {} s); slowest case {slow:?} {} (seed {slow_seed})",
         n as f64 / secs,
-        exit2.load(Ordering::Relaxed),
-        n - exit2.load(Ordering::Relaxed) - fails,
+        n - exit2 - fails,
         a.timeout,
         if a.child { "wall" } else { "CPU" }
     );
     say!("{report}");
     let _ = std::io::stderr().flush();
     Ok(fails)
+}
+
+/// Sends this process's standard output and error to /dev/null and the fuzzer's own lines to
+/// a copy of stderr; returns the saved descriptors.
+fn silence_output() -> Option<(i32, i32)> {
+    // SAFETY: duplicating and redirecting this process's standard output descriptors.
+    unsafe {
+        let keep = (libc::dup(1), libc::dup(2));
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY);
+        if null >= 0 {
+            libc::dup2(null, 1);
+            libc::dup2(null, 2);
+            libc::close(null);
+        }
+        REPORT_FD.store(keep.1, Ordering::Relaxed);
+        Some(keep)
+    }
+}
+
+/// Puts back the descriptors [`silence_output`] saved.
+fn restore_output((out, err): (i32, i32)) {
+    REPORT_FD.store(2, Ordering::Relaxed);
+    // SAFETY: restoring the descriptors saved by silence_output.
+    unsafe {
+        libc::dup2(out, 1);
+        libc::dup2(err, 2);
+        libc::close(out);
+        libc::close(err);
+    }
+}
+
+/// One worker: takes case indices until none are left, runs each and records how it ended.
+fn worker(
+    a: &FuzzArgs,
+    corpus: &inputs::Corpus,
+    tally: &Tally,
+    dir: &Path,
+    exe: &Path,
+    run_cli: fn(Vec<String>) -> Result<(), String>,
+    t0: Instant,
+) {
+    loop {
+        let i = tally.next.fetch_add(1, Ordering::Relaxed);
+        if i >= a.cases {
+            break;
+        }
+        let seed = a.seed + i;
+        let mut rng = Rng(seed);
+        let case = gen_case(corpus, &mut rng, dir);
+        let _ = std::fs::write(dir.join("topo.xml"), &case.topo_text);
+        if let Some(g) = &case.graph_text {
+            let _ = std::fs::write(dir.join("graph.xml"), g);
+        }
+        if a.verbose {
+            say!("case {seed}: ncclsim {}", case.args.join(" "));
+        }
+        let start = Instant::now();
+        let cpu0 = thread_cpu();
+        let outcome = if a.child {
+            run_child(exe, &case.args, a.timeout, a.mem_mib)
+        } else {
+            run_in_process(run_cli, case.args.clone())
+        };
+        let wall = start.elapsed();
+        // In-process, the limit is on this thread's CPU time (on a shared machine wall time
+        // mostly measures the other processes); a wall time six times the limit counts too (a
+        // case waiting forever). Children are timed by the wall clock.
+        let took = if a.child { wall } else { thread_cpu() - cpu0 };
+        {
+            let mut s = tally.slowest.lock().unwrap_or_else(|p| p.into_inner());
+            if took > s.0 {
+                *s = (took, seed);
+            }
+        }
+        let limit = Duration::from_secs(a.timeout);
+        let outcome = match outcome {
+            Ok(_) if took > limit || wall > 6 * limit => {
+                Err(("slow".to_string(), format!("{took:?} CPU, {wall:?} wall")))
+            }
+            o => o,
+        };
+        match outcome {
+            Ok(true) => {
+                tally.exit2.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(false) => {}
+            Err((kind, detail)) => {
+                let f = Failure {
+                    seed,
+                    kind,
+                    detail,
+                    case,
+                };
+                save(&a.out, &f);
+                say!("fuzz: case {seed}: {}: {}", f.kind, f.detail);
+                tally
+                    .failures
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(f);
+            }
+        }
+        let n = tally.done.fetch_add(1, Ordering::Relaxed) + 1;
+        if n % 10_000 == 0 {
+            say!(
+                "fuzz: {n} cases, {:.0}/s, {} failure(s)",
+                n as f64 / t0.elapsed().as_secs_f64(),
+                tally.failures.lock().map(|f| f.len()).unwrap_or(0)
+            );
+        }
+    }
+}
+
+/// Runs one command line in this process, a panic caught and reported as a failure.
+fn run_in_process(run_cli: fn(Vec<String>) -> Result<(), String>, args: Vec<String>) -> Outcome {
+    match std::panic::catch_unwind(move || run_cli(args)) {
+        Ok(Ok(())) => Ok(false),
+        Ok(Err(_)) => Ok(true),
+        Err(p) => Err((
+            "panic".to_string(),
+            p.downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default(),
+        )),
+    }
 }
 
 /// CPU time this thread has used.
@@ -304,12 +336,7 @@ fn thread_cpu() -> Duration {
 
 /// Run one case as a child `ncclsim` with a time and an address-space limit. `Ok(true)` for a
 /// clean error exit, `Ok(false)` for success, `Err` for a signal, an abort or a timeout.
-fn run_child(
-    exe: &Path,
-    args: &[String],
-    timeout: u64,
-    mem_mib: u64,
-) -> Result<bool, (String, String)> {
+fn run_child(exe: &Path, args: &[String], timeout: u64, mem_mib: u64) -> Outcome {
     use std::os::unix::process::{CommandExt, ExitStatusExt};
     let mut cmd = std::process::Command::new(exe);
     cmd.args(args)
