@@ -153,7 +153,7 @@ pub fn run(a: &FuzzArgs, run_cli: fn(Vec<String>) -> Result<(), String>) -> Resu
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     // In-process: the commands' output and warnings go to /dev/null (the fuzzer reports on a
     // copy of stderr); panics are caught, not printed.
-    let saved = if a.child { None } else { silence_output() };
+    let saved = (!a.child).then(silence_output);
     let prev_hook = std::panic::take_hook();
     if !a.child {
         std::panic::set_hook(Box::new(|_| {}));
@@ -197,7 +197,7 @@ pub fn run(a: &FuzzArgs, run_cli: fn(Vec<String>) -> Result<(), String>) -> Resu
 
 /// Sends this process's standard output and error to /dev/null and the fuzzer's own lines to
 /// a copy of stderr; returns the saved descriptors.
-fn silence_output() -> Option<(i32, i32)> {
+fn silence_output() -> (i32, i32) {
     // SAFETY: duplicating and redirecting this process's standard output descriptors.
     unsafe {
         let keep = (libc::dup(1), libc::dup(2));
@@ -208,7 +208,7 @@ fn silence_output() -> Option<(i32, i32)> {
             libc::close(null);
         }
         REPORT_FD.store(keep.1, Ordering::Relaxed);
-        Some(keep)
+        keep
     }
 }
 
