@@ -1,0 +1,281 @@
+"""The CUDA kernels of aten ops, replaced by CPU kernels over the device bytes.
+
+Every aten operator overload that has a kernel for torch's `CUDA` dispatch key gets a Python
+kernel for that key (`torch.library.Library("aten", "IMPL")`), except:
+- view and metadata ops (the schema returns an alias it does not write: `view`, `as_strided`,
+  ...; and `set_`, `resize_`, `empty*`, `record_stream`, `_local_scalar_dense`), whose CUDA
+  kernels do no device work or only copy through the fake CUDA runtime;
+- `copy_`, which keeps torch's kernel where that kernel is a plain memcpy (same dtype, both
+  contiguous: the copy then goes through the fake CUDA core and takes its modelled time) and
+  converts on the CPU otherwise.
+
+Registering at the CUDA key keeps everything above it as torch has it: autograd (whose
+backward runs on torch's device threads, which call these kernels too), autocast, functional
+collectives, DTensor and torch_dispatch modes see ordinary CUDA tensors. The kernel replaces
+each CUDA tensor argument by a CPU tensor over the same bytes (`alias.host_view`), each CUDA
+device argument by the CPU, each CUDA generator by a CPU generator (`rng`), calls the same
+overload (or, for ops torch implements only for CUDA, the CPU equivalent in `cuda_only`), and
+returns the written CUDA arguments for in-place and `out=` ops, or new CUDA tensors holding the
+CPU results.
+
+Stream order: the fake CUDA core runs stream work when it is enqueued (copies, NCCL operations,
+host functions), so when an op is called everything queued before it on any stream has run,
+and anything queued after it sees its result.
+
+Modes: `run` computes; `time` computes nothing (results have the right shapes, strides and
+dtypes, their values are undefined and their memory is not touched), using torch's meta
+kernels, except for ops whose output shape depends on the data, which are computed.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from . import cuda_only, rng
+from .alias import host_view, is_dense
+
+_CPU = torch.device("cpu")
+
+# CUDA kernels kept as torch has them: no device compute, or a copy through the CUDA runtime.
+NATIVE = {
+    "aten::empty.memory_format",
+    "aten::empty_strided",
+    "aten::_empty_affine_quantized",
+    "aten::_empty_per_channel_affine_quantized",
+    "aten::resize_",
+    "aten::set_",
+    "aten::set_.source_Storage",
+    "aten::set_.source_Storage_storage_offset",
+    "aten::set_.source_Tensor",
+    "aten::set_.source_Tensor_storage_offset",
+    "aten::record_stream",
+    "aten::_local_scalar_dense",
+    "aten::is_pinned",
+    "aten::_pin_memory",
+    "aten::is_set_to",
+}
+
+
+class _Call:
+    """One call's conversions: the device of its results and the CUDA tensor behind each CPU
+    view it made (by the view's id)."""
+
+    __slots__ = ("device", "originals", "views", "meta")
+
+    def __init__(self, meta: bool) -> None:
+        self.device: torch.device | None = None
+        self.originals: dict[int, torch.Tensor] = {}
+        self.views: list[torch.Tensor] = []  # keeps the views alive, so their ids stay unique
+        self.meta = meta
+
+    def tensor(self, t: torch.Tensor) -> torch.Tensor:
+        if self.device is None:
+            self.device = t.device
+        if self.meta:
+            v = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device="meta")
+        else:
+            v = host_view(t)
+        self.originals[id(v)] = t
+        self.views.append(v)
+        return v
+
+    def convert(self, x):
+        if isinstance(x, torch.Tensor):
+            return self.tensor(x) if x.is_cuda else x
+        if isinstance(x, (list, tuple)):
+            if any(isinstance(e, (torch.Tensor, torch.device, list, tuple)) for e in x):
+                return [self.convert(e) for e in x]
+            return x
+        if isinstance(x, torch.device) and x.type == "cuda":
+            if self.device is None:
+                self.device = x if x.index is not None else torch.device("cuda", torch.cuda.current_device())
+            return torch.device("meta") if self.meta else _CPU
+        return x
+
+    def result_device(self) -> torch.device:
+        if self.device is None:
+            return torch.device("cuda", torch.cuda.current_device())
+        if self.device.index is None:
+            return torch.device("cuda", torch.cuda.current_device())
+        return self.device
+
+    def back(self, r, compute: bool):
+        """A result as the CUDA op returns it."""
+        if isinstance(r, torch.Tensor):
+            o = self.originals.get(id(r))
+            if o is not None:
+                return o
+            if r.is_cuda:
+                return r
+            r = r.resolve_conj().resolve_neg() if not r.is_meta else r
+            if not is_dense(r):
+                r = r.contiguous()
+            out = torch.empty_strided(r.size(), r.stride(), dtype=r.dtype, device=self.result_device())
+            if compute and r.numel():
+                host_view(out).copy_(r)
+            return out
+        if isinstance(r, (list, tuple)):
+            return tuple(self.back(e, compute) for e in r) if isinstance(r, tuple) else [self.back(e, compute) for e in r]
+        return r
+
+
+class _Op:
+    """What a kernel needs to know of its overload's schema."""
+
+    def __init__(self, name: str, op, fn) -> None:
+        self.name = name
+        self.fn = fn
+        schema = op._schema
+        self.gen_index = None
+        self.gen_name = None
+        self.outs: list[str] = []
+        for i, a in enumerate(schema.arguments):
+            if a.name == "generator" and "Generator" in str(a.type):
+                self.gen_index = None if a.kwarg_only else i
+                self.gen_name = a.name
+            if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write and "Tensor" in str(a.type):
+                if str(a.type) in ("Tensor", "Tensor?"):
+                    self.outs.append(a.name)
+
+
+def _generator(info: _Op, call: _Call, args: list, kwargs: dict) -> None:
+    """Replaces the op's CUDA generator (or its default) by a CPU generator."""
+    if info.gen_index is not None and info.gen_index < len(args):
+        g = args[info.gen_index]
+        args[info.gen_index] = rng.cpu_generator(g, call.result_device())
+    else:
+        g = kwargs.get(info.gen_name)
+        kwargs[info.gen_name] = rng.cpu_generator(g, call.result_device())
+
+
+def _not_resizable(e: RuntimeError) -> bool:
+    return "not resizable" in str(e)
+
+
+def _run(info: _Op, args: tuple, kwargs: dict, meta: bool):
+    call = _Call(meta)
+    cargs = [call.convert(a) for a in args]
+    ckwargs = {k: call.convert(v) for k, v in kwargs.items()}
+    if info.gen_name is not None and not meta:
+        _generator(info, call, cargs, ckwargs)
+    # out= tensors that must grow are computed into fresh CPU tensors, then moved over.
+    fresh: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def freshen(all_outs: bool) -> None:
+        for name in info.outs:
+            o = kwargs.get(name)
+            if isinstance(o, torch.Tensor) and o.is_cuda and (all_outs or o.numel() == 0):
+                f = torch.empty(0, dtype=o.dtype, device="meta" if meta else "cpu")
+                call.originals[id(f)] = o
+                call.views.append(f)
+                ckwargs[name] = f
+                fresh.append((o, f))
+
+    freshen(False)
+    try:
+        r = info.fn(*cargs, **ckwargs)
+    except RuntimeError as e:
+        if not info.outs or not _not_resizable(e):
+            raise
+        fresh.clear()
+        freshen(True)
+        r = info.fn(*cargs, **ckwargs)
+    for name in info.outs:
+        o = kwargs.get(name)
+        v = ckwargs.get(name)
+        if isinstance(o, torch.Tensor) and o.is_cuda and all(v is not f for _, f in fresh):
+            if v.size() != o.size() or v.stride() != o.stride():
+                fresh.append((o, v.clone()))
+    for o, f in fresh:
+        o.resize_(f.size())
+        if not meta and f.numel():
+            host_view(o).copy_(f)
+    return call.back(r, not meta)
+
+
+def _kernel(info: _Op, mode: str):
+    meta = mode == "time"
+
+    def kernel(*args, **kwargs):
+        if meta:
+            try:
+                return _run(info, args, kwargs, True)
+            except (NotImplementedError, RuntimeError):
+                pass  # no meta kernel, or a data-dependent shape: compute it
+        return _run(info, args, kwargs, False)
+
+    kernel.__name__ = f"ncclsim_{info.name}"
+    return kernel
+
+
+def _copy_kernel(mode: str):
+    native = torch.library.get_kernel("aten::copy_", "CUDA")
+
+    def copy_(keyset, self, src, non_blocking=False):
+        if (
+            self.dtype == src.dtype
+            and self.size() == src.size()
+            and self.is_contiguous()
+            and src.is_contiguous()
+            and self.is_conj() == src.is_conj()
+            and self.is_neg() == src.is_neg()
+        ):
+            return native.call_boxed(keyset, self, src, non_blocking)
+        if mode == "time":
+            return self
+        dst = host_view(self) if self.is_cuda else self
+        dst.copy_(host_view(src) if src.is_cuda else src)
+        return self
+
+    return copy_
+
+
+def _unsupported(name: str):
+    def fn(*args, **kwargs):
+        raise NotImplementedError(
+            f"ncclsim: {name} is implemented by torch only for NVIDIA GPUs and has no CPU "
+            "equivalent in ncclsim, so it cannot compute on the simulated GPU"
+        )
+
+    return fn
+
+
+def _overload(name: str):
+    base, _, overload = name[len("aten::"):].partition(".")
+    return getattr(getattr(torch.ops.aten, base), overload or "default")
+
+
+def _is_view(op) -> bool:
+    rets = [r for r in op._schema.returns if r.alias_info is not None]
+    return bool(rets) and not any(r.alias_info.is_write for r in rets)
+
+
+def register(mode: str) -> torch.library.Library:
+    """Registers the kernels; returns the library that holds them (keep it alive)."""
+    lib = torch.library.Library("aten", "IMPL")
+    names = [
+        n
+        for n in torch._C._dispatch_get_all_op_names()
+        if n.startswith("aten::") and torch._C._dispatch_has_kernel_for_dispatch_key(n, "CUDA")
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # copy_ has no CUDA kernel of its own (its composite kernel calls a CUDA routine
+        # directly), so it is registered whether listed or not.
+        lib.impl("copy_", _copy_kernel(mode), "CUDA", with_keyset=True)
+        for name in names:
+            if name in NATIVE or name == "aten::copy_":
+                continue
+            op = _overload(name)
+            if _is_view(op):
+                continue
+            fn = cuda_only.REPLACEMENTS.get(name)
+            if fn is None:
+                if torch._C._dispatch_has_computed_kernel_for_dispatch_key(name, "CPU"):
+                    fn = op
+                else:
+                    fn = _unsupported(name)
+            lib.impl(name[len("aten::"):], _kernel(_Op(name, op, fn), mode), "CUDA")
+    return lib
