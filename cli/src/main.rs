@@ -5,6 +5,7 @@
 mod fuzz;
 mod plan;
 mod predict;
+mod python;
 mod run;
 mod trace;
 mod whatif;

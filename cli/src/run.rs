@@ -51,6 +51,11 @@ pub struct RunArgs {
     /// programs that time with host clocks see predicted times.
     #[arg(long)]
     pace: bool,
+    /// What torch ops on the simulated GPUs do (NCCLSIM_COMPUTE): run computes their values on
+    /// the CPU over the device memory; time computes nothing (shapes only, values undefined,
+    /// memory untouched); off leaves kernels uncomputed.
+    #[arg(long, default_value = "run", value_parser = ["run", "time", "off"])]
+    compute: String,
     /// More environment for the command, e.g. --env NCCL_DEBUG=INFO (repeatable).
     #[arg(long = "env", value_name = "NAME=VALUE")]
     env: Vec<String>,
@@ -235,6 +240,15 @@ fn base_env(args: &RunArgs, sonames: &Path) -> Result<BTreeMap<String, String>, 
     if args.pace {
         env.insert("NCCLSIM_PACE".into(), "1".into());
     }
+    env.insert("NCCLSIM_COMPUTE".into(), args.compute.clone());
+    // The Python package first on the path: torch loads it through its backend entry point.
+    let mut pythonpath = vec![crate::python::package_dir()?.display().to_string()];
+    if let Ok(old) = std::env::var("PYTHONPATH") {
+        if !old.is_empty() {
+            pythonpath.push(old);
+        }
+    }
+    env.insert("PYTHONPATH".into(), pythonpath.join(":"));
     for kv in &args.env {
         let (k, v) = kv
             .split_once('=')

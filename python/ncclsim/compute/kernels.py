@@ -131,6 +131,11 @@ class _Op:
         self.gen_index = None
         self.gen_name = None
         self.outs: list[str] = []
+        # torch hands a Python number to a Python kernel where the schema has a Tensor and the
+        # caller passed a number (a "wrapped number"); the overload packet resolves such a call
+        # as torch's own argument parser does (to the Scalar overload, with the same promotion).
+        self.tensor_pos = [i for i, a in enumerate(schema.arguments) if str(a.type) == "Tensor" and not a.kwarg_only]
+        self.packet = op._overloadpacket if fn is op else None
         for i, a in enumerate(schema.arguments):
             if a.name == "generator" and "Generator" in str(a.type):
                 self.gen_index = None if a.kwarg_only else i
@@ -174,14 +179,19 @@ def _run(info: _Op, args: tuple, kwargs: dict, meta: bool):
                 fresh.append((o, f))
 
     freshen(False)
+    fn = info.fn
+    if info.packet is not None:
+        n = len(cargs)
+        if any(i < n and isinstance(cargs[i], (int, float, bool, complex)) for i in info.tensor_pos):
+            fn = info.packet
     try:
-        r = info.fn(*cargs, **ckwargs)
+        r = fn(*cargs, **ckwargs)
     except RuntimeError as e:
         if not info.outs or not _not_resizable(e):
             raise
         fresh.clear()
         freshen(True)
-        r = info.fn(*cargs, **ckwargs)
+        r = fn(*cargs, **ckwargs)
     for name in info.outs:
         o = kwargs.get(name)
         v = ckwargs.get(name)
