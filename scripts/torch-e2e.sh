@@ -8,7 +8,7 @@
 #      world and on the TP and DP groups, every result checked on the CPU by every rank; the
 #      world's INFO lines (NCCL_DEBUG=INFO) must equal `ncclsim plan`'s.
 #   2. scripts/torch/ddp_fsdp.py: DDP over the world and FSDP2 over the DP groups, 3 steps each
-#      (cuBLAS stubs that do nothing: kernels do not run); their traces must show all-reduces,
+#      (computed on the simulated GPUs); their traces must show all-reduces,
 #      all-gathers and reduce-scatters; then `ncclsim trace summarize` and the same trace
 #      repriced on DGX H100 nodes.
 #   3. scripts/torch/bench.py: all_reduce, broadcast, all_gather, reduce_scatter at 1-64 MB on
@@ -99,7 +99,7 @@ python3 scripts/torch/check_outputs.py info "$ncclsim" "$topo" 2 "$rank0"
 [ -s "$logs/graphs.xml" ] || fail "no NCCL_GRAPH_DUMP_FILE"
 
 echo "== 2. DDP over the world, FSDP2 over the DP groups, 3 steps each"
-measured ddp-fsdp "$ncclsim" run --topo "$topo" --nodes 2 --lib-path "$venv/ncclsim-stubs-noop" \
+measured ddp-fsdp "$ncclsim" run --topo "$topo" --nodes 2 --lib-path "$venv/ncclsim-stubs" \
     --trace "$logs/trace-train" \
     -- torchrun --nproc_per_node "$per_node" scripts/torch/ddp_fsdp.py \
     > "$logs/ddp-fsdp.log" 2>&1 || fail "DDP/FSDP2 run exited $?"
@@ -147,6 +147,17 @@ if "$ncclsim" run --topo "$topo" --lib-path "$venv/ncclsim-stubs" --env NCCLSIM_
     fail "the perturbed run passed: the checks do not check"
 fi
 grep -m1 "rank 1: FAIL" "$logs/perturbed.log" || fail "the perturbed run failed, but not on rank 1's check"
+
+echo "== 5b. training computed on the simulated GPUs equals the CPU's, 2 nodes x 2"
+measured compute "${run[@]}" -- torchrun --nproc_per_node 2 scripts/torch/compute.py \
+    > "$logs/compute.log" 2>&1 || fail "compute checks exited $?"
+grep "^ok " "$logs/compute.log" | sort -u
+[ "$(passes "$logs/compute.log")" = 4 ] || fail "compute: not every rank passed"
+if "${run[@]}" --env NCCLSIM_TEST_COMPUTE_PERTURB=1 -- torchrun --nproc_per_node 2 \
+    scripts/torch/compute.py > "$logs/compute-perturbed.log" 2>&1; then
+    fail "the run with wrong matrix products passed: the compute checks do not check"
+fi
+grep -m1 "FAIL" "$logs/compute-perturbed.log"
 echo "== 6. NCCL's Python bindings (nccl4py from PyPI, own venv), 4 processes on 2 nodes"
 n4="${NCCLSIM_NCCL4PY_VENV:-$repo/target/nccl4py-venv}"
 if [ ! -x "$n4/bin/python" ]; then

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Makes a Python venv with PyTorch from PyPI for running torch.distributed on ncclsim's libraries,
+# Makes a Python venv with PyTorch from PyPI for running torch.distributed on ncclsim's libraries
+# (and transformers, which the test suite's GPT-2 uses),
 # without NVIDIA's wheels: `pip install torch --no-deps`, the pure-Python packages torch needs at
 # import, then stub NVIDIA libraries generated from what the installed torch imports
 # (scripts/torch-stubs.py) in VENV/ncclsim-stubs (every function fails) and
@@ -27,6 +28,8 @@ fi
 # What torch imports at start-up (its Requires-Dist minus NVIDIA's wheels and triton), and numpy.
 "${pip[@]}" install filelock 'typing-extensions>=4.13.0' 'sympy>=1.13.3' 'networkx>=2.5.1' \
     jinja2 'fsspec>=0.8.5' 'setuptools>=77.0.3' numpy
+# transformers, for the suite's GPT-2 built from a config (no weights are downloaded).
+"${pip[@]}" install 'transformers>=4.40' 
 
 torch_lib="$("$venv/bin/python" -c 'import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec("torch").origin), "lib"))')"
 rm -rf "$venv/ncclsim-stubs" "$venv/ncclsim-stubs-noop"
