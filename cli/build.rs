@@ -29,13 +29,20 @@ fn main() {
     println!("cargo:rerun-if-changed={}", root.display());
     let mut files = Vec::new();
     collect(&root, &root, &mut files);
-    let mut src = String::from("/// (path under the package directory, contents)\npub const FILES: &[(&str, &str)] = &[\n");
+    let mut src = String::from(
+        "/// (path under the package directory, contents)\npub const FILES: &[(&str, &str)] = &[\n",
+    );
     for f in &files {
         let abs = root.join(f);
         println!("cargo:rerun-if-changed={}", abs.display());
-        src.push_str(&format!("    ({:?}, include_str!({:?})),\n", f.display().to_string(), abs.display().to_string()));
+        src.push_str(&format!(
+            "    ({:?}, include_str!({:?})),\n",
+            f.display().to_string(),
+            abs.display().to_string()
+        ));
     }
     src.push_str("];\n");
-    let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets it")).join("python_files.rs");
+    let out =
+        PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets it")).join("python_files.rs");
     std::fs::write(&out, src).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
 }

@@ -60,7 +60,10 @@ pub fn package_dir() -> Result<PathBuf, String> {
         let _ = std::fs::remove_dir_all(&tmp);
         // Another run may have renamed its copy into place first.
         if !dir.join("ncclsim/__init__.py").is_file() {
-            return Err(format!("cannot write the Python package to {}: {e}", dir.display()));
+            return Err(format!(
+                "cannot write the Python package to {}: {e}",
+                dir.display()
+            ));
         }
     }
     Ok(dir)

@@ -29,6 +29,7 @@ kernels, except for ops whose output shape depends on the data, which are comput
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import torch
@@ -205,8 +206,20 @@ def _run(info: _Op, args: tuple, kwargs: dict, meta: bool):
     return call.back(r, not meta)
 
 
+# Fault injection for the test suite (it must fail when a result is wrong): matrix products
+# come out with their first element off by one half.
+_PERTURBED = {"aten::mm", "aten::addmm", "aten::bmm"}
+
+
+def _perturb(r):
+    if isinstance(r, torch.Tensor) and r.numel() and r.is_floating_point():
+        host_view(r).view(-1)[0] += 0.5 if r.is_contiguous() else 0.0
+    return r
+
+
 def _kernel(info: _Op, mode: str):
     meta = mode == "time"
+    perturb = os.environ.get("NCCLSIM_TEST_COMPUTE_PERTURB") == "1" and info.name in _PERTURBED
 
     def kernel(*args, **kwargs):
         if meta:
@@ -214,7 +227,8 @@ def _kernel(info: _Op, mode: str):
                 return _run(info, args, kwargs, True)
             except (NotImplementedError, RuntimeError):
                 pass  # no meta kernel, or a data-dependent shape: compute it
-        return _run(info, args, kwargs, False)
+        r = _run(info, args, kwargs, False)
+        return _perturb(r) if perturb else r
 
     kernel.__name__ = f"ncclsim_{info.name}"
     return kernel
