@@ -158,6 +158,10 @@ if "${run[@]}" --env NCCLSIM_TEST_COMPUTE_PERTURB=1 -- torchrun --nproc_per_node
     fail "the run with wrong matrix products passed: the compute checks do not check"
 fi
 grep -m1 "FAIL" "$logs/compute-perturbed.log"
+"$ncclsim" run --topo "$topo" --compute time --lib-path "$venv/ncclsim-stubs" \
+    -- python scripts/torch/compute_time.py > "$logs/compute-time.log" 2>&1 \
+    || fail "--compute time checks exited $?"
+grep "compute-time:" "$logs/compute-time.log"
 echo "== 6. NCCL's Python bindings (nccl4py from PyPI, own venv), 4 processes on 2 nodes"
 n4="${NCCLSIM_NCCL4PY_VENV:-$repo/target/nccl4py-venv}"
 if [ ! -x "$n4/bin/python" ]; then

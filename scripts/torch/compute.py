@@ -10,7 +10,10 @@ as DDP does. Checks, each against plain CPU torch:
 - ResNet-18 (convolutions, batch norm, pooling) under DDP, one step: loss and gradients equal;
 - GPT-2 from a transformers config (2 layers) under DDP, 8 AdamW steps on a fixed batch: the
   loss falls at every step and by a tenth overall, and the first step's loss equals the CPU's;
-- bf16 autocast of a linear stack: within bf16 tolerance of the float32 CPU result.
+- bf16 autocast of a linear stack: within bf16 tolerance of the float32 CPU result;
+- `torch.compile` (Dynamo with the eager backend ncclsim substitutes for inductor): forward and
+  backward equal the CPU's;
+- device memory: 256 MiB allocated and never written costs no host memory; written, it does.
 Prints `rank R: PASS n checks`; exits non-zero on the first failure.
 """
 
@@ -242,6 +245,55 @@ def autocast():
     log("ok bf16 autocast within bf16 tolerance of float32 on the CPU")
 
 
+def compiled():
+    global checks
+    import warnings
+
+    torch.manual_seed(0)
+    net = mlp()
+    x = torch.randn(8, 32)
+    want = net(x)
+    want.sum().backward()
+    gnet = copy.deepcopy(net).to(dev)
+    gnet.zero_grad()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        fast = torch.compile(gnet)
+        got = fast(x.to(dev))
+    if not any("inductor" in str(w.message) for w in seen):
+        fail("torch.compile: no warning about the eager backend")
+    got.sum().backward()
+    close("torch.compile forward", got, want)
+    for (n, p), q in zip(gnet.named_parameters(), net.parameters()):
+        close(f"torch.compile gradient {n}", p.grad, q.grad)
+    log("ok torch.compile (eager backend): forward and backward equal the CPU's")
+
+
+def shmem():
+    for line in open("/proc/self/status"):
+        if line.startswith("RssShmem:"):
+            return int(line.split()[1]) << 10
+    fail("no RssShmem in /proc/self/status")
+
+
+def memory():
+    global checks
+    torch.cuda.synchronize()
+    before = shmem()
+    t = torch.empty(64 << 20, device=dev)  # 256 MiB of float32
+    torch.cuda.synchronize()
+    untouched = shmem() - before
+    t.fill_(1.0)
+    torch.cuda.synchronize()
+    written = shmem() - before
+    if untouched > (16 << 20) or written < (256 << 20):
+        fail(f"device memory: {untouched >> 20} MiB resident before writing, {written >> 20} MiB after")
+    checks += 1
+    del t
+    log(f"ok device memory: 256 MiB costs {untouched >> 20} MiB of host memory until written, "
+        f"{written >> 20} MiB after")
+
+
 torch.cuda.set_device(dev)
 dist.init_process_group("nccl", device_id=dev)
 train_ddp(lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), "SGD")
@@ -249,6 +301,8 @@ train_ddp(lambda p: torch.optim.AdamW(p, lr=1e-2), "AdamW")
 train_fsdp()
 resnet()
 autocast()
+compiled()
+memory()
 gpt2()
 dist.barrier()
 print(f"rank {rank}: PASS {checks} checks", flush=True)

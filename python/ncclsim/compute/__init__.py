@@ -29,6 +29,7 @@ def install(mode: str = "run") -> None:
 
     _library = kernels.register(mode)
     _installed = mode
+    _compile_eagerly(torch)
     # cuDNN's stand-in reports the version this torch was built against (it reads this
     # variable), so torch.backends.cudnn.version() and its compatibility check pass.
     try:
@@ -41,3 +42,30 @@ def install(mode: str = "run") -> None:
 def mode() -> str | None:
     """The installed mode, or None."""
     return _installed
+
+
+def _compile_eagerly(torch) -> None:
+    """`torch.compile` with its default backend (inductor) generates Triton kernels for CUDA
+    tensors, which cannot run here; it compiles with Dynamo's `eager` backend instead (Dynamo
+    still traces and guards; the graphs run op by op on the kernels above), saying so once."""
+    original = torch.compile
+    warned = []
+
+    def compile(model=None, *args, backend="inductor", mode=None, options=None, **kwargs):
+        if backend == "inductor":
+            if not warned:
+                warned.append(True)
+                import warnings
+
+                warnings.warn(
+                    "ncclsim: torch.compile's inductor backend needs Triton kernels for CUDA "
+                    "tensors, which the simulated GPUs cannot run; compiling with the 'eager' "
+                    "backend instead (mode and options are ignored)",
+                    stacklevel=2,
+                )
+            backend, mode, options = "eager", None, None
+        return original(model, *args, backend=backend, mode=mode, options=options, **kwargs)
+
+    compile.__doc__ = original.__doc__
+    compile.__wrapped__ = original
+    torch.compile = compile

@@ -1,0 +1,88 @@
+"""`ncclsim run --compute time`: ops keep their shapes but compute nothing, and device memory
+that nothing writes costs no host memory.
+
+Run in one process under `ncclsim run --compute time`. Checks:
+- a training step of a small CNN and an MLP runs, and every result has the shape, dtype and
+  device the same ops give on the CPU;
+- ops whose output shape depends on the data (`nonzero`, boolean indexing) are still computed,
+  so on inputs copied in from the host their shapes are right (on inputs that other ops
+  produced in this mode the values, and so those shapes, are undefined);
+- 1 GiB made on the device by `torch.randn` and a 2048x2048x... matmul chain leave the
+  process's shared memory (the device arenas) almost untouched, where computing would write
+  every byte.
+Prints `compute-time: PASS n checks`; exits non-zero on the first failure.
+"""
+
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+checks = 0
+
+
+def fail(msg):
+    print(f"compute-time: FAIL {msg}", flush=True)
+    sys.exit(1)
+
+
+def same_meta(name, got, want):
+    global checks
+    if got.shape != want.shape or got.dtype != want.dtype or got.device.type != "cuda":
+        fail(f"{name}: got {tuple(got.shape)} {got.dtype} {got.device}, want {tuple(want.shape)} {want.dtype}")
+    checks += 1
+
+
+def shmem_bytes():
+    """The process's resident shared memory (the memfd arenas of the simulated GPUs)."""
+    for line in open("/proc/self/status"):
+        if line.startswith("RssShmem:"):
+            return int(line.split()[1]) * 1024
+    fail("no RssShmem in /proc/self/status")
+
+
+if os.environ.get("NCCLSIM_COMPUTE") != "time":
+    fail(f"NCCLSIM_COMPUTE is {os.environ.get('NCCLSIM_COMPUTE')!r}, want 'time'")
+dev = torch.device("cuda", 0)
+torch.manual_seed(0)
+net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(),
+                    nn.Linear(8 * 16 * 16, 10))
+x = torch.randn(4, 3, 16, 16)
+y = torch.randint(0, 10, (4,))
+want = net(x)
+gnet = net.to(dev)
+opt = torch.optim.AdamW(gnet.parameters())
+out = gnet(x.to(dev))
+same_meta("CNN logits", out, want)
+F.cross_entropy(out, y.to(dev)).backward()
+for n, p in gnet.named_parameters():
+    same_meta(f"gradient of {n}", p.grad, p.detach().cpu())
+opt.step()
+
+# Data-dependent output shapes are computed for real.
+v = torch.tensor([0.0, 1.0, 0.0, 2.0, 3.0], device=dev)
+idx = torch.nonzero(v)
+if idx.shape != (3, 1) or idx.view(-1).tolist() != [1, 3, 4]:
+    fail(f"nonzero: {idx.cpu().tolist()}")
+checks += 1
+mask = torch.tensor([False, True, False, True, True], device=dev)
+if v[mask].shape != (3,):
+    fail("boolean indexing shape")
+checks += 1
+
+torch.cuda.synchronize()
+before = shmem_bytes()
+big = torch.randn(256 << 20, device=dev)  # 1 GiB of float32
+a = torch.randn(2048, 2048, device=dev)
+for _ in range(4):
+    a = a @ a
+torch.cuda.synchronize()
+grown = shmem_bytes() - before
+same_meta("1 GiB randn", big, torch.empty(256 << 20))
+if grown > (64 << 20):
+    fail(f"compute time touched {grown >> 20} MiB of device memory for 1 GiB of results")
+checks += 1
+print(f"compute-time: shared memory grew {grown >> 20} MiB for 1 GiB of randn and a 2048^2 matmul chain")
+print(f"compute-time: PASS {checks} checks", flush=True)
