@@ -13,37 +13,35 @@ import ctypes
 
 import torch
 
-# (storage address, storage bytes) -> uint8 CPU tensor over them. A storage freed and another
-# made at the same address with the same size is the same memory, so a stale entry is still
-# right; the map is cleared when it grows large.
-_bytes: dict[tuple[int, int], torch.Tensor] = {}
+# (storage address, storage bytes, dtype) -> 1-D CPU tensor of that dtype over the storage. A
+# storage freed and another made at the same address with the same size is the same memory, so
+# a stale entry is still right; the map is cleared when it grows large.
+_views: dict[tuple[int, int, torch.dtype], torch.Tensor] = {}
 _LIMIT = 16384
 
 
-def storage_bytes(storage: torch.UntypedStorage) -> torch.Tensor:
-    """A uint8 CPU tensor over all of a CUDA storage's bytes."""
-    ptr = storage.data_ptr()
-    n = storage.nbytes()
-    key = (ptr, n)
-    b = _bytes.get(key)
-    if b is None:
-        if len(_bytes) >= _LIMIT:
-            _bytes.clear()
-        if n == 0 or ptr == 0:
-            b = torch.empty(0, dtype=torch.uint8)
+def _storage_view(ptr: int, nbytes: int, dtype: torch.dtype) -> torch.Tensor:
+    key = (ptr, nbytes, dtype)
+    v = _views.get(key)
+    if v is None:
+        if len(_views) >= _LIMIT:
+            _views.clear()
+        count = nbytes // dtype.itemsize
+        if count == 0 or ptr == 0:
+            v = torch.empty(0, dtype=dtype)
         else:
-            b = torch.frombuffer((ctypes.c_char * n).from_address(ptr), dtype=torch.uint8)
-        _bytes[key] = b
-    return b
+            buf = (ctypes.c_char * (count * dtype.itemsize)).from_address(ptr)
+            v = torch.frombuffer(buf, dtype=dtype, count=count)
+        _views[key] = v
+    return v
 
 
 def host_view(t: torch.Tensor) -> torch.Tensor:
     """A CPU tensor aliasing the CUDA tensor `t` (same dtype, sizes, strides, offset)."""
-    b = storage_bytes(t.untyped_storage())
-    item = t.element_size()
-    whole = b.numel() - b.numel() % item
-    typed = (b[:whole] if whole != b.numel() else b).view(t.dtype)
-    v = typed.as_strided(t.size(), t.stride(), t.storage_offset())
+    st = t.untyped_storage()
+    if st.nbytes() == 0 or t.numel() == 0:
+        return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype)
+    v = _storage_view(st.data_ptr(), st.nbytes(), t.dtype).as_strided(t.size(), t.stride(), t.storage_offset())
     if t.is_conj():
         v = v.conj()
     if t.is_neg():

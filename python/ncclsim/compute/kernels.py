@@ -74,10 +74,10 @@ class _Call:
     def tensor(self, t: torch.Tensor) -> torch.Tensor:
         if self.device is None:
             self.device = t.device
-        if self.meta:
-            v = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device="meta")
-        else:
+        if not self.meta:
             v = host_view(t)
+        else:
+            v = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device="meta")
         self.originals[id(v)] = t
         self.views.append(v)
         return v
@@ -110,7 +110,8 @@ class _Call:
                 return o
             if r.is_cuda:
                 return r
-            r = r.resolve_conj().resolve_neg() if not r.is_meta else r
+            if r.is_conj() or r.is_neg():
+                r = r.resolve_conj().resolve_neg()
             if not is_dense(r):
                 r = r.contiguous()
             out = torch.empty_strided(r.size(), r.stride(), dtype=r.dtype, device=self.result_device())
@@ -133,8 +134,7 @@ class _Op:
         self.gen_name = None
         self.outs: list[str] = []
         # torch hands a Python number to a Python kernel where the schema has a Tensor and the
-        # caller passed a number (a "wrapped number"); the overload packet resolves such a call
-        # as torch's own argument parser does (to the Scalar overload, with the same promotion).
+        # caller passed a number (a "wrapped number"): see `_unwrap_numbers`.
         self.tensor_pos = [i for i, a in enumerate(schema.arguments) if str(a.type) == "Tensor" and not a.kwarg_only]
         self.packet = op._overloadpacket if fn is op else None
         for i, a in enumerate(schema.arguments):
@@ -156,17 +156,70 @@ def _generator(info: _Op, call: _Call, args: list, kwargs: dict) -> None:
         kwargs[info.gen_name] = rng.cpu_generator(g, call.result_device())
 
 
+_NUMBER = {int, float, bool, complex}
+# Zero-dimensional CPU tensors for numbers met at Tensor positions, by (type, value, default
+# dtype); such arguments are never written, so one tensor serves every call.
+_scalars: dict[tuple, torch.Tensor] = {}
+
+
+def _scalar(v) -> torch.Tensor:
+    default = torch.get_default_dtype()
+    key = (type(v), v, default)
+    t = _scalars.get(key)
+    if t is None:
+        if len(_scalars) >= 4096:
+            _scalars.clear()
+        if type(v) is bool:
+            t = torch.tensor(v)
+        elif type(v) is int:
+            t = torch.tensor(v, dtype=torch.int64)
+        elif type(v) is float:
+            t = torch.tensor(v, dtype=default)
+        else:
+            t = torch.tensor(v, dtype=torch.complex128 if default == torch.float64 else torch.complex64)
+        _scalars[key] = t
+    return t
+
+
+def _unwrap_numbers(info: "_Op", cargs: list):
+    """The function to call for arguments where Python numbers stand at Tensor positions.
+
+    A wrapped number takes part in type promotion below every tensor, zero-dimensional ones
+    included. A zero-dimensional tensor of the number's default dtype promotes the same way
+    whenever some other tensor argument has dimensions, so the number becomes one; otherwise
+    the overload packet resolves the call as torch's argument parser does (the Scalar
+    overload)."""
+    n = len(cargs)
+    found = [i for i in info.tensor_pos if i < n and type(cargs[i]) in _NUMBER]
+    if not found:
+        return info.fn
+    if not any(isinstance(a, torch.Tensor) and a.dim() > 0 for a in cargs):
+        return info.packet
+    for i in found:
+        cargs[i] = _scalar(cargs[i])
+    return info.fn
+
+
 def _not_resizable(e: RuntimeError) -> bool:
     return "not resizable" in str(e)
 
 
 def _run(info: _Op, args: tuple, kwargs: dict, meta: bool):
     call = _Call(meta)
-    cargs = [call.convert(a) for a in args]
-    ckwargs = {k: call.convert(v) for k, v in kwargs.items()}
+    convert = call.convert
+    cargs = [convert(a) for a in args]
+    ckwargs = {k: convert(v) for k, v in kwargs.items()} if kwargs else {}
     if info.gen_name is not None and not meta:
         _generator(info, call, cargs, ckwargs)
-    # out= tensors that must grow are computed into fresh CPU tensors, then moved over.
+    fn = _unwrap_numbers(info, cargs) if info.packet is not None else info.fn
+    if info.outs:
+        return _run_outs(info, fn, call, kwargs, cargs, ckwargs, meta)
+    return call.back(fn(*cargs, **ckwargs), not meta)
+
+
+def _run_outs(info: _Op, fn, call: _Call, kwargs: dict, cargs: list, ckwargs: dict, meta: bool):
+    """`_run` for ops with `out=` tensors: outputs that must change shape are computed into
+    fresh CPU tensors, then the CUDA outputs are resized (by torch's CUDA `resize_`) and filled."""
     fresh: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     def freshen(all_outs: bool) -> None:
@@ -180,15 +233,10 @@ def _run(info: _Op, args: tuple, kwargs: dict, meta: bool):
                 fresh.append((o, f))
 
     freshen(False)
-    fn = info.fn
-    if info.packet is not None:
-        n = len(cargs)
-        if any(i < n and isinstance(cargs[i], (int, float, bool, complex)) for i in info.tensor_pos):
-            fn = info.packet
     try:
         r = fn(*cargs, **ckwargs)
     except RuntimeError as e:
-        if not info.outs or not _not_resizable(e):
+        if not _not_resizable(e):
             raise
         fresh.clear()
         freshen(True)
