@@ -344,6 +344,7 @@ fn one(count: c_int, a: *const c_void, b: *const c_void, c: *mut c_void) -> Batc
 }
 
 mod typed;
+pub use typed::*;
 
 // The functions of symbols/libcublas.txt not written above.
 include!(concat!(env!("OUT_DIR"), "/stubs.rs"));
