@@ -28,6 +28,7 @@ macro_rules! blas_fn {
 }
 
 mod matmul;
+pub use matmul::*;
 
 /// `cublasLtGetVersion`'s value: major * 10000 + minor * 100 (set by build.rs).
 pub const VERSION: usize = parse_version(env!("NCCLSIM_CUBLAS_VERSION"));
