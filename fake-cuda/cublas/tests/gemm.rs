@@ -463,7 +463,7 @@ fn bad_arguments_are_refused_without_touching_memory() {
 #[test]
 fn handle_settings_version_and_strings() {
     let h = Handle::new();
-    let (mut version, mut math, mut stream) = (0, -1, 1 as *mut c_void);
+    let (mut version, mut math, mut stream) = (0, -1, std::ptr::dangling_mut::<c_void>());
     // SAFETY: a live handle and valid out-pointers.
     unsafe {
         assert_eq!(cublas::cublasGetVersion_v2(h.0, &mut version), OK);
@@ -493,10 +493,8 @@ fn gemm_advances_its_streams_virtual_clock() {
     let stream = core.stream_create(1, 0).expect("stream");
     let h = Handle::new();
     // SAFETY: a live handle and stream.
-    assert_eq!(
-        unsafe { cublas::cublasSetStream_v2(h.0, stream as *mut c_void) },
-        OK
-    );
+    let status = unsafe { cublas::cublasSetStream_v2(h.0, stream as *mut c_void) };
+    assert_eq!(status, OK);
     let size = 512;
     let da = Dev::from(&vec![0.5f32; size * size]);
     let dc = Dev::from(&vec![0.0f32; size * size]);

@@ -62,10 +62,8 @@ fn set_layout<T>(layout: *mut lt::Layout, attr: c_int, value: T) -> c_int {
 fn desc(transa: c_int, transb: c_int, epilogue: u32, bias: usize) -> *mut lt::MatmulDesc {
     let mut d = null_mut();
     // SAFETY: a valid out-pointer.
-    assert_eq!(
-        unsafe { lt::cublasLtMatmulDescCreate(&mut d, COMPUTE_32F, R_32F) },
-        OK
-    );
+    let status = unsafe { lt::cublasLtMatmulDescCreate(&mut d, COMPUTE_32F, R_32F) };
+    assert_eq!(status, OK);
     assert_eq!(set(d, TRANSA, transa), OK);
     assert_eq!(set(d, TRANSB, transb), OK);
     assert_eq!(set(d, EPILOGUE, epilogue), OK);
@@ -187,7 +185,7 @@ fn run(case: Case) {
     }
     let (alpha, beta) = (1.25f32, case.beta as f32);
     let stream = null_mut::<c_void>();
-    let handle = 1usize as *mut c_void;
+    let handle = std::ptr::dangling_mut::<c_void>();
     let mut heuristic = std::mem::MaybeUninit::<lt::HeuristicResult>::zeroed();
     let mut returned = 0;
     // SAFETY: live descriptors, device buffers of the sizes the layouts give, host scalars;
@@ -359,7 +357,7 @@ fn descriptors_refuse_what_is_not_modelled() {
         // A bias epilogue without a bias pointer.
         assert_eq!(
             lt::cublasLtMatmulAlgoGetHeuristic(
-                1usize as *mut c_void,
+                std::ptr::dangling_mut::<c_void>(),
                 md,
                 l,
                 l,
@@ -376,7 +374,7 @@ fn descriptors_refuse_what_is_not_modelled() {
         // Shapes that do not chain: (4 x 4)(3 x 4).
         assert_eq!(
             lt::cublasLtMatmulAlgoGetHeuristic(
-                1usize as *mut c_void,
+                std::ptr::dangling_mut::<c_void>(),
                 md,
                 l,
                 small,
