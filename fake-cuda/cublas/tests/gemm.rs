@@ -529,3 +529,58 @@ fn gemm_advances_its_streams_virtual_clock() {
     assert!(dc.read().iter().all(|&x| x == 128.0));
     core.stream_destroy(stream).expect("destroy");
 }
+
+#[test]
+fn captured_gemm_runs_at_each_graph_launch_reading_device_alpha_then() {
+    let core = fake_cuda_client::client().expect("core");
+    let stream = core.stream_create(1, 0).expect("stream");
+    let h = Handle::new();
+    // SAFETY: a live handle and stream.
+    let statuses = unsafe {
+        [
+            cublas::cublasSetStream_v2(h.0, stream as *mut c_void),
+            cublas::cublasSetPointerMode_v2(h.0, 1),
+        ]
+    };
+    assert_eq!(statuses, [OK; 2]);
+    // C += alpha * A B with A = B = identity (2 x 2).
+    let eye = [1.0f32, 0.0, 0.0, 1.0];
+    let (da, dc) = (Dev::from(&eye), Dev::from(&[0.0f32; 4]));
+    let scalars = Dev::from(&[1.0f32, 1.0]);
+    core.begin_capture(stream).expect("capture");
+    // SAFETY: 2 x 2 device matrices; alpha and beta in device memory.
+    let status = unsafe {
+        cublas::cublasSgemm_v2(
+            h.0,
+            0,
+            0,
+            2,
+            2,
+            2,
+            scalars.ptr as *const f32,
+            da.ptr as *const f32,
+            2,
+            da.ptr as *const f32,
+            2,
+            scalars.at(1) as *const f32,
+            dc.ptr as *mut f32,
+            2,
+        )
+    };
+    assert_eq!(status, OK);
+    let graph = core.end_capture(stream).expect("end capture");
+    // Recorded, not run.
+    assert_eq!(dc.read(), [0.0; 4]);
+    let exec = core.graph_instantiate(graph).expect("instantiate");
+    core.graph_launch(exec, stream).expect("launch");
+    assert_eq!(dc.read(), [1.0, 0.0, 0.0, 1.0]);
+    // alpha is read when the work runs.
+    // SAFETY: the first scalar of the device buffer, not in use by any running work.
+    unsafe { (scalars.ptr as *mut f32).write(5.0) };
+    core.graph_launch(exec, stream).expect("launch");
+    core.stream_synchronize(stream).expect("sync");
+    assert_eq!(dc.read(), [6.0, 0.0, 0.0, 6.0]);
+    core.graph_exec_destroy(exec).expect("exec destroy");
+    core.graph_destroy(graph).expect("graph destroy");
+    core.stream_destroy(stream).expect("destroy");
+}
