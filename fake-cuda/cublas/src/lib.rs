@@ -283,7 +283,10 @@ fn run(h: *mut Handle, call: Call, batch: Batch) -> Result<()> {
             let client = core()?;
             let mut items = Vec::with_capacity(count);
             for (name, p) in [("Aarray", pa), ("Barray", pb), ("Carray", pc)] {
-                if count > 0 && p.is_null() {
+                if count == 0 {
+                    break;
+                }
+                if p.is_null() {
                     return Err(BlasError::invalid(format!("null {name}")));
                 }
                 let info = client.pointer_info(p as usize)?;

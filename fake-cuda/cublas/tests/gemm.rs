@@ -343,6 +343,33 @@ fn gemm_batched_ex_reads_pointer_arrays_and_tf32_computes_in_f32() {
         );
         assert_close(&got[i * m * n..(i + 1) * m * n], &want, (m, n, m), 1e-6);
     }
+    // An empty batch is a no-op, whatever its arrays.
+    // SAFETY: no item, so no array is read.
+    let status = unsafe {
+        cublas::cublasGemmBatchedEx(
+            h.0,
+            0,
+            0,
+            m as c_int,
+            n as c_int,
+            k as c_int,
+            (&alpha as *const f32).cast(),
+            std::ptr::null(),
+            R_32F,
+            m as c_int,
+            std::ptr::null(),
+            R_32F,
+            k as c_int,
+            (&beta as *const f32).cast(),
+            std::ptr::null(),
+            R_32F,
+            m as c_int,
+            0,
+            COMPUTE_32F,
+            GEMM_DEFAULT,
+        )
+    };
+    assert_eq!(status, OK);
 }
 
 #[test]
