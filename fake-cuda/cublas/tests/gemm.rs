@@ -611,3 +611,46 @@ fn captured_gemm_runs_at_each_graph_launch_reading_device_alpha_then() {
     core.graph_destroy(graph).expect("graph destroy");
     core.stream_destroy(stream).expect("destroy");
 }
+
+#[test]
+fn hgemm_takes_half_scalars_and_rounds_through_f16() {
+    let h = Handle::new();
+    let (m, n, k) = (4, 3, 5);
+    let a = values(17, k * m);
+    let b = values(18, k * n);
+    let c = values(19, m * n);
+    let (da, db, dc) = (
+        Dev::from(&to_f16(&a)),
+        Dev::from(&to_f16(&b)),
+        Dev::from(&to_f16(&c)),
+    );
+    let (alpha, beta) = (f16::from_f64(0.5).to_bits(), f16::from_f64(2.0).to_bits());
+    // SAFETY: device buffers of the sizes the dimensions need; half host scalars.
+    let status = unsafe {
+        cublas::cublasHgemm(
+            h.0,
+            1,
+            1,
+            m as c_int,
+            n as c_int,
+            k as c_int,
+            &alpha,
+            da.ptr as *const u16,
+            k as c_int,
+            db.ptr as *const u16,
+            n as c_int,
+            &beta,
+            dc.ptr as *mut u16,
+            m as c_int,
+        )
+    };
+    assert_eq!(status, OK);
+    let want = reference((true, true), (m, n, k), 0.5, (&a, k), (&b, n), 2.0, (&c, m));
+    let got: Vec<f64> = dc
+        .read()
+        .iter()
+        .map(|&x| f16::from_bits(x).to_f64())
+        .collect();
+    // Two roundings to f16 (the product, then the sum with beta C).
+    assert_close(&got, &want, (m, n, m), 2e-3);
+}

@@ -395,3 +395,67 @@ fn descriptors_refuse_what_is_not_modelled() {
         assert_eq!(lt::cublasLtMatmulAlgoInit(), NOT_SUPPORTED);
     }
 }
+
+#[test]
+fn device_pointer_mode_and_refused_ranges() {
+    const POINTER_MODE: c_int = 2;
+    let md = desc(0, 0, 1, 0);
+    assert_eq!(set(md, POINTER_MODE, 1 as c_int), OK);
+    // A vector pointer mode is not modelled.
+    assert_eq!(set(md, POINTER_MODE, 2 as c_int), NOT_SUPPORTED);
+    let l = layout(R_32F, 2, 2, 2);
+    let a = values(31, 4);
+    let b = values(32, 4);
+    let c = values(33, 4);
+    let to32 = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<_>>();
+    let (da, db, dc) = (
+        Dev::from(&to32(&a)),
+        Dev::from(&to32(&b)),
+        Dev::from(&to32(&c)),
+    );
+    let scalars = Dev::from(&[2.0f32, 0.5]);
+    let host = [0.0f32; 4];
+    let matmul = |d: usize| {
+        // SAFETY: live descriptors; the library checks every matrix range before use; alpha
+        // and beta in device memory.
+        unsafe {
+            lt::cublasLtMatmul(
+                std::ptr::dangling_mut::<c_void>(),
+                md,
+                scalars.void(),
+                da.void(),
+                l,
+                db.void(),
+                l,
+                scalars.at(1) as *const c_void,
+                dc.void(),
+                l,
+                d as *mut c_void,
+                l,
+                null(),
+                null_mut(),
+                0,
+                null_mut(),
+            )
+        }
+    };
+    // D in host memory the core does not know.
+    assert_eq!(matmul(host.as_ptr() as usize), INVALID_VALUE);
+    assert_eq!(matmul(dc.ptr), OK);
+    let want = reference(
+        (false, false),
+        (2, 2, 2),
+        2.0,
+        (&a, 2),
+        (&b, 2),
+        0.5,
+        (&c, 2),
+    );
+    let got: Vec<f64> = dc.read().iter().map(|&x| f64::from(x)).collect();
+    assert_close(&got, &want, (2, 2, 2), 1e-6);
+    // SAFETY: live descriptors, destroyed once.
+    unsafe {
+        assert_eq!(lt::cublasLtMatrixLayoutDestroy(l), OK);
+        assert_eq!(lt::cublasLtMatmulDescDestroy(md), OK);
+    }
+}
