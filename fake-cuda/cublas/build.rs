@@ -12,7 +12,7 @@
 //! `NCCLSIM_CUBLAS_VERSION` (major * 10000 + minor * 100, what `cublasGetVersion` and
 //! `cublasLtGetVersion` report), and generates a `CUBLAS_STATUS_NOT_SUPPORTED` function for
 //! every name of the library's list (`symbols/*.txt`, one name a line: the functions torch's
-//! `libtorch_cuda.so` imports) that the sources do not define with `blas_fn!` (or `typed_gemm!`).
+//! `libtorch_cuda.so` imports) that the sources do not define with `blas_fn!` (or `typed_gemm!`/`typed_gemv!`).
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -45,9 +45,13 @@ fn implemented(src: &Path) -> BTreeSet<String> {
                 names.insert(leading_name(rest));
             }
         }
-        // `typed_gemm!(plain, strided, batched, ...)` defines three functions.
+        // `typed_gemm!(plain, strided, batched, ...)` defines three functions,
+        // `typed_gemv!(name, ...)` one.
         for piece in text.split("typed_gemm!(").skip(1) {
             names.extend(piece.split(',').take(3).map(leading_name));
+        }
+        for piece in text.split("typed_gemv!(").skip(1) {
+            names.extend(piece.split(',').take(1).map(leading_name));
         }
     }
     names

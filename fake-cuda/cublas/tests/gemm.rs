@@ -484,7 +484,7 @@ fn bad_arguments_are_refused_without_touching_memory() {
     assert_eq!(status, NOT_SUPPORTED);
     // A generated stand-in.
     // SAFETY: takes no arguments.
-    assert_eq!(unsafe { cublas::cublasSgemv_v2() }, NOT_SUPPORTED);
+    assert_eq!(unsafe { cublas::cublasSsymv_v2() }, NOT_SUPPORTED);
 }
 
 #[test]
@@ -653,4 +653,58 @@ fn hgemm_takes_half_scalars_and_rounds_through_f16() {
         .collect();
     // Two roundings to f16 (the product, then the sum with beta C).
     assert_close(&got, &want, (m, n, m), 2e-3);
+}
+
+#[test]
+fn sgemv_both_operations_with_increments() {
+    let h = Handle::new();
+    let (m, n, lda) = (5, 3, 7);
+    let a = values(40, lda * n);
+    let to32 = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<_>>();
+    let da = Dev::from(&to32(&a));
+    for op in [0, 1] {
+        let (len_x, len_y) = if op == 0 { (n, m) } else { (m, n) };
+        let (incx, incy) = (2, 3);
+        let x = values(41, len_x * incx);
+        let y = values(42, len_y * incy);
+        let (dx, dy) = (Dev::from(&to32(&x)), Dev::from(&to32(&y)));
+        let (alpha, beta) = (1.5f32, -2.0f32);
+        // SAFETY: device buffers of the sizes the dimensions and increments need.
+        let status = unsafe {
+            cublas::cublasSgemv_v2(
+                h.0,
+                op,
+                m as c_int,
+                n as c_int,
+                &alpha,
+                da.ptr as *const f32,
+                lda as c_int,
+                dx.ptr as *const f32,
+                incx as c_int,
+                &beta,
+                dy.ptr as *mut f32,
+                incy as c_int,
+            )
+        };
+        assert_eq!(status, OK);
+        let got = dy.read();
+        for i in 0..len_y {
+            let mut sum = 0.0;
+            for p in 0..len_x {
+                let aij = if op == 0 {
+                    a[i + p * lda]
+                } else {
+                    a[p + i * lda]
+                };
+                sum += aij * x[p * incx];
+            }
+            let want = 1.5 * sum - 2.0 * y[i * incy];
+            assert!(
+                (f64::from(got[i * incy]) - want).abs() < 1e-5,
+                "op {op} y[{i}]"
+            );
+            // Elements between the increments are untouched.
+            assert_eq!(f64::from(got[i * incy + 1]), y[i * incy + 1]);
+        }
+    }
 }
