@@ -17,6 +17,9 @@
 #   4. scripts/torch/memory.py with the default allocator and with expandable segments:
 #      torch.OutOfMemoryError past the device, copies that read back, a tensor shared with
 #      another process; then collectives.py on expandable segments (2 nodes x 2).
+#   4c. scripts/torch/cublas.py with `--compute off`: torch's own cuBLAS/cuBLASLt calls (mm,
+#      addmm, bmm, baddbmm, linear in four dtypes, mv) on ncclsim's libcublas and libcublasLt
+#      (fake-cuda/cublas, found before the stubs), each result checked against the CPU.
 #   5. collectives.py again on 1 node x 2 with NCCLSIM_TEST_PERTURB=1 (the runtime flips a bit
 #      of rank 1's results): must fail, proving the checks check.
 #   6. NCCL's own Python bindings (nccl4py, in a venv of their own): an all-reduce of device
@@ -140,6 +143,14 @@ PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$ncclsim" run --topo "$topo" -
     > "$logs/collectives-expandable.log" 2>&1 || fail "collectives on expandable segments exited $?"
 [ "$(passes "$logs/collectives-expandable.log")" = 4 ] || fail "expandable segments: not every rank passed"
 grep -h "PASS" "$logs/collectives-expandable.log" | sort
+
+echo "== 4c. torch's cuBLAS and cuBLASLt calls on ncclsim's libraries (--compute off)"
+mkdir -p "$logs/cublas"
+ln -sf "$repo/target/release/libcublas$major.so" "$logs/cublas/libcublas.so.$major"
+ln -sf "$repo/target/release/libcublaslt$major.so" "$logs/cublas/libcublasLt.so.$major"
+"$ncclsim" run --topo "$topo" --compute off --lib-path "$logs/cublas" --lib-path "$venv/ncclsim-stubs" \
+    -- python scripts/torch/cublas.py > "$logs/cublas.log" 2>&1 || fail "cuBLAS checks exited $?"
+grep "cublas: PASS" "$logs/cublas.log" || fail "cuBLAS checks did not pass"
 
 echo "== 5. 1 node x 2 processes, rank 1's results perturbed (NCCLSIM_TEST_PERTURB=1): must fail"
 if "$ncclsim" run --topo "$topo" --lib-path "$venv/ncclsim-stubs" --env NCCLSIM_TEST_PERTURB=1 \
