@@ -173,6 +173,14 @@ grep -m1 "FAIL" "$logs/compute-perturbed.log"
     -- python scripts/torch/compute_time.py > "$logs/compute-time.log" 2>&1 \
     || fail "--compute time checks exited $?"
 grep "compute-time:" "$logs/compute-time.log"
+
+echo "== 5c. torch's OpInfo database: every operator's samples on the simulated GPU vs the CPU"
+for dtype in float32 bfloat16 int64; do
+    "$ncclsim" run --topo "$topo" --lib-path "$venv/ncclsim-stubs" \
+        -- python scripts/torch/opinfo_sweep.py --dtype "$dtype" --max-samples 6 \
+        > "$logs/opinfo-$dtype.log" 2>&1 || { tail -20 "$logs/opinfo-$dtype.log"; fail "OpInfo sweep ($dtype)"; }
+    grep "opinfo-sweep" "$logs/opinfo-$dtype.log"
+done
 echo "== 6. NCCL's Python bindings (nccl4py from PyPI, own venv), 4 processes on 2 nodes"
 n4="${NCCLSIM_NCCL4PY_VENV:-$repo/target/nccl4py-venv}"
 if [ ! -x "$n4/bin/python" ]; then

@@ -28,8 +28,9 @@ fi
 # What torch imports at start-up (its Requires-Dist minus NVIDIA's wheels and triton), and numpy.
 "${pip[@]}" install filelock 'typing-extensions>=4.13.0' 'sympy>=1.13.3' 'networkx>=2.5.1' \
     jinja2 'fsspec>=0.8.5' 'setuptools>=77.0.3' numpy
-# transformers, for the suite's GPT-2 built from a config (no weights are downloaded).
-"${pip[@]}" install 'transformers>=4.40' 
+# transformers, for the suite's GPT-2 built from a config (no weights are downloaded), and
+# expecttest, which torch's OpInfo database (the suite's operator sweep) imports.
+"${pip[@]}" install 'transformers>=4.40' expecttest
 
 torch_lib="$("$venv/bin/python" -c 'import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec("torch").origin), "lib"))')"
 rm -rf "$venv/ncclsim-stubs" "$venv/ncclsim-stubs-noop"

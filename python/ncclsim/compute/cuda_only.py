@@ -15,6 +15,8 @@ Each function takes the op's arguments with CUDA tensors already replaced by CPU
 - `mm`/`bmm`/`addmm`/`baddbmm` with an `out_dtype`: accumulated in float32, then cast.
 - `_fused_dropout` and `_masked_scale`: the mask from the op's (CPU) generator.
 - `_fused_rms_norm_backward`: the closed form of RMSNorm's gradient.
+- cuDNN's grid sampler is `grid_sampler_2d` (bilinear, zero padding, corners aligned); the CTC
+  loss is told cuDNN and MIOpen are unavailable, so it takes torch's native path.
 """
 
 from __future__ import annotations
@@ -127,6 +129,21 @@ def batch_norm_backward_elemt(grad_out, x, mean, invstd, weight, sum_dy, sum_dy_
     return dx.to(x.dtype)
 
 
+def cudnn_grid_sampler(x, grid):
+    # cuDNN's sampler is bilinear with zero padding and corner-aligned coordinates
+    # (torch routes only such calls to it).
+    return aten.grid_sampler_2d(x, grid, 0, 0, True)
+
+
+def cudnn_grid_sampler_backward(x, grid, grad_out):
+    return aten.grid_sampler_2d_backward(grad_out, x, grid, 0, 0, True, [True, True])
+
+
+def use_cudnn_ctc_loss(*args, **kwargs):
+    # The CTC loss then takes torch's native path, which has a CPU kernel.
+    return False
+
+
 def fused_sdp_choice(*args, **kwargs):
     return int(torch.nn.attention.SDPBackend.MATH)
 
@@ -135,6 +152,16 @@ def _mm_dtype(f):
     def g(*args, **kwargs):
         *tensors, out_dtype = args
         return f(*[t.float() for t in tensors], **kwargs).to(out_dtype)
+
+    return g
+
+
+def _mm_dtype_out(f):
+    def g(*args, out, **kwargs):
+        *tensors, out_dtype = args
+        r = f(*[t.float() for t in tensors], **kwargs).to(out_dtype)
+        out.resize_(r.shape)
+        return out.copy_(r)
 
     return g
 
@@ -177,10 +204,20 @@ REPLACEMENTS = {
     "aten::batch_norm_backward_reduce": batch_norm_backward_reduce,
     "aten::batch_norm_backward_elemt": batch_norm_backward_elemt,
     "aten::_fused_sdp_choice": fused_sdp_choice,
+    "aten::cudnn_grid_sampler": cudnn_grid_sampler,
+    "aten::cudnn_grid_sampler_backward": cudnn_grid_sampler_backward,
+    "aten::_use_cudnn_ctc_loss": use_cudnn_ctc_loss,
+    "aten::_use_cudnn_ctc_loss.Tensor": use_cudnn_ctc_loss,
+    "aten::_use_miopen_ctc_loss": use_cudnn_ctc_loss,
+    "aten::_use_miopen_ctc_loss.Tensor": use_cudnn_ctc_loss,
     "aten::mm.dtype": _mm_dtype(torch.mm),
     "aten::bmm.dtype": _mm_dtype(torch.bmm),
     "aten::addmm.dtype": _mm_dtype(torch.addmm),
     "aten::baddbmm.dtype": _mm_dtype(torch.baddbmm),
+    "aten::mm.dtype_out": _mm_dtype_out(torch.mm),
+    "aten::bmm.dtype_out": _mm_dtype_out(torch.bmm),
+    "aten::addmm.dtype_out": _mm_dtype_out(torch.addmm),
+    "aten::baddbmm.dtype_out": _mm_dtype_out(torch.baddbmm),
     "aten::_fused_dropout": fused_dropout,
     "aten::_masked_scale": masked_scale,
     "aten::_fused_rms_norm_backward": fused_rms_norm_backward,

@@ -110,6 +110,8 @@ class _Call:
                 return o
             if r.is_cuda:
                 return r
+            if r.layout != torch.strided:  # sparse and other layouts: torch's own copy
+                return r.to(self.result_device())
             if r.is_conj() or r.is_neg():
                 r = r.resolve_conj().resolve_neg()
             if not is_dense(r):
