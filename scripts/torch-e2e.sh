@@ -19,7 +19,8 @@
 #      another process; then collectives.py on expandable segments (2 nodes x 2).
 #   4c. scripts/torch/cublas.py with `--compute off`: torch's own cuBLAS/cuBLASLt calls (mm,
 #      addmm, bmm, baddbmm, linear in four dtypes, mv) on ncclsim's libcublas and libcublasLt
-#      (fake-cuda/cublas, found before the stubs), each result checked against the CPU.
+#      (fake-cuda/cublas, preloaded by `ncclsim run`, so they win over the stubs), each result
+#      checked against the CPU.
 #   5. collectives.py again on 1 node x 2 with NCCLSIM_TEST_PERTURB=1 (the runtime flips a bit
 #      of rank 1's results): must fail, proving the checks check.
 #   6. NCCL's own Python bindings (nccl4py, in a venv of their own): an all-reduce of device
@@ -145,10 +146,7 @@ PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$ncclsim" run --topo "$topo" -
 grep -h "PASS" "$logs/collectives-expandable.log" | sort
 
 echo "== 4c. torch's cuBLAS and cuBLASLt calls on ncclsim's libraries (--compute off)"
-mkdir -p "$logs/cublas"
-ln -sf "$repo/target/release/libcublas$major.so" "$logs/cublas/libcublas.so.$major"
-ln -sf "$repo/target/release/libcublaslt$major.so" "$logs/cublas/libcublasLt.so.$major"
-"$ncclsim" run --topo "$topo" --compute off --lib-path "$logs/cublas" --lib-path "$venv/ncclsim-stubs" \
+"$ncclsim" run --topo "$topo" --compute off --lib-path "$venv/ncclsim-stubs" \
     -- python scripts/torch/cublas.py > "$logs/cublas.log" 2>&1 || fail "cuBLAS checks exited $?"
 grep "cublas: PASS" "$logs/cublas.log" || fail "cuBLAS checks did not pass"
 

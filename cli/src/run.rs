@@ -83,13 +83,20 @@ pub struct RunArgs {
 ///
 /// Both CUDA runtimes are preloaded: their symbols carry version nodes (`libcudart.so.12`,
 /// `libcudart.so.13`), so a program binds to the major it was linked against. The 13 runtime
-/// comes first, so unversioned lookups (`dlsym(RTLD_DEFAULT, ...)`) find the current ABI.
+/// comes first, so unversioned lookups (`dlsym(RTLD_DEFAULT, ...)`) find the current ABI. The
+/// cuBLAS and cuBLASLt libraries follow the same rule, and being preloaded they win over
+/// NVIDIA's (a pip-installed torch's RPATH names its wheels) and over stub directories given
+/// with `--lib-path`.
 const LIBS: &[(&str, &str, bool)] = &[
     ("libncclsim_cuda.so", "libncclsim_cuda.so", false),
     ("libnccl.so", "libnccl.so.2", true),
     ("libcudart13.so", "libcudart.so.13", true),
     ("libcudart12.so", "libcudart.so.12", true),
     ("libcuda_driver.so", "libcuda.so.1", true),
+    ("libcublas13.so", "libcublas.so.13", true),
+    ("libcublas12.so", "libcublas.so.12", true),
+    ("libcublaslt13.so", "libcublasLt.so.13", true),
+    ("libcublaslt12.so", "libcublasLt.so.12", true),
     ("libnvidia_ml.so", "libnvidia-ml.so.1", true),
 ];
 
