@@ -141,7 +141,7 @@ fn price(comm: &Comm, work: &Work) -> Option<Priced> {
                 String::new()
             };
             Some(Priced {
-                name: c.kind.name(),
+                name: c.kind.nccl_name(),
                 predicted: (p.time_us * 1e3).round() as u64,
                 bytes: p.bytes,
                 args,
