@@ -99,25 +99,36 @@ pub(super) fn work_across_hosts(
         red: coll.red,
         scalars: scal,
     };
-    match coll.kind {
-        Collective::AllReduce | Collective::ReduceScatter => {
-            reduce_range(arith, &parts, 0, &[out], 0, bytes)
-        }
-        Collective::Reduce if me == coll.root => reduce_range(arith, &parts, 0, &[out], 0, bytes),
-        Collective::Broadcast | Collective::Scatter => copy(parts[coll.root], out, bytes),
-        Collective::AllGather | Collective::AlltoAll => {
-            for (q, &p) in parts.iter().enumerate() {
-                copy(p, out + q * bytes, bytes);
+    // SAFETY: the parts are peers' send buffers on this host (each holding its rank's extent,
+    // checked at enqueue, mapped by `BufRef::resolve`) or the staging buffers received above,
+    // each at least the length `needed` gives; no rank writes a send buffer before the closing
+    // barrier. `out` is this rank's private `result`, sized for its output.
+    unsafe {
+        match coll.kind {
+            Collective::AllReduce | Collective::ReduceScatter => {
+                reduce_range(arith, &parts, 0, &[out], 0, bytes)
             }
-        }
-        Collective::Gather if me == coll.root => {
-            for (q, &p) in parts.iter().enumerate() {
-                copy(p, out + q * bytes, bytes);
+            Collective::Reduce if me == coll.root => {
+                reduce_range(arith, &parts, 0, &[out], 0, bytes)
             }
+            Collective::Broadcast | Collective::Scatter => copy(parts[coll.root], out, bytes),
+            Collective::AllGather | Collective::AlltoAll => {
+                for (q, &p) in parts.iter().enumerate() {
+                    copy(p, out + q * bytes, bytes);
+                }
+            }
+            Collective::Gather if me == coll.root => {
+                for (q, &p) in parts.iter().enumerate() {
+                    copy(p, out + q * bytes, bytes);
+                }
+            }
+            _ => {}
         }
-        _ => {}
     }
     barrier(comm, waiter)?;
-    copy(out, coll.recv, out_len);
+    // SAFETY: `result` holds `out_len` bytes; `coll.recv` is this rank's receive buffer, of
+    // its extent (checked at enqueue), which only this rank writes, now that every local
+    // rank has read the inputs it may alias (barrier above).
+    unsafe { copy(out, coll.recv, out_len) };
     Ok(incoming.iter().map(|m| m.ready).max().unwrap_or(0))
 }

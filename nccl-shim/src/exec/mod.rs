@@ -371,53 +371,60 @@ fn work(comm: &Comm, coll: &Coll, descs: &[Desc]) -> Result<()> {
     } else {
         &[]
     };
-    match coll.kind {
-        Collective::AllReduce | Collective::Reduce => {
-            let r = part(count, n, me);
-            let outs: Vec<usize> = if coll.kind == Collective::AllReduce {
-                recvs.clone()
-            } else {
-                vec![recvs[root]]
-            };
-            let a = Arith {
-                dtype: coll.dtype,
-                red: coll.red,
-                scalars,
-            };
-            reduce_range(
-                a,
-                &sends,
-                r.start * esz,
-                &outs,
-                r.start * esz,
-                r.len() * esz,
-            );
-        }
-        Collective::ReduceScatter => {
-            let a = Arith {
-                dtype: coll.dtype,
-                red: coll.red,
-                scalars,
-            };
-            reduce_range(a, &sends, me * bytes, &[recvs[me]], 0, bytes);
-        }
-        Collective::Broadcast => copy(sends[root], recvs[me], bytes),
-        Collective::AllGather => {
-            for (q, &s) in sends.iter().enumerate() {
-                copy(s, recvs[me] + q * bytes, bytes);
+    // SAFETY: every rank's buffers hold that rank's extent of the operation (checked by its
+    // owner at enqueue, `api::device_buffer`) and are mapped here (`BufRef::resolve`); between
+    // the two barriers inputs are only read, and each output range is written by one rank
+    // alone (slice `me` of a reduction, else this rank's own output or its block of the
+    // root's).
+    unsafe {
+        match coll.kind {
+            Collective::AllReduce | Collective::Reduce => {
+                let r = part(count, n, me);
+                let outs: Vec<usize> = if coll.kind == Collective::AllReduce {
+                    recvs.clone()
+                } else {
+                    vec![recvs[root]]
+                };
+                let a = Arith {
+                    dtype: coll.dtype,
+                    red: coll.red,
+                    scalars,
+                };
+                reduce_range(
+                    a,
+                    &sends,
+                    r.start * esz,
+                    &outs,
+                    r.start * esz,
+                    r.len() * esz,
+                );
             }
-        }
-        Collective::AlltoAll => {
-            for (q, &s) in sends.iter().enumerate() {
-                copy(s + me * bytes, recvs[me] + q * bytes, bytes);
+            Collective::ReduceScatter => {
+                let a = Arith {
+                    dtype: coll.dtype,
+                    red: coll.red,
+                    scalars,
+                };
+                reduce_range(a, &sends, me * bytes, &[recvs[me]], 0, bytes);
             }
-        }
-        Collective::Gather => copy(sends[me], recvs[root] + me * bytes, bytes),
-        Collective::Scatter => copy(sends[root] + me * bytes, recvs[me], bytes),
-        Collective::SendRecv => {
-            return Err(NcclError::internal(
-                "SendRecv is a group of sends and receives, not a collective call",
-            ))
+            Collective::Broadcast => copy(sends[root], recvs[me], bytes),
+            Collective::AllGather => {
+                for (q, &s) in sends.iter().enumerate() {
+                    copy(s, recvs[me] + q * bytes, bytes);
+                }
+            }
+            Collective::AlltoAll => {
+                for (q, &s) in sends.iter().enumerate() {
+                    copy(s + me * bytes, recvs[me] + q * bytes, bytes);
+                }
+            }
+            Collective::Gather => copy(sends[me], recvs[root] + me * bytes, bytes),
+            Collective::Scatter => copy(sends[root] + me * bytes, recvs[me], bytes),
+            Collective::SendRecv => {
+                return Err(NcclError::internal(
+                    "SendRecv is a group of sends and receives, not a collective call",
+                ))
+            }
         }
     }
     Ok(())
