@@ -540,7 +540,10 @@ fn ncclMemFree | pncclMemFree(ptr: *mut c_void) {
 fn ncclRedOpCreatePreMulSum | pncclRedOpCreatePreMulSum(op: *mut i32, scalar: *mut c_void, datatype: i32, residence: i32, comm: Comm) {
     let c = group::comm(comm)?;
     let dtype = data_type(datatype)?;
-    let id = c.redops.lock().map_err(|_| NcclError::internal("redop lock poisoned"))?.create(dtype, scalar as usize, residence)?;
+    let mut ops = c.redops.lock().map_err(|_| NcclError::internal("redop lock poisoned"))?;
+    // SAFETY: a host-immediate scalar points to one element of `datatype` (NCCL's API contract).
+    let id = unsafe { ops.create(dtype, scalar as usize, residence) }?;
+    drop(ops);
     out(op, id, "op")
 }
 fn ncclRedOpDestroy | pncclRedOpDestroy(op: i32, comm: Comm) {

@@ -69,7 +69,11 @@ pub struct RedOps {
 
 impl RedOps {
     /// Registers a PreMulSum op; returns its `ncclRedOp_t`.
-    pub fn create(&mut self, dtype: DataType, scalar: usize, res: i32) -> Result<i32> {
+    ///
+    /// # Safety
+    /// With `ncclScalarHostImmediate`, a non-null `scalar` must point to one readable element
+    /// of `dtype` (a device scalar is only kept, and read when an operation runs).
+    pub unsafe fn create(&mut self, dtype: DataType, scalar: usize, res: i32) -> Result<i32> {
         if scalar == 0 {
             return Err(NcclError::invalid_argument(
                 "ncclRedOpCreatePreMulSum: scalar is NULL",
@@ -78,7 +82,7 @@ impl RedOps {
         let def = match res {
             residence::HOST_IMMEDIATE => {
                 let mut b = [0u8; 8];
-                // SAFETY: the caller's host scalar holds one element of `dtype` (API contract).
+                // SAFETY: the host scalar holds one element of `dtype` (this function's contract).
                 unsafe { std::ptr::copy_nonoverlapping(scalar as *const u8, b.as_mut_ptr(), dtype.size()) };
                 PreMulSum { dtype, host_scalar: Some(u64::from_le_bytes(b)), device_scalar: 0 }
             }
