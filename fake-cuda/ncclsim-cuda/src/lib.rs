@@ -117,23 +117,29 @@ fn report_json() -> Result<serde_json::Value, CoreError> {
     Ok(v)
 }
 
-/// Writes the report to `NCCLSIM_REPORT` (if set).
+/// Writes the report to `NCCLSIM_REPORT` (if set). Also the body of the `atexit` handler, so a
+/// panic ends here (the report is then not written).
 fn write_report_now() {
     let Some(template) = std::env::var_os("NCCLSIM_REPORT") else {
         return;
     };
     let path = report_path(&template.to_string_lossy());
-    let _ = std::panic::catch_unwind(|| {
-        let Ok(v) = report_json() else { return };
-        let text = serde_json::to_string_pretty(&v).expect("report serialises");
-        // Written whole to a temporary name and renamed, so a reader never sees half a report.
-        let tmp = format!("{path}.{}.tmp", std::process::id());
-        let written = std::fs::write(&tmp, text + "\n").and_then(|_| std::fs::rename(&tmp, &path));
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&tmp);
-            eprintln!("ncclsim: cannot write NCCLSIM_REPORT {path}: {e}");
-        }
-    });
+    ffi_boundary::callback::<VtableError, ()>(
+        "write_report",
+        || (),
+        || {
+            let Ok(v) = report_json() else { return };
+            let text = serde_json::to_string_pretty(&v).expect("report serialises");
+            // Written whole to a temporary name and renamed, so a reader never sees half a report.
+            let tmp = format!("{path}.{}.tmp", std::process::id());
+            let written =
+                std::fs::write(&tmp, text + "\n").and_then(|_| std::fs::rename(&tmp, &path));
+            if let Err(e) = written {
+                let _ = std::fs::remove_file(&tmp);
+                eprintln!("ncclsim: cannot write NCCLSIM_REPORT {path}: {e}");
+            }
+        },
+    );
 }
 
 extern "C" fn write_report() {
