@@ -234,6 +234,7 @@ pub fn run_collective(comm: &Comm, user: &Coll, ready: u64) -> Result<u64> {
         }
         None => send.release(ok),
     }
+    #[cfg(any(feature = "fault-injection", debug_assertions))]
     if ok {
         perturb_for_tests(comm, user);
     }
@@ -300,10 +301,12 @@ fn run_staged(comm: &Comm, coll: &Coll, ready: u64) -> Result<u64> {
     result
 }
 
-/// `NCCLSIM_TEST_PERTURB=R` (a test-only setting): after every collective, the rank numbered R
-/// in its communicator flips the lowest bit of the first byte of its result, so a program that
-/// checks its results must fail. End-to-end suites use it to prove their checks check. Ranks
-/// without a result (Reduce and Gather off the root) and empty calls are left alone.
+/// `NCCLSIM_TEST_PERTURB=R` (tests only: cargo feature `fault-injection`, and debug builds, see
+/// `Cargo.toml`): after every collective, the rank numbered R in its communicator flips the
+/// lowest bit of the first byte of its result, so a program that checks its results must fail.
+/// End-to-end suites use it to prove their checks check. Ranks without a result (Reduce and
+/// Gather off the root) and empty calls are left alone.
+#[cfg(any(feature = "fault-injection", debug_assertions))]
 fn perturb_for_tests(comm: &Comm, coll: &Coll) {
     static RANK: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     let target = *RANK.get_or_init(|| {
