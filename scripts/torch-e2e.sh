@@ -22,7 +22,9 @@
 #      (fake-cuda/cublas, preloaded by `ncclsim run`, so they win over the stubs), each result
 #      checked against the CPU.
 #   5. collectives.py again on 1 node x 2 with NCCLSIM_TEST_PERTURB=1 (the runtime flips a bit
-#      of rank 1's results): must fail, proving the checks check.
+#      of rank 1's results): must fail, proving the checks check. The switch exists only in a
+#      libnccl.so.2 built with nccl-shim's `fault-injection` feature, built for this stage in
+#      target/fault-injection and run beside the other release libraries.
 #   6. NCCL's own Python bindings (nccl4py, in a venv of their own): an all-reduce of device
 #      buffers made by host copies, checked, on 4 processes.
 #
@@ -45,8 +47,17 @@ fail() { echo "torch-e2e: FAIL: $*; logs in $logs" >&2; exit 1; }
 [ -d "$venv/ncclsim-stubs" ] || scripts/torch-venv.sh "$venv"
 cargo build --release -q
 ncclsim="$repo/target/release/ncclsim"
+# Stage 5's libnccl.so.2, with the test-only switches (in a target directory of its own, so the
+# release libraries above stay without them).
+faults_target="$repo/target/fault-injection"
+CARGO_TARGET_DIR="$faults_target" cargo build --release -q -p nccl-shim --features fault-injection
 rm -rf "$logs"
-mkdir -p "$logs/debug" "$logs/tmp"
+faults_libs="$logs/fault-injection-libs"
+mkdir -p "$logs/debug" "$logs/tmp" "$faults_libs"
+for lib in libncclsim_cuda.so libcudart13.so libcudart12.so libcuda_driver.so libnvidia_ml.so; do
+    ln -s "$repo/target/release/$lib" "$faults_libs/$lib"
+done
+ln -s "$faults_target/release/libnccl.so" "$faults_libs/libnccl.so"
 # torchrun leaves a torchelastic_* directory in the temporary directory per run: keep them with
 # the logs, not in /tmp.
 export TMPDIR="$logs/tmp"
@@ -151,8 +162,9 @@ echo "== 4c. torch's cuBLAS and cuBLASLt calls on ncclsim's libraries (--compute
 grep "cublas: PASS" "$logs/cublas.log" || fail "cuBLAS checks did not pass"
 
 echo "== 5. 1 node x 2 processes, rank 1's results perturbed (NCCLSIM_TEST_PERTURB=1): must fail"
-if "$ncclsim" run --topo "$topo" --lib-path "$venv/ncclsim-stubs" --env NCCLSIM_TEST_PERTURB=1 \
-    -- torchrun --nproc_per_node 2 scripts/torch/collectives.py > "$logs/perturbed.log" 2>&1; then
+if "$ncclsim" run --topo "$topo" --lib-path "$venv/ncclsim-stubs" --lib-dir "$faults_libs" \
+    --env NCCLSIM_TEST_PERTURB=1 -- torchrun --nproc_per_node 2 scripts/torch/collectives.py \
+    > "$logs/perturbed.log" 2>&1; then
     fail "the perturbed run passed: the checks do not check"
 fi
 grep -m1 "rank 1: FAIL" "$logs/perturbed.log" || fail "the perturbed run failed, but not on rank 1's check"

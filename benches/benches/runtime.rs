@@ -254,7 +254,7 @@ fn pricing(c: &mut Criterion) {
         b.iter(|| {
             nccl::sim::predict(
                 &comm,
-                nccl::ops::CollKind::AllReduce,
+                nccl::types::Collective::AllReduce,
                 std::hint::black_box(1 << 20),
                 nccl::types::DataType::Float32,
                 0,

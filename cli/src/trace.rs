@@ -258,39 +258,18 @@ fn no_steps(dir: &str) -> String {
     )
 }
 
+/// A call's collective by the name the trace gives it (NCCL's, `Collective::nccl_name`).
 fn collective(name: &str) -> Option<Collective> {
-    Some(match name {
-        "AllReduce" => Collective::AllReduce,
-        "Reduce" => Collective::Reduce,
-        "Broadcast" => Collective::Broadcast,
-        "AllGather" => Collective::AllGather,
-        "ReduceScatter" => Collective::ReduceScatter,
-        "AlltoAll" => Collective::AllToAll,
-        "Gather" => Collective::Gather,
-        "Scatter" => Collective::Scatter,
-        "SendRecv" => Collective::SendRecv,
-        _ => return None,
-    })
+    Collective::ALL.into_iter().find(|c| c.nccl_name() == name)
 }
 
+/// A call's data type by the name the trace gives it (the variant's name, `Float32`); calls
+/// without a known type price as float.
 fn dtype(name: &str) -> DataType {
-    let all = [
-        "Int8",
-        "Uint8",
-        "Int32",
-        "Uint32",
-        "Int64",
-        "Uint64",
-        "Float16",
-        "Float32",
-        "Float64",
-        "Bfloat16",
-        "Float8e4m3",
-        "Float8e5m2",
-    ];
-    all.iter()
-        .position(|n| *n == name)
-        .map_or(DataType::Float32, |i| DataType::ALL[i])
+    DataType::ALL
+        .into_iter()
+        .find(|d| format!("{d:?}") == name)
+        .unwrap_or(DataType::Float32)
 }
 
 fn reprice(a: &RepriceArgs) -> Result<(), String> {

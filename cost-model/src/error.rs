@@ -16,6 +16,17 @@ pub enum CostError {
     /// A query NCCL would reject (no algorithm available, bad size, unknown name).
     #[error("{0}")]
     Query(String),
+    /// A C value that names none of an NCCL enum's values (`ncclDataType_t`, a built-in
+    /// `ncclRedOp_t`, an `ncclFunc_t` collective).
+    #[error("{what} {value} is not {expected}")]
+    NcclValue {
+        /// What the value was given as ("datatype").
+        what: &'static str,
+        /// The value.
+        value: i32,
+        /// The enum it is not a value of ("an ncclDataType_t").
+        expected: &'static str,
+    },
     /// Errors from the topology layer (topology edits, loading).
     #[error(transparent)]
     Topo(#[from] topo::TopoError),

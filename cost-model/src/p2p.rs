@@ -95,7 +95,7 @@ impl P2pPaths {
                     self.intra_lat + gbps(b, self.intra_bw)
                 }
             }
-            Collective::AllToAll | Collective::Gather | Collective::Scatter => {
+            Collective::AlltoAll | Collective::Gather | Collective::Scatter => {
                 if s.n_ranks == 1 {
                     return 0.0;
                 }

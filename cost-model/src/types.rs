@@ -1,33 +1,57 @@
-//! Collectives, data types and reduction operations as users name them (nccl-tests' names), with
-//! NCCL's sizes and the nccl-tests bus-bandwidth conventions (nccl-tests 2.19.6 `src/<coll>.cu`,
-//! `<Coll>GetBw`; `doc/PERFORMANCE.md`).
+//! NCCL's vocabulary, defined once for every crate that names it: collectives (`ncclFunc_t`),
+//! data types (`ncclDataType_t`) and reduction operations (`ncclRedOp_t`), each with its C value
+//! (`TryFrom<i32>`), the name NCCL prints and the name nccl-tests gives it, with NCCL's sizes and
+//! nccl-tests' bus-bandwidth conventions (NCCL 2.30.7 `src/nccl.h.in`,
+//! `src/include/nccl_common.h`, `src/enqueue.cc` `ncclFuncToString` / `ncclDatatypeToString`;
+//! nccl-tests 2.19.6 `src/<coll>.cu` `<Coll>GetBw`, `doc/PERFORMANCE.md`).
 
 use crate::consts::Func;
 use crate::error::{CostError, Result};
 use serde::Serialize;
 use std::str::FromStr;
 
-/// A collective or point-to-point pattern that `predict` can price.
+/// The variant of `all` whose C value is `value`, else an error naming the value.
+fn from_c<T: Copy>(
+    all: &[T],
+    c_value: impl Fn(T) -> i32,
+    value: i32,
+    what: &'static str,
+    expected: &'static str,
+) -> Result<T> {
+    all.iter()
+        .copied()
+        .find(|&t| c_value(t) == value)
+        .ok_or(CostError::NcclValue {
+            what,
+            value,
+            expected,
+        })
+}
+
+/// A collective or point-to-point pattern, numbered as NCCL's `ncclFunc_t`: the collective a
+/// call of the C API names, and what `predict` can price.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[repr(i32)]
 pub enum Collective {
-    /// `ncclAllReduce`.
-    AllReduce,
-    /// `ncclAllGather`.
-    AllGather,
-    /// `ncclReduceScatter`.
-    ReduceScatter,
-    /// `ncclBroadcast`.
-    Broadcast,
-    /// `ncclReduce`.
-    Reduce,
-    /// nccl-tests `alltoall_perf` (grouped send/recv to every peer).
-    AllToAll,
-    /// nccl-tests `sendrecv_perf` (each rank sends to rank+1, receives from rank-1).
-    SendRecv,
-    /// nccl-tests `gather_perf` (grouped sends to the root).
-    Gather,
-    /// nccl-tests `scatter_perf` (grouped sends from the root).
-    Scatter,
+    /// `ncclAllReduce` (`ncclFuncAllReduce`).
+    AllReduce = 4,
+    /// `ncclAllGather` (`ncclFuncAllGather`).
+    AllGather = 2,
+    /// `ncclReduceScatter` (`ncclFuncReduceScatter`).
+    ReduceScatter = 3,
+    /// `ncclBroadcast` / `ncclBcast` (`ncclFuncBroadcast`).
+    Broadcast = 0,
+    /// `ncclReduce` (`ncclFuncReduce`).
+    Reduce = 1,
+    /// `ncclAlltoAll` (`ncclFuncAlltoAll`); nccl-tests `alltoall_perf`.
+    AlltoAll = 8,
+    /// A group of sends and receives (`ncclFuncSendRecv`); nccl-tests `sendrecv_perf` (each rank
+    /// sends to rank+1, receives from rank-1).
+    SendRecv = 5,
+    /// `ncclGather` (`ncclFuncGather`); nccl-tests `gather_perf`.
+    Gather = 10,
+    /// `ncclScatter` (`ncclFuncScatter`); nccl-tests `scatter_perf`.
+    Scatter = 9,
 }
 
 impl Collective {
@@ -38,7 +62,7 @@ impl Collective {
         Collective::ReduceScatter,
         Collective::Broadcast,
         Collective::Reduce,
-        Collective::AllToAll,
+        Collective::AlltoAll,
         Collective::SendRecv,
         Collective::Gather,
         Collective::Scatter,
@@ -51,10 +75,24 @@ impl Collective {
             Collective::ReduceScatter => "reduce_scatter",
             Collective::Broadcast => "broadcast",
             Collective::Reduce => "reduce",
-            Collective::AllToAll => "alltoall",
+            Collective::AlltoAll => "alltoall",
             Collective::SendRecv => "sendrecv",
             Collective::Gather => "gather",
             Collective::Scatter => "scatter",
+        }
+    }
+    /// The name NCCL prints (`ncclFuncToString`).
+    pub fn nccl_name(self) -> &'static str {
+        match self {
+            Collective::AllReduce => "AllReduce",
+            Collective::AllGather => "AllGather",
+            Collective::ReduceScatter => "ReduceScatter",
+            Collective::Broadcast => "Broadcast",
+            Collective::Reduce => "Reduce",
+            Collective::AlltoAll => "AlltoAll",
+            Collective::SendRecv => "SendRecv",
+            Collective::Gather => "Gather",
+            Collective::Scatter => "Scatter",
         }
     }
     /// The collective of a tuned NCCL function.
@@ -85,13 +123,13 @@ impl Collective {
             Collective::AllReduce => 2.0 * (n - 1.0) / n,
             Collective::AllGather
             | Collective::ReduceScatter
-            | Collective::AllToAll
+            | Collective::AlltoAll
             | Collective::Gather
             | Collective::Scatter => (n - 1.0) / n,
             Collective::Broadcast | Collective::Reduce | Collective::SendRecv => 1.0,
         }
     }
-    /// Whether nccl-tests prints a root for it (otherwise root is -1).
+    /// Whether it has a root (nccl-tests prints -1 for the others).
     pub fn rooted(self) -> bool {
         matches!(
             self,
@@ -105,8 +143,25 @@ impl Collective {
             Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce
         )
     }
+    /// Elements of the send and receive buffers of rank `rank` for NCCL's `count` argument of
+    /// the call (a per-rank block for AllGather, ReduceScatter, AlltoAll, Gather and Scatter);
+    /// SendRecv as nccl-tests runs it, `count` each way.
+    pub fn extents(self, count: usize, nranks: usize, rank: usize, root: usize) -> (usize, usize) {
+        use Collective::*;
+        let at_root = |n: usize| if rank == root { n } else { 0 };
+        match self {
+            AllReduce | SendRecv => (count, count),
+            Reduce => (count, at_root(count)),
+            Broadcast => (at_root(count), count),
+            AllGather => (count, count * nranks),
+            ReduceScatter => (count * nranks, count),
+            AlltoAll => (count * nranks, count * nranks),
+            Gather => (count, at_root(count * nranks)),
+            Scatter => (at_root(count * nranks), count),
+        }
+    }
     /// nccl-tests' element count and size for a requested byte size: AllGather, ReduceScatter,
-    /// AllToAll, Gather and Scatter round the per-rank count down to 16-byte multiples
+    /// AlltoAll, Gather and Scatter round the per-rank count down to 16-byte multiples
     /// (`(count/n) & ~(16/elt-1)`); returns (printed count, printed size in bytes).
     pub fn nccl_tests_count(self, bytes: u64, dtype: DataType, n: usize) -> (u64, u64) {
         let es = dtype.size() as u64;
@@ -114,7 +169,7 @@ impl Collective {
         match self {
             Collective::AllGather
             | Collective::ReduceScatter
-            | Collective::AllToAll
+            | Collective::AlltoAll
             | Collective::Gather
             | Collective::Scatter => {
                 let align = (16 / es).max(1);
@@ -126,8 +181,24 @@ impl Collective {
     }
 }
 
+impl TryFrom<i32> for Collective {
+    type Error = CostError;
+    /// From an `ncclFunc_t` value (the collectives above; not `ncclFuncSend`/`Recv` or the
+    /// device API's functions).
+    fn try_from(value: i32) -> Result<Self> {
+        from_c(
+            &Collective::ALL,
+            |c| c as i32,
+            value,
+            "collective",
+            "an ncclFunc_t collective",
+        )
+    }
+}
+
 impl FromStr for Collective {
     type Err = CostError;
+    /// From the nccl-tests name, with or without `_perf`, underscores or case.
     fn from_str(s: &str) -> Result<Self> {
         let k = s.to_ascii_lowercase().replace('-', "_");
         let k = k.strip_suffix("_perf").unwrap_or(&k);
@@ -143,37 +214,38 @@ impl FromStr for Collective {
     }
 }
 
-/// `ncclDataType_t` with nccl-tests' names.
+/// `ncclDataType_t`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[repr(i32)]
 pub enum DataType {
-    /// int8.
-    Int8,
-    /// uint8.
-    Uint8,
-    /// int32.
-    Int32,
-    /// uint32.
-    Uint32,
-    /// int64.
-    Int64,
-    /// uint64.
-    Uint64,
-    /// half.
-    Float16,
-    /// float.
-    Float32,
-    /// double.
-    Float64,
-    /// bfloat16.
-    Bfloat16,
-    /// f8e4m3.
-    Float8e4m3,
-    /// f8e5m2.
-    Float8e5m2,
+    /// `ncclInt8` / `ncclChar`; nccl-tests int8.
+    Int8 = 0,
+    /// `ncclUint8`; uint8.
+    Uint8 = 1,
+    /// `ncclInt32` / `ncclInt`; int32.
+    Int32 = 2,
+    /// `ncclUint32`; uint32.
+    Uint32 = 3,
+    /// `ncclInt64`; int64.
+    Int64 = 4,
+    /// `ncclUint64`; uint64.
+    Uint64 = 5,
+    /// `ncclFloat16` / `ncclHalf`; half.
+    Float16 = 6,
+    /// `ncclFloat32` / `ncclFloat`; float.
+    Float32 = 7,
+    /// `ncclFloat64` / `ncclDouble`; double.
+    Float64 = 8,
+    /// `ncclBfloat16`; bfloat16.
+    Bfloat16 = 9,
+    /// `ncclFloat8e4m3` (2.24+); f8e4m3.
+    Float8e4m3 = 10,
+    /// `ncclFloat8e5m2` (2.24+); f8e5m2.
+    Float8e5m2 = 11,
 }
 
 impl DataType {
-    /// All types.
+    /// All types, in C value order.
     pub const ALL: [DataType; 12] = [
         DataType::Int8,
         DataType::Uint8,
@@ -214,13 +286,30 @@ impl DataType {
             DataType::Float8e5m2 => "f8e5m2",
         }
     }
+    /// The name NCCL prints (`ncclDatatypeToString`, which names `ncclUint8` too).
+    pub fn nccl_name(self) -> &'static str {
+        match self {
+            DataType::Int8 => "ncclInt8",
+            DataType::Uint8 => "ncclUint8",
+            DataType::Int32 => "ncclInt32",
+            DataType::Uint32 => "ncclUint32",
+            DataType::Int64 => "ncclInt64",
+            DataType::Uint64 => "ncclUint64",
+            DataType::Float16 => "ncclFloat16",
+            DataType::Float32 => "ncclFloat32",
+            DataType::Float64 => "ncclFloat64",
+            DataType::Bfloat16 => "ncclBfloat16",
+            DataType::Float8e4m3 => "ncclFloat8e4m3",
+            DataType::Float8e5m2 => "ncclFloat8e5m2",
+        }
+    }
     /// fp8 types (NCCL pushes deep fp8 rings to the back of the selection).
     pub fn is_fp8(self) -> bool {
         matches!(self, DataType::Float8e4m3 | DataType::Float8e5m2)
     }
-    /// Floating-point type (avg becomes PreMulSum instead of SumPostDiv).
-    pub fn is_float(self) -> bool {
-        !matches!(
+    /// Integer type (ncclAvg sums then divides instead of scaling each input).
+    pub fn is_integer(self) -> bool {
+        matches!(
             self,
             DataType::Int8
                 | DataType::Uint8
@@ -230,10 +319,29 @@ impl DataType {
                 | DataType::Uint64
         )
     }
+    /// Floating-point type (avg becomes PreMulSum instead of SumPostDiv).
+    pub fn is_float(self) -> bool {
+        !self.is_integer()
+    }
+}
+
+impl TryFrom<i32> for DataType {
+    type Error = CostError;
+    /// From the `ncclDataType_t` value.
+    fn try_from(value: i32) -> Result<Self> {
+        from_c(
+            &DataType::ALL,
+            |d| d as i32,
+            value,
+            "datatype",
+            "an ncclDataType_t",
+        )
+    }
 }
 
 impl FromStr for DataType {
     type Err = CostError;
+    /// From the nccl-tests name or a common alias (`fp16`, `bf16`, `float32`, `int`, ...).
     fn from_str(s: &str) -> Result<Self> {
         let k = s.to_ascii_lowercase();
         let alias = match k.as_str() {
@@ -257,32 +365,43 @@ impl FromStr for DataType {
     }
 }
 
-/// `ncclRedOp_t` (built-in ones).
+/// The built-in `ncclRedOp_t` values. Values from [`RedOp::FIRST_DYNAMIC`] to
+/// [`RedOp::MAX_VALUE`] are operations a communicator created (`ncclRedOpCreatePreMulSum`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[repr(i32)]
 pub enum RedOp {
-    /// sum.
-    Sum,
-    /// prod.
-    Prod,
-    /// max.
-    Max,
-    /// min.
-    Min,
-    /// avg.
-    Avg,
+    /// `ncclSum`; nccl-tests sum.
+    Sum = 0,
+    /// `ncclProd`; prod.
+    Prod = 1,
+    /// `ncclMax`; max.
+    Max = 2,
+    /// `ncclMin`; min.
+    Min = 3,
+    /// `ncclAvg`; avg.
+    Avg = 4,
 }
 
 impl RedOp {
-    /// The reduction an `ncclRedOp_t` value prices as: NCCL's built-in numbers (sum 0, prod 1,
-    /// max 2, min 3, avg 4); PreMulSum ops (5 and up) are tuned as sums.
+    /// The built-in operations, in C value order.
+    pub const ALL: [RedOp; 5] = [RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min, RedOp::Avg];
+    /// `ncclNumOps`: the first value `ncclRedOpCreatePreMulSum` hands out.
+    pub const FIRST_DYNAMIC: i32 = 5;
+    /// `ncclMaxRedOp` for a 4-byte enum: the largest value an operation can have.
+    pub const MAX_VALUE: i32 = 0x7fff_ffff;
+
+    /// Whether an `ncclRedOp_t` value names an operation a communicator created (PreMulSum).
+    pub fn is_dynamic(op: i32) -> bool {
+        op >= RedOp::FIRST_DYNAMIC
+    }
+
+    /// The reduction an `ncclRedOp_t` value prices as: a built-in one as itself; PreMulSum ops
+    /// (and any other value) are tuned as sums.
     pub fn from_nccl(op: i64) -> RedOp {
-        match op {
-            1 => RedOp::Prod,
-            2 => RedOp::Max,
-            3 => RedOp::Min,
-            4 => RedOp::Avg,
-            _ => RedOp::Sum,
-        }
+        i32::try_from(op)
+            .ok()
+            .and_then(|v| RedOp::try_from(v).ok())
+            .unwrap_or(RedOp::Sum)
     }
 
     /// nccl-tests' name.
@@ -293,6 +412,16 @@ impl RedOp {
             RedOp::Max => "max",
             RedOp::Min => "min",
             RedOp::Avg => "avg",
+        }
+    }
+    /// The name of the C value (`nccl.h`).
+    pub fn nccl_name(self) -> &'static str {
+        match self {
+            RedOp::Sum => "ncclSum",
+            RedOp::Prod => "ncclProd",
+            RedOp::Max => "ncclMax",
+            RedOp::Min => "ncclMin",
+            RedOp::Avg => "ncclAvg",
         }
     }
     /// `ncclNvlsSupported(devRedOp, type)` (device.h): sum or min/max on 32/64-bit integers and
@@ -313,21 +442,32 @@ impl RedOp {
     }
 }
 
+impl TryFrom<i32> for RedOp {
+    type Error = CostError;
+    /// From a built-in `ncclRedOp_t` value; created operations are the runtime's to resolve.
+    fn try_from(value: i32) -> Result<Self> {
+        from_c(
+            &RedOp::ALL,
+            |o| o as i32,
+            value,
+            "reduction op",
+            "a built-in ncclRedOp_t",
+        )
+    }
+}
+
 impl FromStr for RedOp {
     type Err = CostError;
+    /// From the nccl-tests name.
     fn from_str(s: &str) -> Result<Self> {
-        Ok(match s.to_ascii_lowercase().as_str() {
-            "sum" => RedOp::Sum,
-            "prod" => RedOp::Prod,
-            "max" => RedOp::Max,
-            "min" => RedOp::Min,
-            "avg" => RedOp::Avg,
-            _ => {
-                return Err(CostError::Query(format!(
+        RedOp::ALL
+            .into_iter()
+            .find(|o| o.name() == s.to_ascii_lowercase())
+            .ok_or_else(|| {
+                CostError::Query(format!(
                     "unknown reduction \"{s}\" (expected sum, prod, max, min or avg)"
-                )))
-            }
-        })
+                ))
+            })
     }
 }
 
@@ -341,7 +481,7 @@ mod tests {
         assert_eq!(Collective::AllReduce.busbw_factor(8), 1.75);
         assert_eq!(Collective::AllGather.busbw_factor(8), 0.875);
         assert_eq!(Collective::ReduceScatter.busbw_factor(16), 15.0 / 16.0);
-        assert_eq!(Collective::AllToAll.busbw_factor(4), 0.75);
+        assert_eq!(Collective::AlltoAll.busbw_factor(4), 0.75);
         assert_eq!(Collective::Broadcast.busbw_factor(8), 1.0);
         assert_eq!(Collective::SendRecv.busbw_factor(8), 1.0);
     }
@@ -376,7 +516,7 @@ mod tests {
         );
         assert_eq!(
             "alltoall_perf".parse::<Collective>().unwrap(),
-            Collective::AllToAll
+            Collective::AlltoAll
         );
         assert!("allreduse"
             .parse::<Collective>()
@@ -388,5 +528,74 @@ mod tests {
         assert!(RedOp::Sum.nvls_supported(DataType::Float32));
         assert!(!RedOp::Max.nvls_supported(DataType::Float32));
         assert!(!RedOp::Sum.nvls_supported(DataType::Int8));
+    }
+
+    #[test]
+    fn c_values_are_ncclh_values() {
+        use Collective as C;
+        use DataType as D;
+        use RedOp as R;
+        let funcs = [
+            (C::Broadcast, 0),
+            (C::Reduce, 1),
+            (C::AllGather, 2),
+            (C::ReduceScatter, 3),
+        ];
+        let funcs = funcs
+            .into_iter()
+            .chain([(C::AllReduce, 4), (C::SendRecv, 5)]);
+        let funcs = funcs.chain([(C::AlltoAll, 8), (C::Scatter, 9), (C::Gather, 10)]);
+        for (c, v) in funcs {
+            assert_eq!(C::try_from(v).unwrap(), c);
+        }
+        for (v, d) in D::ALL.into_iter().enumerate() {
+            assert_eq!(D::try_from(v as i32).unwrap(), d);
+        }
+        assert_eq!(D::try_from(9).unwrap(), D::Bfloat16);
+        assert_eq!(D::try_from(11).unwrap().nccl_name(), "ncclFloat8e5m2");
+        let ops = [
+            (R::Sum, 0),
+            (R::Prod, 1),
+            (R::Max, 2),
+            (R::Min, 3),
+            (R::Avg, 4),
+        ];
+        for (o, v) in ops {
+            assert_eq!(R::try_from(v).unwrap(), o);
+            assert_eq!(R::from_nccl(v as i64), o);
+        }
+        assert_eq!(R::FIRST_DYNAMIC, R::ALL.len() as i32);
+        assert_eq!(R::from_nccl(R::FIRST_DYNAMIC as i64), R::Sum);
+    }
+
+    #[test]
+    fn bad_c_values_are_named() {
+        let e = |r: Result<String>| r.unwrap_err().to_string();
+        assert_eq!(
+            e(DataType::try_from(12).map(|d| d.name().into())),
+            "datatype 12 is not an ncclDataType_t"
+        );
+        assert_eq!(
+            e(DataType::try_from(-3).map(|d| d.name().into())),
+            "datatype -3 is not an ncclDataType_t"
+        );
+        assert_eq!(
+            e(RedOp::try_from(5).map(|o| o.name().into())),
+            "reduction op 5 is not a built-in ncclRedOp_t"
+        );
+        for send_or_recv in [6, 7, 11] {
+            assert!(
+                e(Collective::try_from(send_or_recv).map(|c| c.name().into()))
+                    .starts_with(&format!("collective {send_or_recv} is not"))
+            );
+        }
+    }
+
+    #[test]
+    fn nccl_names() {
+        assert_eq!(Collective::AlltoAll.nccl_name(), "AlltoAll");
+        assert_eq!(Collective::AllReduce.nccl_name(), "AllReduce");
+        assert_eq!(DataType::Bfloat16.nccl_name(), "ncclBfloat16");
+        assert_eq!(RedOp::Avg.nccl_name(), "ncclAvg");
     }
 }

@@ -10,6 +10,10 @@
 //! - with `NCCLSIM_DEBUG` set (and not `0`) failures and panics are printed on stderr as
 //!   `ncclsim <library>: <function>: <message>`.
 //!
+//! C callbacks a library hands to others (`atexit` handlers, host work the CUDA core runs)
+//! have no C code to return; their bodies run under [`callback`], which also keeps panics
+//! from crossing into C. No other library crate calls `catch_unwind`.
+//!
 //! [`non_null!`] writes through (or reads from) a C pointer after checking it is not null,
 //! returning the caller's error otherwise; [`write_c_string`] fills C string buffers.
 //!
@@ -21,7 +25,7 @@ use std::any::Any;
 use std::ffi::c_char;
 use std::fmt::Display;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 /// What the boundary knows of a C library besides its error type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,6 +194,37 @@ pub fn call_value<E: FfiError, T>(
         }
         fallback()
     })
+}
+
+/// Runs the body of a C callback of the library of `E` (an `atexit` handler, host work handed to
+/// the CUDA core): there is no C code to map, so a panic yields `fallback()` instead of the
+/// body's value. The first panic of each callback is printed when `NCCLSIM_DEBUG` is set (also
+/// for a library whose callers print its errors, since a callback has no caller to tell), as
+/// `ncclsim <library>: <callback>: panic caught at the C boundary: <message>`; later ones are
+/// not, so a callback that runs per operation does not flood the log.
+pub fn callback<E: FfiError, T>(
+    function: &'static str,
+    fallback: impl FnOnce() -> T,
+    body: impl FnOnce() -> T,
+) -> T {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|payload| {
+        if first_panic_of(E::LIBRARY.name, function) {
+            let message = format!("{PANIC_LOG}: {}", panic_message(payload.as_ref()));
+            log_failure(E::LIBRARY.name, function, &message);
+        }
+        fallback()
+    })
+}
+
+/// Whether this is the first panic of `function` of `library` in this process.
+fn first_panic_of(library: &'static str, function: &'static str) -> bool {
+    static SEEN: Mutex<Vec<(&str, &str)>> = Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+    if seen.contains(&(library, function)) {
+        return false;
+    }
+    seen.push((library, function));
+    true
 }
 
 /// Writes a C function whose body runs inside the boundary.
@@ -395,6 +430,15 @@ mod tests {
         assert!(unsafe { ptr() }.is_null());
         assert_eq!(deref(&8).ok(), Some(8));
         assert_eq!(deref(std::ptr::null()).err().map(|e| e.0), Some(3));
+    }
+
+    #[test]
+    fn callbacks_return_their_value_or_the_fallback() {
+        assert_eq!(callback::<E, i32>("cb", || -1, || 4), 4);
+        assert_eq!(callback::<E, i32>("cb", || -1, || panic!("cb failed")), -1);
+        assert!(!first_panic_of("libtest", "cb"), "the panic above was seen");
+        assert_eq!(callback::<E, i32>("cb", || -2, || panic!("again")), -2);
+        assert!(first_panic_of("libtest", "other callback"));
     }
 
     #[test]

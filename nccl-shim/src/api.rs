@@ -9,9 +9,10 @@
 use crate::comm::{self, Joining};
 use crate::error::{self, NcclError, Result};
 use crate::group;
-use crate::ops::{Coll, CollKind, Op, P2p};
+use crate::ops::{Coll, Op, P2p};
 use crate::types::{
-    result, CommConfig, CommProperties, DataType, RawConfig, Team, UniqueId, NCCL_VERSION_CODE,
+    result, Collective, CommConfig, CommProperties, DataType, RawConfig, Team, UniqueId,
+    NCCL_VERSION_CODE,
 };
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -99,9 +100,14 @@ fn device_buffer(ptr: usize, elems: usize, dtype: DataType, what: &str) -> Resul
     Ok(())
 }
 
+/// An `ncclDataType_t` argument; `ncclInvalidArgument` naming the value otherwise.
+fn data_type(value: i32) -> Result<DataType> {
+    DataType::try_from(value).map_err(|e| NcclError::invalid_argument(e.to_string()))
+}
+
 #[allow(clippy::too_many_arguments)]
 fn collective(
-    kind: CollKind,
+    kind: Collective,
     send: usize,
     recv: usize,
     count: usize,
@@ -112,7 +118,7 @@ fn collective(
     stream: Stream,
 ) -> Result<()> {
     let c = group::comm(comm)?;
-    let dtype = DataType::from_raw(dtype)?;
+    let dtype = data_type(dtype)?;
     if kind.rooted() && (root < 0 || root as usize >= c.nranks) {
         return Err(NcclError::invalid_argument(format!(
             "root {root} is not a rank of this communicator (0..{})",
@@ -120,10 +126,7 @@ fn collective(
         )));
     }
     let root = if kind.rooted() { root as usize } else { 0 };
-    let reducing = matches!(
-        kind,
-        CollKind::AllReduce | CollKind::Reduce | CollKind::ReduceScatter
-    );
+    let reducing = kind.reduces();
     let red = if reducing {
         c.redops
             .lock()
@@ -158,7 +161,7 @@ fn p2p(
     stream: Stream,
 ) -> Result<()> {
     let c = group::comm(comm)?;
-    let dtype = DataType::from_raw(dtype)?;
+    let dtype = data_type(dtype)?;
     if peer < 0 || peer as usize >= c.nranks {
         return Err(NcclError::invalid_argument(format!(
             "peer {peer} is not a rank of this communicator (0..{})",
@@ -536,8 +539,11 @@ fn ncclMemFree | pncclMemFree(ptr: *mut c_void) {
 }
 fn ncclRedOpCreatePreMulSum | pncclRedOpCreatePreMulSum(op: *mut i32, scalar: *mut c_void, datatype: i32, residence: i32, comm: Comm) {
     let c = group::comm(comm)?;
-    let dtype = DataType::from_raw(datatype)?;
-    let id = c.redops.lock().map_err(|_| NcclError::internal("redop lock poisoned"))?.create(dtype, scalar as usize, residence)?;
+    let dtype = data_type(datatype)?;
+    let mut ops = c.redops.lock().map_err(|_| NcclError::internal("redop lock poisoned"))?;
+    // SAFETY: a host-immediate scalar points to one element of `datatype` (NCCL's API contract).
+    let id = unsafe { ops.create(dtype, scalar as usize, residence) }?;
+    drop(ops);
     out(op, id, "op")
 }
 fn ncclRedOpDestroy | pncclRedOpDestroy(op: i32, comm: Comm) {
@@ -546,31 +552,31 @@ fn ncclRedOpDestroy | pncclRedOpDestroy(op: i32, comm: Comm) {
     r
 }
 fn ncclAllReduce | pncclAllReduce(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: i32, op: i32, comm: Comm, stream: Stream) {
-    collective(CollKind::AllReduce, sendbuff as usize, recvbuff as usize, count, datatype, op, 0, comm, stream)
+    collective(Collective::AllReduce, sendbuff as usize, recvbuff as usize, count, datatype, op, 0, comm, stream)
 }
 fn ncclReduce | pncclReduce(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: i32, op: i32, root: i32, comm: Comm, stream: Stream) {
-    collective(CollKind::Reduce, sendbuff as usize, recvbuff as usize, count, datatype, op, root, comm, stream)
+    collective(Collective::Reduce, sendbuff as usize, recvbuff as usize, count, datatype, op, root, comm, stream)
 }
 fn ncclBroadcast | pncclBroadcast(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: i32, root: i32, comm: Comm, stream: Stream) {
-    collective(CollKind::Broadcast, sendbuff as usize, recvbuff as usize, count, datatype, 0, root, comm, stream)
+    collective(Collective::Broadcast, sendbuff as usize, recvbuff as usize, count, datatype, 0, root, comm, stream)
 }
 fn ncclBcast | pncclBcast(buff: *mut c_void, count: usize, datatype: i32, root: i32, comm: Comm, stream: Stream) {
-    collective(CollKind::Broadcast, buff as usize, buff as usize, count, datatype, 0, root, comm, stream)
+    collective(Collective::Broadcast, buff as usize, buff as usize, count, datatype, 0, root, comm, stream)
 }
 fn ncclAllGather | pncclAllGather(sendbuff: *const c_void, recvbuff: *mut c_void, sendcount: usize, datatype: i32, comm: Comm, stream: Stream) {
-    collective(CollKind::AllGather, sendbuff as usize, recvbuff as usize, sendcount, datatype, 0, 0, comm, stream)
+    collective(Collective::AllGather, sendbuff as usize, recvbuff as usize, sendcount, datatype, 0, 0, comm, stream)
 }
 fn ncclReduceScatter | pncclReduceScatter(sendbuff: *const c_void, recvbuff: *mut c_void, recvcount: usize, datatype: i32, op: i32, comm: Comm, stream: Stream) {
-    collective(CollKind::ReduceScatter, sendbuff as usize, recvbuff as usize, recvcount, datatype, op, 0, comm, stream)
+    collective(Collective::ReduceScatter, sendbuff as usize, recvbuff as usize, recvcount, datatype, op, 0, comm, stream)
 }
 fn ncclAlltoAll | pncclAlltoAll(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: i32, comm: Comm, stream: Stream) {
-    collective(CollKind::AlltoAll, sendbuff as usize, recvbuff as usize, count, datatype, 0, 0, comm, stream)
+    collective(Collective::AlltoAll, sendbuff as usize, recvbuff as usize, count, datatype, 0, 0, comm, stream)
 }
 fn ncclGather | pncclGather(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: i32, root: i32, comm: Comm, stream: Stream) {
-    collective(CollKind::Gather, sendbuff as usize, recvbuff as usize, count, datatype, 0, root, comm, stream)
+    collective(Collective::Gather, sendbuff as usize, recvbuff as usize, count, datatype, 0, root, comm, stream)
 }
 fn ncclScatter | pncclScatter(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: i32, root: i32, comm: Comm, stream: Stream) {
-    collective(CollKind::Scatter, sendbuff as usize, recvbuff as usize, count, datatype, 0, root, comm, stream)
+    collective(Collective::Scatter, sendbuff as usize, recvbuff as usize, count, datatype, 0, root, comm, stream)
 }
 fn ncclSend | pncclSend(sendbuff: *const c_void, count: usize, datatype: i32, peer: i32, comm: Comm, stream: Stream) {
     p2p(true, sendbuff as usize, count, datatype, peer, comm, stream)

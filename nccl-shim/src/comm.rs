@@ -477,8 +477,10 @@ fn join(id: &crate::types::UniqueId, j: Joining) -> Result<Comm> {
         .iter()
         .map(|b| Member::decode(b))
         .collect::<Result<Vec<_>>>()?;
-    // NCCLSIM_TEST_KILL_IN_INIT=R (a test-only setting): rank R's process kills itself
-    // (SIGKILL) between the root's table and the hub, so tests can lose a rank mid-init.
+    // NCCLSIM_TEST_KILL_IN_INIT=R (tests only: cargo feature `fault-injection`, and debug
+    // builds, see `Cargo.toml`): rank R's process kills itself (SIGKILL) between the root's
+    // table and the hub, so tests can lose a rank mid-init.
+    #[cfg(any(feature = "fault-injection", debug_assertions))]
     if std::env::var("NCCLSIM_TEST_KILL_IN_INIT").is_ok_and(|v| v.trim() == j.rank.to_string()) {
         // SAFETY: raising a signal has no memory effects.
         unsafe { libc::raise(libc::SIGKILL) };

@@ -3,93 +3,14 @@
 //! PreMulSum reductions a communicator created.
 
 use crate::error::{NcclError, Result};
-use crate::types::{redop, residence, DataType, Reduction};
+use crate::types::{residence, Collective, DataType, RedOp, Reduction};
 use std::collections::HashMap;
-
-/// Collective kinds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u32)]
-pub enum CollKind {
-    /// ncclAllReduce
-    AllReduce = 1,
-    /// ncclReduce
-    Reduce = 2,
-    /// ncclBroadcast / ncclBcast
-    Broadcast = 3,
-    /// ncclAllGather
-    AllGather = 4,
-    /// ncclReduceScatter
-    ReduceScatter = 5,
-    /// ncclAlltoAll
-    AlltoAll = 6,
-    /// ncclGather
-    Gather = 7,
-    /// ncclScatter
-    Scatter = 8,
-}
-
-impl CollKind {
-    /// NCCL's name of the collective.
-    pub fn name(self) -> &'static str {
-        match self {
-            CollKind::AllReduce => "AllReduce",
-            CollKind::Reduce => "Reduce",
-            CollKind::Broadcast => "Broadcast",
-            CollKind::AllGather => "AllGather",
-            CollKind::ReduceScatter => "ReduceScatter",
-            CollKind::AlltoAll => "AlltoAll",
-            CollKind::Gather => "Gather",
-            CollKind::Scatter => "Scatter",
-        }
-    }
-
-    /// From the number stored in the shared segment.
-    pub fn from_raw(v: u32) -> Option<CollKind> {
-        use CollKind::*;
-        [
-            AllReduce,
-            Reduce,
-            Broadcast,
-            AllGather,
-            ReduceScatter,
-            AlltoAll,
-            Gather,
-            Scatter,
-        ]
-        .into_iter()
-        .find(|k| *k as u32 == v)
-    }
-
-    /// Whether the collective has a root.
-    pub fn rooted(self) -> bool {
-        matches!(
-            self,
-            CollKind::Reduce | CollKind::Broadcast | CollKind::Gather | CollKind::Scatter
-        )
-    }
-
-    /// Elements of the send and receive buffers of rank `rank` for `count` (NCCL's per-call
-    /// count: per-rank count for AllGather/ReduceScatter/AlltoAll/Gather/Scatter blocks).
-    pub fn extents(self, count: usize, nranks: usize, rank: usize, root: usize) -> (usize, usize) {
-        use CollKind::*;
-        match self {
-            AllReduce => (count, count),
-            Reduce => (count, if rank == root { count } else { 0 }),
-            Broadcast => (if rank == root { count } else { 0 }, count),
-            AllGather => (count, count * nranks),
-            ReduceScatter => (count * nranks, count),
-            AlltoAll => (count * nranks, count * nranks),
-            Gather => (count, if rank == root { count * nranks } else { 0 }),
-            Scatter => (if rank == root { count * nranks } else { 0 }, count),
-        }
-    }
-}
 
 /// A collective call.
 #[derive(Debug, Clone, Copy)]
 pub struct Coll {
-    /// Which collective.
-    pub kind: CollKind,
+    /// Which collective (never `SendRecv`: sends and receives are [`P2p`]).
+    pub kind: Collective,
     /// Element type.
     pub dtype: DataType,
     /// Reduction (reducing collectives).
@@ -148,7 +69,11 @@ pub struct RedOps {
 
 impl RedOps {
     /// Registers a PreMulSum op; returns its `ncclRedOp_t`.
-    pub fn create(&mut self, dtype: DataType, scalar: usize, res: i32) -> Result<i32> {
+    ///
+    /// # Safety
+    /// With `ncclScalarHostImmediate`, a non-null `scalar` must point to one readable element
+    /// of `dtype` (a device scalar is only kept, and read when an operation runs).
+    pub unsafe fn create(&mut self, dtype: DataType, scalar: usize, res: i32) -> Result<i32> {
         if scalar == 0 {
             return Err(NcclError::invalid_argument(
                 "ncclRedOpCreatePreMulSum: scalar is NULL",
@@ -157,7 +82,7 @@ impl RedOps {
         let def = match res {
             residence::HOST_IMMEDIATE => {
                 let mut b = [0u8; 8];
-                // SAFETY: the caller's host scalar holds one element of `dtype` (API contract).
+                // SAFETY: the host scalar holds one element of `dtype` (this function's contract).
                 unsafe { std::ptr::copy_nonoverlapping(scalar as *const u8, b.as_mut_ptr(), dtype.size()) };
                 PreMulSum { dtype, host_scalar: Some(u64::from_le_bytes(b)), device_scalar: 0 }
             }
@@ -173,15 +98,15 @@ impl RedOps {
                 "too many PreMulSum ops alive on this communicator",
             ));
         }
-        let id = redop::FIRST_DYNAMIC_OP + self.next;
-        self.next = self.next.wrapping_add(1) % (redop::MAX_REDOP - redop::FIRST_DYNAMIC_OP);
+        let id = RedOp::FIRST_DYNAMIC + self.next;
+        self.next = self.next.wrapping_add(1) % (RedOp::MAX_VALUE - RedOp::FIRST_DYNAMIC);
         self.ops.insert(id, def);
         Ok(id)
     }
 
     /// Destroys one.
     pub fn destroy(&mut self, op: i32) -> Result<()> {
-        if op < redop::FIRST_DYNAMIC_OP {
+        if !RedOp::is_dynamic(op) {
             return Err(NcclError::invalid_argument(format!(
                 "ncclRedOpDestroy: op {op} is a built-in operation"
             )));
@@ -195,13 +120,13 @@ impl RedOps {
 
     /// The reduction `op` means for `dtype` on `nranks` ranks.
     pub fn resolve(&self, op: i32, dtype: DataType, nranks: usize) -> Result<Reduction> {
-        Ok(match op {
-            redop::SUM => Reduction::Sum,
-            redop::PROD => Reduction::Prod,
-            redop::MAX => Reduction::Max,
-            redop::MIN => Reduction::Min,
-            redop::AVG => crate::reduce::average(dtype, nranks),
-            _ => {
+        Ok(match RedOp::try_from(op) {
+            Ok(RedOp::Sum) => Reduction::Sum,
+            Ok(RedOp::Prod) => Reduction::Prod,
+            Ok(RedOp::Max) => Reduction::Max,
+            Ok(RedOp::Min) => Reduction::Min,
+            Ok(RedOp::Avg) => crate::reduce::average(dtype, nranks),
+            Err(_) => {
                 let d = self.ops.get(&op).ok_or_else(|| {
                     NcclError::invalid_argument(format!(
                         "reduction op {op} is not a valid ncclRedOp_t on this communicator"

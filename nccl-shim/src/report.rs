@@ -49,14 +49,18 @@ pub fn enabled() -> bool {
 }
 
 extern "C" fn at_exit() {
-    let _ = std::panic::catch_unwind(|| {
-        publish(true);
-        if crate::error::level() >= crate::error::Level::Info {
-            for line in text_lines() {
-                crate::error::info(&line);
+    ffi_boundary::callback::<crate::error::NcclError, ()>(
+        "at_exit",
+        || (),
+        || {
+            publish(true);
+            if crate::error::level() >= crate::error::Level::Info {
+                for line in text_lines() {
+                    crate::error::info(&line);
+                }
             }
-        }
-    });
+        },
+    );
 }
 
 /// Records a planned communicator (at init).

@@ -9,7 +9,7 @@
 //! selects the calibrated times; `NCCLSIM_SIM=0` turns the simulation off.
 
 use crate::error::{self, NcclError, Result};
-use cost_model::types::{Collective, RedOp};
+use cost_model::types::{Collective, DataType, RedOp};
 use cost_model::{CostModel, Mode, Prediction, TunerSettings};
 use planner::{CommPlan, Member, Planner, PlannerSettings};
 use std::collections::HashMap;
@@ -182,21 +182,19 @@ impl Sim {
 /// The cost model's view of a collective call: its collective and its nccl-tests size.
 pub fn predict(
     c: &CommSim,
-    kind: crate::ops::CollKind,
+    kind: Collective,
     count: usize,
-    dtype: crate::types::DataType,
+    dtype: DataType,
     op: i32,
     nranks: usize,
 ) -> Option<Prediction> {
-    use crate::ops::CollKind as K;
     let per_rank = count as u64 * dtype.size() as u64;
     let bytes = match kind {
-        K::AllReduce | K::Reduce | K::Broadcast => per_rank,
+        Collective::AllReduce | Collective::Reduce | Collective::Broadcast => per_rank,
         _ => per_rank * nranks as u64,
     };
-    let dt = cost_model::types::DataType::ALL[dtype as usize];
     c.model
-        .predict(collective(kind), bytes, dt, RedOp::from_nccl(op as i64))
+        .predict(kind, bytes, dtype, RedOp::from_nccl(op as i64))
         .ok()
 }
 
@@ -242,10 +240,10 @@ pub fn simulate_group(ops: &[(Arc<crate::comm::Comm>, crate::ops::Op)]) -> Resul
             .filter(|(c, _)| Arc::ptr_eq(c, comm))
             .filter_map(|(_, o)| match o {
                 // NCCL groups and tunes only its tuned functions.
-                Op::Coll(c) if collective(c.kind).func().is_some() => Some(cost_model::GroupOp {
-                    coll: collective(c.kind),
+                Op::Coll(c) if c.kind.func().is_some() => Some(cost_model::GroupOp {
+                    coll: c.kind,
                     count: c.count as u64,
-                    dtype: cost_model::types::DataType::ALL[c.dtype as usize],
+                    dtype: c.dtype,
                     op: RedOp::from_nccl(c.op as i64),
                 }),
                 Op::Coll(_) => None,
@@ -262,19 +260,4 @@ pub fn simulate_group(ops: &[(Arc<crate::comm::Comm>, crate::ops::Op)]) -> Resul
         t = est.nccl_estimated_time_us;
     }
     Ok(t)
-}
-
-/// The cost model's collective for a call.
-fn collective(kind: crate::ops::CollKind) -> Collective {
-    use crate::ops::CollKind as K;
-    match kind {
-        K::AllReduce => Collective::AllReduce,
-        K::Reduce => Collective::Reduce,
-        K::Broadcast => Collective::Broadcast,
-        K::AllGather => Collective::AllGather,
-        K::ReduceScatter => Collective::ReduceScatter,
-        K::AlltoAll => Collective::AllToAll,
-        K::Gather => Collective::Gather,
-        K::Scatter => Collective::Scatter,
-    }
 }

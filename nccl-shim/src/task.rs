@@ -102,8 +102,11 @@ impl Task {
 unsafe extern "C" fn run_task(data: *mut c_void) {
     // SAFETY: `data` is the `Task` `enqueue` handed to the core, alive until `release_task`.
     let task = unsafe { &*(data as *const Task) };
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task.run()))
-        .unwrap_or_else(|_| Err(NcclError::internal("panic while running an operation")));
+    let r = ffi_boundary::callback::<NcclError, _>(
+        "run_task",
+        || Err(NcclError::internal("panic while running an operation")),
+        || task.run(),
+    );
     if let Err(e) = &r {
         crate::error::record("operation", e);
         let _ = task.comm.async_error.compare_exchange(
@@ -141,7 +144,7 @@ fn price(comm: &Comm, work: &Work) -> Option<Priced> {
                 String::new()
             };
             Some(Priced {
-                name: c.kind.name(),
+                name: c.kind.nccl_name(),
                 predicted: (p.time_us * 1e3).round() as u64,
                 bytes: p.bytes,
                 args,

@@ -1,5 +1,7 @@
-//! NCCL's C-visible types and numbers (NCCL 2.30.7 `src/nccl.h.in`): result codes, data
-//! types, reduction operations, `ncclConfig_t` read by its own `size`, the 128-byte unique id.
+//! NCCL's C-visible types and numbers (NCCL 2.30.7 `src/nccl.h.in`): result codes, the
+//! reduction as the data path applies it, `ncclConfig_t` read by its own `size`, the 128-byte
+//! unique id. Collectives, data types and reduction operations are the cost model's
+//! vocabulary ([`cost_model::types`]), re-exported here.
 
 use crate::error::{NcclError, Result};
 
@@ -48,97 +50,7 @@ pub fn error_string(code: i32) -> &'static std::ffi::CStr {
     }
 }
 
-/// `ncclDataType_t`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum DataType {
-    /// ncclInt8 / ncclChar
-    Int8 = 0,
-    /// ncclUint8
-    Uint8 = 1,
-    /// ncclInt32 / ncclInt
-    Int32 = 2,
-    /// ncclUint32
-    Uint32 = 3,
-    /// ncclInt64
-    Int64 = 4,
-    /// ncclUint64
-    Uint64 = 5,
-    /// ncclFloat16 / ncclHalf
-    Float16 = 6,
-    /// ncclFloat32 / ncclFloat
-    Float32 = 7,
-    /// ncclFloat64 / ncclDouble
-    Float64 = 8,
-    /// ncclBfloat16
-    Bfloat16 = 9,
-    /// ncclFloat8e4m3 (2.24+)
-    Float8e4m3 = 10,
-    /// ncclFloat8e5m2 (2.24+)
-    Float8e5m2 = 11,
-}
-
-impl DataType {
-    /// From the C value; `ncclInvalidArgument` naming the value otherwise.
-    pub fn from_raw(v: i32) -> Result<DataType> {
-        use DataType::*;
-        Ok(match v {
-            0 => Int8,
-            1 => Uint8,
-            2 => Int32,
-            3 => Uint32,
-            4 => Int64,
-            5 => Uint64,
-            6 => Float16,
-            7 => Float32,
-            8 => Float64,
-            9 => Bfloat16,
-            10 => Float8e4m3,
-            11 => Float8e5m2,
-            _ => {
-                return Err(NcclError::invalid_argument(format!(
-                    "datatype {v} is not an ncclDataType_t"
-                )))
-            }
-        })
-    }
-
-    /// Bytes per element.
-    pub fn size(self) -> usize {
-        use DataType::*;
-        match self {
-            Int8 | Uint8 | Float8e4m3 | Float8e5m2 => 1,
-            Float16 | Bfloat16 => 2,
-            Int32 | Uint32 | Float32 => 4,
-            Int64 | Uint64 | Float64 => 8,
-        }
-    }
-
-    /// Whether the type is an integer (ncclAvg divides after summing instead of scaling).
-    pub fn is_integer(self) -> bool {
-        use DataType::*;
-        matches!(self, Int8 | Uint8 | Int32 | Uint32 | Int64 | Uint64)
-    }
-}
-
-/// The built-in `ncclRedOp_t` values; created PreMulSum operations are numbered from
-/// [`FIRST_DYNAMIC_OP`].
-pub mod redop {
-    /// ncclSum
-    pub const SUM: i32 = 0;
-    /// ncclProd
-    pub const PROD: i32 = 1;
-    /// ncclMax
-    pub const MAX: i32 = 2;
-    /// ncclMin
-    pub const MIN: i32 = 3;
-    /// ncclAvg
-    pub const AVG: i32 = 4;
-    /// ncclNumOps: the first number `ncclRedOpCreatePreMulSum` hands out.
-    pub const FIRST_DYNAMIC_OP: i32 = 5;
-    /// ncclMaxRedOp for a 4-byte enum.
-    pub const MAX_REDOP: i32 = 0x7fff_ffff;
-}
+pub use cost_model::types::{Collective, DataType, RedOp};
 
 /// A reduction as the data path applies it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -433,11 +345,5 @@ mod tests {
         // SAFETY: the buffer is a live, initialised config of at least the size it declares.
         let e = unsafe { CommConfig::read(words.as_ptr().cast(), &CommConfig::default()) };
         assert!(e.unwrap_err().to_string().contains("magic"));
-    }
-
-    #[test]
-    fn datatypes() {
-        assert_eq!(DataType::from_raw(9).unwrap().size(), 2);
-        assert!(DataType::from_raw(12).is_err());
     }
 }

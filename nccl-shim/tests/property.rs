@@ -4,21 +4,20 @@
 //! here in rank order with the library's arithmetic, bit for bit.
 
 use nccl::api::*;
-use nccl::ops::CollKind;
 use nccl::reduce;
-use nccl::types::{DataType, Reduction};
+use nccl::types::{Collective, DataType, Reduction};
 use proptest::prelude::*;
 use std::ffi::c_void;
 
-const KINDS: [CollKind; 8] = [
-    CollKind::AllReduce,
-    CollKind::Reduce,
-    CollKind::Broadcast,
-    CollKind::AllGather,
-    CollKind::ReduceScatter,
-    CollKind::AlltoAll,
-    CollKind::Gather,
-    CollKind::Scatter,
+const KINDS: [Collective; 8] = [
+    Collective::AllReduce,
+    Collective::Reduce,
+    Collective::Broadcast,
+    Collective::AllGather,
+    Collective::ReduceScatter,
+    Collective::AlltoAll,
+    Collective::Gather,
+    Collective::Scatter,
 ];
 
 fn dev_alloc(dev: i32, bytes: usize) -> usize {
@@ -51,7 +50,7 @@ fn input(dtype: DataType, seed: u64, n: usize) -> Vec<u8> {
 }
 
 fn reference(
-    kind: CollKind,
+    kind: Collective,
     dtype: DataType,
     red: Reduction,
     n: usize,
@@ -72,36 +71,37 @@ fn reference(
     };
     for (r, o) in out.iter_mut().enumerate() {
         *o = match kind {
-            CollKind::AllReduce => red_all(0, b),
-            CollKind::Reduce => {
+            Collective::AllReduce => red_all(0, b),
+            Collective::Reduce => {
                 if r == root {
                     red_all(0, b)
                 } else {
                     Vec::new()
                 }
             }
-            CollKind::Broadcast => inputs[root][..b].to_vec(),
-            CollKind::AllGather => inputs.iter().flat_map(|i| i[..b].to_vec()).collect(),
-            CollKind::ReduceScatter => red_all(r * b, b),
-            CollKind::AlltoAll => inputs
+            Collective::Broadcast => inputs[root][..b].to_vec(),
+            Collective::AllGather => inputs.iter().flat_map(|i| i[..b].to_vec()).collect(),
+            Collective::ReduceScatter => red_all(r * b, b),
+            Collective::AlltoAll => inputs
                 .iter()
                 .flat_map(|i| i[r * b..(r + 1) * b].to_vec())
                 .collect(),
-            CollKind::Gather => {
+            Collective::Gather => {
                 if r == root {
                     inputs.iter().flat_map(|i| i[..b].to_vec()).collect()
                 } else {
                     Vec::new()
                 }
             }
-            CollKind::Scatter => inputs[root][r * b..(r + 1) * b].to_vec(),
+            Collective::Scatter => inputs[root][r * b..(r + 1) * b].to_vec(),
+            Collective::SendRecv => unreachable!("not among KINDS"),
         };
     }
     out
 }
 
 fn run_case(
-    kind: CollKind,
+    kind: Collective,
     dtype: DataType,
     op: i32,
     n: usize,
@@ -116,7 +116,7 @@ fn run_case(
     let es = dtype.size();
     let (se, _) = kind.extents(count, n, 0, root);
     let send_elems = match kind {
-        CollKind::ReduceScatter | CollKind::AlltoAll | CollKind::Scatter => count * n,
+        Collective::ReduceScatter | Collective::AlltoAll | Collective::Scatter => count * n,
         _ => count,
     }
     .max(se);
@@ -151,14 +151,15 @@ fn run_case(
         // SAFETY: test buffers and handles come from the calls above and outlive this use; lengths match their allocations.
         let rc = unsafe {
             match kind {
-                CollKind::AllReduce => ncclAllReduce(s, d, count, t, op, c, stream),
-                CollKind::Reduce => ncclReduce(s, d, count, t, op, root as i32, c, stream),
-                CollKind::Broadcast => ncclBroadcast(s, d, count, t, root as i32, c, stream),
-                CollKind::AllGather => ncclAllGather(s, d, count, t, c, stream),
-                CollKind::ReduceScatter => ncclReduceScatter(s, d, count, t, op, c, stream),
-                CollKind::AlltoAll => ncclAlltoAll(s, d, count, t, c, stream),
-                CollKind::Gather => ncclGather(s, d, count, t, root as i32, c, stream),
-                CollKind::Scatter => ncclScatter(s, d, count, t, root as i32, c, stream),
+                Collective::AllReduce => ncclAllReduce(s, d, count, t, op, c, stream),
+                Collective::Reduce => ncclReduce(s, d, count, t, op, root as i32, c, stream),
+                Collective::Broadcast => ncclBroadcast(s, d, count, t, root as i32, c, stream),
+                Collective::AllGather => ncclAllGather(s, d, count, t, c, stream),
+                Collective::ReduceScatter => ncclReduceScatter(s, d, count, t, op, c, stream),
+                Collective::AlltoAll => ncclAlltoAll(s, d, count, t, c, stream),
+                Collective::Gather => ncclGather(s, d, count, t, root as i32, c, stream),
+                Collective::Scatter => ncclScatter(s, d, count, t, root as i32, c, stream),
+                Collective::SendRecv => unreachable!("not among KINDS"),
             }
         };
         prop_assert_eq!(rc, 0, "enqueue on rank {}", r);
@@ -204,7 +205,7 @@ proptest! {
         root in 0usize..8,
         seed in any::<u64>(),
     ) {
-        let dtype = DataType::from_raw(dtype).expect("type");
+        let dtype = DataType::try_from(dtype).expect("type");
         run_case(KINDS[kind], dtype, op, n, count, root % n, seed)?;
     }
 }

@@ -236,14 +236,30 @@ impl Client {
     }
 
     /// Stream-ordered copy.
-    pub fn memcpy(&self, dst: usize, src: usize, n: usize, kind: i32, stream: u64) -> Result<()> {
-        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
+    ///
+    /// # Safety
+    /// As `Core::memcpy`: host sides must be valid for the copy during this call (if the stream
+    /// is capturing, at every launch of a graph made from the capture).
+    pub unsafe fn memcpy(
+        &self,
+        dst: usize,
+        src: usize,
+        n: usize,
+        kind: i32,
+        stream: u64,
+    ) -> Result<()> {
+        // SAFETY: the loader checked the table's size; the host sides are this function's
+        // contract.
         self.check(unsafe { (self.api.memcpy)(dst, src, n, kind, stream) })
     }
 
     /// Stream-ordered pitched copy.
+    ///
+    /// # Safety
+    /// As `Core::memcpy_2d`: host sides must be valid for every row of the copy during this
+    /// call (if the stream is capturing, at every launch of a graph made from the capture).
     #[allow(clippy::too_many_arguments)]
-    pub fn memcpy_2d(
+    pub unsafe fn memcpy_2d(
         &self,
         dst: usize,
         dpitch: usize,
@@ -254,7 +270,8 @@ impl Client {
         kind: i32,
         stream: u64,
     ) -> Result<()> {
-        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
+        // SAFETY: the loader checked the table's size; the host sides are this function's
+        // contract.
         self.check(unsafe {
             (self.api.memcpy_2d)(dst, dpitch, src, spitch, width, height, kind, stream)
         })

@@ -208,7 +208,10 @@ impl Core {
     }
 
     /// `cudaMemcpyAsync`: copies `n` bytes in stream order.
-    pub fn memcpy(
+    ///
+    /// # Safety
+    /// As [`Core::memcpy_2d`] with one row of `n` bytes.
+    pub unsafe fn memcpy(
         &self,
         dst: usize,
         src: usize,
@@ -216,12 +219,20 @@ impl Core {
         kind: CopyKind,
         stream: u64,
     ) -> Result<()> {
-        self.memcpy_2d(dst, n, src, n, n, 1, kind, stream)
+        // SAFETY: the same ranges, under this function's contract.
+        unsafe { self.memcpy_2d(dst, n, src, n, n, 1, kind, stream) }
     }
 
     /// `cudaMemcpy2DAsync`: `height` rows of `width` bytes between pitched buffers.
+    ///
+    /// # Safety
+    /// Device sides are checked (live allocations of the right size and access). A side outside
+    /// device memory is host memory the core copies from (`src`) or to (`dst`) during this
+    /// call, or, if the stream is capturing, at every launch of a graph made from the capture:
+    /// then each of its rows must be readable (`src`) or writable (`dst`) and not touched by
+    /// another thread, as the CUDA runtime requires of its callers.
     #[allow(clippy::too_many_arguments)]
-    pub fn memcpy_2d(
+    pub unsafe fn memcpy_2d(
         &self,
         dst: usize,
         dpitch: usize,
@@ -302,7 +313,11 @@ impl Core {
     /// Host work of the program (`cudaLaunchHostFunc`, the vtable's `enqueue`): `func(data)`
     /// runs in stream order after `duration_ns` of virtual time; captured and replayed like
     /// any other work.
-    pub fn enqueue_host(
+    ///
+    /// # Safety
+    /// `func(data)` must be safe to call on this thread during this call, or, if the stream is
+    /// capturing, on the launching thread at every launch of a graph made from the capture.
+    pub unsafe fn enqueue_host(
         &self,
         stream: u64,
         duration_ns: u64,

@@ -16,19 +16,22 @@ fn malloc_copy_memset_round_trip() {
     let d = core.malloc(0, 1000).unwrap();
     let src: Vec<u8> = (0..1000).map(|i| i as u8).collect();
     let mut back = vec![0u8; 1000];
-    core.memcpy(d, src.as_ptr() as usize, 1000, CopyKind::HostToDevice, 0)
-        .unwrap();
-    core.memcpy(back.as_mut_ptr() as usize, d, 1000, CopyKind::Default, 0)
-        .unwrap();
+    // SAFETY: the host sides are this test's buffers, alive for the copy and any replay.
+    unsafe { core.memcpy(d, src.as_ptr() as usize, 1000, CopyKind::HostToDevice, 0) }.unwrap();
+    // SAFETY: the host sides are this test's buffers, alive for the copy and any replay.
+    unsafe { core.memcpy(back.as_mut_ptr() as usize, d, 1000, CopyKind::Default, 0) }.unwrap();
     assert_eq!(src, back);
     core.memset(d + 10, 0xee, 20, 0).unwrap();
-    core.memcpy(
-        back.as_mut_ptr() as usize,
-        d,
-        1000,
-        CopyKind::DeviceToHost,
-        0,
-    )
+    // SAFETY: the host sides are this test's buffers, alive for the copy and any replay.
+    unsafe {
+        core.memcpy(
+            back.as_mut_ptr() as usize,
+            d,
+            1000,
+            CopyKind::DeviceToHost,
+            0,
+        )
+    }
     .unwrap();
     assert!(back[10..30].iter().all(|&b| b == 0xee));
     assert_eq!(back[30], 30);
@@ -47,15 +50,14 @@ fn copies_past_an_allocation_are_rejected() {
     let core = core_with(&[0], 1 << 30);
     let d = core.malloc(0, 4096).unwrap();
     let buf = vec![0u8; 8192];
-    let e = core
-        .memcpy(d, buf.as_ptr() as usize, 8192, CopyKind::HostToDevice, 0)
+    // SAFETY: the host sides are this test's buffers, alive for the copy and any replay.
+    let e = unsafe { core.memcpy(d, buf.as_ptr() as usize, 8192, CopyKind::HostToDevice, 0) }
         .unwrap_err();
     assert_eq!(e.status(), Status::InvalidPointer);
     let e = core.memset(buf.as_ptr() as usize, 0, 10, 0).unwrap_err();
     assert_eq!(e.status(), Status::InvalidPointer);
-    assert!(core
-        .memcpy(0, buf.as_ptr() as usize, 1, CopyKind::HostToHost, 0)
-        .is_err());
+    // SAFETY: the host sides are this test's buffers, alive for the copy and any replay.
+    assert!(unsafe { core.memcpy(0, buf.as_ptr() as usize, 1, CopyKind::HostToHost, 0) }.is_err());
 }
 
 #[test]
@@ -148,13 +150,16 @@ fn streams_events_and_elapsed_virtual_time() {
     let d = core.malloc(0, 1 << 20).unwrap();
     let host = vec![1u8; 1 << 20];
     core.event_record(e0, s).unwrap();
-    core.memcpy(
-        d,
-        host.as_ptr() as usize,
-        1 << 20,
-        CopyKind::HostToDevice,
-        s,
-    )
+    // SAFETY: the host sides are this test's buffers, alive for the copy and any replay.
+    unsafe {
+        core.memcpy(
+            d,
+            host.as_ptr() as usize,
+            1 << 20,
+            CopyKind::HostToDevice,
+            s,
+        )
+    }
     .unwrap();
     core.event_record(e1, s).unwrap();
     let ms = core.event_elapsed_ms(e0, e1).unwrap();
@@ -196,8 +201,8 @@ fn capture_records_and_launch_replays() {
     core.register_function(0x42, "step");
     assert!(core.begin_capture(0).is_err(), "legacy stream");
     core.begin_capture(s).unwrap();
-    core.memcpy(d, src.as_ptr() as usize, 64, CopyKind::HostToDevice, s)
-        .unwrap();
+    // SAFETY: the host sides are this test's buffers, alive for the copy and any replay.
+    unsafe { core.memcpy(d, src.as_ptr() as usize, 64, CopyKind::HostToDevice, s) }.unwrap();
     core.launch_kernel(0x42, s).unwrap();
     assert_eq!(
         core.stream_synchronize(s).unwrap_err().status(),
@@ -206,16 +211,16 @@ fn capture_records_and_launch_replays() {
     assert!(core.enqueue(s, 1, Box::new(|| {})).is_err());
     let g = core.end_capture(s).unwrap();
     let mut back = [0u8; 64];
-    core.memcpy(back.as_mut_ptr() as usize, d, 64, CopyKind::DeviceToHost, 0)
-        .unwrap();
+    // SAFETY: the host sides are this test's buffers, alive for the copy and any replay.
+    unsafe { core.memcpy(back.as_mut_ptr() as usize, d, 64, CopyKind::DeviceToHost, 0) }.unwrap();
     assert_eq!(back, [0; 64], "captured work does not run");
     assert!(core.kernel_launch_counts().is_empty());
     assert_eq!(core.graph_ops(g).unwrap().len(), 2);
     let e = core.graph_instantiate(g).unwrap();
     core.graph_launch(e, s).unwrap();
     core.graph_launch(e, s).unwrap();
-    core.memcpy(back.as_mut_ptr() as usize, d, 64, CopyKind::DeviceToHost, 0)
-        .unwrap();
+    // SAFETY: the host sides are this test's buffers, alive for the copy and any replay.
+    unsafe { core.memcpy(back.as_mut_ptr() as usize, d, 64, CopyKind::DeviceToHost, 0) }.unwrap();
     assert_eq!(back, [7; 64]);
     assert_eq!(core.kernel_launch_counts()["step"], 2);
 }
@@ -234,10 +239,12 @@ fn host_work_sees_the_stream_it_runs_on_replays_the_launch_stream() {
         core.stream_create(flags, 0).unwrap(),
     );
     assert_eq!(Core::host_stream(), None);
-    core.enqueue_host(a, 0, Some(look), 0).unwrap();
+    // SAFETY: `look` ignores its argument and may run on any thread.
+    unsafe { core.enqueue_host(a, 0, Some(look), 0) }.unwrap();
     assert_eq!(SEEN.load(SeqCst), a);
     core.begin_capture(a).unwrap();
-    core.enqueue_host(a, 0, Some(look), 0).unwrap();
+    // SAFETY: `look` ignores its argument and may run on any thread.
+    unsafe { core.enqueue_host(a, 0, Some(look), 0) }.unwrap();
     let g = core.end_capture(a).unwrap();
     let e = core.graph_instantiate(g).unwrap();
     core.graph_launch(e, b).unwrap();
@@ -321,9 +328,9 @@ fn device_reset_frees_everything_on_the_device() {
     assert_eq!(core.mem_info(0).unwrap(), (1 << 30, 1 << 30));
     assert!(core.free(a).is_err());
     let mut buf = [0u8; 8];
-    let e = core
-        .memcpy(buf.as_mut_ptr() as usize, a, 8, CopyKind::Default, 0)
-        .unwrap_err();
+    // SAFETY: the host sides are this test's buffers, alive for the copy and any replay.
+    let e =
+        unsafe { core.memcpy(buf.as_mut_ptr() as usize, a, 8, CopyKind::Default, 0) }.unwrap_err();
     assert!(e.to_string().contains("cudaDeviceReset"), "{e}");
     core.free(b).unwrap();
     core.malloc(0, 10).unwrap();

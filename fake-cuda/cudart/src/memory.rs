@@ -181,7 +181,11 @@ ffi_fn!(
 ffi_fn!(
     fn cudaMemcpy(dst: *mut c_void, src: *const c_void, count: usize, kind: c_int) {
         let kind = copy_kind(kind)?;
-        on_legacy_and_wait(|c, s| Ok(c.memcpy(dst as usize, src as usize, count, kind, s)?))
+        let (dst, src) = (dst as usize, src as usize);
+        on_legacy_and_wait(|c, s| {
+            // SAFETY: the caller's host sides are valid for the copy (CUDA's API contract).
+            Ok(unsafe { c.memcpy(dst, src, count, kind, s) }?)
+        })
     }
 );
 
@@ -193,13 +197,9 @@ ffi_fn!(
         kind: c_int,
         stream: cudaStream_t,
     ) {
-        Ok(core()?.memcpy(
-            dst as usize,
-            src as usize,
-            count,
-            copy_kind(kind)?,
-            stream_id(stream),
-        )?)
+        let (c, kind) = (core()?, copy_kind(kind)?);
+        // SAFETY: the caller's host sides stay valid until the copy runs (CUDA's API contract).
+        Ok(unsafe { c.memcpy(dst as usize, src as usize, count, kind, stream_id(stream)) }?)
     }
 );
 
@@ -248,7 +248,10 @@ ffi_fn!(
     ) {
         let (dst, src) = (dst as usize, src as usize);
         check_peer_copy(core()?, dst, dst_device, src, src_device)?;
-        on_legacy_and_wait(|c, s| Ok(c.memcpy(dst, src, count, 3, s)?))
+        on_legacy_and_wait(|c, s| {
+            // SAFETY: a device-to-device copy, whose ranges the core checks in full.
+            Ok(unsafe { c.memcpy(dst, src, count, 3, s) }?)
+        })
     }
 );
 
@@ -264,7 +267,8 @@ ffi_fn!(
         let (dst, src) = (dst as usize, src as usize);
         let c = core()?;
         check_peer_copy(c, dst, dst_device, src, src_device)?;
-        Ok(c.memcpy(dst, src, count, 3, stream_id(stream))?)
+        // SAFETY: a device-to-device copy, whose ranges the core checks in full.
+        Ok(unsafe { c.memcpy(dst, src, count, 3, stream_id(stream)) }?)
     }
 );
 
@@ -281,7 +285,8 @@ ffi_fn!(
         let kind = copy_kind(kind)?;
         on_legacy_and_wait(|c, s| {
             let (dst, src) = (dst as usize, src as usize);
-            Ok(c.memcpy_2d(dst, dpitch, src, spitch, width, height, kind, s)?)
+            // SAFETY: the caller's host sides are valid for every row (CUDA's API contract).
+            Ok(unsafe { c.memcpy_2d(dst, dpitch, src, spitch, width, height, kind, s) }?)
         })
     }
 );
@@ -297,16 +302,11 @@ ffi_fn!(
         kind: c_int,
         stream: cudaStream_t,
     ) {
-        Ok(core()?.memcpy_2d(
-            dst as usize,
-            dpitch,
-            src as usize,
-            spitch,
-            width,
-            height,
-            copy_kind(kind)?,
-            stream_id(stream),
-        )?)
+        let (c, kind) = (core()?, copy_kind(kind)?);
+        let (dst, src, stream) = (dst as usize, src as usize, stream_id(stream));
+        // SAFETY: the caller's host sides stay valid for every row until the copy runs (CUDA's
+        // API contract).
+        Ok(unsafe { c.memcpy_2d(dst, dpitch, src, spitch, width, height, kind, stream) }?)
     }
 );
 
@@ -433,7 +433,13 @@ ffi_fn!(
     }
 );
 
-fn symbol_copy(
+/// `cudaMemcpyToSymbol` / `FromSymbol`: `count` bytes between a registered variable (host
+/// memory here) at `offset` and `buf`.
+///
+/// # Safety
+/// `buf` must be valid for `count` bytes: readable when copying to the symbol, writable
+/// otherwise.
+unsafe fn symbol_copy(
     to_symbol: bool,
     symbol: usize,
     buf: usize,
@@ -456,7 +462,10 @@ fn symbol_copy(
         (buf, symbol + offset)
     };
     // Host-to-host in the core's view: the symbol is host memory.
-    Ok(core()?.memcpy(dst, src, count, 0, LEGACY)?)
+    // SAFETY: `buf` is valid for the copy (this function's contract); the symbol's range lies
+    // in the registered variable when its size is known, and is otherwise the caller's promise
+    // as with the real runtime.
+    Ok(unsafe { core()?.memcpy(dst, src, count, 0, LEGACY) }?)
 }
 
 ffi_fn!(
@@ -467,7 +476,8 @@ ffi_fn!(
         offset: usize,
         _kind: c_int,
     ) {
-        symbol_copy(true, symbol as usize, src as usize, count, offset)
+        // SAFETY: `src` holds `count` bytes (CUDA's API contract).
+        unsafe { symbol_copy(true, symbol as usize, src as usize, count, offset) }
     }
 );
 
@@ -480,7 +490,8 @@ ffi_fn!(
         _kind: c_int,
         _stream: cudaStream_t,
     ) {
-        symbol_copy(true, symbol as usize, src as usize, count, offset)
+        // SAFETY: `src` holds `count` bytes (CUDA's API contract).
+        unsafe { symbol_copy(true, symbol as usize, src as usize, count, offset) }
     }
 );
 
@@ -492,7 +503,8 @@ ffi_fn!(
         offset: usize,
         _kind: c_int,
     ) {
-        symbol_copy(false, symbol as usize, dst as usize, count, offset)
+        // SAFETY: `dst` has room for `count` bytes (CUDA's API contract).
+        unsafe { symbol_copy(false, symbol as usize, dst as usize, count, offset) }
     }
 );
 
@@ -505,6 +517,7 @@ ffi_fn!(
         _kind: c_int,
         _stream: cudaStream_t,
     ) {
-        symbol_copy(false, symbol as usize, dst as usize, count, offset)
+        // SAFETY: `dst` has room for `count` bytes (CUDA's API contract).
+        unsafe { symbol_copy(false, symbol as usize, dst as usize, count, offset) }
     }
 );

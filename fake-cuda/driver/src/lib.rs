@@ -296,30 +296,41 @@ const LEGACY: u64 = 0;
 /// `cudaMemcpyDefault`: the core infers the direction from the pointers.
 const COPY_DEFAULT: c_int = 4;
 
-fn copy_sync(dst: u64, src: u64, n: usize) -> Result<()> {
+/// A synchronous copy of `n` bytes.
+///
+/// # Safety
+/// Host sides must be valid for the copy (readable `src`, writable `dst`).
+unsafe fn copy_sync(dst: u64, src: u64, n: usize) -> Result<()> {
     let c = core()?;
-    c.memcpy(dst as usize, src as usize, n, COPY_DEFAULT, LEGACY)?;
+    // SAFETY: this function's contract.
+    unsafe { c.memcpy(dst as usize, src as usize, n, COPY_DEFAULT, LEGACY) }?;
     Ok(c.stream_synchronize(LEGACY)?)
 }
 
 drv_fn!(
     fn cuMemcpy(dst: u64, src: u64, n: usize) {
-        copy_sync(dst, src, n)
+        // SAFETY: the caller's host sides are valid for the copy (the driver API's contract).
+        unsafe { copy_sync(dst, src, n) }
     }
 );
 drv_fn!(
     fn cuMemcpyHtoD_v2(dst: u64, src: *const c_void, n: usize) {
-        copy_sync(dst, src as u64, n)
+        // SAFETY: the caller's `src` holds `n` bytes (the driver API's contract).
+        unsafe { copy_sync(dst, src as u64, n) }
     }
 );
 drv_fn!(
     fn cuMemcpyDtoH_v2(dst: *mut c_void, src: u64, n: usize) {
-        copy_sync(dst as u64, src, n)
+        // SAFETY: the caller's `dst` has room for `n` bytes (the driver API's contract).
+        unsafe { copy_sync(dst as u64, src, n) }
     }
 );
 drv_fn!(
     fn cuMemcpyAsync(dst: u64, src: u64, n: usize, stream: CUhandle) {
-        Ok(core()?.memcpy(dst as usize, src as usize, n, COPY_DEFAULT, stream as u64)?)
+        let c = core()?;
+        // SAFETY: the caller's host sides stay valid until the copy runs (the driver API's
+        // contract).
+        Ok(unsafe { c.memcpy(dst as usize, src as usize, n, COPY_DEFAULT, stream as u64) }?)
     }
 );
 drv_fn!(

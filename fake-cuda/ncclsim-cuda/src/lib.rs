@@ -117,23 +117,29 @@ fn report_json() -> Result<serde_json::Value, CoreError> {
     Ok(v)
 }
 
-/// Writes the report to `NCCLSIM_REPORT` (if set).
+/// Writes the report to `NCCLSIM_REPORT` (if set). Also the body of the `atexit` handler, so a
+/// panic ends here (the report is then not written).
 fn write_report_now() {
     let Some(template) = std::env::var_os("NCCLSIM_REPORT") else {
         return;
     };
     let path = report_path(&template.to_string_lossy());
-    let _ = std::panic::catch_unwind(|| {
-        let Ok(v) = report_json() else { return };
-        let text = serde_json::to_string_pretty(&v).expect("report serialises");
-        // Written whole to a temporary name and renamed, so a reader never sees half a report.
-        let tmp = format!("{path}.{}.tmp", std::process::id());
-        let written = std::fs::write(&tmp, text + "\n").and_then(|_| std::fs::rename(&tmp, &path));
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&tmp);
-            eprintln!("ncclsim: cannot write NCCLSIM_REPORT {path}: {e}");
-        }
-    });
+    ffi_boundary::callback::<VtableError, ()>(
+        "write_report",
+        || (),
+        || {
+            let Ok(v) = report_json() else { return };
+            let text = serde_json::to_string_pretty(&v).expect("report serialises");
+            // Written whole to a temporary name and renamed, so a reader never sees half a report.
+            let tmp = format!("{path}.{}.tmp", std::process::id());
+            let written =
+                std::fs::write(&tmp, text + "\n").and_then(|_| std::fs::rename(&tmp, &path));
+            if let Err(e) = written {
+                let _ = std::fs::remove_file(&tmp);
+                eprintln!("ncclsim: cannot write NCCLSIM_REPORT {path}: {e}");
+            }
+        },
+    );
 }
 
 extern "C" fn write_report() {
@@ -321,11 +327,15 @@ core_fn!(pointer_arena(ptr: usize, out: *mut CArenaLocation) {
 });
 
 core_fn!(memcpy(dst: usize, src: usize, n: usize, kind: i32, stream: u64) {
-    core()?.memcpy(dst, src, n, CopyKind::from_raw(kind)?, stream)
+    let kind = CopyKind::from_raw(kind)?;
+    // SAFETY: the vtable contract of `memcpy` is the contract of the core method.
+    unsafe { core()?.memcpy(dst, src, n, kind, stream) }
 });
 core_fn!(memcpy_2d(dst: usize, dpitch: usize, src: usize, spitch: usize, width: usize,
                    height: usize, kind: i32, stream: u64) {
-    core()?.memcpy_2d(dst, dpitch, src, spitch, width, height, CopyKind::from_raw(kind)?, stream)
+    let kind = CopyKind::from_raw(kind)?;
+    // SAFETY: the vtable contract of `memcpy_2d` is the contract of the core method.
+    unsafe { core()?.memcpy_2d(dst, dpitch, src, spitch, width, height, kind, stream) }
 });
 core_fn!(memset(dst: usize, value: i32, n: usize, stream: u64) {
     core()?.memset(dst, value as u8, n, stream)
@@ -347,7 +357,8 @@ core_fn!(stream_synchronize(stream: u64) { core()?.stream_synchronize(stream) })
 core_fn!(stream_wait_event(stream: u64, event: u64) { core()?.stream_wait_event(stream, event) });
 core_fn!(stream_clock(stream: u64, out: *mut u64) { put(out, core()?.stream_clock(stream)?) });
 core_fn!(enqueue(stream: u64, duration_ns: u64, work: Option<CWorkFn>, data: *mut c_void) {
-    core()?.enqueue_host(stream, duration_ns, work, data as usize)
+    // SAFETY: the vtable contract of `enqueue` is the contract of the core method.
+    unsafe { core()?.enqueue_host(stream, duration_ns, work, data as usize) }
 });
 core_fn!(enqueue_owned(stream: u64, duration_ns: u64, work: Option<CWorkFn>, data: *mut c_void,
                        release: CWorkFn) {

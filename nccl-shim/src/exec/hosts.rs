@@ -5,20 +5,21 @@
 use super::{barrier, copy, reduce_range, Arith, Desc};
 use crate::comm::Comm;
 use crate::error::Result;
-use crate::ops::{Coll, CollKind};
+use crate::ops::Coll;
 use crate::shm::Waiter;
-use crate::types::Reduction;
+use crate::types::{Collective, Reduction};
 
 /// Which part of rank `q`'s input rank `p`'s own output needs: (offset, bytes) in q's send
 /// buffer, or None.
 fn needed(coll: &Coll, bytes: usize, q: usize, p: usize) -> Option<(usize, usize)> {
     let root = coll.root;
     let r = match coll.kind {
-        CollKind::AllReduce | CollKind::AllGather => Some((0, bytes)),
-        CollKind::Reduce | CollKind::Gather => (p == root).then_some((0, bytes)),
-        CollKind::ReduceScatter | CollKind::AlltoAll => Some((p * bytes, bytes)),
-        CollKind::Broadcast => (q == root).then_some((0, bytes)),
-        CollKind::Scatter => (q == root).then_some((p * bytes, bytes)),
+        Collective::AllReduce | Collective::AllGather => Some((0, bytes)),
+        Collective::Reduce | Collective::Gather => (p == root).then_some((0, bytes)),
+        Collective::ReduceScatter | Collective::AlltoAll => Some((p * bytes, bytes)),
+        Collective::Broadcast => (q == root).then_some((0, bytes)),
+        Collective::Scatter => (q == root).then_some((p * bytes, bytes)),
+        Collective::SendRecv => None,
     };
     r.filter(|(_, len)| *len > 0)
 }
@@ -98,25 +99,36 @@ pub(super) fn work_across_hosts(
         red: coll.red,
         scalars: scal,
     };
-    match coll.kind {
-        CollKind::AllReduce | CollKind::ReduceScatter => {
-            reduce_range(arith, &parts, 0, &[out], 0, bytes)
-        }
-        CollKind::Reduce if me == coll.root => reduce_range(arith, &parts, 0, &[out], 0, bytes),
-        CollKind::Broadcast | CollKind::Scatter => copy(parts[coll.root], out, bytes),
-        CollKind::AllGather | CollKind::AlltoAll => {
-            for (q, &p) in parts.iter().enumerate() {
-                copy(p, out + q * bytes, bytes);
+    // SAFETY: the parts are peers' send buffers on this host (each holding its rank's extent,
+    // checked at enqueue, mapped by `BufRef::resolve`) or the staging buffers received above,
+    // each at least the length `needed` gives; no rank writes a send buffer before the closing
+    // barrier. `out` is this rank's private `result`, sized for its output.
+    unsafe {
+        match coll.kind {
+            Collective::AllReduce | Collective::ReduceScatter => {
+                reduce_range(arith, &parts, 0, &[out], 0, bytes)
             }
-        }
-        CollKind::Gather if me == coll.root => {
-            for (q, &p) in parts.iter().enumerate() {
-                copy(p, out + q * bytes, bytes);
+            Collective::Reduce if me == coll.root => {
+                reduce_range(arith, &parts, 0, &[out], 0, bytes)
             }
+            Collective::Broadcast | Collective::Scatter => copy(parts[coll.root], out, bytes),
+            Collective::AllGather | Collective::AlltoAll => {
+                for (q, &p) in parts.iter().enumerate() {
+                    copy(p, out + q * bytes, bytes);
+                }
+            }
+            Collective::Gather if me == coll.root => {
+                for (q, &p) in parts.iter().enumerate() {
+                    copy(p, out + q * bytes, bytes);
+                }
+            }
+            _ => {}
         }
-        _ => {}
     }
     barrier(comm, waiter)?;
-    copy(out, coll.recv, out_len);
+    // SAFETY: `result` holds `out_len` bytes; `coll.recv` is this rank's receive buffer, of
+    // its extent (checked at enqueue), which only this rank writes, now that every local
+    // rank has read the inputs it may alias (barrier above).
+    unsafe { copy(out, coll.recv, out_len) };
     Ok(incoming.iter().map(|m| m.ready).max().unwrap_or(0))
 }

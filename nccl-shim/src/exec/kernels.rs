@@ -22,7 +22,12 @@ pub(super) struct Arith<'a> {
 
 /// Reduces `len` bytes at `inputs[q] + in_off` (in rank order) and writes the result at each
 /// of `outputs + out_off`.
-pub(super) fn reduce_range(
+///
+/// # Safety
+/// Each `inputs[q] + in_off` must be readable and each `outputs[i] + out_off` writable for
+/// `len` bytes, and no other thread may write those input ranges or touch those output ranges
+/// during the call.
+pub(super) unsafe fn reduce_range(
     a: Arith<'_>,
     inputs: &[usize],
     in_off: usize,
@@ -49,15 +54,17 @@ pub(super) fn reduce_range(
             let tmp = unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<u8>(), b) };
             let ins: Vec<&[u8]> = inputs
                 .iter()
-                // SAFETY: each input buffer holds the operation's extent (checked by its owner
-                // at the call), and this rank alone reads this range until the next barrier.
+                // SAFETY: each input range is readable and not written during the call (this
+                // function's contract).
                 .map(|&p| unsafe {
                     std::slice::from_raw_parts((p + in_off + done) as *const u8, b)
                 })
                 .collect();
             reduce::reduce(dtype, red, tmp, &ins, scalars);
             for &o in outputs {
-                copy(tmp.as_ptr() as usize, o + out_off + done, b);
+                // SAFETY: `tmp` holds `b` bytes; each output range is writable and ours alone
+                // during the call (this function's contract).
+                unsafe { copy(tmp.as_ptr() as usize, o + out_off + done, b) };
             }
             done += b;
         }
@@ -67,14 +74,18 @@ pub(super) fn reduce_range(
 /// Copies `len` bytes. Destinations are other ranks' buffers that this rank will not read
 /// again, so large copies use streaming stores: they skip reading the destination's cache
 /// lines first, which halves the memory traffic of writing (the data path is bound by it).
-pub(super) fn copy(src: usize, dst: usize, len: usize) {
+///
+/// # Safety
+/// `src` must be readable and `dst` writable for `len` bytes (the ranges may overlap), and no
+/// other thread may write `src`'s range or touch `dst`'s range during the call.
+pub(super) unsafe fn copy(src: usize, dst: usize, len: usize) {
     if len == 0 || src == dst {
         return;
     }
     let overlap = src < dst + len && dst < src + len;
     if overlap || len < 4096 {
-        // SAFETY: both ranges lie in buffers of the operation's extent (checked by their
-        // owners); the partition of the work gives each destination range to one rank.
+        // SAFETY: both ranges are valid and not touched by other threads during the call (this
+        // function's contract); `ptr::copy` allows overlap.
         unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, len) };
         return;
     }
@@ -82,11 +93,16 @@ pub(super) fn copy(src: usize, dst: usize, len: usize) {
     unsafe { stream_copy(src as *const u8, dst as *mut u8, len) };
 }
 
+/// Copies `len` bytes with streaming stores.
+///
+/// # Safety
+/// `src` must be readable and `dst` writable for `len` bytes, and the ranges must not overlap.
 #[cfg(target_arch = "x86_64")]
 unsafe fn stream_copy(src: *const u8, dst: *mut u8, len: usize) {
     use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
     let head = dst.align_offset(16).min(len);
-    // SAFETY: (whole function) callers pass non-overlapping ranges of `len` valid bytes; SSE2
+    // SAFETY: (whole function) non-overlapping ranges of `len` valid bytes (this function's
+    // contract); SSE2
     // is part of the x86_64 baseline; stores are to 16-byte aligned addresses.
     unsafe {
         std::ptr::copy_nonoverlapping(src, dst, head);
@@ -107,8 +123,12 @@ unsafe fn stream_copy(src: *const u8, dst: *mut u8, len: usize) {
     }
 }
 
+/// Copies `len` bytes.
+///
+/// # Safety
+/// `src` must be readable and `dst` writable for `len` bytes, and the ranges must not overlap.
 #[cfg(not(target_arch = "x86_64"))]
 unsafe fn stream_copy(src: *const u8, dst: *mut u8, len: usize) {
-    // SAFETY: forwarded from the caller.
+    // SAFETY: this function's contract.
     unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
 }

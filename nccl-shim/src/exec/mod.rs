@@ -18,9 +18,9 @@
 
 use crate::comm::Comm;
 use crate::error::{NcclError, Result};
-use crate::ops::{Coll, CollKind, DEVICE_SCALAR_TAG};
+use crate::ops::{Coll, DEVICE_SCALAR_TAG};
 use crate::shm::{futex_wake, Mapping, Waiter};
-use crate::types::Reduction;
+use crate::types::{Collective, RedOp, Reduction};
 use std::sync::atomic::Ordering;
 
 mod hosts;
@@ -146,7 +146,7 @@ impl BufRef {
 #[derive(Clone, Copy, Default, Debug)]
 pub(super) struct Desc {
     seq: u64,
-    kind: u32,
+    kind: i32,
     dtype: u32,
     op: i32,
     root: u32,
@@ -234,6 +234,7 @@ pub fn run_collective(comm: &Comm, user: &Coll, ready: u64) -> Result<u64> {
         }
         None => send.release(ok),
     }
+    #[cfg(any(feature = "fault-injection", debug_assertions))]
     if ok {
         perturb_for_tests(comm, user);
     }
@@ -256,11 +257,11 @@ fn run_staged(comm: &Comm, coll: &Coll, ready: u64) -> Result<u64> {
     let seq = comm.op_seq.fetch_add(1, Ordering::Relaxed) + 1;
     let waiter = comm.waiter(format!(
         "the other ranks to call {} #{seq}",
-        coll.kind.name()
+        coll.kind.nccl_name()
     ));
     let desc = Desc {
         seq,
-        kind: coll.kind as u32,
+        kind: coll.kind as i32,
         dtype: coll.dtype as u32,
         op: coll.op,
         root: coll.root as u32,
@@ -300,10 +301,12 @@ fn run_staged(comm: &Comm, coll: &Coll, ready: u64) -> Result<u64> {
     result
 }
 
-/// `NCCLSIM_TEST_PERTURB=R` (a test-only setting): after every collective, the rank numbered R
-/// in its communicator flips the lowest bit of the first byte of its result, so a program that
-/// checks its results must fail. End-to-end suites use it to prove their checks check. Ranks
-/// without a result (Reduce and Gather off the root) and empty calls are left alone.
+/// `NCCLSIM_TEST_PERTURB=R` (tests only: cargo feature `fault-injection`, and debug builds, see
+/// `Cargo.toml`): after every collective, the rank numbered R in its communicator flips the
+/// lowest bit of the first byte of its result, so a program that checks its results must fail.
+/// End-to-end suites use it to prove their checks check. Ranks without a result (Reduce and
+/// Gather off the root) and empty calls are left alone.
+#[cfg(any(feature = "fault-injection", debug_assertions))]
 fn perturb_for_tests(comm: &Comm, coll: &Coll) {
     static RANK: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     let target = *RANK.get_or_init(|| {
@@ -329,9 +332,7 @@ fn perturb_for_tests(comm: &Comm, coll: &Coll) {
 
 fn agree(descs: &[Desc], mine: &Desc) -> Result<()> {
     for (r, d) in descs.iter().enumerate() {
-        let same_op = d.op == mine.op
-            || (d.op >= crate::types::redop::FIRST_DYNAMIC_OP
-                && mine.op >= crate::types::redop::FIRST_DYNAMIC_OP);
+        let same_op = d.op == mine.op || (RedOp::is_dynamic(d.op) && RedOp::is_dynamic(mine.op));
         if d.seq != mine.seq
             || d.kind != mine.kind
             || d.dtype != mine.dtype
@@ -339,7 +340,7 @@ fn agree(descs: &[Desc], mine: &Desc) -> Result<()> {
             || d.root != mine.root
             || !same_op
         {
-            let name = |k: u32| CollKind::from_raw(k).map_or("?", |k| k.name());
+            let name = |k: i32| Collective::try_from(k).map_or("?", Collective::nccl_name);
             return Err(NcclError::invalid_usage(format!(
                 "ranks disagree on collective #{}: rank {} called {}(count {}, type {}, op {}, root {}) but rank {} called {}(count {}, type {}, op {}, root {}) as its collective #{}",
                 mine.seq, mine.rank, name(mine.kind), mine.count, mine.dtype, mine.op, mine.root,
@@ -373,49 +374,61 @@ fn work(comm: &Comm, coll: &Coll, descs: &[Desc]) -> Result<()> {
     } else {
         &[]
     };
-    match coll.kind {
-        CollKind::AllReduce | CollKind::Reduce => {
-            let r = part(count, n, me);
-            let outs: Vec<usize> = if coll.kind == CollKind::AllReduce {
-                recvs.clone()
-            } else {
-                vec![recvs[root]]
-            };
-            let a = Arith {
-                dtype: coll.dtype,
-                red: coll.red,
-                scalars,
-            };
-            reduce_range(
-                a,
-                &sends,
-                r.start * esz,
-                &outs,
-                r.start * esz,
-                r.len() * esz,
-            );
-        }
-        CollKind::ReduceScatter => {
-            let a = Arith {
-                dtype: coll.dtype,
-                red: coll.red,
-                scalars,
-            };
-            reduce_range(a, &sends, me * bytes, &[recvs[me]], 0, bytes);
-        }
-        CollKind::Broadcast => copy(sends[root], recvs[me], bytes),
-        CollKind::AllGather => {
-            for (q, &s) in sends.iter().enumerate() {
-                copy(s, recvs[me] + q * bytes, bytes);
+    // SAFETY: every rank's buffers hold that rank's extent of the operation (checked by its
+    // owner at enqueue, `api::device_buffer`) and are mapped here (`BufRef::resolve`); between
+    // the two barriers inputs are only read, and each output range is written by one rank
+    // alone (slice `me` of a reduction, else this rank's own output or its block of the
+    // root's).
+    unsafe {
+        match coll.kind {
+            Collective::AllReduce | Collective::Reduce => {
+                let r = part(count, n, me);
+                let outs: Vec<usize> = if coll.kind == Collective::AllReduce {
+                    recvs.clone()
+                } else {
+                    vec![recvs[root]]
+                };
+                let a = Arith {
+                    dtype: coll.dtype,
+                    red: coll.red,
+                    scalars,
+                };
+                reduce_range(
+                    a,
+                    &sends,
+                    r.start * esz,
+                    &outs,
+                    r.start * esz,
+                    r.len() * esz,
+                );
+            }
+            Collective::ReduceScatter => {
+                let a = Arith {
+                    dtype: coll.dtype,
+                    red: coll.red,
+                    scalars,
+                };
+                reduce_range(a, &sends, me * bytes, &[recvs[me]], 0, bytes);
+            }
+            Collective::Broadcast => copy(sends[root], recvs[me], bytes),
+            Collective::AllGather => {
+                for (q, &s) in sends.iter().enumerate() {
+                    copy(s, recvs[me] + q * bytes, bytes);
+                }
+            }
+            Collective::AlltoAll => {
+                for (q, &s) in sends.iter().enumerate() {
+                    copy(s + me * bytes, recvs[me] + q * bytes, bytes);
+                }
+            }
+            Collective::Gather => copy(sends[me], recvs[root] + me * bytes, bytes),
+            Collective::Scatter => copy(sends[root] + me * bytes, recvs[me], bytes),
+            Collective::SendRecv => {
+                return Err(NcclError::internal(
+                    "SendRecv is a group of sends and receives, not a collective call",
+                ))
             }
         }
-        CollKind::AlltoAll => {
-            for (q, &s) in sends.iter().enumerate() {
-                copy(s + me * bytes, recvs[me] + q * bytes, bytes);
-            }
-        }
-        CollKind::Gather => copy(sends[me], recvs[root] + me * bytes, bytes),
-        CollKind::Scatter => copy(sends[root] + me * bytes, recvs[me], bytes),
     }
     Ok(())
 }

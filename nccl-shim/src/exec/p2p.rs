@@ -167,7 +167,11 @@ fn run_local_p2p(comm: &Comm, ops: &[P2p], ready: u64) -> Result<u64> {
                         } else {
                             match r.resolve(comm, op.peer) {
                                 Ok(src) => {
-                                    copy(src, op.buf, op.bytes);
+                                    // SAFETY: the sender posted `op.bytes` bytes (sizes
+                                    // matched above) at `src`, which it leaves alone until we
+                                    // publish DONE; `op.buf` is this rank's receive buffer
+                                    // of that size (checked at enqueue).
+                                    unsafe { copy(src, op.buf, op.bytes) };
                                     // SAFETY: the entry is ours until we publish DONE.
                                     unsafe { raw.add(READY).cast::<u64>().write_volatile(ready) };
                                     state.store(DONE, Ordering::Release);

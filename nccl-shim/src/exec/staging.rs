@@ -44,7 +44,9 @@ pub(super) fn stage(
     }
     let copy = crate::cuda::malloc(dev, bytes)?;
     if fill {
-        super::copy(ptr, copy, bytes);
+        // SAFETY: `ptr` is the caller's buffer of `bytes` bytes (checked at enqueue, not
+        // written while its operation runs); `copy` is the fresh arena allocation of `bytes`.
+        unsafe { super::copy(ptr, copy, bytes) };
     }
     Ok(Staged {
         user: ptr,
@@ -81,7 +83,10 @@ impl Staged {
     pub(super) fn release(self, keep: bool) {
         if let Some(copy) = self.copy {
             if keep {
-                super::copy(copy, self.user, self.bytes);
+                // SAFETY: `copy` is the arena allocation of `bytes` made by `stage`, which the
+                // operation no longer touches; `user` is the caller's buffer of that size
+                // (checked at enqueue), written by nothing else while its operation runs.
+                unsafe { super::copy(copy, self.user, self.bytes) };
             }
             let _ = crate::cuda::free(copy);
         }

@@ -24,45 +24,53 @@ fn create_reserve_map_copy_unmap_free() {
     core.mem_map(va, 2 * G, 0, h).unwrap();
     core.mem_map(va + 2 * G, 2 * G, 2 * GRANULARITY, h).unwrap();
     let src = vec![5u8; 3 * G];
-    let err = core
-        .memcpy(va, src.as_ptr() as usize, 8, CopyKind::Default, 0)
-        .unwrap_err();
+    // SAFETY: the host sides are this test's buffers, alive for the copy.
+    let err =
+        unsafe { core.memcpy(va, src.as_ptr() as usize, 8, CopyKind::Default, 0) }.unwrap_err();
     assert!(err.to_string().contains("cuMemSetAccess"), "{err}");
     core.mem_set_access(va, 4 * G, 1, ACCESS_READWRITE).unwrap();
     assert_eq!(core.mem_get_access(va, 1).unwrap(), ACCESS_READWRITE);
     assert_eq!(core.mem_get_access(va, 0).unwrap(), 0);
     // One copy across the two mappings.
-    core.memcpy(
-        va + 4096,
-        src.as_ptr() as usize,
-        3 * G,
-        CopyKind::HostToDevice,
-        0,
-    )
+    // SAFETY: the host sides are this test's buffers, alive for the copy.
+    unsafe {
+        core.memcpy(
+            va + 4096,
+            src.as_ptr() as usize,
+            3 * G,
+            CopyKind::HostToDevice,
+            0,
+        )
+    }
     .unwrap();
     let info = core.pointer_info(va + 3 * G);
     assert_eq!(info.kind, MemoryKind::Device);
     assert_eq!((info.device, info.base, info.size), (0, va + 2 * G, 2 * G));
     let mut back = vec![0u8; 3 * G];
-    core.memcpy(
-        back.as_mut_ptr() as usize,
-        va + 4096,
-        3 * G,
-        CopyKind::DeviceToHost,
-        0,
-    )
+    // SAFETY: the host sides are this test's buffers, alive for the copy.
+    unsafe {
+        core.memcpy(
+            back.as_mut_ptr() as usize,
+            va + 4096,
+            3 * G,
+            CopyKind::DeviceToHost,
+            0,
+        )
+    }
     .unwrap();
     assert!(back.iter().all(|&b| b == 5));
     // Beyond the mapped part of the reservation.
-    assert!(core
-        .memcpy(
+    // SAFETY: the host sides are this test's buffers, alive for the copy.
+    assert!(unsafe {
+        core.memcpy(
             va + 3 * G,
             src.as_ptr() as usize,
             2 * G,
             CopyKind::Default,
-            0
+            0,
         )
-        .is_err());
+    }
+    .is_err());
     core.mem_release(h).unwrap();
     assert!(core.mem_release(h).is_err(), "released twice");
     assert_eq!(
@@ -74,17 +82,21 @@ fn create_reserve_map_copy_unmap_free() {
     assert!(core.mem_unmap(va, G).is_err(), "cuts a mapping");
     core.mem_unmap(va, 4 * G).unwrap();
     assert_eq!(core.mem_info(0).unwrap().0, 64 << 20);
-    assert!(core
-        .memcpy(back.as_mut_ptr() as usize, va, 8, CopyKind::Default, 0)
-        .unwrap_err()
-        .to_string()
-        .contains("not mapped"));
+    assert!(
+        // SAFETY: the host sides are this test's buffers, alive for the copy.
+        unsafe { core.memcpy(back.as_mut_ptr() as usize, va, 8, CopyKind::Default, 0) }
+            .unwrap_err()
+            .to_string()
+            .contains("not mapped")
+    );
     core.mem_address_free(va, 8 * G).unwrap();
-    assert!(core
-        .memcpy(back.as_mut_ptr() as usize, va, 8, CopyKind::Default, 0)
-        .unwrap_err()
-        .to_string()
-        .contains("cuMemAddressFree"));
+    assert!(
+        // SAFETY: the host sides are this test's buffers, alive for the copy.
+        unsafe { core.memcpy(back.as_mut_ptr() as usize, va, 8, CopyKind::Default, 0) }
+            .unwrap_err()
+            .to_string()
+            .contains("cuMemAddressFree")
+    );
 }
 
 #[test]
@@ -118,8 +130,8 @@ fn read_only_mappings_refuse_writes_and_retain_finds_the_handle() {
     core.mem_map(va, G, 0, h).unwrap();
     core.mem_set_access(va, G, 0, ACCESS_READ).unwrap();
     let mut buf = [0u8; 16];
-    core.memcpy(buf.as_mut_ptr() as usize, va, 16, CopyKind::Default, 0)
-        .unwrap();
+    // SAFETY: the host sides are this test's buffers, alive for the copy.
+    unsafe { core.memcpy(buf.as_mut_ptr() as usize, va, 16, CopyKind::Default, 0) }.unwrap();
     assert!(core.memset(va, 1, 16, 0).is_err());
     assert_eq!(core.mem_retain(va + 100).unwrap(), h);
     let info = core.mem_handle_info(h).unwrap();
@@ -145,8 +157,8 @@ fn export_import_shares_exactly_the_allocation() {
     core.mem_set_access(va, 2 * G, 0, ACCESS_READWRITE).unwrap();
     core.memset(va + 8, 0x3c, 4, 0).unwrap();
     let mut b = [0u8; 4];
-    core.memcpy(b.as_mut_ptr() as usize, va + G + 8, 4, CopyKind::Default, 0)
-        .unwrap();
+    // SAFETY: the host sides are this test's buffers, alive for the copy.
+    unsafe { core.memcpy(b.as_mut_ptr() as usize, va + G + 8, 4, CopyKind::Default, 0) }.unwrap();
     assert_eq!(b, [0x3c; 4], "both mappings show the same memory");
     assert_eq!(
         core.mem_info(0).unwrap().0,
@@ -173,8 +185,8 @@ fn fill_writes_words() {
     core.memset_pattern(d, 0x1122_3344, 4, 3, 0).unwrap();
     core.memset_pattern(d + 12, 0xabcd, 2, 1, 0).unwrap();
     let mut b = [0u8; 16];
-    core.memcpy(b.as_mut_ptr() as usize, d, 16, CopyKind::Default, 0)
-        .unwrap();
+    // SAFETY: the host sides are this test's buffers, alive for the copy.
+    unsafe { core.memcpy(b.as_mut_ptr() as usize, d, 16, CopyKind::Default, 0) }.unwrap();
     assert_eq!(&b[..4], &0x1122_3344u32.to_ne_bytes());
     assert_eq!(&b[8..12], &0x1122_3344u32.to_ne_bytes());
     assert_eq!(&b[12..14], &0xabcdu16.to_ne_bytes());
