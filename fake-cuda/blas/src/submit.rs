@@ -161,11 +161,12 @@ pub fn duration_ns(c: &Client, stream: u64, g: &Gemm, tf32: bool) -> Result<u64>
 unsafe extern "C" fn run_job(data: *mut c_void) {
     // SAFETY: `data` is the Box `enqueue` handed to the core, alive until `release_job`.
     let g = unsafe { &*data.cast::<Gemm>() };
-    // SAFETY: `enqueue` checked every range the GEMM touches before submitting it.
-    let ran = std::panic::catch_unwind(|| unsafe { g.run() });
-    if ran.is_err() {
-        ffi_boundary::log_failure("libcublas", "GEMM stream work", "panic caught");
-    }
+    ffi_boundary::callback::<crate::types::BlasError, ()>(
+        "GEMM stream work",
+        || (),
+        // SAFETY: `enqueue` checked every range the GEMM touches before submitting it.
+        || unsafe { g.run() },
+    );
 }
 
 unsafe extern "C" fn release_job(data: *mut c_void) {
