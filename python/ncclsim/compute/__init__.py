@@ -27,7 +27,10 @@ def install(mode: str = "run") -> None:
 
     from . import kernels
 
+    from . import rnn
+
     _library = kernels.register(mode)
+    rnn.install()
     _installed = mode
     _compile_eagerly(torch)
     # cuDNN's stand-in reports the version this torch was built against (it reads this

@@ -10,7 +10,7 @@ Each function takes the op's arguments with CUDA tensors already replaced by CPU
 - SyncBatchNorm's kernels (`batch_norm_stats`, `batch_norm_gather_stats_with_counts`,
   `batch_norm_elemt`, `batch_norm_backward_reduce`, `batch_norm_backward_elemt`) by their
   formulas (statistics in float32 for reduced-precision inputs, as the CUDA kernels do).
-- Scaled dot-product attention's fused kernels: `attention`. `_fused_sdp_choice` (asked by
+- Scaled dot-product attention's fused kernels: `attention`; recurrent networks: `rnn`. `_fused_sdp_choice` (asked by
   code that calls the op rather than SDPA) answers the math backend.
 - `mm`/`bmm`/`addmm`/`baddbmm` with an `out_dtype`: accumulated in float32, then cast.
 - `_fused_dropout` and `_masked_scale`: the mask from the op's (CPU) generator.
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from . import attention
+from . import attention, rnn
 
 aten = torch.ops.aten
 
@@ -222,4 +222,5 @@ REPLACEMENTS = {
     "aten::_masked_scale": masked_scale,
     "aten::_fused_rms_norm_backward": fused_rms_norm_backward,
     **attention.REPLACEMENTS,
+    **rnn.REPLACEMENTS,
 }
