@@ -29,6 +29,7 @@ fn c_program_uses_cublas_and_cublaslt() {
             .env_remove("NCCLSIM_CUDA_CORE"),
     );
     assert!(text.contains("sgemm ok\n"), "{text}");
+    assert!(text.contains("gemmex bf16 ok\n"), "{text}");
     assert!(text.contains("lt relu_bias ok"), "{text}");
     assert!(text.ends_with("PASS\n"), "{text}");
 }
