@@ -1,6 +1,6 @@
 //! The C vtable through which front-ends reach the process's one [`crate::Core`].
 //!
-//! `libncclsim_cuda.so` exports a single function, [`CORE_SYMBOL`], returning a pointer to a
+//! `libncclsim_cuda.so` exports [`CORE_SYMBOL`], a function returning a pointer to a
 //! static [`CoreApiV1`]. Every entry returns a [`crate::Status`] code (0 = success) and writes
 //! results through out-pointers; the message of the calling thread's last failure can be read
 //! with `last_error_message`. Only C types cross this boundary, so front-ends built separately

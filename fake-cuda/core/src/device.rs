@@ -56,6 +56,8 @@ pub struct DeviceDesc {
     pub uuid: [u8; 16],
     /// PCI address.
     pub pci: PciBusId,
+    /// The board's numbers and compute peaks (`compute_model::spec` of its model).
+    pub spec: compute_model::GpuSpec,
     /// Compute capability times ten (80 for sm_80).
     pub sm_version: u32,
     /// Device memory in bytes; allocations past it fail.

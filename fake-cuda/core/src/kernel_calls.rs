@@ -13,6 +13,35 @@ impl Core {
         self.submit(stream, Op::Kernel { host_fun })
     }
 
+    /// Compute whose time the compute model gives: occupies `stream` for the modelled time of
+    /// `cost` on the stream's GPU (`compute_model::price` with its default efficiencies) and
+    /// counts a launch of `name`; returns that time, ns. Refused while the stream captures:
+    /// nothing would run the computation at replay.
+    pub fn launch_priced(
+        &self,
+        stream: u64,
+        cost: &compute_model::KernelCost,
+        name: &str,
+    ) -> Result<u64> {
+        let mut st = self.lock();
+        let key = self.resolve(&mut st, stream)?;
+        if st.graphs.is_capturing(key) {
+            return Err(CoreError::CaptureViolation(format!(
+                "{name}: compute on the simulated GPU cannot be captured into a graph"
+            )));
+        }
+        let phys = st.timeline.stream_info(key).device;
+        let ns = compute_model::price(
+            &self.devices[phys].spec,
+            cost,
+            &compute_model::Efficiency::DEFAULT,
+        );
+        st.kernels.launch_named(name);
+        let wall = self.pace_now();
+        st.timeline.schedule(key, ns, wall);
+        Ok(ns)
+    }
+
     /// Kernel launch counts by name.
     pub fn kernel_launch_counts(&self) -> BTreeMap<String, u64> {
         self.lock().kernels.launch_counts().clone()

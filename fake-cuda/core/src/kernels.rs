@@ -33,6 +33,16 @@ impl Kernels {
         name
     }
 
+    /// Counts one launch of work known by name (compute priced by the compute model).
+    pub fn launch_named(&mut self, name: &str) {
+        match self.launches.get_mut(name) {
+            Some(n) => *n += 1,
+            None => {
+                self.launches.insert(name.to_string(), 1);
+            }
+        }
+    }
+
     /// Launch counts by kernel name, sorted by name.
     pub fn launch_counts(&self) -> &BTreeMap<String, u64> {
         &self.launches

@@ -215,6 +215,7 @@ pub fn devices_from_xml(
             name: model.name.to_string(),
             uuid: synthetic_uuid(uuid_label, pci),
             pci,
+            spec: compute_model::spec(model.keys[0]),
             pci_device_id: device_id,
             pci_subsystem_id: (hex(f.pci, "subsystem_device").unwrap_or(0) << 16)
                 | hex(f.pci, "subsystem_vendor").unwrap_or(0),
@@ -241,9 +242,10 @@ pub fn devices_from_xml(
     Ok(devices)
 }
 
-/// Per-board numbers CUDA reports that a topology file does not carry, from public product
-/// briefs and datasheets (boost clock, memory clock, bus width, L2, shared memory per SM,
-/// memory bandwidth; host link = PCIe generation x16, or C2C on Grace parts).
+/// Per-board numbers CUDA reports that a topology file does not carry (boost clock, memory
+/// clock, bus width, L2, shared memory per SM, memory bandwidth; host link = PCIe generation
+/// x16, or C2C on Grace parts): the board's [`compute_model::GpuSpec`], where they are kept
+/// with their sources.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ArchFacts {
     /// Streaming multiprocessors.
@@ -266,38 +268,16 @@ pub struct ArchFacts {
 
 /// [`ArchFacts`] for a `topo` GPU model key (`GpuModel::keys[0]`).
 pub fn arch_facts(model_key: &str) -> ArchFacts {
-    let f = |sms,
-             clock_mhz,
-             memory_clock_mhz,
-             bus_width_bits,
-             l2_mib,
-             smem_per_sm_kib,
-             memory_gbps,
-             host_link_gbps| ArchFacts {
-        sms,
-        clock_mhz,
-        memory_clock_mhz,
-        bus_width_bits,
-        l2_mib,
-        smem_per_sm_kib,
-        memory_gbps,
-        host_link_gbps,
-    };
-    match model_key {
-        "V100-SXM2" => f(80, 1530, 877, 4096, 6, 96, 900.0, 12.0),
-        "A100-SXM4" => f(108, 1410, 1593, 5120, 40, 164, 2039.0, 24.0),
-        "A100-SXM4-40GB" => f(108, 1410, 1215, 5120, 40, 164, 1555.0, 24.0),
-        "A100-PCIE" => f(108, 1410, 1512, 5120, 40, 164, 1935.0, 24.0),
-        "H100-SXM5" => f(132, 1980, 2619, 5120, 50, 228, 3350.0, 50.0),
-        "H100-PCIE" => f(114, 1755, 1593, 5120, 50, 228, 2000.0, 50.0),
-        "H200" => f(132, 1980, 3201, 6144, 50, 228, 4800.0, 50.0),
-        "B200" => f(148, 1965, 4000, 8192, 126, 228, 8000.0, 50.0),
-        "GB200" => f(148, 1965, 4000, 8192, 126, 228, 8000.0, 450.0),
-        "A10G" => f(80, 1710, 6251, 384, 6, 100, 600.0, 24.0),
-        "RTX3090" => f(82, 1695, 9751, 384, 6, 100, 936.0, 24.0),
-        "RTX4090" => f(128, 2520, 10501, 384, 72, 100, 1008.0, 24.0),
-        // A model added to the profiles without numbers here: typical recent datacenter values.
-        _ => f(108, 1410, 1593, 5120, 40, 164, 2039.0, 24.0),
+    let g = compute_model::spec(model_key);
+    ArchFacts {
+        sms: g.sms,
+        clock_mhz: g.clock_mhz,
+        memory_clock_mhz: g.memory_clock_mhz,
+        bus_width_bits: g.bus_width_bits,
+        l2_mib: g.l2_mib,
+        smem_per_sm_kib: g.smem_per_sm_kib,
+        memory_gbps: g.memory_gbps,
+        host_link_gbps: g.host_link_gbps,
     }
 }
 

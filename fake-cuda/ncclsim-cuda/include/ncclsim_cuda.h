@@ -71,4 +71,11 @@ struct ncclsim_core_api_v1 {
 };
 
 const struct ncclsim_core_api_v1 *ncclsim_cuda_core_v1(void);
+
+/* Compute priced by the compute model: `flops` on vector (unit 0) or tensor (unit 1) units in
+ * `precision` (0 f64, 1 f32, 2 tf32, 3 f16, 4 bf16, 5 f8) and `bytes` of memory traffic occupy
+ * `stream` of the current device for their modelled time (written to *out_ns) and count one
+ * launch of `name`. Returns 0 or a core status code. */
+int ncclsim_compute_launch(uint64_t stream, double flops, double bytes, int unit, int precision,
+                           const char *name, uint64_t *out_ns);
 #endif

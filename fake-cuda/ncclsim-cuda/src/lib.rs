@@ -1,7 +1,8 @@
 //! `libncclsim_cuda.so`: the one fake CUDA core of a process.
 //!
-//! This shared object owns the process's only [`Core`] and exports a single symbol,
-//! `ncclsim_cuda_core_v1`, returning the static vtable of [`fake_cuda_core::abi`]. Every
+//! This shared object owns the process's only [`Core`] and exports `ncclsim_cuda_core_v1`,
+//! returning the static vtable of [`fake_cuda_core::abi`], and `ncclsim_compute_launch`, the
+//! compute model's priced launch for callers without the vtable (ncclsim's Python package). Every
 //! front-end (`libcudart.so.12`, later `.13`, `libcuda.so.1`, `libnvidia-ml.so.1`,
 //! `libnccl.so.2`) `dlopen`s this file from its own directory, and the dynamic loader maps a
 //! file once per process, so whichever library a program loads first, they all share this
@@ -625,9 +626,45 @@ static API: CoreApiV1 = CoreApiV1 {
 };
 
 ffi_boundary::ffi_fn!(VtableError; export
-    /// The one exported symbol: the core's vtable.
+    /// The core's vtable.
     fn ncclsim_cuda_core_v1() -> *const CoreApiV1 {
         &API
+    }
+);
+
+ffi_boundary::ffi_fn!(VtableError; export
+    /// Compute priced by the compute model, for programs without the vtable (ncclsim's Python
+    /// package calls it through ctypes): `flops` of arithmetic on the units of `unit` (0 vector,
+    /// 1 tensor) in `precision` (`compute_model::Precision::from_code`) and `bytes` of memory
+    /// traffic occupy `stream` of the current device for their modelled time, written to
+    /// `out_ns`, and count one launch of `name` (NUL-terminated).
+    fn ncclsim_compute_launch(
+        stream: u64,
+        flops: f64,
+        bytes: f64,
+        unit: i32,
+        precision: i32,
+        name: *const c_char,
+        out_ns: *mut u64,
+    ) {
+        count_call("compute_launch");
+        let p = compute_model::Precision::from_code(precision)
+            .ok_or_else(|| VtableError(CoreError::InvalidValue(format!("precision code {precision}"))))?;
+        let unit = match unit {
+            0 => compute_model::Unit::Vector(p),
+            1 => compute_model::Unit::Tensor(p),
+            u => return Err(VtableError(CoreError::InvalidValue(format!("unit code {u}")))),
+        };
+        if name.is_null() {
+            return Err(VtableError(CoreError::InvalidValue("null kernel name".into())));
+        }
+        // SAFETY: the caller passes a NUL-terminated string, checked non-null above.
+        let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+        let cost = compute_model::KernelCost { flops, bytes, unit };
+        let ns = core()
+            .and_then(|c| c.launch_priced(stream, &cost, &name))
+            .map_err(VtableError)?;
+        put(out_ns, ns).map_err(VtableError)
     }
 );
 
