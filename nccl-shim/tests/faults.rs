@@ -397,10 +397,18 @@ fn forged_bootstrap_peers_do_not_disturb_a_job() {
     let strangers = forge(root, magic);
     let ranks = job.finish(Duration::from_secs(60));
     // The root has dropped every stranger: each read ends (closed or reset), none times out.
-    for mut s in strangers {
+    // The one with the job's magic (it holds the id) is first told why it was refused.
+    for (i, mut s) in strangers.into_iter().enumerate() {
         use std::io::Read;
         s.set_read_timeout(Some(Duration::from_secs(10)))
             .expect("timeout");
+        if i == 2 {
+            let mut reply = Vec::new();
+            s.read_to_end(&mut reply).expect("the refusal, then the end");
+            let text = String::from_utf8_lossy(&reply);
+            assert!(text.contains("rank 7 of 3"), "refusal: {text:?}");
+            continue;
+        }
         let mut b = [0u8; 64];
         match s.read(&mut b) {
             Ok(0) => {}
@@ -431,6 +439,37 @@ fn forged_bootstrap_peers_do_not_disturb_a_job() {
             "forged: rank {} initialised and reduced in {ms:.0} ms",
             r.rank
         );
+        r.no_leaks();
+    }
+}
+
+#[test]
+fn a_duplicate_rank_is_told_why_it_was_refused() {
+    let ranks = Job::start("duprank", 3, |_, c| {
+        c.env("NCCL_DEBUG", "WARN");
+    })
+    .finish(Duration::from_secs(60));
+    let refused: Vec<&Rank> = ranks
+        .iter()
+        .filter(|r| r.result("duprank").1 != 0)
+        .collect();
+    assert_eq!(refused.len(), 1, "one of the two rank 1s is refused");
+    let r = refused[0];
+    assert_ne!(r.rank, 0, "{}", r.text());
+    let (_, code, ms, msg) = r.result("duprank");
+    assert_eq!(*code, INVALID_USAGE, "{}", r.text());
+    assert!(msg.contains("rank 1 has already joined"), "{msg}");
+    // The refused process's own WARN line says why (NCCL logs on stdout).
+    let log = String::from_utf8_lossy(&r.output.stdout);
+    assert!(
+        log.lines()
+            .any(|l| l.contains("NCCL WARN") && l.contains("rank 1 has already joined")),
+        "{}",
+        r.text()
+    );
+    eprintln!("duprank: process {} refused after {ms:.0} ms: {msg}", r.rank);
+    for r in &ranks {
+        assert!(r.output.status.success(), "{}", r.text());
         r.no_leaks();
     }
 }

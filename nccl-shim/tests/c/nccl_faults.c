@@ -10,6 +10,8 @@
  *                                     then the restart path as above
  *   nccl_faults forged R N IDFILE     an ordinary job (rank N-1 starts late); the test sends
  *                                     forged connections to its root meanwhile
+ *   nccl_faults duprank R 3 IDFILE    processes 1 and 2 both claim rank 1 of 2; process 0
+ *                                     joins once the refused one has returned
  *   nccl_faults invalid 0 2 -         every invalid argument on a 2-rank ncclCommInitAll
  *   nccl_faults mismatch R N IDFILE   different counts, then types, across the ranks of a call
  *
@@ -280,6 +282,28 @@ int main(int argc, char **argv) {
         checked_allreduce(comm);
         OK(ncclCommDestroy(comm));
         result(what, 0, t, "initialised and reduced despite forged peers");
+        leaks(before);
+        return 0;
+    }
+    if (strcmp(what, "duprank") == 0) {
+        /* The refused process writes IDFILE.refused; rank 0 joins only after that, so the
+         * refusal happens while the root still gathers. */
+        char refused[4096];
+        snprintf(refused, sizeof refused, "%s.refused", path);
+        ncclUniqueId id = shared_id(path, 1);
+        if (R == 0)
+            for (int tries = 0; tries < 3000 && access(refused, F_OK) != 0; tries++) usleep(10000);
+        ncclComm_t comm;
+        double t = now_ms();
+        ncclResult_t rc = ncclCommInitRank(&comm, 2, id, R == 0 ? 0 : 1);
+        result(what, rc, t, ncclGetLastError(NULL));
+        if (rc != ncclSuccess) {
+            FILE *f = fopen(refused, "w");
+            CHECK(f);
+            fclose(f);
+        } else {
+            OK(ncclCommDestroy(comm));
+        }
         leaks(before);
         return 0;
     }
