@@ -212,14 +212,18 @@ fn create(
     }
     let in_group = group::in_group();
     let s2 = slot.clone();
-    group::init_job(Box::new(move || s2.finish(f(abort, h))));
+    // In a group the init runs at the outermost ncclGroupEnd, which returns its error (the
+    // handle stays, failed, until destroyed or aborted, as in NCCL); outside one it runs now.
+    let done = group::init_job(Box::new(move || {
+        let r = f(abort, h);
+        let e = r.as_ref().err().cloned();
+        s2.finish(r);
+        e.map_or(Ok(()), Err)
+    }));
     if in_group {
         return Ok(());
     }
-    let st = slot.state.lock().unwrap_or_else(|e| e.into_inner());
-    if let group::SlotState::Failed(e) = &*st {
-        let e = e.clone();
-        drop(st);
+    if let Err(e) = done {
         let _ = group::remove(h);
         // SAFETY: as above.
         unsafe { *out_comm = 0 };

@@ -475,6 +475,26 @@ fn a_duplicate_rank_is_told_why_it_was_refused() {
 }
 
 #[test]
+fn an_init_that_fails_inside_a_group_fails_at_the_group_end() {
+    let ranks = Job::start("groupdup", 1, |_, _| {}).finish(Duration::from_secs(60));
+    let r = &ranks[0];
+    assert!(r.output.status.success(), "{}", r.text());
+    let (_, code, ms, msg) = r.result("group_end");
+    assert_eq!(*code, INVALID_USAGE, "{}", r.text());
+    assert!(
+        msg.contains("ncclGroupEnd")
+            && msg.contains("Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 0"),
+        "{msg}"
+    );
+    eprintln!("groupdup: ncclGroupEnd returned {code} after {ms:.0} ms: {msg}");
+    // The communicators stay failed: a call on one names the failure again.
+    let (_, code, _, msg) = r.result("allreduce");
+    assert_eq!(*code, INVALID_USAGE, "{msg}");
+    assert!(msg.contains("failed to initialize"), "{msg}");
+    r.no_leaks();
+}
+
+#[test]
 fn every_invalid_argument_is_named() {
     let ranks = Job::start("invalid", 1, |_, _| {}).finish(Duration::from_secs(60));
     let r = &ranks[0];

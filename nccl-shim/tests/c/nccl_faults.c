@@ -12,6 +12,8 @@
  *                                     forged connections to its root meanwhile
  *   nccl_faults duprank R 3 IDFILE    processes 1 and 2 both claim rank 1 of 2; process 0
  *                                     joins once the refused one has returned
+ *   nccl_faults groupdup 0 1 -        one thread inits ranks 0 and 1 on device 0 in a group
+ *                                     (blocking config): the group's end fails
  *   nccl_faults invalid 0 2 -         every invalid argument on a 2-rank ncclCommInitAll
  *   nccl_faults mismatch R N IDFILE   different counts, then types, across the ranks of a call
  *
@@ -304,6 +306,24 @@ int main(int argc, char **argv) {
         } else {
             OK(ncclCommDestroy(comm));
         }
+        leaks(before);
+        return 0;
+    }
+    if (strcmp(what, "groupdup") == 0) {
+        ncclUniqueId id;
+        OK(ncclGetUniqueId(&id));
+        ncclComm_t c[2] = { NULL, NULL };
+        ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+        cfg.blocking = 1;
+        double t = now_ms();
+        OK(ncclGroupStart());
+        for (int r = 0; r < 2; r++) OK(ncclCommInitRankConfig(&c[r], 2, id, r, &cfg));
+        ncclResult_t rc = ncclGroupEnd();
+        result("group_end", rc, t, ncclGetLastError(NULL));
+        t = now_ms();
+        rc = ncclAllReduce(buf, buf, 256, ncclFloat, ncclSum, c[0], stream);
+        result("allreduce", rc, t, ncclGetLastError(NULL));
+        for (int r = 0; r < 2; r++) OK(ncclCommDestroy(c[r]));
         leaks(before);
         return 0;
     }
