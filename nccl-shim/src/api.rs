@@ -62,39 +62,54 @@ fn not_implemented(name: &str) -> Result<()> {
     )))
 }
 
-fn device_buffer(ptr: usize, elems: usize, dtype: DataType, what: &str) -> Result<()> {
+/// Checks that `elems` elements of `dtype` from `ptr` lie in one buffer of device `dev`: the
+/// allocation `ptr` points into as the program made it (a `cudaMalloc` allocation up to the
+/// size asked for, or the mappings `cuMemMap` put side by side in one reserved range, as
+/// PyTorch's expandable segments do), never the allocation granule's slack or an adjacent
+/// allocation.
+fn device_buffer(ptr: usize, elems: usize, dtype: DataType, what: &str, dev: i32) -> Result<()> {
     if elems == 0 {
         return Ok(());
     }
     if ptr == 0 {
         return Err(NcclError::invalid_argument(format!("{what} is NULL")));
     }
-    let info = crate::cuda::pointer_info(ptr)?;
-    if info.kind != 2 {
+    let b = crate::cuda::buffer_extent(ptr)?;
+    if b.kind == fake_cuda_core::abi::BUFFER_NONE {
         return Err(NcclError::invalid_argument(format!(
             "{what} {ptr:#x} is not device memory"
         )));
     }
+    if b.device != dev {
+        return Err(NcclError::invalid_argument(format!(
+            "{what} {ptr:#x} is allocated on CUDA device {}, not on the communicator's CUDA device {dev}",
+            b.device
+        )));
+    }
+    let size = dtype.size();
     let need = elems
-        .checked_mul(dtype.size())
-        .ok_or_else(|| NcclError::invalid_argument("count overflows"))?;
+        .checked_mul(size)
+        .ok_or_else(|| NcclError::invalid_argument(format!("{what}: count {elems} overflows")))?;
     let end = ptr
         .checked_add(need)
         .ok_or_else(|| NcclError::invalid_argument(format!("{what} {ptr:#x}: count overflows")))?;
-    // Memory the driver's virtual memory API maps may continue in the next mapping (PyTorch's
-    // expandable segments): follow adjacent device mappings to the end of the buffer.
-    let mut covered = info.base + info.size;
-    while covered < end {
-        let next = crate::cuda::pointer_info(covered)
-            .ok()
-            .filter(|n| n.kind == 2 && n.device == info.device && n.base == covered && n.size > 0);
-        let Some(next) = next else {
-            return Err(NcclError::invalid_argument(format!(
-                "{what} {ptr:#x}: {need} bytes needed but its allocation ends {} bytes after it",
-                covered - ptr
-            )));
+    if end > b.end {
+        let kind = match b.kind {
+            fake_cuda_core::abi::BUFFER_MAPPED => "mapped range",
+            fake_cuda_core::abi::BUFFER_IMPORTED => "IPC mapping",
+            _ => "allocation",
         };
-        covered = next.base + next.size;
+        let into = if ptr > b.base {
+            format!(" (starting {} bytes into it)", ptr - b.base)
+        } else {
+            String::new()
+        };
+        return Err(NcclError::invalid_argument(format!(
+            "{what} {ptr:#x}: {elems} elements of {size} bytes, {need} bytes needed, overrun its {kind} {:#x} of {} bytes{into} by {} bytes",
+            b.base,
+            b.end - b.base,
+            end - b.end
+        )));
     }
     Ok(())
 }
@@ -133,8 +148,8 @@ fn collective(
         crate::types::Reduction::Sum
     };
     let (se, re) = kind.extents(count, c.nranks, c.rank, root);
-    device_buffer(send, se, dtype, "sendbuff")?;
-    device_buffer(recv, re, dtype, "recvbuff")?;
+    device_buffer(send, se, dtype, "sendbuff", c.cuda_dev)?;
+    device_buffer(recv, re, dtype, "recvbuff", c.cuda_dev)?;
     let coll = Coll {
         kind,
         dtype,
@@ -170,6 +185,7 @@ fn p2p(
         count,
         dtype,
         if send { "sendbuff" } else { "recvbuff" },
+        c.cuda_dev,
     )?;
     group::op(
         c,
@@ -455,8 +471,8 @@ fn ncclCommUserRank | pncclCommUserRank(comm: Comm, rank: *mut i32) {
     out(rank, c.rank as i32, "rank")
 }
 fn ncclCommRegister | pncclCommRegister(comm: Comm, buff: *mut c_void, size: usize, handle: *mut *mut c_void) {
-    group::comm(comm)?;
-    device_buffer(buff as usize, size, DataType::Uint8, "buff")?;
+    let c = group::comm(comm)?;
+    device_buffer(buff as usize, size, DataType::Uint8, "buff", c.cuda_dev)?;
     let h = Box::into_raw(Box::new((buff as usize, size))) as *mut c_void;
     out(handle, h, "handle")
 }
@@ -470,8 +486,8 @@ fn ncclCommDeregister | pncclCommDeregister(comm: Comm, handle: *mut c_void) {
     Ok(())
 }
 fn ncclCommWindowRegister | pncclCommWindowRegister(comm: Comm, buff: *mut c_void, size: usize, win: *mut *mut c_void, _flags: i32) {
-    group::comm(comm)?;
-    device_buffer(buff as usize, size, DataType::Uint8, "buff")?;
+    let c = group::comm(comm)?;
+    device_buffer(buff as usize, size, DataType::Uint8, "buff", c.cuda_dev)?;
     let h = Box::into_raw(Box::new((buff as usize, size))) as *mut c_void;
     out(win, h, "win")
 }
