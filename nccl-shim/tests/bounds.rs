@@ -18,7 +18,11 @@ fn results(out: &str) -> Vec<(String, i32, String)> {
         .map(|l| {
             let (case, rest) = l.split_once(" code=").expect("code");
             let (code, msg) = rest.split_once(" msg=").expect("msg");
-            (case.to_string(), code.parse().expect("code"), msg.to_string())
+            (
+                case.to_string(),
+                code.parse().expect("code"),
+                msg.to_string(),
+            )
         })
         .collect()
 }
@@ -60,11 +64,17 @@ fn buffers_are_checked_against_their_exact_allocation() {
     }
     // (case, what the message must name)
     let refused = [
-        ("slack", vec!["recvbuff 0x", "101 elements", "400 bytes", "by 4 bytes"]),
+        (
+            "slack",
+            vec!["recvbuff 0x", "101 elements", "400 bytes", "by 4 bytes"],
+        ),
         ("send_slack", vec!["sendbuff 0x", "400 bytes", "by 4 bytes"]),
         ("next", vec!["recvbuff 0x", "4096 bytes", "by 4096 bytes"]),
         ("other_device", vec!["recvbuff 0x", "device 1", "device 0"]),
-        ("vmm_next_range", vec!["recvbuff 0x", "4194304 bytes", "by 64 bytes"]),
+        (
+            "vmm_next_range",
+            vec!["recvbuff 0x", "4194304 bytes", "by 64 bytes"],
+        ),
         ("vmm_tail", vec!["recvbuff 0x", "by 4 bytes"]),
     ];
     for (name, needles) in refused {
@@ -75,5 +85,9 @@ fn buffers_are_checked_against_their_exact_allocation() {
         }
         eprintln!("{name}: {msg}");
     }
-    assert_eq!(case("next_intact").1, 0, "the refused call wrote the next allocation");
+    assert_eq!(
+        case("next_intact").1,
+        0,
+        "the refused call wrote the next allocation"
+    );
 }

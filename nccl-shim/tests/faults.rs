@@ -404,7 +404,8 @@ fn forged_bootstrap_peers_do_not_disturb_a_job() {
             .expect("timeout");
         if i == 2 {
             let mut reply = Vec::new();
-            s.read_to_end(&mut reply).expect("the refusal, then the end");
+            s.read_to_end(&mut reply)
+                .expect("the refusal, then the end");
             let text = String::from_utf8_lossy(&reply);
             assert!(text.contains("rank 7 of 3"), "refusal: {text:?}");
             continue;
@@ -467,7 +468,10 @@ fn a_duplicate_rank_is_told_why_it_was_refused() {
         "{}",
         r.text()
     );
-    eprintln!("duprank: process {} refused after {ms:.0} ms: {msg}", r.rank);
+    eprintln!(
+        "duprank: process {} refused after {ms:.0} ms: {msg}",
+        r.rank
+    );
     for r in &ranks {
         assert!(r.output.status.success(), "{}", r.text());
         r.no_leaks();

@@ -12,8 +12,9 @@
 //! thread's last error message and returns a [`Status`] code.
 
 use fake_cuda_core::abi::{
-    CArenaLocation, CBufferExtent, CDeviceInfo, CDeviceTopology, CHandle, CMemHandleInfo, CNvLink, CPointerInfo,
-    CStreamInfo, CWorkFn, CoreApiV1, CORE_ABI_VERSION, MAX_NVLINKS, MAX_PCI_ANCESTORS,
+    CArenaLocation, CBufferExtent, CDeviceInfo, CDeviceTopology, CHandle, CMemHandleInfo, CNvLink,
+    CPointerInfo, CStreamInfo, CWorkFn, CoreApiV1, CORE_ABI_VERSION, MAX_NVLINKS,
+    MAX_PCI_ANCESTORS,
 };
 use fake_cuda_core::device::{common_ancestor, NvLinkPeer};
 use fake_cuda_core::{CopyKind, Core, CoreError, DeviceDesc, PciBusId, Status};
