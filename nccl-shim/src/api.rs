@@ -199,13 +199,36 @@ fn p2p(
     )
 }
 
+/// Sets a handle's outcome: its communicator, none (`NCCL_SPLIT_NOCOLOR`: the rank took part
+/// and gets no communicator, which is not a failure; using the handle says so), or the error,
+/// which is returned.
+fn settle(slot: &group::Slot, r: Result<Option<comm::Comm>>) -> Result<()> {
+    match r {
+        Ok(Some(c)) => {
+            slot.finish(Ok(c));
+            Ok(())
+        }
+        Ok(None) => {
+            slot.finish(Err(NcclError::invalid_usage(
+                "NCCL_SPLIT_NOCOLOR: no communicator",
+            )));
+            Ok(())
+        }
+        Err(e) => {
+            slot.finish(Err(e.clone()));
+            Err(e)
+        }
+    }
+}
+
 /// Creates a communicator in the background (`f` runs at the group's end, or now, or in a
 /// thread for non-blocking configs). Returns `ncclInProgress` for non-blocking ones.
-/// `f` gets the abort flag and the new communicator's handle.
+/// `f` gets the abort flag and the new communicator's handle, and returns the communicator
+/// (None for a split with `NCCL_SPLIT_NOCOLOR`).
 fn create(
     out_comm: *mut Comm,
     config: &CommConfig,
-    f: impl FnOnce(Arc<AtomicBool>, usize) -> Result<comm::Comm> + Send + 'static,
+    f: impl FnOnce(Arc<AtomicBool>, usize) -> Result<Option<comm::Comm>> + Send + 'static,
 ) -> Result<()> {
     if out_comm.is_null() {
         return Err(NcclError::invalid_argument("newcomm is NULL"));
@@ -218,7 +241,9 @@ fn create(
         let s2 = slot.clone();
         let t = std::thread::Builder::new()
             .name("NCCL CommInit".into())
-            .spawn(move || s2.finish(f(abort, h)))
+            .spawn(move || {
+                let _ = settle(&s2, f(abort, h));
+            })
             .map_err(|e| NcclError::system("spawning the init thread", e))?;
         *slot.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(t);
         return Err(NcclError::new(
@@ -230,12 +255,7 @@ fn create(
     let s2 = slot.clone();
     // In a group the init runs at the outermost ncclGroupEnd, which returns its error (the
     // handle stays, failed, until destroyed or aborted, as in NCCL); outside one it runs now.
-    let done = group::init_job(Box::new(move || {
-        let r = f(abort, h);
-        let e = r.as_ref().err().cloned();
-        s2.finish(r);
-        e.map_or(Ok(()), Err)
-    }));
+    let done = group::init_job(Box::new(move || settle(&s2, f(abort, h))));
     if in_group {
         return Ok(());
     }
@@ -282,6 +302,7 @@ fn init_rank(
                 api,
             },
         )
+        .map(Some)
     })
 }
 
@@ -394,10 +415,7 @@ fn ncclCommSplit | pncclCommSplit(comm: Comm, color: i32, key: i32, newcomm: *mu
     unsafe { *newcomm = 0 };
     if group::in_group() || !cfg.blocking {
         let c2 = cfg.clone();
-        return create(newcomm, &cfg, move |abort, h| match comm::split(&parent, color, key, c2, abort, (h, "ncclCommSplit"))? {
-            Some(c) => Ok(c),
-            None => Err(NcclError::invalid_usage("NCCL_SPLIT_NOCOLOR: no communicator")),
-        });
+        return create(newcomm, &cfg, move |abort, h| comm::split(&parent, color, key, c2, abort, (h, "ncclCommSplit")));
     }
     split_now(&parent, color, key, cfg, newcomm, "ncclCommSplit")
 }

@@ -495,6 +495,10 @@ fn an_init_that_fails_inside_a_group_fails_at_the_group_end() {
     let (_, code, _, msg) = r.result("allreduce");
     assert_eq!(*code, INVALID_USAGE, "{msg}");
     assert!(msg.contains("failed to initialize"), "{msg}");
+    // A rank that splits with NCCL_SPLIT_NOCOLOR inside a group gets no communicator, and the
+    // group's end succeeds.
+    let (_, code, _, msg) = r.result("group_nocolor");
+    assert_eq!(*code, 0, "{msg}");
     r.no_leaks();
 }
 

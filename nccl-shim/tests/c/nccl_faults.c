@@ -13,7 +13,8 @@
  *   nccl_faults duprank R 3 IDFILE    processes 1 and 2 both claim rank 1 of 2; process 0
  *                                     joins once the refused one has returned
  *   nccl_faults groupdup 0 1 -        one thread inits ranks 0 and 1 on device 0 in a group
- *                                     (blocking config): the group's end fails
+ *                                     (blocking config): the group's end fails; then a group
+ *                                     in which one rank splits with NCCL_SPLIT_NOCOLOR succeeds
  *   nccl_faults invalid 0 2 -         every invalid argument on a 2-rank ncclCommInitAll
  *   nccl_faults mismatch R N IDFILE   different counts, then types, across the ranks of a call
  *
@@ -324,6 +325,21 @@ int main(int argc, char **argv) {
         rc = ncclAllReduce(buf, buf, 256, ncclFloat, ncclSum, c[0], stream);
         result("allreduce", rc, t, ncclGetLastError(NULL));
         for (int r = 0; r < 2; r++) OK(ncclCommDestroy(c[r]));
+        /* NCCL_SPLIT_NOCOLOR in a group: that rank gets no communicator, which is no failure. */
+        ncclComm_t all[2], part[2] = { NULL, NULL };
+        int devs[2] = { 0, 1 };
+        OK(ncclCommInitAll(all, 2, devs));
+        t = now_ms();
+        OK(ncclGroupStart());
+        OK(ncclCommSplit(all[0], NCCL_SPLIT_NOCOLOR, 0, &part[0], NULL));
+        OK(ncclCommSplit(all[1], 0, 0, &part[1], NULL));
+        rc = ncclGroupEnd();
+        result("group_nocolor", rc, t, rc == ncclSuccess ? "" : ncclGetLastError(NULL));
+        int n = 0;
+        OK(ncclCommCount(part[1], &n));
+        CHECK(n == 1);
+        for (int r = 0; r < 2; r++) OK(ncclCommDestroy(part[r]));
+        for (int r = 0; r < 2; r++) OK(ncclCommDestroy(all[r]));
         leaks(before);
         return 0;
     }
