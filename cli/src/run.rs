@@ -17,7 +17,11 @@
 //! `PET_MASTER_PORT`: the defaults of its `--nnodes`, `--node_rank`, ... options), and the
 //! placeholders `{node}`, `{nodes}`, `{rank}`, `{local_rank}`, `{nranks}` in its arguments are
 //! replaced. Each copy runs in its own process group; when one fails the others are stopped
-//! (SIGTERM, then SIGKILL), and SIGINT/SIGTERM to `ncclsim run` are passed on.
+//! (SIGTERM, then SIGKILL), and SIGINT/SIGTERM to `ncclsim run` are passed on. When `ncclsim
+//! run` itself ends without stopping them (SIGKILL, a crash), a watcher process stops the
+//! copies' groups the same way (`watch`).
+
+mod watch;
 
 use clap::Args;
 use std::collections::BTreeMap;
@@ -402,6 +406,8 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    // Forked while the launcher has one thread, before the signal handlers are installed.
+    let watcher = watch::Watcher::start(copies.len(), grace)?;
     let signals = register_signals()?;
     // One slot per copy, emptied when the copy has ended.
     let mut children: Vec<Option<Child>> = Vec::with_capacity(copies.len());
@@ -409,12 +415,21 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
         let mut cmd = Command::new(&c.argv[0]);
         cmd.args(&c.argv[1..]).envs(&c.env);
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let pipe = watcher.pipe();
+        // SAFETY: the hook runs in the child between fork and exec and only makes
+        // async-signal-safe calls (`register_self`).
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                watch::register_self(pipe)
+            });
+        }
         match cmd.spawn() {
             Ok(ch) => children.push(Some(ch)),
             Err(e) => {
                 for ch in children.iter_mut().flatten() {
                     kill_group(ch, libc::SIGKILL);
                     let _ = ch.wait();
+                    watcher.forget(ch.id());
                 }
                 return Err(format!("cannot start {}: {e}", quote(&c.argv[0])));
             }
@@ -437,6 +452,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
                             .unwrap_or_else(|| 128 + st.signal().unwrap_or(1) as u8);
                         first_failure = Some((i, describe(st), code, Instant::now()));
                     }
+                    watcher.forget(ch.id());
                     *slot = None;
                 }
                 Ok(None) => running += 1,

@@ -1,10 +1,11 @@
 //! `ncclsim run`: an unmodified C program on `libnccl.so.2` started as 2 simulated nodes x 8
 //! processes (the TP=8/DP=2 job, every result checked by the program), failures passed on with
-//! the failing rank named and the others stopped, and bad options refused.
+//! the failing rank named and the others stopped, every copy and its children ended when
+//! `ncclsim run` itself is killed, and bad options refused.
 
 use fake_cuda_test_support as support;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn repo() -> PathBuf {
@@ -221,5 +222,136 @@ fn bad_options_are_refused() {
     assert!(
         log.contains("missing libncclsim_cuda.so") && log.contains("cargo build --release"),
         "{log}"
+    );
+}
+
+/// Every process of the machine as (pid, parent pid, process group, state), from
+/// `/proc/<pid>/stat` (read after the command's closing parenthesis: the command may hold
+/// spaces and parentheses).
+fn processes() -> Vec<(i32, i32, i32, char)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        if let (Some(state), Some(ppid), Some(pgrp)) = (f.first(), f.get(1), f.get(2)) {
+            out.push((
+                pid,
+                ppid.parse().unwrap_or(0),
+                pgrp.parse().unwrap_or(0),
+                state.chars().next().unwrap_or('?'),
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn killing_the_launcher_ends_every_copy_and_its_children() {
+    // Each copy is a shell (its process group's leader) with two sleeping children. The
+    // watcher ends after the grace period at the latest, also where init is slow to reap the
+    // copies (a group of zombies still exists).
+    let mut launcher = Command::new(env!("CARGO_BIN_EXE_ncclsim"))
+        .arg("run")
+        .arg("--lib-dir")
+        .arg(support::deps_dir())
+        .args([
+            "--nodes",
+            "2",
+            "--grace",
+            "2",
+            "--",
+            "sh",
+            "-c",
+            "sleep 300 & sleep 300; wait",
+        ])
+        .current_dir(repo())
+        .env_remove("NCCLSIM_NODE")
+        .env_remove("LD_PRELOAD")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start ncclsim run");
+    let lp = launcher.id() as i32;
+    // SAFETY: getpgrp has no preconditions.
+    let own_group = unsafe { libc::getpgrp() };
+    // Everything the launcher started: its children, and every member of their process groups
+    // (not this test's group, which the launcher shares).
+    let started = || -> (Vec<i32>, Vec<i32>) {
+        let ps = processes();
+        let groups: Vec<i32> = ps
+            .iter()
+            .filter(|p| p.1 == lp && p.2 != own_group)
+            .map(|p| p.2)
+            .collect();
+        let pids = ps
+            .iter()
+            .filter(|p| p.3 != 'Z' && (p.1 == lp || groups.contains(&p.2)))
+            .map(|p| p.0)
+            .collect();
+        (groups, pids)
+    };
+    let cleanup = |pids: &[i32], groups: &[i32]| {
+        for &g in groups {
+            // SAFETY: killpg only sends a signal.
+            unsafe { libc::killpg(g, libc::SIGKILL) };
+        }
+        for &p in pids {
+            // SAFETY: kill only sends a signal.
+            unsafe { libc::kill(p, libc::SIGKILL) };
+        }
+    };
+    // Bounded wait for the two shells and their four sleeps to be running.
+    let t = Instant::now();
+    let (groups, pids) = loop {
+        let (groups, pids) = started();
+        let sleeps = processes()
+            .iter()
+            .filter(|p| p.3 != 'Z' && groups.contains(&p.2) && p.1 != lp)
+            .count();
+        if sleeps >= 4 {
+            break (groups, pids);
+        }
+        if t.elapsed() > Duration::from_secs(30) {
+            cleanup(&pids, &groups);
+            let _ = launcher.kill();
+            let _ = launcher.wait();
+            panic!("the copies did not start within 30 s: {pids:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    launcher.kill().expect("SIGKILL the launcher");
+    launcher.wait().expect("reap the launcher");
+    // Bounded wait (liveness): every process the launcher started must end.
+    let alive = |pids: &[i32]| -> Vec<i32> {
+        let ps = processes();
+        pids.iter()
+            .copied()
+            .filter(|pid| ps.iter().any(|p| p.0 == *pid && p.3 != 'Z'))
+            .collect()
+    };
+    let t = Instant::now();
+    let mut left = alive(&pids);
+    while !left.is_empty() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+        left = alive(&pids);
+    }
+    cleanup(&left, &groups);
+    assert!(
+        left.is_empty(),
+        "still running 10 s after `ncclsim run` was killed: {left:?} of {pids:?}"
+    );
+    eprintln!(
+        "{} processes ended {:?} after the launcher was killed",
+        pids.len(),
+        t.elapsed()
     );
 }

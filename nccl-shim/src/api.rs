@@ -63,39 +63,54 @@ fn not_implemented(name: &str) -> Result<()> {
     )))
 }
 
-fn device_buffer(ptr: usize, elems: usize, dtype: DataType, what: &str) -> Result<()> {
+/// Checks that `elems` elements of `dtype` from `ptr` lie in one buffer of device `dev`: the
+/// allocation `ptr` points into as the program made it (a `cudaMalloc` allocation up to the
+/// size asked for, or the mappings `cuMemMap` put side by side in one reserved range, as
+/// PyTorch's expandable segments do), never the allocation granule's slack or an adjacent
+/// allocation.
+fn device_buffer(ptr: usize, elems: usize, dtype: DataType, what: &str, dev: i32) -> Result<()> {
     if elems == 0 {
         return Ok(());
     }
     if ptr == 0 {
         return Err(NcclError::invalid_argument(format!("{what} is NULL")));
     }
-    let info = crate::cuda::pointer_info(ptr)?;
-    if info.kind != 2 {
+    let b = crate::cuda::buffer_extent(ptr)?;
+    if b.kind == fake_cuda_core::abi::BUFFER_NONE {
         return Err(NcclError::invalid_argument(format!(
             "{what} {ptr:#x} is not device memory"
         )));
     }
+    if b.device != dev {
+        return Err(NcclError::invalid_argument(format!(
+            "{what} {ptr:#x} is allocated on CUDA device {}, not on the communicator's CUDA device {dev}",
+            b.device
+        )));
+    }
+    let size = dtype.size();
     let need = elems
-        .checked_mul(dtype.size())
-        .ok_or_else(|| NcclError::invalid_argument("count overflows"))?;
+        .checked_mul(size)
+        .ok_or_else(|| NcclError::invalid_argument(format!("{what}: count {elems} overflows")))?;
     let end = ptr
         .checked_add(need)
         .ok_or_else(|| NcclError::invalid_argument(format!("{what} {ptr:#x}: count overflows")))?;
-    // Memory the driver's virtual memory API maps may continue in the next mapping (PyTorch's
-    // expandable segments): follow adjacent device mappings to the end of the buffer.
-    let mut covered = info.base + info.size;
-    while covered < end {
-        let next = crate::cuda::pointer_info(covered)
-            .ok()
-            .filter(|n| n.kind == 2 && n.device == info.device && n.base == covered && n.size > 0);
-        let Some(next) = next else {
-            return Err(NcclError::invalid_argument(format!(
-                "{what} {ptr:#x}: {need} bytes needed but its allocation ends {} bytes after it",
-                covered - ptr
-            )));
+    if end > b.end {
+        let kind = match b.kind {
+            fake_cuda_core::abi::BUFFER_MAPPED => "mapped range",
+            fake_cuda_core::abi::BUFFER_IMPORTED => "IPC mapping",
+            _ => "allocation",
         };
-        covered = next.base + next.size;
+        let into = if ptr > b.base {
+            format!(" (starting {} bytes into it)", ptr - b.base)
+        } else {
+            String::new()
+        };
+        return Err(NcclError::invalid_argument(format!(
+            "{what} {ptr:#x}: {elems} elements of {size} bytes, {need} bytes needed, overrun its {kind} {:#x} of {} bytes{into} by {} bytes",
+            b.base,
+            b.end - b.base,
+            end - b.end
+        )));
     }
     Ok(())
 }
@@ -136,8 +151,8 @@ fn collective(
         crate::types::Reduction::Sum
     };
     let (se, re) = kind.extents(count, c.nranks, c.rank, root);
-    device_buffer(send, se, dtype, "sendbuff")?;
-    device_buffer(recv, re, dtype, "recvbuff")?;
+    device_buffer(send, se, dtype, "sendbuff", c.cuda_dev)?;
+    device_buffer(recv, re, dtype, "recvbuff", c.cuda_dev)?;
     let coll = Coll {
         kind,
         dtype,
@@ -173,6 +188,7 @@ fn p2p(
         count,
         dtype,
         if send { "sendbuff" } else { "recvbuff" },
+        c.cuda_dev,
     )?;
     group::op(
         c,
@@ -186,13 +202,36 @@ fn p2p(
     )
 }
 
+/// Sets a handle's outcome: its communicator, none (`NCCL_SPLIT_NOCOLOR`: the rank took part
+/// and gets no communicator, which is not a failure; using the handle says so), or the error,
+/// which is returned.
+fn settle(slot: &group::Slot, r: Result<Option<comm::Comm>>) -> Result<()> {
+    match r {
+        Ok(Some(c)) => {
+            slot.finish(Ok(c));
+            Ok(())
+        }
+        Ok(None) => {
+            slot.finish(Err(NcclError::invalid_usage(
+                "NCCL_SPLIT_NOCOLOR: no communicator",
+            )));
+            Ok(())
+        }
+        Err(e) => {
+            slot.finish(Err(e.clone()));
+            Err(e)
+        }
+    }
+}
+
 /// Creates a communicator in the background (`f` runs at the group's end, or now, or in a
 /// thread for non-blocking configs). Returns `ncclInProgress` for non-blocking ones.
-/// `f` gets the abort flag and the new communicator's handle.
+/// `f` gets the abort flag and the new communicator's handle, and returns the communicator
+/// (None for a split with `NCCL_SPLIT_NOCOLOR`).
 fn create(
     out_comm: *mut Comm,
     config: &CommConfig,
-    f: impl FnOnce(Arc<AtomicBool>, usize) -> Result<comm::Comm> + Send + 'static,
+    f: impl FnOnce(Arc<AtomicBool>, usize) -> Result<Option<comm::Comm>> + Send + 'static,
 ) -> Result<()> {
     if out_comm.is_null() {
         return Err(NcclError::invalid_argument("newcomm is NULL"));
@@ -205,7 +244,9 @@ fn create(
         let s2 = slot.clone();
         let t = std::thread::Builder::new()
             .name("NCCL CommInit".into())
-            .spawn(move || s2.finish(f(abort, h)))
+            .spawn(move || {
+                let _ = settle(&s2, f(abort, h));
+            })
             .map_err(|e| NcclError::system("spawning the init thread", e))?;
         *slot.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(t);
         return Err(NcclError::new(
@@ -215,14 +256,13 @@ fn create(
     }
     let in_group = group::in_group();
     let s2 = slot.clone();
-    group::init_job(Box::new(move || s2.finish(f(abort, h))));
+    // In a group the init runs at the outermost ncclGroupEnd, which returns its error (the
+    // handle stays, failed, until destroyed or aborted, as in NCCL); outside one it runs now.
+    let done = group::init_job(Box::new(move || settle(&s2, f(abort, h))));
     if in_group {
         return Ok(());
     }
-    let st = slot.state.lock().unwrap_or_else(|e| e.into_inner());
-    if let group::SlotState::Failed(e) = &*st {
-        let e = e.clone();
-        drop(st);
+    if let Err(e) = done {
         let _ = group::remove(h);
         // SAFETY: as above.
         unsafe { *out_comm = 0 };
@@ -265,6 +305,7 @@ fn init_rank(
                 api,
             },
         )
+        .map(Some)
     })
 }
 
@@ -377,10 +418,7 @@ fn ncclCommSplit | pncclCommSplit(comm: Comm, color: i32, key: i32, newcomm: *mu
     unsafe { *newcomm = 0 };
     if group::in_group() || !cfg.blocking {
         let c2 = cfg.clone();
-        return create(newcomm, &cfg, move |abort, h| match comm::split(&parent, color, key, c2, abort, (h, "ncclCommSplit"))? {
-            Some(c) => Ok(c),
-            None => Err(NcclError::invalid_usage("NCCL_SPLIT_NOCOLOR: no communicator")),
-        });
+        return create(newcomm, &cfg, move |abort, h| comm::split(&parent, color, key, c2, abort, (h, "ncclCommSplit")));
     }
     split_now(&parent, color, key, cfg, newcomm, "ncclCommSplit")
 }
@@ -454,8 +492,8 @@ fn ncclCommUserRank | pncclCommUserRank(comm: Comm, rank: *mut i32) {
     out(rank, c.rank as i32, "rank")
 }
 fn ncclCommRegister | pncclCommRegister(comm: Comm, buff: *mut c_void, size: usize, handle: *mut *mut c_void) {
-    group::comm(comm)?;
-    device_buffer(buff as usize, size, DataType::Uint8, "buff")?;
+    let c = group::comm(comm)?;
+    device_buffer(buff as usize, size, DataType::Uint8, "buff", c.cuda_dev)?;
     let h = Box::into_raw(Box::new((buff as usize, size))) as *mut c_void;
     out(handle, h, "handle")
 }
@@ -469,8 +507,8 @@ fn ncclCommDeregister | pncclCommDeregister(comm: Comm, handle: *mut c_void) {
     Ok(())
 }
 fn ncclCommWindowRegister | pncclCommWindowRegister(comm: Comm, buff: *mut c_void, size: usize, win: *mut *mut c_void, _flags: i32) {
-    group::comm(comm)?;
-    device_buffer(buff as usize, size, DataType::Uint8, "buff")?;
+    let c = group::comm(comm)?;
+    device_buffer(buff as usize, size, DataType::Uint8, "buff", c.cuda_dev)?;
     let h = Box::into_raw(Box::new((buff as usize, size))) as *mut c_void;
     out(win, h, "win")
 }

@@ -87,6 +87,14 @@ pub fn pointer_info(ptr: usize) -> Result<CPointerInfo> {
         .map_err(|e| NcclError::cuda("cudaPointerGetAttributes", e))
 }
 
+/// The device buffer a pointer points into, as the program made it (see
+/// `fake_cuda_core::Core::buffer_extent`).
+pub fn buffer_extent(ptr: usize) -> Result<fake_cuda_core::abi::CBufferExtent> {
+    core()?
+        .buffer_extent(ptr)
+        .map_err(|e| NcclError::cuda("the buffer's allocation", e))
+}
+
 /// Where a device allocation of this process lives (arena memfd and offsets).
 pub fn arena_location(ptr: usize) -> Result<CArenaLocation> {
     core()?

@@ -4,7 +4,9 @@
 //! forged handle is an `ncclInvalidArgument` instead of a use after free. Between
 //! `ncclGroupStart` and the outermost `ncclGroupEnd` a thread's inits and operations are queued;
 //! at the end the inits run concurrently (one thread may create every rank of a communicator,
-//! as `ncclCommInitAll` and nccl-tests `-g` do), then each communicator's operations run,
+//! as `ncclCommInitAll` and nccl-tests `-g` do) and the end returns the first failed init's
+//! error (in call order) without running the group's operations, as NCCL's `groupLaunch` does;
+//! else each communicator's operations run,
 //! concurrently across communicators, each enqueued on its stream through the fake CUDA core
 //! (so stream order, capture and graph replay hold).
 
@@ -134,7 +136,8 @@ pub fn remove(handle: usize) -> Result<Arc<Slot>> {
     Ok(slot)
 }
 
-type InitJob = Box<dyn FnOnce() + Send>;
+/// A deferred init: creates the communicator, sets its handle's state and returns its error.
+type InitJob = Box<dyn FnOnce() -> Result<()> + Send>;
 /// An operation queued in a group: its communicator, stream and call.
 type QueuedOp = (Arc<Comm>, u64, Op);
 /// A communicator's queued operations with their streams.
@@ -161,12 +164,14 @@ pub fn in_group() -> bool {
     GROUP.with(|g| g.borrow().depth > 0)
 }
 
-/// Queues an init job for the group's end, or runs it now outside a group.
-pub fn init_job(job: InitJob) {
+/// Queues an init job for the group's end, or runs it now outside a group (and returns its
+/// result).
+pub fn init_job(job: InitJob) -> Result<()> {
     if in_group() {
         GROUP.with(|g| g.borrow_mut().inits.push(job));
+        Ok(())
     } else {
-        job();
+        job()
     }
 }
 
@@ -200,28 +205,34 @@ fn pop(what: &str) -> Result<(Vec<InitJob>, Vec<QueuedOp>)> {
 /// `ncclGroupEnd`.
 pub fn end() -> Result<()> {
     let (inits, ops) = pop("ncclGroupEnd")?;
-    run_inits(inits);
+    run_inits(inits)?;
     run_ops(ops)
 }
 
 /// Ends the group without running its operations and returns them (`ncclGroupSimulateEnd`);
-/// queued inits still run.
+/// queued inits still run, and the first failed one's error is returned.
 pub fn end_simulated() -> Result<Vec<(Arc<Comm>, Op)>> {
     let (inits, ops) = pop("ncclGroupSimulateEnd")?;
-    run_inits(inits);
+    run_inits(inits)?;
     Ok(ops.into_iter().map(|(c, _, o)| (c, o)).collect())
 }
 
-fn run_inits(inits: Vec<InitJob>) {
+/// Runs the group's inits concurrently (the ranks of one communicator wait for each other);
+/// the first failure in call order is the group's error.
+fn run_inits(inits: Vec<InitJob>) -> Result<()> {
     if inits.len() <= 1 {
-        inits.into_iter().for_each(|j| j());
-        return;
+        return inits.into_iter().try_for_each(|j| j());
     }
-    std::thread::scope(|s| {
-        for j in inits {
-            s.spawn(j);
-        }
+    let results: Vec<Result<()>> = std::thread::scope(|s| {
+        let hs: Vec<_> = inits.into_iter().map(|j| s.spawn(j)).collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(NcclError::internal("init thread panicked")))
+            })
+            .collect()
     });
+    results.into_iter().collect()
 }
 
 /// Runs queued operations: per communicator in call order (collectives one by one, the

@@ -397,10 +397,19 @@ fn forged_bootstrap_peers_do_not_disturb_a_job() {
     let strangers = forge(root, magic);
     let ranks = job.finish(Duration::from_secs(60));
     // The root has dropped every stranger: each read ends (closed or reset), none times out.
-    for mut s in strangers {
+    // The one with the job's magic (it holds the id) is first told why it was refused.
+    for (i, mut s) in strangers.into_iter().enumerate() {
         use std::io::Read;
         s.set_read_timeout(Some(Duration::from_secs(10)))
             .expect("timeout");
+        if i == 2 {
+            let mut reply = Vec::new();
+            s.read_to_end(&mut reply)
+                .expect("the refusal, then the end");
+            let text = String::from_utf8_lossy(&reply);
+            assert!(text.contains("rank 7 of 3"), "refusal: {text:?}");
+            continue;
+        }
         let mut b = [0u8; 64];
         match s.read(&mut b) {
             Ok(0) => {}
@@ -433,6 +442,64 @@ fn forged_bootstrap_peers_do_not_disturb_a_job() {
         );
         r.no_leaks();
     }
+}
+
+#[test]
+fn a_duplicate_rank_is_told_why_it_was_refused() {
+    let ranks = Job::start("duprank", 3, |_, c| {
+        c.env("NCCL_DEBUG", "WARN");
+    })
+    .finish(Duration::from_secs(60));
+    let refused: Vec<&Rank> = ranks
+        .iter()
+        .filter(|r| r.result("duprank").1 != 0)
+        .collect();
+    assert_eq!(refused.len(), 1, "one of the two rank 1s is refused");
+    let r = refused[0];
+    assert_ne!(r.rank, 0, "{}", r.text());
+    let (_, code, ms, msg) = r.result("duprank");
+    assert_eq!(*code, INVALID_USAGE, "{}", r.text());
+    assert!(msg.contains("rank 1 has already joined"), "{msg}");
+    // The refused process's own WARN line says why (NCCL logs on stdout).
+    let log = String::from_utf8_lossy(&r.output.stdout);
+    assert!(
+        log.lines()
+            .any(|l| l.contains("NCCL WARN") && l.contains("rank 1 has already joined")),
+        "{}",
+        r.text()
+    );
+    eprintln!(
+        "duprank: process {} refused after {ms:.0} ms: {msg}",
+        r.rank
+    );
+    for r in &ranks {
+        assert!(r.output.status.success(), "{}", r.text());
+        r.no_leaks();
+    }
+}
+
+#[test]
+fn an_init_that_fails_inside_a_group_fails_at_the_group_end() {
+    let ranks = Job::start("groupdup", 1, |_, _| {}).finish(Duration::from_secs(60));
+    let r = &ranks[0];
+    assert!(r.output.status.success(), "{}", r.text());
+    let (_, code, ms, msg) = r.result("group_end");
+    assert_eq!(*code, INVALID_USAGE, "{}", r.text());
+    assert!(
+        msg.contains("ncclGroupEnd")
+            && msg.contains("Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 0"),
+        "{msg}"
+    );
+    eprintln!("groupdup: ncclGroupEnd returned {code} after {ms:.0} ms: {msg}");
+    // The communicators stay failed: a call on one names the failure again.
+    let (_, code, _, msg) = r.result("allreduce");
+    assert_eq!(*code, INVALID_USAGE, "{msg}");
+    assert!(msg.contains("failed to initialize"), "{msg}");
+    // A rank that splits with NCCL_SPLIT_NOCOLOR inside a group gets no communicator, and the
+    // group's end succeeds.
+    let (_, code, _, msg) = r.result("group_nocolor");
+    assert_eq!(*code, 0, "{msg}");
+    r.no_leaks();
 }
 
 #[test]

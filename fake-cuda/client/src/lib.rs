@@ -227,6 +227,14 @@ impl Client {
         Ok(i)
     }
 
+    /// The device buffer `ptr` points into, as the program made it.
+    pub fn buffer_extent(&self, ptr: usize) -> Result<abi::CBufferExtent> {
+        let mut out = abi::CBufferExtent::default();
+        // SAFETY: the loader checked the table's size; `out` is a valid out-pointer.
+        self.check(unsafe { (self.api.buffer_extent)(ptr, &mut out) })?;
+        Ok(out)
+    }
+
     /// Where a device allocation of this process lives (its arena memfd and offsets).
     pub fn pointer_arena(&self, ptr: usize) -> Result<abi::CArenaLocation> {
         let mut out = abi::CArenaLocation::default();

@@ -86,6 +86,30 @@ pub struct CPointerInfo {
     pub size: usize,
 }
 
+/// [`CBufferExtent::kind`]: not device memory of this process.
+pub const BUFFER_NONE: i32 = 0;
+/// [`CBufferExtent::kind`]: a `cudaMalloc` allocation.
+pub const BUFFER_ALLOCATION: i32 = 1;
+/// [`CBufferExtent::kind`]: another process's allocation mapped through IPC.
+pub const BUFFER_IMPORTED: i32 = 2;
+/// [`CBufferExtent::kind`]: mappings made with `cuMemMap` in one reserved range.
+pub const BUFFER_MAPPED: i32 = 3;
+
+/// The device buffer a pointer points into, as the program made it (`Core::buffer_extent`).
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct CBufferExtent {
+    /// `BUFFER_*`.
+    pub kind: i32,
+    /// Visible device ordinal, or -1.
+    pub device: i32,
+    /// Start of the buffer.
+    pub base: usize,
+    /// End of the buffer (exclusive): of a `cudaMalloc` allocation, its start plus the size
+    /// asked for.
+    pub end: usize,
+}
+
 /// Where a device allocation lives, in C form: enough for another process of a communicator
 /// to map the owner's whole arena memfd once (`/proc/<owner_pid>/fd/<fd>`) and find the
 /// allocation in it.
@@ -374,4 +398,7 @@ pub struct CoreApiV1 {
     /// (`NCCLSIM_REPORT`); with `write_now` non-zero the report file is written at once.
     pub report_section:
         unsafe extern "C" fn(name: *const c_char, json: *const c_char, write_now: i32) -> i32,
+    /// The device buffer `ptr` points into, as the program made it (kind `BUFFER_NONE` when it
+    /// is not device memory of this process).
+    pub buffer_extent: unsafe extern "C" fn(ptr: usize, out: *mut CBufferExtent) -> i32,
 }

@@ -99,6 +99,8 @@ pub struct Allocation {
     pub offset: u64,
     /// Rounded size.
     pub size: u64,
+    /// The size the program asked for (at most `size`): where its buffer ends.
+    pub requested: u64,
     /// Process-unique serial number.
     pub serial: u64,
     /// Export slot, once `cudaIpcGetMemHandle` was called on it.
@@ -262,6 +264,12 @@ impl Arena {
 
     /// Allocates `size` bytes (already rounded) first-fit; `None` when nothing fits.
     pub fn alloc(&mut self, size: u64, serial: u64) -> Option<Allocation> {
+        self.alloc_for(size, size, serial)
+    }
+
+    /// [`Arena::alloc`] for a request of `requested` bytes (at most `size`): where the
+    /// program's buffer ends.
+    pub fn alloc_for(&mut self, size: u64, requested: u64, serial: u64) -> Option<Allocation> {
         self.reap();
         let (&start, &len) = self.free.iter().find(|(_, &len)| len >= size)?;
         self.free.remove(&start);
@@ -272,6 +280,7 @@ impl Arena {
         let a = Allocation {
             offset: start,
             size,
+            requested: requested.min(size),
             serial,
             slot: None,
         };

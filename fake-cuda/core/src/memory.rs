@@ -26,7 +26,7 @@ impl Core {
             return Err(oom(a.used() + others, rounded));
         }
         let alloc = a
-            .alloc(rounded, serial)
+            .alloc_for(rounded, size as u64, serial)
             .ok_or_else(|| oom(a.used() + others, rounded))?;
         let (ptr, used) = (a.data_base() + alloc.offset as usize, a.used() + others);
         st.peak[phys] = st.peak[phys].max(used);
@@ -223,6 +223,45 @@ impl Core {
             device: -1,
             base: 0,
             size: 0,
+        }
+    }
+
+    /// The buffer `ptr` points into, as the program made it, for checks of a buffer's bounds:
+    /// a `cudaMalloc` allocation up to the size asked for (neither the rest of its allocation
+    /// granule nor the allocation beside it belongs to it), another process's allocation
+    /// mapped through IPC, or the run of accessible mappings of one device that `cuMemMap`
+    /// made side by side in one reserved range (PyTorch's expandable segments grow a segment
+    /// so; the next reserved range is another buffer). Kind 0 when `ptr` is not in device
+    /// memory of this process.
+    pub fn buffer_extent(&self, ptr: usize) -> abi::CBufferExtent {
+        let st = self.lock();
+        let found = if let Some(a) = st.arenas.iter().flatten().find(|a| a.contains(ptr)) {
+            a.allocation_at(ptr).map(|alloc| {
+                let base = a.data_base() + alloc.offset as usize;
+                let end = base + alloc.requested as usize;
+                (abi::BUFFER_ALLOCATION, a.device() as usize, base, end)
+            })
+        } else if let Some((&base, imp)) = st
+            .imports
+            .range(..=ptr)
+            .next_back()
+            .filter(|(&b, imp)| ptr < b + imp.mapping.len())
+        {
+            let end = base + imp.mapping.len();
+            Some((abi::BUFFER_IMPORTED, imp.device as usize, base, end))
+        } else {
+            st.vmm
+                .extent(ptr)
+                .map(|(physical, base, end)| (abi::BUFFER_MAPPED, physical, base, end))
+        };
+        match found {
+            Some((kind, physical, base, end)) => abi::CBufferExtent {
+                kind,
+                device: self.ordinal_of(physical).unwrap_or(-1),
+                base,
+                end,
+            },
+            None => abi::CBufferExtent::default(),
         }
     }
 

@@ -284,6 +284,33 @@ impl Vmm {
         }))
     }
 
+    /// The buffer an accessible mapped pointer is in, as (physical device, start, end): the
+    /// run of side-by-side accessible mappings of the same device around it in its reserved
+    /// range. A program builds one buffer out of several mappings only inside one
+    /// reservation; a reservation that happens to follow is another buffer.
+    pub fn extent(&self, ptr: usize) -> Option<(usize, usize, usize)> {
+        let (_, r, ms, m) = self.mapping_at(ptr)?;
+        if m.prot() == 0 {
+            return None;
+        }
+        let same = |x: &Mapping| x.device == m.device && x.prot() != 0;
+        let mut start = ms;
+        for (&s, x) in r.mappings.range(..ms).rev() {
+            if s + x.size != start || !same(x) {
+                break;
+            }
+            start = s;
+        }
+        let mut end = ms;
+        for (&s, x) in r.mappings.range(ms..) {
+            if s != end || !same(x) {
+                break;
+            }
+            end = s + x.size;
+        }
+        Some((m.device, start, end))
+    }
+
     /// Whether `[ptr, ptr + len)` touches a reservation.
     pub fn touches(&self, ptr: usize, len: usize) -> bool {
         let end = ptr.saturating_add(len.max(1));

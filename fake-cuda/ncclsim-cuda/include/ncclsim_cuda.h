@@ -68,6 +68,10 @@ struct ncclsim_core_api_v1 {
     /* Adds or replaces a named JSON section of the NCCLSIM_REPORT report; write_now writes
      * the file at once. */
     int (*report_section)(const char *name, const char *json, int write_now);
+    /* The device buffer ptr points into, as the program made it: kind 0 none, 1 a cudaMalloc
+     * allocation (end = start + the size asked for), 2 an IPC mapping, 3 the run of one
+     * device's mappings in one cuMemAddressReserve range. */
+    ncclsim_fn buffer_extent; /* (uintptr_t ptr, struct { int32_t kind; int32_t device; uintptr_t base; uintptr_t end; } *out) */
 };
 
 const struct ncclsim_core_api_v1 *ncclsim_cuda_core_v1(void);

@@ -13,8 +13,9 @@
 //! thread's last error message and returns a [`Status`] code.
 
 use fake_cuda_core::abi::{
-    CArenaLocation, CDeviceInfo, CDeviceTopology, CHandle, CMemHandleInfo, CNvLink, CPointerInfo,
-    CStreamInfo, CWorkFn, CoreApiV1, CORE_ABI_VERSION, MAX_NVLINKS, MAX_PCI_ANCESTORS,
+    CArenaLocation, CBufferExtent, CDeviceInfo, CDeviceTopology, CHandle, CMemHandleInfo, CNvLink,
+    CPointerInfo, CStreamInfo, CWorkFn, CoreApiV1, CORE_ABI_VERSION, MAX_NVLINKS,
+    MAX_PCI_ANCESTORS,
 };
 use fake_cuda_core::device::{common_ancestor, NvLinkPeer};
 use fake_cuda_core::{CopyKind, Core, CoreError, DeviceDesc, PciBusId, Status};
@@ -323,6 +324,10 @@ core_fn!(pointer_info(ptr: usize, out: *mut CPointerInfo) {
     put(out, CPointerInfo { kind: i.kind as i32, device: i.device, base: i.base, size: i.size })
 });
 
+core_fn!(buffer_extent(ptr: usize, out: *mut CBufferExtent) {
+    put(out, core()?.buffer_extent(ptr))
+});
+
 core_fn!(pointer_arena(ptr: usize, out: *mut CArenaLocation) {
     put(out, core()?.arena_location(ptr)?)
 });
@@ -623,6 +628,7 @@ static API: CoreApiV1 = CoreApiV1 {
     memory_stats,
     profiler,
     report_section,
+    buffer_extent,
 };
 
 ffi_boundary::ffi_fn!(VtableError; export

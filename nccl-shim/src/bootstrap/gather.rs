@@ -6,7 +6,10 @@
 //! claims a huge frame costs a socket for a few seconds and never delays the real ranks.
 //! Every answer to a rank is a reply frame: a table, or the reason the gathering failed (ranks
 //! missing at the deadline, a rank that disconnected, an exited process of this host, an
-//! aborted communicator), so every rank that joined fails with that reason at once.
+//! aborted communicator), so every rank that joined fails with that reason at once. A peer
+//! that presents the communicator's magic but is refused (a rank already joined, a rank or
+//! size that does not fit) is a rank of the job using it wrongly: it is told why, and fails
+//! with `ncclInvalidUsage`. Peers without the magic are dropped without an answer.
 
 use super::{hello, parse_hello, recv_frame, send_frame, timeout, MAX_FRAME, MAX_HELLO};
 use crate::error::{NcclError, Result};
@@ -27,6 +30,7 @@ const WATCH_EVERY: Duration = Duration::from_millis(100);
 
 const REPLY_TABLE: u8 = 0;
 const REPLY_FAILED: u8 = 1;
+const REPLY_REFUSED: u8 = 2;
 
 /// Sends a table to a rank.
 fn send_table(s: &mut TcpStream, table: &[u8]) -> Result<()> {
@@ -38,7 +42,12 @@ fn send_table(s: &mut TcpStream, table: &[u8]) -> Result<()> {
 
 /// Tells a rank why the gathering failed (best effort: it may be gone).
 fn send_failure(s: &mut TcpStream, why: &str) {
-    let mut v = vec![REPLY_FAILED];
+    send_reason(s, REPLY_FAILED, why);
+}
+
+/// Sends a failure or refusal reply (best effort: the peer may be gone).
+fn send_reason(s: &mut TcpStream, kind: u8, why: &str) {
+    let mut v = vec![kind];
     v.extend_from_slice(why.as_bytes());
     let _ = s.set_nonblocking(false);
     let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
@@ -46,7 +55,7 @@ fn send_failure(s: &mut TcpStream, why: &str) {
 }
 
 /// Reads a reply from `from` (named in errors): the table, or the failure it reports as
-/// `ncclRemoteError`.
+/// `ncclRemoteError`, or its refusal of this rank as `ncclInvalidUsage`.
 pub(super) fn recv_reply(s: &mut TcpStream, w: &Waiter, from: &str) -> Result<Vec<u8>> {
     let mut f = recv_frame(s, w, MAX_FRAME)
         .map_err(|e| NcclError::new(e.code, format!("{from}: {}", e.message)))?;
@@ -57,6 +66,10 @@ pub(super) fn recv_reply(s: &mut TcpStream, w: &Waiter, from: &str) -> Result<Ve
         }
         Some(&REPLY_FAILED) => Err(NcclError::remote(format!(
             "{from}: {}",
+            String::from_utf8_lossy(&f[1..])
+        ))),
+        Some(&REPLY_REFUSED) => Err(NcclError::invalid_usage(format!(
+            "{from} refused this rank: {}",
             String::from_utf8_lossy(&f[1..])
         ))),
         _ => Err(NcclError::remote(format!("{from}: malformed reply"))),
@@ -109,6 +122,31 @@ struct Newcomer {
 /// Ranks that joined a listener: each rank's connection and hello payload.
 type Joined = Vec<Option<(TcpStream, Vec<u8>)>>;
 
+/// A refused peer that was told why. Its connection stays open (what it sends is read and
+/// discarded) until it closes it or [`HELLO_WAIT`] passes: closing a socket with unread data
+/// resets the connection, and the peer could lose the reason.
+struct Told {
+    s: TcpStream,
+    since: Instant,
+}
+
+impl Told {
+    /// Whether the connection is still worth keeping.
+    fn linger(&mut self) -> bool {
+        let mut b = [0u8; 4096];
+        loop {
+            match self.s.read(&mut b) {
+                Ok(0) => return false,
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(_) => return false,
+            }
+        }
+        self.since.elapsed() < HELLO_WAIT
+    }
+}
+
 /// What a listener gathers: ranks of `nranks` (learned from the first valid hello when None)
 /// presenting `magic`, except `own` (the gathering rank itself).
 struct Gathering<'a> {
@@ -117,6 +155,7 @@ struct Gathering<'a> {
     nranks: Option<usize>,
     own: Option<usize>,
     joined: Joined,
+    told: Vec<Told>,
 }
 
 impl Gathering<'_> {
@@ -146,38 +185,49 @@ impl Gathering<'_> {
 
     /// Accepts or refuses a complete hello.
     fn admit(&mut self, s: TcpStream, from: SocketAddr, frame: &[u8]) {
-        let refuse = |why: String| {
+        let log = |why: &str| {
             crate::error::warn(&format!(
                 "bootstrap {}: refused a connection from {from}: {why}",
                 self.who
             ));
         };
         let Some((m, rank, n, payload)) = parse_hello(frame) else {
-            return refuse("malformed hello".into());
+            return log("malformed hello");
         };
         if m != self.magic {
-            return refuse(format!(
+            return log(&format!(
                 "magic {m:#x} is not this communicator's ({:#x})",
                 self.magic
             ));
         }
-        if n == 0 || n > MAX_RANKS || rank >= n {
-            return refuse(format!("rank {rank} of {n}"));
+        // From here on the peer holds the communicator's id: it is told why it is refused.
+        let why = if n == 0 || n > MAX_RANKS || rank >= n {
+            format!("rank {rank} of {n}")
+        } else {
+            // The first valid hello sets the size (as NCCL's root does); it cannot be 0 or
+            // absurd.
+            let expected = *self.nranks.get_or_insert(n);
+            if self.joined.is_empty() {
+                self.joined.resize_with(expected, || None);
+            }
+            if n != expected || rank >= expected || Some(rank) == self.own {
+                format!("rank {rank} of {n} (the communicator has {expected} ranks)")
+            } else if self.joined[rank].is_some() {
+                format!("rank {rank} has already joined")
+            } else {
+                self.joined[rank] = Some((s, payload.to_vec()));
+                return;
+            }
+        };
+        log(&why);
+        let mut s = s;
+        send_reason(&mut s, REPLY_REFUSED, &why);
+        if s.set_nonblocking(true).is_ok() {
+            self.told.push(Told {
+                s,
+                since: Instant::now(),
+            });
         }
-        // The first valid hello sets the size (as NCCL's root does); it cannot be 0 or absurd.
-        let expected = *self.nranks.get_or_insert(n);
-        if self.joined.is_empty() {
-            self.joined.resize_with(expected, || None);
-        }
-        if n != expected || rank >= expected || Some(rank) == self.own {
-            return refuse(format!(
-                "rank {rank} of {n} (the communicator has {expected} ranks)"
-            ));
-        }
-        if self.joined[rank].is_some() {
-            return refuse(format!("rank {rank} has already joined"));
-        }
-        self.joined[rank] = Some((s, payload.to_vec()));
     }
 
     /// Reads what a newcomer has sent, never past its hello (a hub's ranks send their first
@@ -301,6 +351,7 @@ fn gather(l: &TcpListener, g: &mut Gathering<'_>, w: &Waiter) -> Result<Joined> 
                 Err(e) => return Err(NcclError::system("accept", e)),
             }
         }
+        g.told.retain_mut(Told::linger);
         let mut i = 0;
         while i < newcomers.len() {
             match g.progress(&mut newcomers[i]) {
@@ -397,6 +448,7 @@ fn run_root(listener: &TcpListener, magic: u64, stop: &Arc<AtomicBool>) -> Resul
         nranks: None,
         own: None,
         joined: Vec::new(),
+        told: Vec::new(),
     };
     let mut joined = gather(listener, &mut g, &w)?;
     let table = encode_table(
@@ -455,6 +507,7 @@ impl Hub {
                 nranks: Some(nranks),
                 own: Some(0),
                 joined: Vec::new(),
+                told: Vec::new(),
             };
             let joined = gather(&l, &mut g, &w)?;
             Links::Root(joined.into_iter().map(|c| c.map(|(s, _)| s)).collect())

@@ -412,9 +412,16 @@ mod tests {
         for h in t {
             assert_eq!(h.join().unwrap(), vec![vec![0u8; 3], vec![1u8; 3]]);
         }
-        for mut s in strangers {
+        // Those with the magic (0, 1, 3) are told why they were refused; the others get nothing.
+        for (i, mut s) in strangers.into_iter().enumerate() {
             let w = Waiter::new("test", &flag());
-            assert!(recv_frame(&mut s, &w, MAX_FRAME).is_err());
+            if [0, 1, 3].contains(&i) {
+                let e = gather::recv_reply(&mut s, &w, "root").unwrap_err();
+                assert_eq!(e.code, crate::types::result::INVALID_USAGE, "{i}: {e}");
+                assert!(e.message.contains("refused this rank: rank "), "{e}");
+            } else {
+                assert!(recv_frame(&mut s, &w, MAX_FRAME).is_err());
+            }
         }
         drop(silent);
     }
@@ -450,6 +457,33 @@ mod tests {
             "{}",
             e.message
         );
+    }
+
+    #[test]
+    fn a_rank_already_joined_refuses_its_duplicate_with_the_reason() {
+        let l = listen(Some(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0))).unwrap();
+        let addr = local_addr(&l).unwrap();
+        spawn_root(l, 13);
+        // Two joiners claim rank 1 of 2: the second to arrive is refused while the root still
+        // waits for rank 0, and returns first.
+        let (tx, rx) = std::sync::mpsc::channel();
+        for _ in 0..2 {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let _ = tx.send(exchange_with_root(addr, 13, 1, 2, b"d", &flag()));
+            });
+        }
+        let first = rx.recv().unwrap().unwrap_err();
+        assert_eq!(first.code, crate::types::result::INVALID_USAGE, "{first}");
+        assert!(
+            first.message.contains("rank 1 has already joined"),
+            "{}",
+            first.message
+        );
+        let zero = std::thread::spawn(move || exchange_with_root(addr, 13, 0, 2, b"z", &flag()));
+        let table = vec![b"z".to_vec(), b"d".to_vec()];
+        assert_eq!(zero.join().unwrap().unwrap(), table);
+        assert_eq!(rx.recv().unwrap().unwrap(), table);
     }
 
     #[test]

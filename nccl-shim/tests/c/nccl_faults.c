@@ -10,6 +10,11 @@
  *                                     then the restart path as above
  *   nccl_faults forged R N IDFILE     an ordinary job (rank N-1 starts late); the test sends
  *                                     forged connections to its root meanwhile
+ *   nccl_faults duprank R 3 IDFILE    processes 1 and 2 both claim rank 1 of 2; process 0
+ *                                     joins once the refused one has returned
+ *   nccl_faults groupdup 0 1 -        one thread inits ranks 0 and 1 on device 0 in a group
+ *                                     (blocking config): the group's end fails; then a group
+ *                                     in which one rank splits with NCCL_SPLIT_NOCOLOR succeeds
  *   nccl_faults invalid 0 2 -         every invalid argument on a 2-rank ncclCommInitAll
  *   nccl_faults mismatch R N IDFILE   different counts, then types, across the ranks of a call
  *
@@ -280,6 +285,61 @@ int main(int argc, char **argv) {
         checked_allreduce(comm);
         OK(ncclCommDestroy(comm));
         result(what, 0, t, "initialised and reduced despite forged peers");
+        leaks(before);
+        return 0;
+    }
+    if (strcmp(what, "duprank") == 0) {
+        /* The refused process writes IDFILE.refused; rank 0 joins only after that, so the
+         * refusal happens while the root still gathers. */
+        char refused[4096];
+        snprintf(refused, sizeof refused, "%s.refused", path);
+        ncclUniqueId id = shared_id(path, 1);
+        if (R == 0)
+            for (int tries = 0; tries < 3000 && access(refused, F_OK) != 0; tries++) usleep(10000);
+        ncclComm_t comm;
+        double t = now_ms();
+        ncclResult_t rc = ncclCommInitRank(&comm, 2, id, R == 0 ? 0 : 1);
+        result(what, rc, t, ncclGetLastError(NULL));
+        if (rc != ncclSuccess) {
+            FILE *f = fopen(refused, "w");
+            CHECK(f);
+            fclose(f);
+        } else {
+            OK(ncclCommDestroy(comm));
+        }
+        leaks(before);
+        return 0;
+    }
+    if (strcmp(what, "groupdup") == 0) {
+        ncclUniqueId id;
+        OK(ncclGetUniqueId(&id));
+        ncclComm_t c[2] = { NULL, NULL };
+        ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+        cfg.blocking = 1;
+        double t = now_ms();
+        OK(ncclGroupStart());
+        for (int r = 0; r < 2; r++) OK(ncclCommInitRankConfig(&c[r], 2, id, r, &cfg));
+        ncclResult_t rc = ncclGroupEnd();
+        result("group_end", rc, t, ncclGetLastError(NULL));
+        t = now_ms();
+        rc = ncclAllReduce(buf, buf, 256, ncclFloat, ncclSum, c[0], stream);
+        result("allreduce", rc, t, ncclGetLastError(NULL));
+        for (int r = 0; r < 2; r++) OK(ncclCommDestroy(c[r]));
+        /* NCCL_SPLIT_NOCOLOR in a group: that rank gets no communicator, which is no failure. */
+        ncclComm_t all[2], part[2] = { NULL, NULL };
+        int devs[2] = { 0, 1 };
+        OK(ncclCommInitAll(all, 2, devs));
+        t = now_ms();
+        OK(ncclGroupStart());
+        OK(ncclCommSplit(all[0], NCCL_SPLIT_NOCOLOR, 0, &part[0], NULL));
+        OK(ncclCommSplit(all[1], 0, 0, &part[1], NULL));
+        rc = ncclGroupEnd();
+        result("group_nocolor", rc, t, rc == ncclSuccess ? "" : ncclGetLastError(NULL));
+        int n = 0;
+        OK(ncclCommCount(part[1], &n));
+        CHECK(n == 1);
+        for (int r = 0; r < 2; r++) OK(ncclCommDestroy(part[r]));
+        for (int r = 0; r < 2; r++) OK(ncclCommDestroy(all[r]));
         leaks(before);
         return 0;
     }

@@ -1,0 +1,125 @@
+/* Buffer bounds of ncclsim's libnccl.so.2: one-rank communicators on devices 0 and 1, and
+ * AllReduces whose receive buffer fits its allocation exactly, overruns it by one element
+ * inside the allocation granule, runs into the next cudaMalloc, lies on the other device, or
+ * spans mappings the driver's cuMem* API made (in one reserved range, and into the next one).
+ *
+ * Each outcome is a line "result case=NAME code=C msg=TEXT"; the test checks the codes and
+ * messages. Preconditions the cases rely on (consecutive allocations are adjacent, a
+ * reservation can be placed right after another) are CHECKed, so the cases test what they
+ * claim. */
+#include <stdio.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "nccl.h"
+
+int cudaSetDevice(int);
+int cudaMalloc(void **, size_t);
+int cudaFree(void *);
+int cudaMemcpy(void *, const void *, size_t, int);
+int cudaStreamCreate(void **);
+
+typedef unsigned long long CUdeviceptr;
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef struct { int type; int id; } CUmemLocation;
+typedef struct {
+    int type;
+    int requestedHandleTypes;
+    CUmemLocation location;
+    void *win32HandleMetaData;
+    struct { unsigned char compressionType, gpuDirectRDMACapable; unsigned short usage;
+             unsigned char reserved[4]; } allocFlags;
+} CUmemAllocationProp;
+typedef struct { CUmemLocation location; int flags; } CUmemAccessDesc;
+int cuMemCreate(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                unsigned long long);
+int cuMemAddressReserve(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+int cuMemMap(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+int cuMemSetAccess(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+
+static const char *error_name(int code) { return ncclGetErrorString((ncclResult_t)code); }
+#include "ncclsim_check.h"
+
+#define GRANULE ((size_t)2 << 20)
+
+static void result(const char *name, int code, const char *msg) {
+    printf("result case=%s code=%d msg=%s\n", name, code, msg ? msg : "");
+    fflush(stdout);
+}
+
+static ncclComm_t comm;
+static void *stream;
+
+#define TRY(name, send, recv, count)                                                           \
+    do {                                                                                       \
+        ncclResult_t rc_ = ncclAllReduce(send, recv, count, ncclFloat, ncclSum, comm, stream); \
+        result(name, rc_, rc_ == ncclSuccess ? "" : ncclGetLastError(NULL));                   \
+    } while (0)
+
+/* `n` granules of device 0 mapped read-write at `at`, one allocation per granule. */
+static void map_granules(CUdeviceptr at, int n) {
+    CUmemAllocationProp p;
+    memset(&p, 0, sizeof p);
+    p.type = 1;
+    p.location.type = 1;
+    p.location.id = 0;
+    for (int i = 0; i < n; i++) {
+        CUmemGenericAllocationHandle h;
+        OK(cuMemCreate(&h, GRANULE, &p, 0));
+        OK(cuMemMap(at + i * GRANULE, GRANULE, 0, h, 0));
+    }
+    CUmemAccessDesc a = {{1, 0}, 3};
+    OK(cuMemSetAccess(at, n * GRANULE, &a, 1));
+}
+
+int main(void) {
+    int dev0 = 0;
+    OK(cudaSetDevice(0));
+    OK(cudaStreamCreate(&stream));
+    OK(ncclCommInitAll(&comm, 1, &dev0));
+    /* The send buffer of every case, larger than any of them. */
+    float *x;
+    OK(cudaMalloc((void **)&x, 3 * GRANULE));
+
+    /* An allocation of 100 floats: the core rounds it up to one 4 KiB page. */
+    float *small;
+    OK(cudaMalloc((void **)&small, 100 * sizeof(float)));
+    TRY("exact", x, small, 100);
+    TRY("slack", x, small, 101);
+    TRY("send_slack", small, x, 101);
+
+    /* Two pages allocated one after the other lie side by side. */
+    float *a, *b, h[1024];
+    OK(cudaMalloc((void **)&a, 4096));
+    OK(cudaMalloc((void **)&b, 4096));
+    CHECK((char *)b == (char *)a + 4096);
+    for (int i = 0; i < 1024; i++) h[i] = 7.0f;
+    OK(cudaMemcpy(b, h, sizeof h, 1));
+    TRY("next", x, a, 2048);
+    OK(cudaMemcpy(h, b, sizeof h, 2));
+    int changed = 0;
+    for (int i = 0; i < 1024; i++) changed += h[i] != 7.0f;
+    result("next_intact", changed, "floats of the next allocation changed");
+
+    /* A buffer of device 1 given to device 0's communicator. */
+    float *other;
+    OK(cudaSetDevice(1));
+    OK(cudaMalloc((void **)&other, 4096));
+    OK(cudaSetDevice(0));
+    TRY("other_device", x, other, 16);
+
+    /* Expandable segments: two mappings side by side in one reserved range form one buffer. */
+    CUdeviceptr r;
+    OK(cuMemAddressReserve(&r, 2 * GRANULE, GRANULE, 0, 0));
+    map_granules(r, 2);
+    size_t two = 2 * GRANULE / sizeof(float);
+    TRY("vmm_chain", x, (float *)r, two);
+    /* A second reserved range right after the first is another buffer. */
+    CUdeviceptr next;
+    OK(cuMemAddressReserve(&next, GRANULE, GRANULE, r + 2 * GRANULE, 0));
+    CHECK(next == r + 2 * GRANULE);
+    map_granules(next, 1);
+    TRY("vmm_next_range", x, (float *)r, two + 16);
+    TRY("vmm_tail", x, (float *)(r + GRANULE), GRANULE / sizeof(float) + 1);
+    return 0;
+}
