@@ -54,8 +54,9 @@ CARGO_TARGET_DIR="$faults_target" cargo build --release -q -p nccl-shim --featur
 rm -rf "$logs"
 faults_libs="$logs/fault-injection-libs"
 mkdir -p "$logs/debug" "$logs/tmp" "$faults_libs"
-for lib in libncclsim_cuda.so libcudart13.so libcudart12.so libcuda_driver.so libnvidia_ml.so; do
-    ln -s "$repo/target/release/$lib" "$faults_libs/$lib"
+# Every other release library beside it, whatever `ncclsim run` preloads.
+for lib in "$repo"/target/release/lib*.so; do
+    [ "$(basename "$lib")" = libnccl.so ] || ln -s "$lib" "$faults_libs/$(basename "$lib")"
 done
 ln -s "$faults_target/release/libnccl.so" "$faults_libs/libnccl.so"
 # torchrun leaves a torchelastic_* directory in the temporary directory per run: keep them with
