@@ -13,7 +13,10 @@ as DDP does. Checks, each against plain CPU torch:
 - bf16 autocast of a linear stack: within bf16 tolerance of the float32 CPU result;
 - `torch.compile` (Dynamo with the eager backend ncclsim substitutes for inductor): forward and
   backward equal the CPU's;
-- device memory: 256 MiB allocated and never written costs no host memory; written, it does.
+- device memory: 256 MiB allocated and never written costs no host memory; written, it does;
+- compute takes the compute model's time: CUDA events around a forward and backward read the
+  sum of the modelled times of its ops, and a bf16 GEMM's time is the roofline's at three
+  quarters of the A100's 312 TFLOP/s.
 Prints `rank R: PASS n checks`; exits non-zero on the first failure.
 """
 
@@ -294,6 +297,43 @@ def memory():
         f"{written >> 20} MiB after")
 
 
+def modelled_time():
+    global checks
+    from ncclsim.compute import timing
+
+    n = 4096
+    a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    before = timing.total_ns
+    start.record()
+    a @ a
+    end.record()
+    end.synchronize()
+    gemm_ms = start.elapsed_time(end)
+    # The roofline of compute-model for the bundled DGX A100's board: 2 n^3 flops at 0.75 of
+    # the A100 datasheet's dense BF16 peak, plus the 3 us per-kernel floor.
+    want = 2 * n**3 / (0.75 * 312e12) * 1e3 + 3e-3
+    if abs(gemm_ms - want) > 1e-5 or abs((timing.total_ns - before) / 1e6 - gemm_ms) > 1e-5:
+        fail(f"bf16 GEMM took {gemm_ms} ms of virtual time, model {(timing.total_ns - before) / 1e6}, want {want}")
+    checks += 1
+    net = mlp().to(dev)
+    x = torch.randn(64, 32, device=dev)
+    torch.cuda.synchronize()
+    before = timing.total_ns
+    start.record()
+    net(x).sum().backward()
+    end.record()
+    end.synchronize()
+    step_ms = start.elapsed_time(end)
+    model_ms = (timing.total_ns - before) / 1e6
+    if abs(step_ms - model_ms) > 1e-5 or step_ms <= 0:
+        fail(f"forward and backward: events read {step_ms} ms, the model's ops sum to {model_ms} ms")
+    checks += 1
+    log(f"ok modelled compute time: bf16 GEMM {gemm_ms:.4f} ms (roofline {want:.4f}), "
+        f"MLP forward+backward {step_ms:.4f} ms = the sum of its ops' modelled times")
+
+
 torch.cuda.set_device(dev)
 dist.init_process_group("nccl", device_id=dev)
 train_ddp(lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), "SGD")
@@ -303,6 +343,7 @@ resnet()
 autocast()
 compiled()
 memory()
+modelled_time()
 gpt2()
 dist.barrier()
 print(f"rank {rank}: PASS {checks} checks", flush=True)

@@ -34,7 +34,7 @@ import warnings
 
 import torch
 
-from . import cuda_only, rng
+from . import cuda_only, rng, timing
 from .alias import host_view, is_dense
 
 _CPU = torch.device("cpu")
@@ -130,6 +130,7 @@ class _Op:
 
     def __init__(self, name: str, op, fn) -> None:
         self.name = name
+        self.op = op
         self.fn = fn
         schema = op._schema
         self.gen_index = None
@@ -272,16 +273,32 @@ def _kernel(info: _Op, mode: str):
     perturb = os.environ.get("NCCLSIM_TEST_COMPUTE_PERTURB") == "1" and info.name in _PERTURBED
 
     def kernel(*args, **kwargs):
+        r = None
         if meta:
             try:
-                return _run(info, args, kwargs, True)
+                r = _run(info, args, kwargs, True)
             except (NotImplementedError, RuntimeError):
                 pass  # no meta kernel, or a data-dependent shape: compute it
-        r = _run(info, args, kwargs, False)
-        return _perturb(r) if perturb else r
+        if r is None:
+            r = _run(info, args, kwargs, False)
+            if perturb:
+                r = _perturb(r)
+        timing.price(info.op, info.name, args, kwargs, r, _device_of(args))
+        return r
 
     kernel.__name__ = f"ncclsim_{info.name}"
     return kernel
+
+
+def _device_of(args: tuple) -> torch.device | None:
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.is_cuda:
+            return a.device
+        if isinstance(a, (list, tuple)):
+            for e in a:
+                if isinstance(e, torch.Tensor) and e.is_cuda:
+                    return e.device
+    return None
 
 
 def _copy_kernel(mode: str):
@@ -297,10 +314,11 @@ def _copy_kernel(mode: str):
             and self.is_neg() == src.is_neg()
         ):
             return native.call_boxed(keyset, self, src, non_blocking)
-        if mode == "time":
-            return self
-        dst = host_view(self) if self.is_cuda else self
-        dst.copy_(host_view(src) if src.is_cuda else src)
+        if mode != "time":
+            dst = host_view(self) if self.is_cuda else self
+            dst.copy_(host_view(src) if src.is_cuda else src)
+        timing.price(torch.ops.aten.copy_.default, "aten::copy_", (self, src), {}, self,
+                     self.device if self.is_cuda else src.device)
         return self
 
     return copy_
