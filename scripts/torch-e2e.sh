@@ -171,10 +171,18 @@ fi
 grep -m1 "rank 1: FAIL" "$logs/perturbed.log" || fail "the perturbed run failed, but not on rank 1's check"
 
 echo "== 5b. training computed on the simulated GPUs equals the CPU's, 2 nodes x 2"
-measured compute "${run[@]}" -- torchrun --nproc_per_node 2 scripts/torch/compute.py \
-    > "$logs/compute.log" 2>&1 || fail "compute checks exited $?"
+measured compute "${run[@]}" --trace "$logs/trace-compute" -- torchrun --nproc_per_node 2 \
+    scripts/torch/compute.py > "$logs/compute.log" 2>&1 || fail "compute checks exited $?"
 grep "^ok " "$logs/compute.log" | sort -u
 [ "$(passes "$logs/compute.log")" = 4 ] || fail "compute: not every rank passed"
+# The kernel list (nsys's GPU trace columns) has the training's GEMMs and its NCCL kernels.
+"$ncclsim" trace kernels "$logs/trace-compute" > "$logs/kernels.csv"
+head -1 "$logs/kernels.csv"
+for k in '"aten::addmm"' '"aten::mm"' ncclDevKernel_AllReduce; do
+    n=$(grep -c "$k" "$logs/kernels.csv" || true)
+    echo "kernel list: $n rows of $k"
+    [ "$n" -gt 0 ] || fail "trace kernels: no $k"
+done
 if "${run[@]}" --env NCCLSIM_TEST_COMPUTE_PERTURB=1 -- torchrun --nproc_per_node 2 \
     scripts/torch/compute.py > "$logs/compute-perturbed.log" 2>&1; then
     fail "the run with wrong matrix products passed: the compute checks do not check"

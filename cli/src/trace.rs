@@ -1,6 +1,6 @@
-//! `ncclsim trace summarize|reprice DIR`: what the runtime's traces (`NCCLSIM_TRACE=DIR`, one
-//! Perfetto JSON file per process) say about a run, and what the same calls would cost on
-//! other hardware.
+//! `ncclsim trace summarize|reprice|kernels DIR`: what the runtime's traces (`NCCLSIM_TRACE=DIR`,
+//! Perfetto JSON files per process) say about a run, what the same calls would cost on other
+//! hardware, and the kernel list of a process ([`kernels`]).
 //!
 //! Every rank traces its own view of each operation, so per communicator and operation the
 //! figures are per rank: calls, bytes and predicted time averaged over the ranks that traced.
@@ -11,6 +11,7 @@ use cost_model::types::{Collective, DataType, RedOp};
 use cost_model::{CostModel, Mode};
 use std::collections::BTreeMap;
 
+mod kernels;
 mod steps;
 
 #[derive(Subcommand)]
@@ -19,6 +20,20 @@ pub enum TraceCmd {
     Summarize(SummarizeArgs),
     /// The traced calls planned and priced on another topology, side by side with the original.
     Reprice(RepriceArgs),
+    /// One process's compute and NCCL operations in launch order, in nsys's GPU trace columns.
+    Kernels(KernelsArgs),
+}
+
+#[derive(Args)]
+pub struct KernelsArgs {
+    /// Directory the runtime wrote with NCCLSIM_TRACE.
+    dir: String,
+    /// The process to list (default: the first traced process).
+    #[arg(long)]
+    pid: Option<u64>,
+    /// Output format: csv (nsys's `--report gputrace --format csv` columns) or table.
+    #[arg(long, default_value = "csv", value_parser = ["csv", "table"])]
+    format: String,
 }
 
 #[derive(Args)]
@@ -128,7 +143,8 @@ fn read(dir: &str) -> Result<(Vec<Call>, BTreeMap<String, CommInfo>), String> {
                 );
                 continue;
             }
-            if e["ph"] != "X" {
+            // Compute operations (ncclsim's Python package) are not NCCL calls.
+            if e["ph"] != "X" || e["cat"] == "compute" {
                 continue;
             }
             calls.push(Call {
@@ -178,6 +194,7 @@ pub fn run(cmd: &TraceCmd) -> Result<(), String> {
     match cmd {
         TraceCmd::Summarize(a) => summarize(a),
         TraceCmd::Reprice(a) => reprice(a),
+        TraceCmd::Kernels(a) => kernels::print(&a.dir, a.pid, &a.format),
     }
 }
 

@@ -15,14 +15,14 @@ impl Core {
 
     /// Compute whose time the compute model gives: occupies `stream` for the modelled time of
     /// `cost` on the stream's GPU (`compute_model::price` with its default efficiencies) and
-    /// counts a launch of `name`; returns that time, ns. Refused while the stream captures:
-    /// nothing would run the computation at replay.
+    /// counts a launch of `name`; returns its (start, end) in virtual ns. Refused while the
+    /// stream captures: nothing would run the computation at replay.
     pub fn launch_priced(
         &self,
         stream: u64,
         cost: &compute_model::KernelCost,
         name: &str,
-    ) -> Result<u64> {
+    ) -> Result<(u64, u64)> {
         let mut st = self.lock();
         let key = self.resolve(&mut st, stream)?;
         if st.graphs.is_capturing(key) {
@@ -38,8 +38,7 @@ impl Core {
         );
         st.kernels.launch_named(name);
         let wall = self.pace_now();
-        st.timeline.schedule(key, ns, wall);
-        Ok(ns)
+        Ok(st.timeline.schedule(key, ns, wall))
     }
 
     /// Kernel launch counts by name.

@@ -78,8 +78,10 @@ const struct ncclsim_core_api_v1 *ncclsim_cuda_core_v1(void);
 
 /* Compute priced by the compute model: `flops` on vector (unit 0) or tensor (unit 1) units in
  * `precision` (0 f64, 1 f32, 2 tf32, 3 f16, 4 bf16, 5 f8) and `bytes` of memory traffic occupy
- * `stream` of the current device for their modelled time (written to *out_ns) and count one
- * launch of `name`. Returns 0 or a core status code. */
+ * `stream` of the current device for their modelled time and count one launch of `name`;
+ * writes the virtual start and duration (ns) and the open cudaProfilerStart range's index (-1
+ * outside one). Returns 0 or a core status code. */
 int ncclsim_compute_launch(uint64_t stream, double flops, double bytes, int unit, int precision,
-                           const char *name, uint64_t *out_ns);
+                           const char *name, uint64_t *out_start_ns, uint64_t *out_ns,
+                           int64_t *out_range);
 #endif

@@ -642,8 +642,9 @@ ffi_boundary::ffi_fn!(VtableError; export
     /// Compute priced by the compute model, for programs without the vtable (ncclsim's Python
     /// package calls it through ctypes): `flops` of arithmetic on the units of `unit` (0 vector,
     /// 1 tensor) in `precision` (`compute_model::Precision::from_code`) and `bytes` of memory
-    /// traffic occupy `stream` of the current device for their modelled time, written to
-    /// `out_ns`, and count one launch of `name` (NUL-terminated).
+    /// traffic occupy `stream` of the current device for their modelled time and count one
+    /// launch of `name` (NUL-terminated); writes the virtual start and duration (ns) and the
+    /// open `cudaProfilerStart` range's index (-1 outside one).
     fn ncclsim_compute_launch(
         stream: u64,
         flops: f64,
@@ -651,7 +652,9 @@ ffi_boundary::ffi_fn!(VtableError; export
         unit: i32,
         precision: i32,
         name: *const c_char,
+        out_start_ns: *mut u64,
         out_ns: *mut u64,
+        out_range: *mut i64,
     ) {
         count_call("compute_launch");
         let p = compute_model::Precision::from_code(precision)
@@ -667,10 +670,15 @@ ffi_boundary::ffi_fn!(VtableError; export
         // SAFETY: the caller passes a NUL-terminated string, checked non-null above.
         let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
         let cost = compute_model::KernelCost { flops, bytes, unit };
-        let ns = core()
+        let (start, end) = core()
             .and_then(|c| c.launch_priced(stream, &cost, &name))
             .map_err(VtableError)?;
-        put(out_ns, ns).map_err(VtableError)
+        let (ranges, active) = *PROFILER.lock().unwrap_or_else(|p| p.into_inner());
+        let range = if active { ranges as i64 - 1 } else { -1 };
+        put(out_start_ns, start)
+            .and_then(|()| put(out_ns, end - start))
+            .and_then(|()| put(out_range, range))
+            .map_err(VtableError)
     }
 );
 

@@ -12,7 +12,8 @@ tensor cores, in the precision torch runs them (float32 matmuls in TF32 when
 `torch.backends.cuda.matmul.allow_tf32`, convolutions when `torch.backends.cudnn.allow_tf32`,
 which is torch's default); every other op one operation per output element on the vector
 units; memory traffic as the bytes of the op's tensor arguments plus those of its new results.
-`NCCLSIM_COMPUTE_TIME=0` turns pricing off (ops then take no time).
+With `NCCLSIM_TRACE=DIR` every priced op is also a trace event (`trace`). `NCCLSIM_COMPUTE_TIME=0`
+turns pricing off (ops then take no time).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ try:
 finally:
     _log.setLevel(_level)
 
+from . import trace
+
 _F64, _F32, _TF32, _F16, _BF16, _F8 = range(6)
 _VECTOR, _TENSOR = 0, 1
 _PRECISION = {
@@ -46,6 +49,8 @@ _PRECISION = {
 _CONVOLUTIONS = {"convolution", "_convolution", "cudnn_convolution", "convolution_backward",
                  "_slow_conv2d_forward", "cudnn_convolution_transpose"}
 
+_NAMES = ["f64", "f32", "tf32", "f16", "bf16", "f8"]
+_pid = os.getpid()
 _launch = None
 _enabled = os.environ.get("NCCLSIM_COMPUTE_TIME", "1") != "0"
 # Modelled time of everything priced in this process, ns (tests compare it with CUDA events).
@@ -61,8 +66,9 @@ def _library():
         except (OSError, AttributeError):
             _enabled = False  # not under ncclsim's libraries: nothing to price on
             return None
+        u64 = ctypes.POINTER(ctypes.c_uint64)
         f.argtypes = [ctypes.c_uint64, ctypes.c_double, ctypes.c_double, ctypes.c_int, ctypes.c_int,
-                      ctypes.c_char_p, ctypes.POINTER(ctypes.c_uint64)]
+                      ctypes.c_char_p, u64, u64, ctypes.POINTER(ctypes.c_int64)]
         f.restype = ctypes.c_int
         _launch = f
     return _launch
@@ -117,14 +123,28 @@ def price(op, name: str, args: tuple, kwargs: dict, result, device: torch.device
     if device is None or device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
     stream = torch.cuda.current_stream(device).cuda_stream
-    ns = ctypes.c_uint64(0)
+    start, ns, rng = ctypes.c_uint64(0), ctypes.c_uint64(0), ctypes.c_int64(-1)
     current = torch.cuda.current_device()
     if current != device.index:
         torch.cuda.set_device(device.index)
     try:
-        status = launch(stream, flops, float(nbytes), unit, precision, name.encode(), ctypes.byref(ns))
+        status = launch(stream, flops, float(nbytes), unit, precision, name.encode(), ctypes.byref(start),
+                        ctypes.byref(ns), ctypes.byref(rng))
     finally:
         if current != device.index:
             torch.cuda.set_device(current)
-    if status == 0:
-        total_ns += ns.value
+    if status != 0:
+        return
+    total_ns += ns.value
+    if trace.enabled():
+        trace.add({
+            "name": name, "cat": "compute", "ph": "X", "pid": _pid, "tid": stream,
+            "ts": start.value / 1e3, "dur": ns.value / 1e3,
+            "args": {
+                "device": device.index, "stream": stream, "flops": flops, "bytes": nbytes,
+                "unit": "tensor" if unit == _TENSOR else "vector", "precision": _NAMES[precision],
+                "shapes": [list(t.shape) for t in ins if isinstance(t, torch.Tensor)],
+                "dtype": str(first.dtype).removeprefix("torch.") if first is not None else None,
+                "range": rng.value if rng.value >= 0 else None,
+            },
+        })
