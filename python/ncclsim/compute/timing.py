@@ -82,6 +82,16 @@ def _tensors(x, out):
             _tensors(e, out)
 
 
+def _nbytes(t: torch.Tensor) -> int:
+    """Bytes of a tensor's data (a sparse tensor's stored values)."""
+    if t.layout == torch.strided:
+        return t.nbytes
+    try:
+        return t._nnz() * t.element_size()
+    except (RuntimeError, AttributeError):
+        return 0
+
+
 def _precision(dtype, base: str) -> int:
     p = _PRECISION.get(dtype, _F32)
     if p == _F32:
@@ -91,11 +101,25 @@ def _precision(dtype, base: str) -> int:
     return p
 
 
+_warned: list = []
+
+
 def price(op, name: str, args: tuple, kwargs: dict, result, device: torch.device | None) -> None:
-    """Puts one op's modelled time on its device's current stream."""
-    global total_ns
+    """Puts one op's modelled time on its device's current stream. A failure to price never
+    fails the op: it is reported once and the op takes no time."""
     if not _enabled:
         return
+    try:
+        _price(op, name, args, kwargs, result, device)
+    except Exception as e:  # noqa: BLE001 - pricing must not break the program's computation
+        if not _warned:
+            _warned.append(True)
+            print(f"ncclsim: could not price {name} ({type(e).__name__}: {e}); "
+                  "ops that cannot be priced take no time", flush=True)
+
+
+def _price(op, name: str, args: tuple, kwargs: dict, result, device: torch.device | None) -> None:
+    global total_ns
     launch = _library()
     if launch is None:
         return
@@ -105,7 +129,7 @@ def price(op, name: str, args: tuple, kwargs: dict, result, device: torch.device
     outs: list = []
     _tensors(result, outs)
     seen = {id(t) for t in ins}
-    nbytes = sum(t.nbytes for t in ins) + sum(t.nbytes for t in outs if id(t) not in seen)
+    nbytes = sum(_nbytes(t) for t in ins) + sum(_nbytes(t) for t in outs if id(t) not in seen)
     formula = flop_registry.get(op._overloadpacket)
     base = name[len("aten::"):].split(".")[0]
     if formula is not None:
