@@ -11,6 +11,7 @@ use cost_model::types::{Collective, DataType, RedOp};
 use cost_model::{CostModel, Mode};
 use std::collections::BTreeMap;
 
+mod compute;
 mod kernels;
 mod steps;
 
@@ -380,6 +381,19 @@ fn reprice(a: &RepriceArgs) -> Result<(), String> {
             )
         })
         .collect();
+    let mut rows = rows;
+    // Compute (ncclsim's Python package), priced on the other topology's GPUs.
+    let ops = compute::read(&a.dir)?;
+    if !ops.is_empty() {
+        let (b, x) = compute::reprice(&ops, &compute::gpu_of(&a.topo)?);
+        rows.push((
+            "compute".into(),
+            format!("{} ops", ops.len()),
+            b,
+            x,
+            if b > 0.0 { x / b } else { 0.0 },
+        ));
+    }
     let (tb, ta): (f64, f64) = rows
         .iter()
         .fold((0.0, 0.0), |acc, r| (acc.0 + r.2, acc.1 + r.3));

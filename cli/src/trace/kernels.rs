@@ -214,11 +214,16 @@ mod tests {
         assert_eq!(rows.len(), 3);
         let nccl = rows.iter().find(|k| k.name.starts_with("nccl")).unwrap();
         assert_eq!(nccl.name, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL128");
-        assert_eq!((nccl.start_ns, nccl.dur_ns, nccl.stream), (15000.0, 70000.0, 5));
+        assert_eq!(
+            (nccl.start_ns, nccl.dur_ns, nccl.stream),
+            (15000.0, 70000.0, 5)
+        );
         // The profiled range holds the GEMM and the all-reduce, not the earlier random fill.
         assert_eq!(rows.iter().filter(|k| k.in_range).count(), 2);
         assert!(print(dir.to_str().unwrap(), Some(7), "csv").is_ok());
-        assert!(print(dir.to_str().unwrap(), Some(8), "csv").unwrap_err().contains("no process 8"));
+        assert!(print(dir.to_str().unwrap(), Some(8), "csv")
+            .unwrap_err()
+            .contains("no process 8"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
