@@ -6,7 +6,8 @@ the same weights; each rank trains on its own batches (made from a per-rank seed
 reference trains one CPU copy in this process on all ranks' batches, averaging the gradients
 as DDP does. Checks, each against plain CPU torch:
 - DDP over the world, 4 steps of SGD (momentum) and 4 of AdamW: parameters equal (rtol 1e-4);
-- FSDP2 (`fully_shard`) over the world, 3 steps of AdamW: parameters equal (rtol 1e-4);
+- FSDP2 (`fully_shard`) over the world, 3 steps of SGD (momentum) and 3 of AdamW: parameters
+  equal (rtol 1e-4);
 - ResNet-18 (convolutions, batch norm, pooling) under DDP, one step: loss and gradients equal;
 - GPT-2 from a transformers config (2 layers) under DDP, 8 AdamW steps on a fixed batch: the
   loss falls at every step and by a tenth overall, and the first step's loss equals the CPU's;
@@ -106,17 +107,17 @@ def train_ddp(make_opt, name, steps=4):
     log(f"ok DDP {name}: {steps} steps, parameters equal the CPU's")
 
 
-def train_fsdp(steps=3):
+def train_fsdp(make_opt, name, steps=3):
     from torch.distributed.fsdp import fully_shard
 
     ref = mlp()
-    ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-2)
+    ref_opt = make_opt(ref.parameters())
     model = copy.deepcopy(ref).to(dev)
     for layer in model:
         if isinstance(layer, nn.Linear):
             fully_shard(layer)
     fully_shard(model)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    opt = make_opt(model.parameters())
     data = [batches(r, steps, (16, 32), 10) for r in range(world)]
     for s in range(steps):
         x, y = data[rank][s]
@@ -125,8 +126,8 @@ def train_fsdp(steps=3):
         opt.step()
         reference_step(ref, ref_opt, [d[s] for d in data], F.cross_entropy)
     for (n, p), q in zip(model.named_parameters(), ref.parameters()):
-        close(f"FSDP2 {n}", p.full_tensor(), q)
-    log(f"ok FSDP2 AdamW: {steps} steps, parameters equal the CPU's")
+        close(f"FSDP2 {name} {n}", p.full_tensor(), q)
+    log(f"ok FSDP2 {name}: {steps} steps, parameters equal the CPU's")
 
 
 class Block(nn.Module):
@@ -338,7 +339,8 @@ torch.cuda.set_device(dev)
 dist.init_process_group("nccl", device_id=dev)
 train_ddp(lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), "SGD")
 train_ddp(lambda p: torch.optim.AdamW(p, lr=1e-2), "AdamW")
-train_fsdp()
+train_fsdp(lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), "SGD")
+train_fsdp(lambda p: torch.optim.AdamW(p, lr=1e-2), "AdamW")
 resnet()
 autocast()
 compiled()
