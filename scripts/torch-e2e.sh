@@ -178,6 +178,9 @@ grep "^ok " "$logs/compute.log" | sort -u
 # The kernel list (nsys's GPU trace columns) has the training's GEMMs and its NCCL kernels.
 "$ncclsim" trace kernels "$logs/trace-compute" > "$logs/kernels.csv"
 head -1 "$logs/kernels.csv"
+# Per step: compute, the communication it does not hide, idle time (GPT-2's DDP steps).
+"$ncclsim" trace summarize "$logs/trace-compute" --steps | tee "$logs/steps-compute.txt" | head -4
+grep -q "compute_us" "$logs/steps-compute.txt" || fail "summarize --steps: no compute columns"
 for k in '"aten::addmm"' '"aten::mm"' ncclDevKernel_AllReduce; do
     n=$(grep -c "$k" "$logs/kernels.csv" || true)
     echo "kernel list: $n rows of $k"

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 mod compute;
 mod kernels;
+mod overlap;
 mod steps;
 
 #[derive(Subcommand)]
@@ -78,6 +79,8 @@ pub struct RepriceArgs {
 struct Call {
     /// Index of the trace file (process) it came from.
     proc: usize,
+    /// The process id it recorded.
+    pid: u64,
     /// Start and duration (µs of virtual time).
     ts: f64,
     dur: f64,
@@ -150,6 +153,7 @@ fn read(dir: &str) -> Result<(Vec<Call>, BTreeMap<String, CommInfo>), String> {
             }
             calls.push(Call {
                 proc,
+                pid: e["pid"].as_u64().unwrap_or(0),
                 ts: e["ts"].as_f64().unwrap_or(0.0),
                 dur: e["dur"].as_f64().unwrap_or(0.0),
                 waited_us: a["waited_us"].as_f64().unwrap_or(0.0),
@@ -203,7 +207,8 @@ fn summarize(a: &SummarizeArgs) -> Result<(), String> {
     let (calls, comms) = read(&a.dir)?;
     if a.steps {
         let s = steps::find(&calls).ok_or_else(|| no_steps(&a.dir))?;
-        return steps::print(&calls, &s, &a.format);
+        let ops = compute::read(&a.dir)?;
+        return steps::print(&calls, &s, &ops, &a.format);
     }
     let t = totals(calls.iter().map(|c| (c, c.predicted_us)));
     let total: f64 = t.values().map(|e| per_rank(e).2).sum();

@@ -8,8 +8,12 @@ use topo::xml::XmlElement;
 pub struct ComputeOp {
     /// Process that ran it.
     pub pid: u64,
+    /// Virtual start in the run, µs.
+    pub ts_us: f64,
     /// Modelled duration in the run, µs.
     pub dur_us: f64,
+    /// The `cudaProfilerStart` range it ran in.
+    pub range: Option<u64>,
     /// What it did.
     pub cost: KernelCost,
 }
@@ -49,7 +53,9 @@ pub fn read(dir: &str) -> Result<Vec<ComputeOp>, String> {
             let a = &e["args"];
             out.push(ComputeOp {
                 pid: e["pid"].as_u64().unwrap_or(0),
+                ts_us: e["ts"].as_f64().unwrap_or(0.0),
                 dur_us: e["dur"].as_f64().unwrap_or(0.0),
+                range: a["range"].as_u64(),
                 cost: KernelCost {
                     flops: a["flops"].as_f64().unwrap_or(0.0),
                     bytes: a["bytes"].as_f64().unwrap_or(0.0),
@@ -118,7 +124,9 @@ mod tests {
         assert_eq!(h100.peaks.bf16, 989.5);
         let ops = [ComputeOp {
             pid: 1,
+            ts_us: 0.0,
             dur_us: 10.0,
+            range: None,
             cost: KernelCost {
                 flops: 2e12,
                 bytes: 0.0,

@@ -6,6 +6,7 @@
 //! before that start (initialisation, warm-up) and calls outside profiler ranges are
 //! "outside" any step.
 
+use super::compute::ComputeOp;
 use super::Call;
 use plotters::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -161,10 +162,18 @@ pub fn per_step(calls: &[Call], steps: &Steps, us: &[f64]) -> Vec<(u64, f64)> {
 }
 
 /// `ncclsim trace summarize --steps`: per step, calls, bytes, predicted and waited time per
-/// process, the step's span of virtual time on all ranks, and its share of the total.
-pub fn print(calls: &[Call], steps: &Steps, format: &str) -> Result<(), String> {
+/// process, the step's span of virtual time on all ranks, and its share of the total; with
+/// traced compute, also per process its compute time, the communication it does not hide and
+/// the idle time ([`super::overlap`]).
+pub fn print(calls: &[Call], steps: &Steps, ops: &[ComputeOp], format: &str) -> Result<(), String> {
     let us: Vec<f64> = calls.iter().map(|c| c.predicted_us).collect();
     let t = totals(calls, steps, &us);
+    let overlap = (!ops.is_empty()).then(|| super::overlap::per_step(calls, steps, ops));
+    let extra = |s: &Option<u64>| -> Option<super::overlap::Overlap> {
+        overlap
+            .as_ref()
+            .map(|o| o.get(s).copied().unwrap_or_default())
+    };
     let procs = calls.iter().map(|c| c.proc).collect::<BTreeSet<_>>().len();
     let total: f64 = t
         .values()
@@ -196,10 +205,18 @@ pub fn print(calls: &[Call], steps: &Steps, format: &str) -> Result<(), String> 
         .collect();
     match format {
         "csv" => {
-            println!("step,calls_per_process,bytes_per_process,predicted_us_per_process,waited_us_per_process,span_us,share_pct");
-            for (l, _, v) in &rows {
+            let head = if overlap.is_some() {
+                ",compute_us_per_process,exposed_comm_us_per_process,idle_us_per_process"
+            } else {
+                ""
+            };
+            println!("step,calls_per_process,bytes_per_process,predicted_us_per_process,waited_us_per_process,span_us,share_pct{head}");
+            for (l, st, v) in &rows {
+                let tail = extra(st).map_or(String::new(), |o| {
+                    format!(",{:.3},{:.3},{:.3}", o.compute_us, o.exposed_us, o.idle_us)
+                });
                 println!(
-                    "{l},{:.1},{:.0},{:.3},{:.3},{:.3},{:.2}",
+                    "{l},{:.1},{:.0},{:.3},{:.3},{:.3},{:.2}{tail}",
                     v[0], v[1], v[2], v[3], v[4], v[5]
                 );
             }
@@ -207,7 +224,15 @@ pub fn print(calls: &[Call], steps: &Steps, format: &str) -> Result<(), String> 
         "json" => {
             let v: Vec<serde_json::Value> = rows
                 .iter()
-                .map(|(_, s, v)| serde_json::json!({"step": s, "calls_per_process": v[0], "bytes_per_process": v[1], "predicted_us_per_process": v[2], "waited_us_per_process": v[3], "span_us": v[4], "share_pct": v[5]}))
+                .map(|(_, s, v)| {
+                    let mut j = serde_json::json!({"step": s, "calls_per_process": v[0], "bytes_per_process": v[1], "predicted_us_per_process": v[2], "waited_us_per_process": v[3], "span_us": v[4], "share_pct": v[5]});
+                    if let Some(o) = extra(s) {
+                        j["compute_us_per_process"] = o.compute_us.into();
+                        j["exposed_comm_us_per_process"] = o.exposed_us.into();
+                        j["idle_us_per_process"] = o.idle_us.into();
+                    }
+                    j
+                })
                 .collect();
             let period = match steps.source {
                 Source::Pattern(p) => Some(p),
@@ -226,13 +251,27 @@ pub fn print(calls: &[Call], steps: &Steps, format: &str) -> Result<(), String> 
                 steps.source.describe(),
                 procs
             );
+            let head = if overlap.is_some() {
+                format!(
+                    " {:>14} {:>14} {:>14}",
+                    "compute_us", "exposed_us", "idle_us"
+                )
+            } else {
+                String::new()
+            };
             println!(
-                "{:<8} {:>8} {:>14} {:>14} {:>14} {:>14} {:>7}",
+                "{:<8} {:>8} {:>14} {:>14} {:>14} {:>14} {:>7}{head}",
                 "step", "calls", "bytes", "predicted_us", "waited_us", "span_us", "share"
             );
-            for (l, _, v) in &rows {
+            for (l, st, v) in &rows {
+                let tail = extra(st).map_or(String::new(), |o| {
+                    format!(
+                        " {:>14.3} {:>14.3} {:>14.3}",
+                        o.compute_us, o.exposed_us, o.idle_us
+                    )
+                });
                 println!(
-                    "{l:<8} {:>8.1} {:>14.0} {:>14.3} {:>14.3} {:>14.3} {:>6.1}%",
+                    "{l:<8} {:>8.1} {:>14.0} {:>14.3} {:>14.3} {:>14.3} {:>6.1}%{tail}",
                     v[0], v[1], v[2], v[3], v[4], v[5]
                 );
             }
