@@ -195,6 +195,12 @@ grep -m1 "FAIL" "$logs/compute-perturbed.log"
     -- python scripts/torch/compute_time.py > "$logs/compute-time.log" 2>&1 \
     || fail "--compute time checks exited $?"
 grep "compute-time:" "$logs/compute-time.log"
+# A 2-stage 1F1B pipeline: its step time is the 1F1B recurrence over the modelled stage times.
+"$ncclsim" run --topo "$topo" --nodes 2 --compute time --lib-path "$venv/ncclsim-stubs" \
+    -- torchrun --nproc_per_node 1 scripts/torch/pipeline.py > "$logs/pipeline.log" 2>&1 \
+    || { grep -v "^W" "$logs/pipeline.log" | tail -20; fail "pipeline check exited $?"; }
+grep "^pipeline:" "$logs/pipeline.log"
+[ "$(passes "$logs/pipeline.log")" = 2 ] || fail "pipeline: not every stage passed"
 
 echo "== 5c. torch's OpInfo database: every operator's samples on the simulated GPU vs the CPU"
 for dtype in float32 bfloat16 int64; do
