@@ -4,7 +4,8 @@ training step of GPT-2 (2 layers, from a transformers config) and of a ResNet-st
 
 Run under `ncclsim run` (one process):
     target/release/ncclsim run --lib-path VENV/ncclsim-stubs -- python scripts/python/bench_compute.py
-Each figure is the median of 7 repetitions; the ratio is CUDA (ncclsim) over CPU.
+Each figure is the median of 9 (training steps: 5) repetitions, CPU and ncclsim timed
+alternately; the ratio is CUDA (ncclsim) over CPU.
 """
 
 import statistics
@@ -18,15 +19,19 @@ torch.set_num_threads(1)
 dev = torch.device("cuda", 0)
 
 
-def timed(fn, iters, reps=7):
-    fn()
-    out = []
+def timed_pair(cpu_fn, gpu_fn, iters, reps=9):
+    """Medians of (cpu, gpu) seconds per call, the two timed alternately so load on the
+    machine falls on both alike."""
+    cpu_fn()
+    gpu_fn()
+    a, b = [], []
     for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            fn()
-        out.append((time.perf_counter() - t0) / iters)
-    return statistics.median(out)
+        for fn, out in ((cpu_fn, a), (gpu_fn, b)):
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                fn()
+            out.append((time.perf_counter() - t0) / iters)
+    return statistics.median(a), statistics.median(b)
 
 
 def row(name, cpu, cuda, unit=1e6, suffix="us"):
@@ -45,7 +50,7 @@ for name, make, op in [
      lambda x: x.index_select(0, torch.arange(1024, device=x.device))),
 ]:
     xc, xg = make("cpu"), make(dev)
-    row(name, timed(lambda: op(xc), 2000), timed(lambda: op(xg), 2000))
+    row(name, *timed_pair(lambda: op(xc), lambda: op(xg), 1000))
 
 
 def step_fn(model, opt, batch):
@@ -81,4 +86,4 @@ print(f"{'training step':34s} {'plain CPU':>12s} {'ncclsim':>12s}")
 for name, make in [("GPT-2 2 layers, 8x128 tokens", gpt2), ("CNN 16x3x64x64", cnn)]:
     mc, oc, bc = make("cpu")
     mg, og, bg = make(dev)
-    row(name, timed(step_fn(mc, oc, bc), 3, reps=5), timed(step_fn(mg, og, bg), 3, reps=5), 1e3, "ms")
+    row(name, *timed_pair(step_fn(mc, oc, bc), step_fn(mg, og, bg), 2, reps=5), 1e3, "ms")

@@ -130,7 +130,7 @@ class _Op:
 
     def __init__(self, name: str, op, fn) -> None:
         self.name = name
-        self.op = op
+        self.priced = timing.Priced(op, name)
         self.fn = fn
         schema = op._schema
         self.gen_index = None
@@ -283,7 +283,7 @@ def _kernel(info: _Op, mode: str):
             r = _run(info, args, kwargs, False)
             if perturb:
                 r = _perturb(r)
-        timing.price(info.op, info.name, args, kwargs, r, _device_of(args))
+        timing.price(info.priced, args, kwargs, r, _device_of(args))
         return r
 
     kernel.__name__ = f"ncclsim_{info.name}"
@@ -303,6 +303,7 @@ def _device_of(args: tuple) -> torch.device | None:
 
 def _copy_kernel(mode: str):
     native = torch.library.get_kernel("aten::copy_", "CUDA")
+    priced = timing.Priced(torch.ops.aten.copy_.default, "aten::copy_")
 
     def copy_(keyset, self, src, non_blocking=False):
         if (
@@ -317,8 +318,7 @@ def _copy_kernel(mode: str):
         if mode != "time":
             dst = host_view(self) if self.is_cuda else self
             dst.copy_(host_view(src) if src.is_cuda else src)
-        timing.price(torch.ops.aten.copy_.default, "aten::copy_", (self, src), {}, self,
-                     self.device if self.is_cuda else src.device)
+        timing.price(priced, (self, src), {}, self, self.device if self.is_cuda else src.device)
         return self
 
     return copy_

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 
 import logging
 
@@ -104,71 +105,127 @@ def _precision(dtype, base: str) -> int:
 _warned: list = []
 
 
-def price(op, name: str, args: tuple, kwargs: dict, result, device: torch.device | None) -> None:
+def _mm_flops(*args, out_val=None, **kwargs):
+    a, b = args[0], args[1]
+    return 2 * a.shape[-2] * a.shape[-1] * b.shape[-1]
+
+
+def _addmm_flops(*args, out_val=None, **kwargs):
+    a, b = args[1], args[2]
+    return 2 * a.shape[-2] * a.shape[-1] * b.shape[-1]
+
+
+def _bmm_flops(*args, out_val=None, **kwargs):
+    a, b = args[0], args[1]
+    return 2 * a.shape[0] * a.shape[1] * a.shape[2] * b.shape[2]
+
+
+def _baddbmm_flops(*args, out_val=None, **kwargs):
+    a, b = args[1], args[2]
+    return 2 * a.shape[0] * a.shape[1] * a.shape[2] * b.shape[2]
+
+
+# The matrix products by their shapes directly (torch's formulas give the same counts, through a
+# slower generic wrapper); every other formula is torch's.
+_FAST = {"mm": _mm_flops, "addmm": _addmm_flops, "bmm": _bmm_flops, "baddbmm": _baddbmm_flops}
+
+
+class Priced:
+    """What pricing needs of one op, worked out once per overload."""
+
+    __slots__ = ("name", "name_b", "base", "formula")
+
+    def __init__(self, op, name: str) -> None:
+        self.name = name
+        self.name_b = name.encode()
+        self.base = name[len("aten::"):].split(".")[0]
+        self.formula = flop_registry.get(op._overloadpacket)
+        overload = name.split(".", 1)[1] if "." in name else "default"
+        if self.formula is not None and self.base in _FAST and overload in ("default", "out"):
+            self.formula = _FAST[self.base]
+
+
+class _Out(threading.local):
+    """Per-thread out-parameters of the launch call (threads may price at once)."""
+
+    def __init__(self) -> None:
+        self.start, self.ns, self.range = ctypes.c_uint64(0), ctypes.c_uint64(0), ctypes.c_int64(-1)
+        self.refs = (ctypes.byref(self.start), ctypes.byref(self.ns), ctypes.byref(self.range))
+
+
+_out = _Out()
+_raw_stream = torch._C._cuda_getCurrentRawStream
+_get_device = torch._C._cuda_getDevice
+
+
+def price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device | None) -> None:
     """Puts one op's modelled time on its device's current stream. A failure to price never
     fails the op: it is reported once and the op takes no time."""
     if not _enabled:
         return
     try:
-        _price(op, name, args, kwargs, result, device)
+        _price(info, args, kwargs, result, device)
     except Exception as e:  # noqa: BLE001 - pricing must not break the program's computation
         if not _warned:
             _warned.append(True)
-            print(f"ncclsim: could not price {name} ({type(e).__name__}: {e}); "
+            print(f"ncclsim: could not price {info.name} ({type(e).__name__}: {e}); "
                   "ops that cannot be priced take no time", flush=True)
 
 
-def _price(op, name: str, args: tuple, kwargs: dict, result, device: torch.device | None) -> None:
+def _price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device | None) -> None:
     global total_ns
-    launch = _library()
+    launch = _launch or _library()
     if launch is None:
         return
     ins: list = []
     _tensors(args, ins)
-    _tensors(list(kwargs.values()), ins)
+    if kwargs:
+        _tensors(list(kwargs.values()), ins)
     outs: list = []
     _tensors(result, outs)
-    seen = {id(t) for t in ins}
-    nbytes = sum(_nbytes(t) for t in ins) + sum(_nbytes(t) for t in outs if id(t) not in seen)
-    formula = flop_registry.get(op._overloadpacket)
-    base = name[len("aten::"):].split(".")[0]
-    if formula is not None:
+    nbytes = 0
+    for t in ins:
+        nbytes += _nbytes(t)
+    for t in outs:
+        if not any(t is i for i in ins):
+            nbytes += _nbytes(t)
+    if info.formula is not None:
         try:
-            flops = float(formula(*args, out_val=result, **kwargs))
+            flops = float(info.formula(*args, out_val=result, **kwargs))
         except Exception:  # a formula that does not know this overload's arguments
             flops = float(sum(t.numel() for t in outs))
         first = next((t for t in ins if t.is_floating_point()), None)
-        unit, precision = _TENSOR, _precision(first.dtype if first is not None else torch.float32, base)
+        unit, precision = _TENSOR, _precision(first.dtype if first is not None else torch.float32, info.base)
     else:
         flops = float(sum(t.numel() for t in outs) or sum(t.numel() for t in ins))
         first = next((t for t in outs + ins if t.is_floating_point()), None)
         unit = _VECTOR
         precision = _F64 if first is not None and first.dtype == torch.float64 else _F32
-    if device is None or device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
-    stream = torch.cuda.current_stream(device).cuda_stream
-    start, ns, rng = ctypes.c_uint64(0), ctypes.c_uint64(0), ctypes.c_int64(-1)
-    current = torch.cuda.current_device()
-    if current != device.index:
-        torch.cuda.set_device(device.index)
+    current = _get_device()
+    index = device.index if device is not None and device.index is not None else current
+    stream = _raw_stream(index)
+    out = _out
+    if current != index:
+        torch.cuda.set_device(index)
     try:
-        status = launch(stream, flops, float(nbytes), unit, precision, name.encode(), ctypes.byref(start),
-                        ctypes.byref(ns), ctypes.byref(rng))
+        status = launch(stream, flops, float(nbytes), unit, precision, info.name_b, *out.refs)
     finally:
-        if current != device.index:
+        if current != index:
             torch.cuda.set_device(current)
     if status != 0:
         return
-    total_ns += ns.value
+    ns = out.ns.value
+    total_ns += ns
     if trace.enabled():
+        rng = out.range.value
         trace.add({
-            "name": name, "cat": "compute", "ph": "X", "pid": _pid, "tid": stream,
-            "ts": start.value / 1e3, "dur": ns.value / 1e3,
+            "name": info.name, "cat": "compute", "ph": "X", "pid": _pid, "tid": stream,
+            "ts": out.start.value / 1e3, "dur": ns / 1e3,
             "args": {
-                "device": device.index, "stream": stream, "flops": flops, "bytes": nbytes,
+                "device": index, "stream": stream, "flops": flops, "bytes": nbytes,
                 "unit": "tensor" if unit == _TENSOR else "vector", "precision": _NAMES[precision],
-                "shapes": [list(t.shape) for t in ins if isinstance(t, torch.Tensor)],
+                "shapes": [list(t.shape) for t in ins],
                 "dtype": str(first.dtype).removeprefix("torch.") if first is not None else None,
-                "range": rng.value if rng.value >= 0 else None,
+                "range": rng if rng >= 0 else None,
             },
         })

@@ -45,9 +45,11 @@ def _open():
 
 
 def enabled() -> bool:
+    if _state["file"] is not None:
+        return True
     if _state["off"]:
         return False
-    return _state["file"] is not None or _open() is not None
+    return _open() is not None
 
 
 def add(event: dict) -> None:
