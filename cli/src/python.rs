@@ -17,13 +17,14 @@ mod files {
 
 /// A 64-bit FNV-1a hash of every file's path and contents.
 fn digest() -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    use std::hash::Hasher;
+    let mut h = fnv::FnvHasher::default();
     for (path, text) in files::FILES {
-        for b in path.bytes().chain([0]).chain(text.bytes()).chain([0]) {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        for part in [path.as_bytes(), &[0], text.as_bytes(), &[0]] {
+            h.write(part);
         }
     }
-    h
+    h.finish()
 }
 
 fn cache_base() -> PathBuf {

@@ -78,10 +78,11 @@ impl Member {
     }
 }
 
+/// FNV-1a of `bytes`.
 fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3)
-    })
+    let mut h = fnv::FnvHasher::default();
+    std::hash::Hasher::write(&mut h, bytes);
+    std::hash::Hasher::finish(&h)
 }
 
 /// This process's host hash: `NCCL_HOSTID`, else the host name and the kernel's boot id.

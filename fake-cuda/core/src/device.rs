@@ -193,9 +193,9 @@ pub fn synthetic_uuid(node: &str, pci: PciBusId) -> [u8; 16] {
     // stable and distinct per (node, bus id).
     let text = format!("{node}/{pci}");
     let fnv = |seed: u64| {
-        text.bytes().fold(seed, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-        })
+        let mut h = fnv::FnvHasher::with_key(seed);
+        std::hash::Hasher::write(&mut h, text.as_bytes());
+        std::hash::Hasher::finish(&h)
     };
     let mut out = [0u8; 16];
     out[..8].copy_from_slice(&fnv(0xcbf2_9ce4_8422_2325).to_be_bytes());
