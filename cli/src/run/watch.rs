@@ -113,7 +113,7 @@ fn errno() -> i32 {
 /// Runs in the child after fork: only async-signal-safe calls, no allocation (`groups` grows
 /// within its capacity).
 unsafe fn watch(rx: RawFd, mut groups: Vec<libc::pid_t>, grace: Duration) -> ! {
-    // SAFETY (this block): plain system calls on descriptors and ids of this process.
+    // SAFETY: plain system calls on descriptors and ids of this process.
     unsafe {
         libc::setpgid(0, 0);
         // Keep only the pipe open, as descriptor 0: the launcher's terminal and its caller's
