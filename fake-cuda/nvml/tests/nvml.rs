@@ -104,3 +104,63 @@ fn python_ctypes_loads_it_by_its_real_name() {
                   print(lib.nvmlInit_v2(), lib.nvmlDeviceGetCount_v2(ctypes.byref(n)), n.value)\n";
     assert_eq!(support::python(dir, script), "0 0 8");
 }
+
+#[test]
+fn telemetry_answers_for_the_board_model() {
+    let dir = &smoke().0;
+    let h100 = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/dgx-h100.xml");
+    let script = "import ctypes\n\
+                  lib = ctypes.CDLL('libnvidia-ml.so.1')\n\
+                  assert lib.nvmlInit_v2() == 0\n\
+                  h = ctypes.c_void_p()\n\
+                  assert lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(h)) == 0\n\
+                  v = ctypes.c_uint(0)\n\
+                  out = []\n\
+                  for f in ['nvmlDeviceGetPowerUsage', 'nvmlDeviceGetPowerManagementLimit', 'nvmlDeviceGetEnforcedPowerLimit', 'nvmlDeviceGetFanSpeed', 'nvmlDeviceGetPerformanceState']:\n\
+                  \x20   r = getattr(lib, f)(h, ctypes.byref(v))\n\
+                  \x20   out.append('%s %d %d' % (f[13:], r, v.value if r == 0 else -1))\n\
+                  r = lib.nvmlDeviceGetTemperature(h, 0, ctypes.byref(v))\n\
+                  out.append('Temperature %d %d' % (r, v.value))\n\
+                  r = lib.nvmlDeviceGetMaxClockInfo(h, 1, ctypes.byref(v))\n\
+                  out.append('MaxSm %d %d' % (r, v.value))\n\
+                  n = ctypes.c_uint(0)\n\
+                  out.append('Procs %d %d' % (lib.nvmlDeviceGetComputeRunningProcesses_v3(h, ctypes.byref(n), None), n.value))\n\
+                  print(' / '.join(out))\n";
+    let python = |topo: Option<&Path>| {
+        let mut cmd = Command::new("python3");
+        cmd.arg("-c")
+            .arg(script)
+            .env("LD_LIBRARY_PATH", dir)
+            .env_remove("CUDA_VISIBLE_DEVICES")
+            .env_remove("NCCL_TOPO_FILE")
+            .env_remove("NCCLSIM_TOPO");
+        if let Some(t) = topo {
+            cmd.env("NCCLSIM_TOPO", t);
+        }
+        support::run_ok(&mut cmd)
+    };
+    let a100 = python(None);
+    // A100-SXM4: 400 W cap, a passive heatsink (no fan), P0, 30-34 C idle, no memory in use.
+    assert!(a100.contains("PowerManagementLimit 0 400000"), "{a100}");
+    assert!(a100.contains("EnforcedPowerLimit 0 400000"), "{a100}");
+    assert!(a100.contains("FanSpeed 3 -1"), "{a100}");
+    assert!(a100.contains("PerformanceState 0 0"), "{a100}");
+    assert!(a100.contains("MaxSm 0 1410"), "{a100}");
+    assert!(a100.contains("Procs 0 0"), "{a100}");
+    let temp: u32 = a100
+        .split("Temperature 0 ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{a100}"));
+    assert!((30..=34).contains(&temp), "{a100}");
+    let power: u32 = a100
+        .split("PowerUsage 0 ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{a100}"));
+    assert!((40_000..100_000).contains(&power), "{a100}");
+    let h = python(Some(&h100));
+    assert!(h.contains("PowerManagementLimit 0 700000"), "{h}");
+}
