@@ -270,6 +270,13 @@ fn unknown_options_are_refused_with_nvidia_smis_message() {
             "{args:?}: {err}"
         );
     }
+    // The help the messages point to exists and lists the fields.
+    let help = stdout_ok(&smi(DGX_A100, &["--help-query-gpu"]));
+    assert!(help.contains("\"power.draw\" [W]\n"), "{help}");
+    // A GPU the node does not have.
+    let o = smi(DGX_A100, &["-i", "8", "-L"]);
+    assert_eq!(o.status.code(), Some(6), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("No devices were found"));
     let err = String::from_utf8_lossy(&smi(DGX_A100, &["--bogus"]).stderr).into_owned();
     assert!(
         err.starts_with(

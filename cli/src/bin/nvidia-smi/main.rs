@@ -37,7 +37,11 @@ struct Options {
     query_apps: Option<String>,
     format: Option<String>,
     help: bool,
+    /// `--help-query-gpu` (false) or `--help-query-compute-apps` (true).
+    help_fields: Option<bool>,
     version: bool,
+    /// `-l SEC`: repeat the report every SEC seconds until interrupted.
+    loop_secs: Option<u64>,
 }
 
 /// `--name=value`, or `--name value` / `-n value`.
@@ -78,11 +82,18 @@ fn parse(args: &[String]) -> Result<Options, String> {
             o.query_apps = Some(v?);
         } else if let Some(v) = value(a, &["--format"], &mut it) {
             o.format = Some(v?);
+        } else if let Some(v) = value(a, &["-l", "--loop"], &mut it) {
+            let v = v?;
+            let secs = v.parse::<u64>().ok().filter(|&s| s > 0);
+            o.loop_secs =
+                Some(secs.ok_or_else(|| format!("Invalid loop interval \"{v}\". {USAGE_HINT}"))?);
         } else {
             match a.as_str() {
                 "-L" | "--list-gpus" => o.list = true,
                 "-q" | "--query" => o.query = true,
                 "-h" | "--help" => o.help = true,
+                "--help-query-gpu" => o.help_fields = Some(false),
+                "--help-query-compute-apps" => o.help_fields = Some(true),
                 "--version" => o.version = true,
                 _ => {
                     return Err(format!(
@@ -138,7 +149,10 @@ fn help() -> &'static str {
      \x20                               memory.total, power.draw, clocks.sm, ...).\n\
      \x20   --query-compute-apps=       List of active compute processes (pid, process_name,\n\
      \x20                               used_memory, gpu_uuid, gpu_bus_id).\n\
-     \x20   --format=                   csv, with optional noheader and nounits.\n\n\
+     \x20   --format=                   csv, with optional noheader and nounits.\n\
+     \x20   --help-query-gpu            The fields --query-gpu takes.\n\
+     \x20   --help-query-compute-apps   The fields --query-compute-apps takes.\n\
+     \x20   -l,   --loop=               Repeat the report every SEC seconds.\n\n\
      \x20   topo -m                     Display the GPUDirect communication matrix.\n\
      \x20   nvlink --status [-i N]      Display NVLink status.\n\
      \x20   dmon [-c COUNT] [-d SECS] [-i N]  Device monitoring.\n"
@@ -242,6 +256,10 @@ fn main() -> ExitCode {
         print!("{}", help());
         return ExitCode::SUCCESS;
     }
+    if let Some(apps) = o.help_fields {
+        print!("{}", query::help_fields(apps));
+        return ExitCode::SUCCESS;
+    }
     let format = match (&o.format, o.query_gpu.is_some() || o.query_apps.is_some()) {
         (Some(f), true) => match query::parse_format(f) {
             Ok(f) => Some(f),
@@ -283,26 +301,40 @@ fn main() -> ExitCode {
         println!("No devices were found");
         return ExitCode::from(6);
     }
-    let gpus = match select(&nvml, o.ids.as_deref()) {
-        Ok(g) => g,
-        Err(code) => return code,
-    };
-    let text = if let Some(fields) = &o.query_gpu {
-        query::query_gpu(fields, format.unwrap_or_default(), &sys, &gpus, count)
-    } else if let Some(fields) = &o.query_apps {
-        query::query_compute_apps(fields, format.unwrap_or_default(), &gpus)
-    } else if o.list {
-        Ok(table::list(&gpus))
-    } else if o.query {
-        Ok(table::query(&sys, &gpus, count, &o.display))
-    } else {
-        Ok(table::summary(&sys, &gpus))
-    };
-    match text {
-        Ok(t) => {
-            print!("{t}");
-            ExitCode::SUCCESS
+    loop {
+        let gpus = match select(&nvml, o.ids.as_deref()) {
+            Ok(g) => g,
+            Err(code) => return code,
+        };
+        match report(&o, format.unwrap_or_default(), &sys, &gpus, count) {
+            Ok(t) => print!("{t}"),
+            Err(e) => return invalid(&e),
         }
-        Err(e) => invalid(&e),
+        let Some(secs) = o.loop_secs else {
+            return ExitCode::SUCCESS;
+        };
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        std::thread::sleep(std::time::Duration::from_secs(secs));
+    }
+}
+
+/// One report: the CSV query, the list, `-q`, or the summary table.
+fn report(
+    o: &Options,
+    format: query::Format,
+    sys: &System,
+    gpus: &[Gpu],
+    count: u32,
+) -> Result<String, String> {
+    if let Some(fields) = &o.query_gpu {
+        query::query_gpu(fields, format, sys, gpus, count)
+    } else if let Some(fields) = &o.query_apps {
+        query::query_compute_apps(fields, format, gpus)
+    } else if o.list {
+        Ok(table::list(gpus))
+    } else if o.query {
+        Ok(table::query(sys, gpus, count, &o.display))
+    } else {
+        Ok(table::summary(sys, gpus))
     }
 }

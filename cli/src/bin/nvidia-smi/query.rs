@@ -145,6 +145,112 @@ fn gpu_field(name: &str) -> Option<Field> {
     }
 }
 
+/// Every name `--query-gpu` takes (aliases included), for `--help-query-gpu`.
+pub const GPU_FIELDS: &[&str] = &[
+    "index",
+    "name",
+    "gpu_name",
+    "uuid",
+    "gpu_uuid",
+    "serial",
+    "pci.bus_id",
+    "gpu_bus_id",
+    "pci.bus",
+    "pci.domain",
+    "driver_version",
+    "count",
+    "timestamp",
+    "pstate",
+    "compute_cap",
+    "temperature.gpu",
+    "temperature.memory",
+    "power.draw",
+    "power.draw.instant",
+    "power.draw.average",
+    "power.limit",
+    "enforced.power.limit",
+    "power.default_limit",
+    "power.min_limit",
+    "power.max_limit",
+    "power.management",
+    "memory.total",
+    "memory.free",
+    "memory.used",
+    "memory.reserved",
+    "utilization.gpu",
+    "utilization.memory",
+    "clocks.gr",
+    "clocks.current.graphics",
+    "clocks.sm",
+    "clocks.current.sm",
+    "clocks.mem",
+    "clocks.current.memory",
+    "clocks.video",
+    "clocks.current.video",
+    "clocks.max.gr",
+    "clocks.max.graphics",
+    "clocks.max.sm",
+    "clocks.max.mem",
+    "clocks.max.memory",
+    "fan.speed",
+    "persistence_mode",
+    "ecc.mode.current",
+    "ecc.mode.pending",
+    "mig.mode.current",
+    "mig.mode.pending",
+    "compute_mode",
+    "display_active",
+    "display_mode",
+    "vbios_version",
+];
+
+/// Every name `--query-compute-apps` takes.
+pub const APP_FIELDS: &[&str] = &[
+    "pid",
+    "process_name",
+    "name",
+    "used_memory",
+    "used_gpu_memory",
+    "gpu_uuid",
+    "gpu_bus_id",
+    "gpu_name",
+];
+
+/// `--help-query-gpu` / `--help-query-compute-apps`: the fields, with their units.
+pub fn help_fields(apps: bool) -> String {
+    let mut out = String::from(if apps {
+        "List of valid properties to query for the switch \"--query-compute-apps=\":\n\n"
+    } else {
+        "List of valid properties to query for the switch \"--query-gpu=\":\n\n"
+    });
+    for name in if apps { APP_FIELDS } else { GPU_FIELDS } {
+        let unit = if apps {
+            app_field(name).map(|f| f.1)
+        } else {
+            gpu_field(name).map(|f| f.unit)
+        };
+        match unit {
+            Some("") | None => out += &format!("\"{name}\"\n"),
+            Some(u) => out += &format!("\"{name}\" [{u}]\n"),
+        }
+    }
+    out += "\nExample: nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader\n";
+    out
+}
+
+/// A `--query-compute-apps` field: (canonical name, unit).
+fn app_field(name: &str) -> Option<(&'static str, &'static str)> {
+    Some(match name {
+        "pid" => ("pid", ""),
+        "process_name" | "name" => ("process_name", ""),
+        "used_memory" | "used_gpu_memory" => ("used_gpu_memory", "MiB"),
+        "gpu_uuid" => ("gpu_uuid", ""),
+        "gpu_bus_id" => ("gpu_bus_id", ""),
+        "gpu_name" => ("gpu_name", ""),
+        _ => return None,
+    })
+}
+
 fn invalid_field(name: &str, help: &str) -> String {
     format!("Field \"{name}\" is not a valid field to query.\n\nPlease run 'nvidia-smi {help}' for help.")
 }
@@ -194,22 +300,10 @@ pub fn query_gpu(
 }
 
 pub fn query_compute_apps(fields: &str, format: Format, gpus: &[Gpu]) -> Result<String, String> {
-    // (canonical name, unit) of each asked field.
-    let known = |name: &str| -> Option<(&'static str, &'static str)> {
-        Some(match name {
-            "pid" => ("pid", ""),
-            "process_name" | "name" => ("process_name", ""),
-            "used_memory" | "used_gpu_memory" => ("used_gpu_memory", "MiB"),
-            "gpu_uuid" => ("gpu_uuid", ""),
-            "gpu_bus_id" => ("gpu_bus_id", ""),
-            "gpu_name" => ("gpu_name", ""),
-            _ => return None,
-        })
-    };
     let fields: Vec<(&str, &str)> = fields
         .split(',')
         .map(str::trim)
-        .map(|name| known(name).ok_or_else(|| invalid_field(name, "--help-query-compute-apps")))
+        .map(|name| app_field(name).ok_or_else(|| invalid_field(name, "--help-query-compute-apps")))
         .collect::<Result<_, _>>()?;
     let mut out = String::new();
     if format.header {
@@ -312,4 +406,21 @@ pub fn nvlink_status(nvml: &Nvml, gpus: &[Gpu]) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_field_is_answered() {
+        for name in GPU_FIELDS {
+            assert!(gpu_field(name).is_some(), "{name}");
+        }
+        for name in APP_FIELDS {
+            assert!(app_field(name).is_some(), "{name}");
+        }
+        assert!(gpu_field("warp.drive").is_none());
+        assert!(help_fields(false).contains("\"memory.total\" [MiB]\n"));
+    }
 }
