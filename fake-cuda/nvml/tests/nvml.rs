@@ -164,3 +164,33 @@ fn telemetry_answers_for_the_board_model() {
     let h = python(Some(&h100));
     assert!(h.contains("PowerManagementLimit 0 700000"), "{h}");
 }
+
+#[test]
+fn the_process_and_its_device_memory_are_listed() {
+    let dir = &smoke().0;
+    let script = "import ctypes, os\n\
+                  lib = ctypes.CDLL('libnvidia-ml.so.1')\n\
+                  cudart = ctypes.CDLL('libcudart.so.12')\n\
+                  assert lib.nvmlInit_v2() == 0\n\
+                  h = ctypes.c_void_p()\n\
+                  assert lib.nvmlDeviceGetHandleByIndex_v2(2, ctypes.byref(h)) == 0\n\
+                  assert cudart.cudaSetDevice(2) == 0\n\
+                  p = ctypes.c_void_p()\n\
+                  assert cudart.cudaMalloc(ctypes.byref(p), 1 << 30) == 0\n\
+                  n = ctypes.c_uint(0)\n\
+                  print('empty', lib.nvmlDeviceGetComputeRunningProcesses_v3(h, ctypes.byref(n), None), n.value)\n\
+                  class Info(ctypes.Structure):\n\
+                  \x20   _fields_ = [('pid', ctypes.c_uint), ('used', ctypes.c_ulonglong), ('gi', ctypes.c_uint), ('ci', ctypes.c_uint)]\n\
+                  infos = (Info * 4)()\n\
+                  n = ctypes.c_uint(4)\n\
+                  rc = lib.nvmlDeviceGetComputeRunningProcesses_v3(h, ctypes.byref(n), infos)\n\
+                  print('list', rc, n.value, infos[0].pid == os.getpid(), infos[0].used >> 20)\n\
+                  other = ctypes.c_void_p()\n\
+                  assert lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(other)) == 0\n\
+                  n = ctypes.c_uint(4)\n\
+                  print('other', lib.nvmlDeviceGetComputeRunningProcesses_v3(other, ctypes.byref(n), infos), n.value)\n";
+    let out = support::python(dir, script);
+    // No room: NVML_ERROR_INSUFFICIENT_SIZE (7) with the count; then this process with its
+    // 1 GiB on GPU 2, and nothing on GPU 0.
+    assert_eq!(out, "empty 7 1\nlist 0 1 True 1024\nother 0 0", "{out}");
+}
