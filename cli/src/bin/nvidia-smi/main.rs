@@ -3,9 +3,9 @@
 //! GPUs. `ncclsim run` puts this program first on the command's `PATH`.
 //!
 //! Supported: the summary table, `-L`, `-q` (`-d` sections), `-i`, `--query-gpu` and
-//! `--query-compute-apps` with `--format=csv[,noheader][,nounits]`, `topo -m`,
-//! `nvlink --status`, `dmon`. Anything else is refused as nvidia-smi refuses it, with exit
-//! status 2.
+//! `--query-compute-apps` with `--format=csv[,noheader][,nounits]` (`--help-query-gpu`,
+//! `--help-query-compute-apps`), `-l`, `topo -m`, `nvlink --status`, `dmon`. Anything else is
+//! refused as nvidia-smi refuses it, with exit status 2.
 
 mod gpu;
 mod nvml;
