@@ -56,6 +56,13 @@ fn list_and_csv_query_show_the_eight_gpus_of_a_dgx_a100() {
             "{list}"
         );
     }
+    // Each simulated node (NCCLSIM_NODE) has its own GPUs: 16 distinct UUIDs on 2 nodes.
+    let two = stdout_ok(&smi(
+        &["--nodes", "2"],
+        &["--query-gpu=uuid", "--format=csv,noheader"],
+    ));
+    let uuids: std::collections::BTreeSet<&str> = two.lines().collect();
+    assert_eq!((two.lines().count(), uuids.len()), (16, 16), "{two}");
     let csv = stdout_ok(&smi(
         DGX_A100,
         &[
