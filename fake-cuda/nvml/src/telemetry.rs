@@ -5,8 +5,9 @@
 //! utilization: an idle board sits at its idle clocks, a few degrees above 30 C and about an
 //! eighth of its power limit, and warms, draws and clocks up in proportion to its utilization.
 //! Utilization is 0: the core keeps each stream's virtual clock but no per-device busy time, so
-//! every board reads as idle. Features a board of this model does not have (a fan on an SXM
-//! module, ECC on a GeForce card) answer `NVML_ERROR_NOT_SUPPORTED`, as the real library does.
+//! every board reads as idle. Power limits are the boards' TDPs from `compute-model`. Features
+//! a board of this model does not have (a fan on an SXM module, ECC on a GeForce card) answer
+//! `NVML_ERROR_NOT_SUPPORTED`, as the real library does.
 
 use super::*;
 use std::time::Instant;
@@ -26,36 +27,22 @@ pub(crate) struct Board {
     pub ecc: bool,
 }
 
-/// The board facts of a GPU model by its NVML name (datasheet TDPs).
-pub(crate) fn board(name: &str) -> Board {
-    let b = |tdp_w, min_limit_w, idle_sm_mhz, fan, ecc| Board {
+/// The board facts of a GPU by its NVML name and compute capability major: the TDP from the
+/// compute model's datasheet entry of the `topo` GPU model of that name (300 W for a name no
+/// model has), a quarter of it as the lowest limit, the idle clock of its generation.
+pub(crate) fn board(name: &str, sm_major: i32) -> Board {
+    let tdp_w = topo::profiles::GPU_MODELS
+        .iter()
+        .find(|m| m.name == name)
+        .map(|m| compute_model::spec(m.keys[0]).tdp_watts)
+        .unwrap_or(300);
+    let geforce = name.contains("GeForce");
+    Board {
         tdp_w,
-        min_limit_w,
-        idle_sm_mhz,
-        fan,
-        ecc,
-    };
-    let has = |s: &str| name.contains(s);
-    if has("GeForce") {
-        let tdp = if has("4090") { 450 } else { 350 };
-        b(tdp, 100, 210, true, false)
-    } else if has("GB200") {
-        b(1200, 200, 345, false, true)
-    } else if has("B200") {
-        b(1000, 200, 345, false, true)
-    } else if has("H200") || has("H100 80GB HBM3") || has("H100-SXM") {
-        b(700, 200, 345, false, true)
-    } else if has("H100") {
-        b(350, 200, 345, false, true)
-    } else if has("A100") && (has("PCIe") || has("PCIE")) {
-        b(300, 150, 210, false, true)
-    } else if has("A100") {
-        b(400, 100, 210, false, true)
-    } else if has("V100") {
-        b(300, 150, 135, false, true)
-    } else {
-        // A10G and models without a row: a 300 W data-center board.
-        b(300, 100, 210, false, true)
+        min_limit_w: tdp_w / 4,
+        idle_sm_mhz: if sm_major >= 9 { 345 } else { 210 },
+        fan: geforce,
+        ecc: !geforce,
     }
 }
 
@@ -73,7 +60,7 @@ fn spread(device: nvmlDevice_t) -> Result<u32> {
 fn device_board(device: nvmlDevice_t) -> Result<(Board, CDeviceInfo)> {
     let d = info(device)?;
     let name = String::from_utf8_lossy(&ffi_boundary::c_array_text(&d.name)).into_owned();
-    Ok((board(&name), d))
+    Ok((board(&name, d.sm_major), d))
 }
 
 /// GPU temperature, C: 30-34 idle, up to 40 degrees more at full utilization.
@@ -500,15 +487,17 @@ mod tests {
 
     #[test]
     fn boards_get_their_datasheet_power_limits() {
-        assert_eq!(board("NVIDIA A100-SXM4-40GB").tdp_w, 400);
-        assert_eq!(board("NVIDIA A100 80GB PCIe").tdp_w, 300);
-        assert_eq!(board("NVIDIA H100 80GB HBM3").tdp_w, 700);
-        assert_eq!(board("NVIDIA H100 PCIe").tdp_w, 350);
-        assert_eq!(board("NVIDIA H200").tdp_w, 700);
-        assert_eq!(board("NVIDIA B200").tdp_w, 1000);
-        assert_eq!(board("Tesla V100-SXM2-32GB").tdp_w, 300);
-        let g = board("NVIDIA GeForce RTX 4090");
+        assert_eq!(board("NVIDIA A100-SXM4-40GB", 8).tdp_w, 400);
+        assert_eq!(board("NVIDIA A100-SXM4-80GB", 8).tdp_w, 400);
+        assert_eq!(board("NVIDIA A100 80GB PCIe", 8).tdp_w, 300);
+        assert_eq!(board("NVIDIA H100 80GB HBM3", 9).tdp_w, 700);
+        assert_eq!(board("NVIDIA H200", 9).tdp_w, 700);
+        assert_eq!(board("Tesla V100-SXM2-32GB", 7).tdp_w, 300);
+        let b = board("NVIDIA B200", 10);
+        assert_eq!((b.tdp_w, b.min_limit_w, b.idle_sm_mhz), (1000, 250, 345));
+        let g = board("NVIDIA GeForce RTX 4090", 8);
         assert_eq!((g.tdp_w, g.fan, g.ecc), (450, true, false));
-        assert!(!board("NVIDIA A100-SXM4-40GB").fan);
+        assert!(!board("NVIDIA A100-SXM4-40GB", 8).fan);
+        assert_eq!(board("a board no model has", 8).tdp_w, 300);
     }
 }
