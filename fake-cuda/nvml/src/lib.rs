@@ -521,10 +521,11 @@ nvml_fn!(
 );
 
 nvml_fn!(
-    /// 0: the core keeps no per-device busy time (see `telemetry`).
+    /// GPU utilization from the virtual timeline (`telemetry::utilization`); memory
+    /// utilization is its share of the memory bandwidth, taken as the same.
     fn nvmlDeviceGetUtilizationRates(device: nvmlDevice_t, util: *mut nvmlUtilization_t) {
-        index(device)?;
-        write_out(util, nvmlUtilization_t::default())
+        let gpu = telemetry::utilization(device)?;
+        write_out(util, nvmlUtilization_t { gpu, memory: gpu })
     }
 );
 

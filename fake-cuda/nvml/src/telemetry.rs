@@ -4,8 +4,8 @@
 //! The simulated boards have no sensors, so the values follow from the board's model and its
 //! utilization: an idle board sits at its idle clocks, a few degrees above 30 C and about an
 //! eighth of its power limit, and warms, draws and clocks up in proportion to its utilization.
-//! Utilization is 0: the core keeps each stream's virtual clock but no per-device busy time, so
-//! every board reads as idle. Power limits are the boards' TDPs from `compute-model`. Features
+//! Utilization comes from the virtual timeline ([`utilization`]): a process sees the work it
+//! scheduled itself, so another process (`nvidia-smi`) reads its boards idle. Power limits are the boards' TDPs from `compute-model`. Features
 //! a board of this model does not have (a fan on an SXM module, ECC on a GeForce card) answer
 //! `NVML_ERROR_NOT_SUPPORTED`, as the real library does.
 
@@ -46,10 +46,56 @@ pub(crate) fn board(name: &str, sm_major: i32) -> Board {
     }
 }
 
-/// The utilization (percent) the telemetry follows; see the module documentation.
-fn utilization(device: nvmlDevice_t) -> Result<u32> {
-    index(device)?;
-    Ok(0)
+/// The last utilization sample of each physical device.
+#[derive(Clone, Copy)]
+struct Sample {
+    busy_ns: u64,
+    clock_ns: u64,
+    at: Instant,
+    percent: u32,
+}
+
+static SAMPLES: std::sync::Mutex<Vec<Option<Sample>>> = std::sync::Mutex::new(Vec::new());
+
+/// How long a device keeps its last utilization without new work before it reads idle.
+const SAMPLE_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// GPU utilization, percent: the share of the virtual time since the previous sample during
+/// which the device's streams had work (their summed durations, so overlapping streams count
+/// once each, capped at 100). A sample without new virtual time keeps the previous value for
+/// a second of wall time, then reads 0: nothing has run for a sampling period.
+pub(crate) fn utilization(device: nvmlDevice_t) -> Result<u32> {
+    let i = index(device)?;
+    let (busy_ns, clock_ns) = core()?.physical_device_busy(i)?;
+    let now = Instant::now();
+    let mut samples = SAMPLES.lock().unwrap_or_else(|e| e.into_inner());
+    let slot = i as usize;
+    if samples.len() <= slot {
+        samples.resize(slot + 1, None);
+    }
+    let last = samples[slot].unwrap_or(Sample {
+        busy_ns: 0,
+        clock_ns: 0,
+        at: now,
+        percent: 0,
+    });
+    let percent = if clock_ns > last.clock_ns {
+        let busy = busy_ns.saturating_sub(last.busy_ns) as u128 * 100;
+        (busy / u128::from(clock_ns - last.clock_ns)).min(100) as u32
+    } else if now.duration_since(last.at) >= SAMPLE_PERIOD {
+        0
+    } else {
+        last.percent
+    };
+    if clock_ns > last.clock_ns || percent != last.percent || samples[slot].is_none() {
+        samples[slot] = Some(Sample {
+            busy_ns,
+            clock_ns,
+            at: now,
+            percent,
+        });
+    }
+    Ok(percent)
 }
 
 /// A small fixed per-device offset (0..=4), so eight identical boards do not read identically.

@@ -194,3 +194,31 @@ fn the_process_and_its_device_memory_are_listed() {
     // 1 GiB on GPU 2, and nothing on GPU 0.
     assert_eq!(out, "empty 7 1\nlist 0 1 True 1024\nother 0 0", "{out}");
 }
+
+#[test]
+fn utilization_follows_the_work_on_the_virtual_timeline() {
+    let dir = &smoke().0;
+    let script = "import ctypes\n\
+                  lib = ctypes.CDLL('libnvidia-ml.so.1')\n\
+                  cudart = ctypes.CDLL('libcudart.so.12')\n\
+                  assert lib.nvmlInit_v2() == 0\n\
+                  h = [ctypes.c_void_p(), ctypes.c_void_p()]\n\
+                  for i in range(2):\n\
+                  \x20   assert lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(h[i])) == 0\n\
+                  u = (ctypes.c_uint * 2)()\n\
+                  t = ctypes.c_uint(0)\n\
+                  def read(i):\n\
+                  \x20   assert lib.nvmlDeviceGetUtilizationRates(h[i], u) == 0\n\
+                  \x20   assert lib.nvmlDeviceGetTemperature(h[i], 0, ctypes.byref(t)) == 0\n\
+                  \x20   return '%d %d' % (u[0], t.value)\n\
+                  before = read(0)\n\
+                  p = ctypes.c_void_p()\n\
+                  assert cudart.cudaMalloc(ctypes.byref(p), 64 << 20) == 0\n\
+                  assert cudart.cudaMemset(p, 1, 64 << 20) == 0\n\
+                  assert cudart.cudaDeviceSynchronize() == 0\n\
+                  print(before, '/', read(0), '/', read(1))\n";
+    let out = support::python(dir, script);
+    // Idle, then busy for all the virtual time that passed (GPU 0 reads 30 C idle), while
+    // GPU 1 stays idle at its own idle temperature.
+    assert_eq!(out, "0 30 / 100 70 / 0 33", "{out}");
+}
