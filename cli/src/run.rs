@@ -20,6 +20,10 @@
 //! (SIGTERM, then SIGKILL), and SIGINT/SIGTERM to `ncclsim run` are passed on. When `ncclsim
 //! run` itself ends without stopping them (SIGKILL, a crash), a watcher process stops the
 //! copies' groups the same way (`watch`).
+//!
+//! Tools: `nvidia-smi` (this crate's second binary, over the preloaded fake NVML) is linked into
+//! `ncclsim-sonames/bin/`, which goes first on the command's `PATH`, so environment checks and
+//! monitors that run it see the simulated node.
 
 mod watch;
 
@@ -191,6 +195,43 @@ fn soname_dir(dir: &Path) -> Result<PathBuf, String> {
     }
 }
 
+/// The `nvidia-smi` binary built with this one: beside it, else in the library directory.
+fn nvidia_smi(lib_dir: &Path) -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+    let own = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+    [own.join("nvidia-smi"), lib_dir.join("nvidia-smi")]
+        .into_iter()
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            format!(
+                "nvidia-smi is not next to {} or in {}; {BUILD_HINT}",
+                exe.display(),
+                lib_dir.display()
+            )
+        })
+}
+
+/// `sonames/bin/nvidia-smi` -> the built `nvidia-smi`, made like the SONAME links: the
+/// directory put first on the command's `PATH`.
+fn tool_dir(sonames: &Path, smi: &Path) -> Result<PathBuf, String> {
+    let bin = sonames.join("bin");
+    let smi = smi
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", smi.display()))?;
+    let link = bin.join("nvidia-smi");
+    if std::fs::read_link(&link).ok().as_deref() != Some(smi.as_path()) {
+        let made = (|| -> std::io::Result<()> {
+            std::fs::create_dir_all(&bin)?;
+            let tmp = bin.join(format!(".nvidia-smi.{}", std::process::id()));
+            let _ = std::fs::remove_file(&tmp);
+            std::os::unix::fs::symlink(&smi, &tmp)?;
+            std::fs::rename(&tmp, &link)
+        })();
+        made.map_err(|e| format!("cannot link nvidia-smi into {}: {e}", bin.display()))?;
+    }
+    Ok(bin)
+}
+
 /// A TCP port free on the loopback now, for torchrun's rendezvous.
 fn free_port() -> Result<u16, String> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("free port: {e}"))?;
@@ -207,8 +248,19 @@ fn checked_count(name: &str, v: i64, max: i64) -> Result<usize, String> {
 }
 
 /// The environment shared by every copy: libraries and simulation settings.
-fn base_env(args: &RunArgs, sonames: &Path) -> Result<BTreeMap<String, String>, String> {
+fn base_env(
+    args: &RunArgs,
+    sonames: &Path,
+    tools: &Path,
+) -> Result<BTreeMap<String, String>, String> {
     let mut env = BTreeMap::new();
+    let mut bin = vec![tools.display().to_string()];
+    if let Ok(old) = std::env::var("PATH") {
+        if !old.is_empty() {
+            bin.push(old);
+        }
+    }
+    env.insert("PATH".into(), bin.join(":"));
     let mut path: Vec<String> = vec![sonames.display().to_string()];
     path.extend(args.lib_path.iter().map(|p| p.display().to_string()));
     if let Ok(old) = std::env::var("LD_LIBRARY_PATH") {
@@ -380,7 +432,8 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
     let grace = Duration::from_secs_f64(args.grace);
     let dir = lib_dir(args)?;
     let sonames = soname_dir(&dir)?;
-    let base = base_env(args, &sonames)?;
+    let tools = tool_dir(&sonames, &nvidia_smi(&dir)?)?;
+    let base = base_env(args, &sonames, &tools)?;
     let port = free_port()?;
     let copies = copies(args, &base, port)?;
     if args.dry_run {

@@ -492,6 +492,14 @@ impl Client {
         Ok(t)
     }
 
+    /// (Busy, clock) nanoseconds of virtual time on a physical device.
+    pub fn physical_device_busy(&self, index: i32) -> Result<(u64, u64)> {
+        let (mut busy, mut clock) = (0, 0);
+        // SAFETY: a core entry, given live locals or borrowed arguments as its pointers.
+        self.check(unsafe { (self.api.physical_device_busy)(index, &mut busy, &mut clock) })?;
+        Ok((busy, clock))
+    }
+
     /// NVML topology level between two physical devices.
     pub fn topology_common_ancestor(&self, a: i32, b: i32) -> Result<u32> {
         let mut level = 0;

@@ -401,4 +401,8 @@ pub struct CoreApiV1 {
     /// The device buffer `ptr` points into, as the program made it (kind `BUFFER_NONE` when it
     /// is not device memory of this process).
     pub buffer_extent: unsafe extern "C" fn(ptr: usize, out: *mut CBufferExtent) -> i32,
+    /// Virtual time on physical device `index`: the summed durations of the work scheduled on
+    /// its streams (`busy`) and when all of it completes (`clock`), nanoseconds.
+    pub physical_device_busy:
+        unsafe extern "C" fn(index: i32, busy: *mut u64, clock: *mut u64) -> i32,
 }

@@ -433,6 +433,12 @@ impl Core {
     }
 
     /// Number of devices of the node, whatever `CUDA_VISIBLE_DEVICES` hides (NVML's view).
+    /// (Busy, clock) nanoseconds of virtual time on physical device `index`: the summed
+    /// durations of the work this process scheduled there, and when all of it completes.
+    pub fn physical_device_busy(&self, index: usize) -> (u64, u64) {
+        self.lock().timeline.device_busy(index)
+    }
+
     pub fn physical_device_count(&self) -> usize {
         self.devices.len()
     }

@@ -60,6 +60,8 @@ struct DeviceClocks {
     all: u64,
     /// Over its blocking streams (not `cudaStreamNonBlocking`).
     blocking: u64,
+    /// Sum of the durations of all work scheduled on its streams (NVML's utilization).
+    busy: u64,
 }
 
 /// All streams and events of a process and the host's virtual clock.
@@ -205,7 +207,10 @@ impl Timeline {
             }
         }
         let end = start.saturating_add(duration_ns);
+        let device = s.device;
         self.set_clock(key, end);
+        let c = self.devices.entry(device).or_default();
+        c.busy = c.busy.saturating_add(duration_ns);
         (start, end)
     }
 
@@ -222,6 +227,14 @@ impl Timeline {
     /// Completion time of all work on a device's streams.
     pub fn device_clock(&self, device: usize) -> u64 {
         self.devices.get(&device).map_or(0, |c| c.all)
+    }
+
+    /// (Busy time, completion time of all work) of a device's streams: the work scheduled on
+    /// them summed, and the latest of their clocks.
+    pub fn device_busy(&self, device: usize) -> (u64, u64) {
+        self.devices
+            .get(&device)
+            .map_or((0, 0), |c| (c.busy, c.all))
     }
 
     /// Makes stream `key` wait for `event` (no-op if the event was never recorded).
@@ -328,6 +341,22 @@ mod tests {
             (0, 10),
             "independent streams overlap"
         );
+    }
+
+    #[test]
+    fn busy_time_sums_the_work_of_a_devices_streams() {
+        let mut t = Timeline::default();
+        let a = t.create_stream(0, STREAM_NON_BLOCKING, 0);
+        let b = t.create_stream(0, STREAM_NON_BLOCKING, 0);
+        let other = t.create_stream(1, 0, 0);
+        t.schedule(a, 100, None);
+        t.schedule(a, 50, None);
+        t.schedule(b, 30, None);
+        t.host_waited(400);
+        t.schedule(other, 10, None);
+        assert_eq!(t.device_busy(0), (180, 150));
+        assert_eq!(t.device_busy(1), (10, 410));
+        assert_eq!(t.device_busy(2), (0, 0));
     }
 
     #[test]

@@ -72,6 +72,9 @@ struct ncclsim_core_api_v1 {
      * allocation (end = start + the size asked for), 2 an IPC mapping, 3 the run of one
      * device's mappings in one cuMemAddressReserve range. */
     ncclsim_fn buffer_extent; /* (uintptr_t ptr, struct { int32_t kind; int32_t device; uintptr_t base; uintptr_t end; } *out) */
+    /* Virtual time on a physical device, ns: the summed durations of the work scheduled on
+     * its streams and when all of it completes. */
+    int (*physical_device_busy)(int index, uint64_t *busy, uint64_t *clock);
 };
 
 const struct ncclsim_core_api_v1 *ncclsim_cuda_core_v1(void);

@@ -295,6 +295,13 @@ core_fn!(topology_common_ancestor(a: i32, b: i32, out: *mut u32) {
     put(out, common_ancestor(da, db) as u32)
 });
 
+core_fn!(physical_device_busy(index: i32, busy: *mut u64, clock: *mut u64) {
+    let (i, _) = physical(index)?;
+    let (b, c) = core()?.physical_device_busy(i);
+    put(busy, b)?;
+    put(clock, c)
+});
+
 core_fn!(get_device(out: *mut i32) { put(out, core()?.current_device()) });
 core_fn!(set_device(ordinal: i32) { core()?.set_device(ordinal) });
 
@@ -629,6 +636,7 @@ static API: CoreApiV1 = CoreApiV1 {
     profiler,
     report_section,
     buffer_extent,
+    physical_device_busy,
 };
 
 ffi_boundary::ffi_fn!(VtableError; export

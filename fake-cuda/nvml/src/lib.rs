@@ -93,6 +93,9 @@ macro_rules! nvml_fn {
     };
 }
 
+mod telemetry;
+pub use telemetry::{nvmlProcessInfo_t, nvmlProcessInfo_v1_t};
+
 /// `nvmlInit` calls not yet balanced by `nvmlShutdown`.
 static INIT_COUNT: AtomicU32 = AtomicU32::new(0);
 
@@ -518,43 +521,11 @@ nvml_fn!(
 );
 
 nvml_fn!(
+    /// GPU utilization from the virtual timeline (`telemetry::utilization`); memory
+    /// utilization is its share of the memory bandwidth, taken as the same.
     fn nvmlDeviceGetUtilizationRates(device: nvmlDevice_t, util: *mut nvmlUtilization_t) {
-        index(device)?;
-        write_out(util, nvmlUtilization_t::default())
-    }
-);
-
-fn no_processes(device: nvmlDevice_t, count: *mut c_uint) -> Result<()> {
-    // Other processes' use of the fake devices is not tracked: report none.
-    index(device)?;
-    write_out(count, 0)
-}
-
-nvml_fn!(
-    fn nvmlDeviceGetComputeRunningProcesses(
-        device: nvmlDevice_t,
-        count: *mut c_uint,
-        _infos: *mut c_void,
-    ) {
-        no_processes(device, count)
-    }
-);
-nvml_fn!(
-    fn nvmlDeviceGetComputeRunningProcesses_v2(
-        device: nvmlDevice_t,
-        count: *mut c_uint,
-        _infos: *mut c_void,
-    ) {
-        no_processes(device, count)
-    }
-);
-nvml_fn!(
-    fn nvmlDeviceGetComputeRunningProcesses_v3(
-        device: nvmlDevice_t,
-        count: *mut c_uint,
-        _infos: *mut c_void,
-    ) {
-        no_processes(device, count)
+        let gpu = telemetry::utilization(device)?;
+        write_out(util, nvmlUtilization_t { gpu, memory: gpu })
     }
 );
 

@@ -104,3 +104,121 @@ fn python_ctypes_loads_it_by_its_real_name() {
                   print(lib.nvmlInit_v2(), lib.nvmlDeviceGetCount_v2(ctypes.byref(n)), n.value)\n";
     assert_eq!(support::python(dir, script), "0 0 8");
 }
+
+#[test]
+fn telemetry_answers_for_the_board_model() {
+    let dir = &smoke().0;
+    let h100 = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/dgx-h100.xml");
+    let script = "import ctypes\n\
+                  lib = ctypes.CDLL('libnvidia-ml.so.1')\n\
+                  assert lib.nvmlInit_v2() == 0\n\
+                  h = ctypes.c_void_p()\n\
+                  assert lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(h)) == 0\n\
+                  v = ctypes.c_uint(0)\n\
+                  out = []\n\
+                  for f in ['nvmlDeviceGetPowerUsage', 'nvmlDeviceGetPowerManagementLimit', 'nvmlDeviceGetEnforcedPowerLimit', 'nvmlDeviceGetFanSpeed', 'nvmlDeviceGetPerformanceState']:\n\
+                  \x20   r = getattr(lib, f)(h, ctypes.byref(v))\n\
+                  \x20   out.append('%s %d %d' % (f[13:], r, v.value if r == 0 else -1))\n\
+                  r = lib.nvmlDeviceGetTemperature(h, 0, ctypes.byref(v))\n\
+                  out.append('Temperature %d %d' % (r, v.value))\n\
+                  r = lib.nvmlDeviceGetMaxClockInfo(h, 1, ctypes.byref(v))\n\
+                  out.append('MaxSm %d %d' % (r, v.value))\n\
+                  n = ctypes.c_uint(0)\n\
+                  out.append('Procs %d %d' % (lib.nvmlDeviceGetComputeRunningProcesses_v3(h, ctypes.byref(n), None), n.value))\n\
+                  print(' / '.join(out))\n";
+    let python = |topo: Option<&Path>| {
+        let mut cmd = Command::new("python3");
+        cmd.arg("-c")
+            .arg(script)
+            .env("LD_LIBRARY_PATH", dir)
+            .env_remove("CUDA_VISIBLE_DEVICES")
+            .env_remove("NCCL_TOPO_FILE")
+            .env_remove("NCCLSIM_TOPO");
+        if let Some(t) = topo {
+            cmd.env("NCCLSIM_TOPO", t);
+        }
+        support::run_ok(&mut cmd)
+    };
+    let a100 = python(None);
+    // A100-SXM4: 400 W cap, a passive heatsink (no fan), P0, 30-34 C idle, no memory in use.
+    assert!(a100.contains("PowerManagementLimit 0 400000"), "{a100}");
+    assert!(a100.contains("EnforcedPowerLimit 0 400000"), "{a100}");
+    assert!(a100.contains("FanSpeed 3 -1"), "{a100}");
+    assert!(a100.contains("PerformanceState 0 0"), "{a100}");
+    assert!(a100.contains("MaxSm 0 1410"), "{a100}");
+    assert!(a100.contains("Procs 0 0"), "{a100}");
+    let temp: u32 = a100
+        .split("Temperature 0 ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{a100}"));
+    assert!((30..=34).contains(&temp), "{a100}");
+    let power: u32 = a100
+        .split("PowerUsage 0 ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{a100}"));
+    assert!((40_000..100_000).contains(&power), "{a100}");
+    let h = python(Some(&h100));
+    assert!(h.contains("PowerManagementLimit 0 700000"), "{h}");
+}
+
+#[test]
+fn the_process_and_its_device_memory_are_listed() {
+    let dir = &smoke().0;
+    let script = "import ctypes, os\n\
+                  lib = ctypes.CDLL('libnvidia-ml.so.1')\n\
+                  cudart = ctypes.CDLL('libcudart.so.12')\n\
+                  assert lib.nvmlInit_v2() == 0\n\
+                  h = ctypes.c_void_p()\n\
+                  assert lib.nvmlDeviceGetHandleByIndex_v2(2, ctypes.byref(h)) == 0\n\
+                  assert cudart.cudaSetDevice(2) == 0\n\
+                  p = ctypes.c_void_p()\n\
+                  assert cudart.cudaMalloc(ctypes.byref(p), 1 << 30) == 0\n\
+                  n = ctypes.c_uint(0)\n\
+                  print('empty', lib.nvmlDeviceGetComputeRunningProcesses_v3(h, ctypes.byref(n), None), n.value)\n\
+                  class Info(ctypes.Structure):\n\
+                  \x20   _fields_ = [('pid', ctypes.c_uint), ('used', ctypes.c_ulonglong), ('gi', ctypes.c_uint), ('ci', ctypes.c_uint)]\n\
+                  infos = (Info * 4)()\n\
+                  n = ctypes.c_uint(4)\n\
+                  rc = lib.nvmlDeviceGetComputeRunningProcesses_v3(h, ctypes.byref(n), infos)\n\
+                  print('list', rc, n.value, infos[0].pid == os.getpid(), infos[0].used >> 20)\n\
+                  other = ctypes.c_void_p()\n\
+                  assert lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(other)) == 0\n\
+                  n = ctypes.c_uint(4)\n\
+                  print('other', lib.nvmlDeviceGetComputeRunningProcesses_v3(other, ctypes.byref(n), infos), n.value)\n";
+    let out = support::python(dir, script);
+    // No room: NVML_ERROR_INSUFFICIENT_SIZE (7) with the count; then this process with its
+    // 1 GiB on GPU 2, and nothing on GPU 0.
+    assert_eq!(out, "empty 7 1\nlist 0 1 True 1024\nother 0 0", "{out}");
+}
+
+#[test]
+fn utilization_follows_the_work_on_the_virtual_timeline() {
+    let dir = &smoke().0;
+    let script = "import ctypes\n\
+                  lib = ctypes.CDLL('libnvidia-ml.so.1')\n\
+                  cudart = ctypes.CDLL('libcudart.so.12')\n\
+                  assert lib.nvmlInit_v2() == 0\n\
+                  h = [ctypes.c_void_p(), ctypes.c_void_p()]\n\
+                  for i in range(2):\n\
+                  \x20   assert lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(h[i])) == 0\n\
+                  u = (ctypes.c_uint * 2)()\n\
+                  t = ctypes.c_uint(0)\n\
+                  def read(i):\n\
+                  \x20   assert lib.nvmlDeviceGetUtilizationRates(h[i], u) == 0\n\
+                  \x20   assert lib.nvmlDeviceGetTemperature(h[i], 0, ctypes.byref(t)) == 0\n\
+                  \x20   return '%d %d' % (u[0], t.value)\n\
+                  before = read(0)\n\
+                  p = ctypes.c_void_p()\n\
+                  assert cudart.cudaMalloc(ctypes.byref(p), 64 << 20) == 0\n\
+                  assert cudart.cudaMemset(p, 1, 64 << 20) == 0\n\
+                  assert cudart.cudaDeviceSynchronize() == 0\n\
+                  print(before, '/', read(0), '/', read(1))\n";
+    let out = support::python(dir, script);
+    // Idle, then busy for all the virtual time that passed (GPU 0 reads 30 C idle), while
+    // GPU 1 stays idle at its own idle temperature.
+    assert_eq!(out, "0 30 / 100 70 / 0 33", "{out}");
+}

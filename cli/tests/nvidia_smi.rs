@@ -1,0 +1,300 @@
+//! `nvidia-smi` under `ncclsim run`: found first on the command's `PATH`, reporting the
+//! simulated node through the preloaded fake NVML; its `topo -m` against `ncclsim topo paths`
+//! on the bundled and vendor topologies; refused options.
+
+use fake_cuda_test_support as support;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `ncclsim run [run options] -- nvidia-smi ARGS` on the libraries cargo built for this test,
+/// with a clean simulation environment.
+fn smi(run_options: &[&str], args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ncclsim"))
+        .arg("run")
+        .arg("--lib-dir")
+        .arg(support::deps_dir())
+        .args(run_options)
+        .arg("--")
+        .arg("nvidia-smi")
+        .args(args)
+        .current_dir(repo())
+        .env_remove("CUDA_VISIBLE_DEVICES")
+        .env_remove("NCCLSIM_TOPO")
+        .env_remove("NCCL_TOPO_FILE")
+        .env_remove("NCCLSIM_NODE")
+        .env_remove("NCCLSIM_GPU")
+        .env_remove("LD_PRELOAD")
+        .output()
+        .expect("run ncclsim")
+}
+
+fn stdout_ok(o: &Output) -> String {
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
+const DGX_A100: &[&str] = &["--topo", "topologies/dgx-a100.xml"];
+
+#[test]
+fn list_and_csv_query_show_the_eight_gpus_of_a_dgx_a100() {
+    let list = stdout_ok(&smi(DGX_A100, &["-L"]));
+    let lines: Vec<&str> = list.lines().collect();
+    assert_eq!(lines.len(), 8, "{list}");
+    for (i, l) in lines.iter().enumerate() {
+        assert!(
+            l.starts_with(&format!("GPU {i}: NVIDIA A100-SXM4-40GB (UUID: GPU-")),
+            "{list}"
+        );
+    }
+    // Each simulated node (NCCLSIM_NODE) has its own GPUs: 16 distinct UUIDs on 2 nodes.
+    let two = stdout_ok(&smi(
+        &["--nodes", "2"],
+        &["--query-gpu=uuid", "--format=csv,noheader"],
+    ));
+    let uuids: std::collections::BTreeSet<&str> = two.lines().collect();
+    assert_eq!((two.lines().count(), uuids.len()), (16, 16), "{two}");
+    let csv = stdout_ok(&smi(
+        DGX_A100,
+        &[
+            "--query-gpu=index,name,memory.total",
+            "--format=csv,noheader",
+        ],
+    ));
+    let rows: Vec<&str> = csv.lines().collect();
+    assert_eq!(rows.len(), 8, "{csv}");
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(
+            *r,
+            format!("{i}, NVIDIA A100-SXM4-40GB, 40960 MiB"),
+            "{csv}"
+        );
+    }
+    let csv = stdout_ok(&smi(
+        DGX_A100,
+        &[
+            "-i",
+            "3",
+            "--query-gpu=index,power.limit,pci.bus_id,pstate",
+            "--format=csv,nounits",
+        ],
+    ));
+    assert_eq!(
+        csv,
+        "index, power.limit, pci.bus_id, pstate\n3, 400.00, 00000000:4E:00.0, P0\n"
+    );
+}
+
+#[test]
+fn table_query_sections_nvlinks_and_dmon_report_the_simulated_node() {
+    let table = stdout_ok(&smi(DGX_A100, &[]));
+    assert_eq!(table.matches("NVIDIA A100-SXM4-40GB").count(), 8, "{table}");
+    assert!(table.contains("Driver Version: 600.00.00"), "{table}");
+    assert!(table.contains("CUDA Version: 13.5"), "{table}");
+    assert!(table.contains("/  400W |"), "{table}");
+    assert!(table.contains("No running processes found"), "{table}");
+    let q = stdout_ok(&smi(DGX_A100, &["-q", "-d", "POWER,MEMORY", "-i", "0"]));
+    assert!(
+        q.contains("Attached GPUs                             : 8"),
+        "{q}"
+    );
+    assert!(
+        q.contains("        Current Power Limit               : 400.00 W"),
+        "{q}"
+    );
+    assert!(
+        q.contains("        Total                             : 40960 MiB"),
+        "{q}"
+    );
+    assert!(!q.contains("Temperature"), "{q}");
+    let links = stdout_ok(&smi(DGX_A100, &["nvlink", "--status", "-i", "0"]));
+    assert_eq!(links.matches(": 25 GB/s").count(), 12, "{links}");
+    let dmon = stdout_ok(&smi(DGX_A100, &["dmon", "-c", "1"]));
+    assert_eq!(
+        dmon.lines().filter(|l| !l.starts_with('#')).count(),
+        8,
+        "{dmon}"
+    );
+    // 12 NVLinks per GPU to the NVSwitches; GPU 0's CPU is NUMA node 3.
+    let m = stdout_ok(&smi(DGX_A100, &["topo", "-m"]));
+    assert!(
+        m.contains("\nGPU0\t X \tNV12\tNV12\t") && m.contains("\t48-63,176-191\t3\t\tN/A\n"),
+        "{m}"
+    );
+    // DGX-1: one or two direct NVLinks between pairs.
+    let m = stdout_ok(&smi(
+        &["--topo", "topologies/dgx1-v100.xml"],
+        &["topo", "-m"],
+    ));
+    assert!(m.contains("\nGPU0\t X \tNV1\tNV1\tNV2\tNV2\tNVB\t"), "{m}");
+    // An H100 node: its own board and power cap.
+    let h100 = stdout_ok(&smi(
+        &["--topo", "topologies/dgx-h100.xml"],
+        &[
+            "--query-gpu=name,power.limit",
+            "--format=csv,noheader",
+            "-i",
+            "0",
+        ],
+    ));
+    assert_eq!(h100, "NVIDIA H100 80GB HBM3, 700.00 W\n");
+}
+
+/// The GPU rows of a matrix: (row GPU, column GPU) -> NCCL path type.
+type Matrix = BTreeMap<(String, String), String>;
+
+/// `ncclsim topo paths`' "Path types (NCCL)" block.
+fn ncclsim_matrix(text: &str) -> Matrix {
+    let mut lines = text
+        .lines()
+        .skip_while(|l| !l.starts_with("Path types"))
+        .skip(1);
+    let names: Vec<String> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    let mut m = Matrix::new();
+    for l in lines.take_while(|l| !l.trim().is_empty()) {
+        let cells: Vec<&str> = l.split_whitespace().collect();
+        for (c, v) in names.iter().zip(&cells[1..]) {
+            if cells[0].starts_with("GPU") && c.starts_with("GPU") {
+                let v = if *v == "X" { "LOC" } else { v };
+                m.insert((cells[0].to_string(), c.clone()), v.to_string());
+            }
+        }
+    }
+    m
+}
+
+/// `GPU<n>`: a GPU's row or column (not the "GPU NUMA ID" column).
+fn is_gpu(name: &str) -> bool {
+    name.strip_prefix("GPU")
+        .is_some_and(|n| n.parse::<u32>().is_ok())
+}
+
+/// `nvidia-smi topo -m`: tab separated, NVLink paths as NV#.
+fn smi_matrix(text: &str) -> Matrix {
+    let mut lines = text.lines();
+    let names: Vec<String> = lines
+        .next()
+        .unwrap_or_default()
+        .split('\t')
+        .skip(1)
+        .map(String::from)
+        .collect();
+    let mut m = Matrix::new();
+    for l in lines.take_while(|l| !l.trim().is_empty()) {
+        let cells: Vec<&str> = l.split('\t').collect();
+        for (c, v) in names.iter().zip(&cells[1..]) {
+            if is_gpu(cells[0]) && is_gpu(c) {
+                let v = v.trim();
+                let v = match v {
+                    "X" => "LOC",
+                    _ if v.starts_with("NV") && v[2..].parse::<u32>().is_ok() => "NVL",
+                    _ => v,
+                };
+                m.insert((cells[0].to_string(), c.clone()), v.to_string());
+            }
+        }
+    }
+    m
+}
+
+fn topology_files() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut dirs = vec![repo().join("topologies")];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).expect("topologies") {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "xml") {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+#[test]
+fn topo_matrix_agrees_with_ncclsim_topo_paths_on_every_gpu_pair() {
+    let files = topology_files();
+    assert!(files.len() >= 20, "{files:?}");
+    for file in files {
+        let f = file.to_str().expect("utf-8 path");
+        let paths = |extra: &[&str]| {
+            Command::new(env!("CARGO_BIN_EXE_ncclsim"))
+                .args(["topo", "paths", f])
+                .args(extra)
+                .env_remove("NCCL_TOPO_FILE")
+                .output()
+                .expect("run ncclsim topo paths")
+        };
+        // Skeleton files need a GPU model, given to both sides.
+        let mut model = None;
+        let mut out = paths(&[]);
+        if !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--gpu") {
+            model = Some("A100-SXM4");
+            out = paths(&["--gpu", "A100-SXM4"]);
+        }
+        let expected = ncclsim_matrix(&stdout_ok(&out));
+        let mut run = vec!["--topo", f];
+        let env = model.map(|m| format!("NCCLSIM_GPU={m}"));
+        if let Some(e) = &env {
+            run.extend(["--env", e.as_str()]);
+        }
+        let got = smi_matrix(&stdout_ok(&smi(&run, &["topo", "-m"])));
+        assert!(!expected.is_empty(), "{f}: no GPU matrix");
+        assert_eq!(got, expected, "{f}");
+    }
+}
+
+#[test]
+fn unknown_options_are_refused_with_nvidia_smis_message() {
+    for args in [
+        &["--bogus"][..],
+        &["topo", "-x"],
+        &["--query-gpu=index,warp.drive", "--format=csv"],
+        &["--query-gpu=index"],
+    ] {
+        let o = smi(DGX_A100, args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("nvidia-smi -h") || err.contains("nvidia-smi --help-query-gpu"),
+            "{args:?}: {err}"
+        );
+    }
+    // The help the messages point to exists and lists the fields.
+    let help = stdout_ok(&smi(DGX_A100, &["--help-query-gpu"]));
+    assert!(help.contains("\"power.draw\" [W]\n"), "{help}");
+    // A GPU the node does not have.
+    let o = smi(DGX_A100, &["-i", "8", "-L"]);
+    assert_eq!(o.status.code(), Some(6), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("No devices were found"));
+    let err = String::from_utf8_lossy(&smi(DGX_A100, &["--bogus"]).stderr).into_owned();
+    assert!(
+        err.starts_with(
+            "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n"
+        ),
+        "{err}"
+    );
+    let o = smi(DGX_A100, &["--query-gpu=index,warp.drive", "--format=csv"]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("Field \"warp.drive\" is not a valid field to query."),
+        "{o:?}"
+    );
+}
