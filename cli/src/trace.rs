@@ -104,9 +104,10 @@ struct CommInfo {
     members: Vec<(usize, i32)>,
 }
 
-fn read(dir: &str) -> Result<(Vec<Call>, BTreeMap<String, CommInfo>), String> {
-    let mut calls = Vec::new();
-    let mut comms = BTreeMap::new();
+/// The trace files of `dir` (`*.json`, in name order), each with its events.
+type TraceFiles = Vec<(std::path::PathBuf, Vec<serde_json::Value>)>;
+
+fn trace_files(dir: &str) -> Result<TraceFiles, String> {
     let entries = std::fs::read_dir(dir).map_err(|e| format!("{dir}: {e}"))?;
     let mut files: Vec<_> = entries
         .filter_map(|e| e.ok())
@@ -119,13 +120,24 @@ fn read(dir: &str) -> Result<(Vec<Call>, BTreeMap<String, CommInfo>), String> {
             "{dir}: no trace files (*.json); run with NCCLSIM_TRACE={dir}"
         ));
     }
-    for (proc, f) in files.into_iter().enumerate() {
-        let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
-        let v: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| format!("{}: not a trace: {e}", f.display()))?;
-        let events = v
-            .as_array()
-            .ok_or_else(|| format!("{}: not a JSON array of events", f.display()))?;
+    files
+        .into_iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+            let v: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| format!("{}: not a trace: {e}", f.display()))?;
+            match v {
+                serde_json::Value::Array(events) => Ok((f, events)),
+                _ => Err(format!("{}: not a JSON array of events", f.display())),
+            }
+        })
+        .collect()
+}
+
+fn read(dir: &str) -> Result<(Vec<Call>, BTreeMap<String, CommInfo>), String> {
+    let mut calls = Vec::new();
+    let mut comms = BTreeMap::new();
+    for (proc, (_, events)) in trace_files(dir)?.iter().enumerate() {
         for e in events {
             let a = &e["args"];
             let comm = a["comm"].as_str().unwrap_or_default().to_string();

@@ -37,16 +37,8 @@ fn unit(args: &serde_json::Value) -> Unit {
 /// Every compute event of the traces in `dir`.
 pub fn read(dir: &str) -> Result<Vec<ComputeOp>, String> {
     let mut out = Vec::new();
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("{dir}: {e}"))?;
-    for p in entries.filter_map(|e| e.ok()).map(|e| e.path()) {
-        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if !(name.starts_with("compute-") && name.ends_with(".json")) {
-            continue;
-        }
-        let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-        let v: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| format!("{}: not a trace: {e}", p.display()))?;
-        for e in v.as_array().into_iter().flatten() {
+    for (_, events) in super::trace_files(dir)? {
+        for e in &events {
             if e["cat"] != "compute" || e["ph"] != "X" {
                 continue;
             }

@@ -85,21 +85,8 @@ fn nccl_kernel_name(op: &str, a: &serde_json::Value) -> String {
 
 /// Every traced process's rows, by process id.
 fn read(dir: &str) -> Result<BTreeMap<u64, Vec<Kernel>>, String> {
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("{dir}: {e}"))?;
-    let mut files: Vec<_> = entries
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    files.sort();
     let mut out: BTreeMap<u64, Vec<Kernel>> = BTreeMap::new();
-    for f in files {
-        let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
-        let v: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| format!("{}: not a trace: {e}", f.display()))?;
-        let events = v
-            .as_array()
-            .ok_or_else(|| format!("{}: not a JSON array of events", f.display()))?;
+    for (_, events) in super::trace_files(dir)? {
         for e in events.iter().filter(|e| e["ph"] == "X") {
             let a = &e["args"];
             let compute = e["cat"] == "compute";

@@ -2,7 +2,7 @@
 //!
 //! The topology says where a GPU sits (PCI bus id, the PCI switches above it, its CPU/NUMA
 //! node, its NVLinks and what they reach) and which board it is (PCI device id, `sm`); the GPU
-//! model profile of the `topo` crate gives the name and memory size, and [`arch_facts`] the
+//! model profile of the `topo` crate gives the name and memory size, and `compute_model::spec` the
 //! per-board numbers CUDA reports (multiprocessors, clocks, caches, bandwidths).
 //!
 //! The environment picks the file: `NCCLSIM_TOPO`, else `NCCL_TOPO_FILE`, else the bundled DGX
@@ -210,12 +210,13 @@ pub fn devices_from_xml(
                 });
             }
         }
-        let facts = arch_facts(model.keys[0]);
+        // The numbers CUDA reports that a topology file does not carry: the board's.
+        let facts = compute_model::spec(model.keys[0]);
         devices.push(DeviceDesc {
             name: model.name.to_string(),
             uuid: synthetic_uuid(uuid_label, pci),
             pci,
-            spec: compute_model::spec(model.keys[0]),
+            spec: facts,
             pci_device_id: device_id,
             pci_subsystem_id: (hex(f.pci, "subsystem_device").unwrap_or(0) << 16)
                 | hex(f.pci, "subsystem_vendor").unwrap_or(0),
@@ -240,45 +241,6 @@ pub fn devices_from_xml(
         });
     }
     Ok(devices)
-}
-
-/// Per-board numbers CUDA reports that a topology file does not carry (boost clock, memory
-/// clock, bus width, L2, shared memory per SM, memory bandwidth; host link = PCIe generation
-/// x16, or C2C on Grace parts): the board's [`compute_model::GpuSpec`], where they are kept
-/// with their sources.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ArchFacts {
-    /// Streaming multiprocessors.
-    pub sms: u32,
-    /// Boost clock, MHz.
-    pub clock_mhz: u32,
-    /// Memory clock, MHz.
-    pub memory_clock_mhz: u32,
-    /// Memory bus width, bits.
-    pub bus_width_bits: u32,
-    /// L2 cache, MiB.
-    pub l2_mib: u32,
-    /// Shared memory per multiprocessor, KiB (opt-in per block is 1 KiB less).
-    pub smem_per_sm_kib: u32,
-    /// Device memory bandwidth, GB/s.
-    pub memory_gbps: f64,
-    /// Host link bandwidth, GB/s.
-    pub host_link_gbps: f64,
-}
-
-/// [`ArchFacts`] for a `topo` GPU model key (`GpuModel::keys[0]`).
-pub fn arch_facts(model_key: &str) -> ArchFacts {
-    let g = compute_model::spec(model_key);
-    ArchFacts {
-        sms: g.sms,
-        clock_mhz: g.clock_mhz,
-        memory_clock_mhz: g.memory_clock_mhz,
-        bus_width_bits: g.bus_width_bits,
-        l2_mib: g.l2_mib,
-        smem_per_sm_kib: g.smem_per_sm_kib,
-        memory_gbps: g.memory_gbps,
-        host_link_gbps: g.host_link_gbps,
-    }
 }
 
 #[cfg(test)]
