@@ -103,6 +103,8 @@ def _precision(dtype, base: str) -> int:
 
 
 _warned: list = []
+# The core's status for work refused because its stream is capturing a graph.
+_CAPTURE_VIOLATION = 14
 
 
 def _mm_flops(*args, out_val=None, **kwargs):
@@ -164,19 +166,27 @@ def price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device 
     if not _enabled:
         return
     try:
-        _price(info, args, kwargs, result, device)
+        status = _price(info, args, kwargs, result, device)
     except Exception as e:  # noqa: BLE001 - pricing must not break the program's computation
         if not _warned:
             _warned.append(True)
             print(f"ncclsim: could not price {info.name} ({type(e).__name__}: {e}); "
                   "ops that cannot be priced take no time", flush=True)
+        return
+    if status == _CAPTURE_VIOLATION:
+        raise RuntimeError(
+            f"ncclsim: {info.name} was called while its stream captures a CUDA graph; ops on the "
+            "simulated GPUs compute when they are called, so a replay of the graph would not "
+            "compute them again (capture only NCCL operations, or run the ops eagerly)"
+        )
 
 
-def _price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device | None) -> None:
+def _price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device | None) -> int:
+    """Prices one op; returns the core's status (0, or why it refused)."""
     global total_ns
     launch = _launch or _library()
     if launch is None:
-        return
+        return 0
     ins: list = []
     _tensors(args, ins)
     if kwargs:
@@ -213,7 +223,7 @@ def _price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device
         if current != index:
             torch.cuda.set_device(current)
     if status != 0:
-        return
+        return status
     ns = out.ns.value
     total_ns += ns
     if trace.enabled():
@@ -229,3 +239,4 @@ def _price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device
                 "range": rng if rng >= 0 else None,
             },
         })
+    return 0
