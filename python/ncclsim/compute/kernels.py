@@ -136,6 +136,11 @@ class _Op:
         self.gen_index = None
         self.gen_name = None
         self.outs: list[str] = []
+        # FFTs keep the CPU's refusal of 16-bit types: their complex halves have no float32
+        # round trip that matches what the GPU returns.
+        self.fft = name.startswith(("aten::_fft", "aten::stft", "aten::istft"))
+        # Whether the op writes any argument (in place or out=).
+        self.writes = any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
         # torch hands a Python number to a Python kernel where the schema has a Tensor and the
         # caller passed a number (a "wrapped number"): see `_unwrap_numbers`.
         self.tensor_pos = [i for i, a in enumerate(schema.arguments) if str(a.type) == "Tensor" and not a.kwarg_only]
@@ -217,7 +222,49 @@ def _run(info: _Op, args: tuple, kwargs: dict, meta: bool):
     fn = _unwrap_numbers(info, cargs) if info.packet is not None else info.fn
     if info.outs:
         return _run_outs(info, fn, call, kwargs, cargs, ckwargs, meta)
-    return call.back(fn(*cargs, **ckwargs), not meta)
+    try:
+        return call.back(fn(*cargs, **ckwargs), not meta)
+    except RuntimeError as e:
+        if meta or info.writes or info.fft or not _no_half_kernel(e):
+            raise
+        return call.back(_in_float32(fn, cargs, ckwargs), True)
+
+
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def _no_half_kernel(e: RuntimeError) -> bool:
+    """Whether the CPU refused an op for its 16-bit float type (torch's CUDA build has the
+    kernel; its CPU build does not, e.g. FFTs or some pooling in bfloat16)."""
+    text = str(e)
+    return ("BFloat16" in text or "Half" in text) and ("not implemented" in text or "nsupported" in text
+                                                       or "support" in text)
+
+
+def _in_float32(fn, cargs: list, ckwargs: dict):
+    """A functional op on 16-bit float inputs computed in float32, its floating results cast
+    back to the inputs' type."""
+    half = None
+
+    def up(x):
+        nonlocal half
+        if isinstance(x, torch.Tensor) and x.dtype in _HALF:
+            half = x.dtype
+            return x.float()
+        if isinstance(x, list):
+            return [up(e) for e in x]
+        return x
+
+    r = fn(*[up(a) for a in cargs], **{k: up(v) for k, v in ckwargs.items()})
+
+    def down(x):
+        if isinstance(x, torch.Tensor) and x.dtype == torch.float32 and half is not None:
+            return x.to(half)
+        if isinstance(x, (list, tuple)):
+            return type(x)(down(e) for e in x) if isinstance(x, list) else tuple(down(e) for e in x)
+        return x
+
+    return down(r)
 
 
 def _run_outs(info: _Op, fn, call: _Call, kwargs: dict, cargs: list, ckwargs: dict, meta: bool):
