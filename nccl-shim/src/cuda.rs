@@ -6,7 +6,7 @@
 
 use crate::error::{NcclError, Result};
 use fake_cuda_client::{client, Client};
-use fake_cuda_core::abi::{CArenaLocation, CPointerInfo, CWorkFn};
+use fake_cuda_core::abi::{CArenaLocation, CPointerInfo, CWorkFn, PROFILER_QUERY};
 
 fn core() -> Result<&'static Client> {
     client().map_err(|e| NcclError::cuda("loading the fake CUDA core", e))
@@ -147,7 +147,7 @@ pub fn stream_clock(stream: u64) -> Result<u64> {
 pub fn advance(stream: u64, duration_ns: u64) -> Result<()> {
     let c = core()?;
     // SAFETY: no work function, so no data to keep alive.
-    unsafe { c.enqueue_raw(stream, duration_ns, None, std::ptr::null_mut()) }
+    unsafe { c.enqueue(stream, duration_ns, None, std::ptr::null_mut()) }
         .map_err(|e| NcclError::cuda(&format!("enqueue on stream {stream:#x}"), e))
 }
 
@@ -167,8 +167,8 @@ pub fn memory_stats(dev: i32) -> Result<(u64, u64)> {
 /// The profiler range the program is in (`cudaProfilerStart`/`Stop`): its index (0 for the
 /// first) while one is open, else None.
 pub fn profiler_range() -> Option<u64> {
-    match core().ok()?.profiler(None).ok()? {
-        (n, true) => Some(n - 1),
+    match core().ok()?.profiler(PROFILER_QUERY).ok()? {
+        (n, active) if active != 0 => Some(n - 1),
         _ => None,
     }
 }

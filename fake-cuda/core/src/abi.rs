@@ -7,7 +7,9 @@
 //! (even by another compiler version) agree on it. Entries are only ever appended; `size` tells
 //! a front-end which entries a core provides.
 
-use std::ffi::{c_char, c_void};
+/// The C and borrowed types the entries of [`core_api!`](crate::core_api) name, so that a
+/// consumer's `use fake_cuda_core::abi::*` brings every one of them into scope.
+pub use std::ffi::{c_char, c_void, CStr};
 
 /// Name of the exported function `extern "C" fn() -> *const CoreApiV1`.
 pub const CORE_SYMBOL: &str = "ncclsim_cuda_core_v1";
@@ -201,208 +203,320 @@ pub type CHandle = [u8; 64];
 /// Host work for `enqueue`.
 pub type CWorkFn = unsafe extern "C" fn(data: *mut c_void);
 
-/// Version 1 of the core vtable. See the module documentation for conventions.
-#[repr(C)]
-pub struct CoreApiV1 {
-    /// `size_of::<CoreApiV1>()` of the core that filled it.
-    pub size: usize,
-    /// [`CORE_ABI_VERSION`] of the core.
-    pub version: u32,
-    /// Copies the calling thread's last error message (NUL-terminated, truncated to `len`);
-    /// returns its full length.
-    pub last_error_message: unsafe extern "C" fn(buf: *mut c_char, len: usize) -> usize,
-    /// Visible device count.
-    pub device_count: unsafe extern "C" fn(out: *mut i32) -> i32,
-    /// Description of a visible device.
-    pub device_info: unsafe extern "C" fn(ordinal: i32, out: *mut CDeviceInfo) -> i32,
-    /// The calling thread's current device.
-    pub get_device: unsafe extern "C" fn(out: *mut i32) -> i32,
-    /// Sets the calling thread's current device.
-    pub set_device: unsafe extern "C" fn(ordinal: i32) -> i32,
-    /// Device allocation.
-    pub malloc: unsafe extern "C" fn(ordinal: i32, size: usize, out: *mut usize) -> i32,
-    /// Device free.
-    pub free: unsafe extern "C" fn(ptr: usize) -> i32,
-    /// Free and total bytes of a device.
-    pub mem_info: unsafe extern "C" fn(ordinal: i32, free: *mut u64, total: *mut u64) -> i32,
-    /// Pinned host allocation.
-    pub host_alloc: unsafe extern "C" fn(size: usize, out: *mut usize) -> i32,
-    /// Pinned host free.
-    pub host_free: unsafe extern "C" fn(ptr: usize) -> i32,
-    /// Register user host memory.
-    pub host_register: unsafe extern "C" fn(ptr: usize, size: usize) -> i32,
-    /// Unregister user host memory.
-    pub host_unregister: unsafe extern "C" fn(ptr: usize) -> i32,
-    /// What a pointer points into.
-    pub pointer_info: unsafe extern "C" fn(ptr: usize, out: *mut CPointerInfo) -> i32,
-    /// Stream-ordered copy (`kind` is `cudaMemcpyKind`).
-    pub memcpy:
-        unsafe extern "C" fn(dst: usize, src: usize, n: usize, kind: i32, stream: u64) -> i32,
-    /// Stream-ordered pitched copy.
-    pub memcpy_2d: unsafe extern "C" fn(
-        dst: usize,
-        dpitch: usize,
-        src: usize,
-        spitch: usize,
-        width: usize,
-        height: usize,
-        kind: i32,
-        stream: u64,
-    ) -> i32,
-    /// Stream-ordered byte fill.
-    pub memset: unsafe extern "C" fn(dst: usize, value: i32, n: usize, stream: u64) -> i32,
-    /// Creates a stream on the current device.
-    pub stream_create: unsafe extern "C" fn(flags: u32, priority: i32, out: *mut u64) -> i32,
-    /// Destroys a stream.
-    pub stream_destroy: unsafe extern "C" fn(stream: u64) -> i32,
-    /// Stream properties.
-    pub stream_info: unsafe extern "C" fn(stream: u64, out: *mut CStreamInfo) -> i32,
-    /// 0 if complete, NotReady otherwise.
-    pub stream_query: unsafe extern "C" fn(stream: u64) -> i32,
-    /// Waits for a stream.
-    pub stream_synchronize: unsafe extern "C" fn(stream: u64) -> i32,
-    /// Makes a stream wait for an event.
-    pub stream_wait_event: unsafe extern "C" fn(stream: u64, event: u64) -> i32,
-    /// Virtual completion time of a stream's work (ns).
-    pub stream_clock: unsafe extern "C" fn(stream: u64, out: *mut u64) -> i32,
-    /// Enqueues host work of a virtual duration; `work` (may be null) runs before returning.
-    pub enqueue: unsafe extern "C" fn(
-        stream: u64,
-        duration_ns: u64,
-        work: Option<CWorkFn>,
-        data: *mut c_void,
-    ) -> i32,
-    /// Waits for the current device.
-    pub device_synchronize: unsafe extern "C" fn() -> i32,
-    /// Creates an event.
-    pub event_create: unsafe extern "C" fn(flags: u32, out: *mut u64) -> i32,
-    /// Destroys an event.
-    pub event_destroy: unsafe extern "C" fn(event: u64) -> i32,
-    /// Records an event on a stream.
-    pub event_record: unsafe extern "C" fn(event: u64, stream: u64) -> i32,
-    /// 0 if complete, NotReady otherwise.
-    pub event_query: unsafe extern "C" fn(event: u64) -> i32,
-    /// Waits for an event.
-    pub event_synchronize: unsafe extern "C" fn(event: u64) -> i32,
-    /// Virtual milliseconds between two events.
-    pub event_elapsed_ms: unsafe extern "C" fn(start: u64, end: u64, out: *mut f32) -> i32,
-    /// IPC handle of the allocation containing `ptr`.
-    pub ipc_get_mem_handle: unsafe extern "C" fn(ptr: usize, out: *mut CHandle) -> i32,
-    /// Maps an IPC memory handle.
-    pub ipc_open_mem_handle: unsafe extern "C" fn(handle: *const CHandle, out: *mut usize) -> i32,
-    /// Unmaps a pointer from `ipc_open_mem_handle`.
-    pub ipc_close_mem_handle: unsafe extern "C" fn(ptr: usize) -> i32,
-    /// IPC handle of an event.
-    pub ipc_get_event_handle: unsafe extern "C" fn(event: u64, out: *mut CHandle) -> i32,
-    /// Opens an IPC event handle.
-    pub ipc_open_event_handle: unsafe extern "C" fn(handle: *const CHandle, out: *mut u64) -> i32,
-    /// Registers a kernel's host stub and device name.
-    pub register_function: unsafe extern "C" fn(host_fun: usize, name: *const c_char) -> i32,
-    /// Counts a kernel launch.
-    pub launch_kernel: unsafe extern "C" fn(host_fun: usize, stream: u64) -> i32,
-    /// Number of devices of the node, ignoring `CUDA_VISIBLE_DEVICES` (NVML's numbering).
-    pub physical_device_count: unsafe extern "C" fn(out: *mut i32) -> i32,
-    /// Description of a physical device (`physical_index` is its own index).
-    pub physical_device_info: unsafe extern "C" fn(index: i32, out: *mut CDeviceInfo) -> i32,
-    /// PCI ids, NUMA node, NVLinks and PCI ancestors of a physical device.
-    pub physical_device_topology:
-        unsafe extern "C" fn(index: i32, out: *mut CDeviceTopology) -> i32,
-    /// NVML topology level (`nvmlGpuTopologyLevel_t`) between two physical devices.
-    pub topology_common_ancestor: unsafe extern "C" fn(a: i32, b: i32, out: *mut u32) -> i32,
-    /// Starts capturing a stream into a new graph.
-    pub begin_capture: unsafe extern "C" fn(stream: u64) -> i32,
-    /// Ends a capture; writes its graph.
-    pub end_capture: unsafe extern "C" fn(stream: u64, graph: *mut u64) -> i32,
-    /// Capture status (0 none, 1 active), capture id and graph of a stream.
-    pub capture_info:
-        unsafe extern "C" fn(stream: u64, status: *mut u32, id: *mut u64, graph: *mut u64) -> i32,
-    /// Creates an empty graph.
-    pub graph_create: unsafe extern "C" fn(out: *mut u64) -> i32,
-    /// Destroys a graph.
-    pub graph_destroy: unsafe extern "C" fn(graph: u64) -> i32,
-    /// Number of operations (nodes) in a graph.
-    pub graph_node_count: unsafe extern "C" fn(graph: u64, out: *mut usize) -> i32,
-    /// Writes a Graphviz description of a graph to the file `path`.
-    pub graph_write_dot: unsafe extern "C" fn(graph: u64, path: *const c_char) -> i32,
-    /// Instantiates a graph.
-    pub graph_instantiate: unsafe extern "C" fn(graph: u64, out: *mut u64) -> i32,
-    /// Destroys an executable graph.
-    pub graph_exec_destroy: unsafe extern "C" fn(exec: u64) -> i32,
-    /// Replays an executable graph on a stream.
-    pub graph_launch: unsafe extern "C" fn(exec: u64, stream: u64) -> i32,
-    /// Frees every allocation of a visible device (`cudaDeviceReset`).
-    pub device_reset: unsafe extern "C" fn(ordinal: i32) -> i32,
-    /// Where the device allocation containing `ptr` lives (this process's arenas only).
-    pub pointer_arena: unsafe extern "C" fn(ptr: usize, out: *mut CArenaLocation) -> i32,
-    /// Like `enqueue`, but the core owns `data` and calls `release(data)` exactly once when
-    /// no work needs it any more: after `work` ran, when the call fails, or — if the stream
-    /// was capturing — when the graph and its executable graphs are destroyed. `release`
-    /// must not call into the core.
-    pub enqueue_owned: unsafe extern "C" fn(
-        stream: u64,
-        duration_ns: u64,
-        work: Option<CWorkFn>,
-        data: *mut c_void,
-        release: CWorkFn,
-    ) -> i32,
-    /// Gives the pages of a visible device's freed memory back to the system (freed memory
-    /// otherwise keeps them for reuse); writes the bytes trimmed.
-    pub trim_device: unsafe extern "C" fn(ordinal: i32, trimmed: *mut u64) -> i32,
-    /// `cuMemCreate`: a physical allocation of `size` bytes on a visible device, exportable
-    /// as `handle_types`; writes its handle.
-    pub mem_create:
-        unsafe extern "C" fn(ordinal: i32, size: u64, handle_types: u32, out: *mut u64) -> i32,
-    /// `cuMemRelease`.
-    pub mem_release: unsafe extern "C" fn(handle: u64) -> i32,
-    /// `cuMemAddressReserve`: writes the start of the reserved range.
-    pub mem_address_reserve:
-        unsafe extern "C" fn(size: usize, alignment: usize, hint: usize, out: *mut usize) -> i32,
-    /// `cuMemAddressFree`.
-    pub mem_address_free: unsafe extern "C" fn(ptr: usize, size: usize) -> i32,
-    /// `cuMemMap`.
-    pub mem_map: unsafe extern "C" fn(ptr: usize, size: usize, offset: u64, handle: u64) -> i32,
-    /// `cuMemUnmap`.
-    pub mem_unmap: unsafe extern "C" fn(ptr: usize, size: usize) -> i32,
-    /// `cuMemSetAccess` for one device (`CUmemAccess_flags`).
-    pub mem_set_access:
-        unsafe extern "C" fn(ptr: usize, size: usize, ordinal: i32, flags: u32) -> i32,
-    /// `cuMemGetAccess` for one device.
-    pub mem_get_access: unsafe extern "C" fn(ptr: usize, ordinal: i32, out: *mut u32) -> i32,
-    /// `cuMemExportToShareableHandle` (POSIX file descriptor, owned by the caller).
-    pub mem_export: unsafe extern "C" fn(handle: u64, out_fd: *mut i32) -> i32,
-    /// `cuMemImportFromShareableHandle` (POSIX file descriptor, kept by the caller).
-    pub mem_import: unsafe extern "C" fn(fd: i32, out: *mut u64) -> i32,
-    /// `cuMemRetainAllocationHandle`.
-    pub mem_retain: unsafe extern "C" fn(ptr: usize, out: *mut u64) -> i32,
-    /// `cuMemGetAllocationPropertiesFromHandle`.
-    pub mem_handle_info: unsafe extern "C" fn(handle: u64, out: *mut CMemHandleInfo) -> i32,
-    /// Stream-ordered fill of `count` elements of `elem_size` (1, 2, 4, 8) bytes with the low
-    /// bytes of `pattern` (`cuMemsetD16/D32`, `cuStreamWriteValue32/64`).
-    pub memset_pattern: unsafe extern "C" fn(
-        dst: usize,
-        pattern: u64,
-        elem_size: u32,
-        count: usize,
-        stream: u64,
-    ) -> i32,
-    /// The stream whose host work (an `enqueue`/`enqueue_owned` work function, also when a
-    /// graph replays it) is running on the calling thread, as that work was submitted: for a
-    /// replay, the stream the graph was launched on. Fails outside host work.
-    pub host_stream: unsafe extern "C" fn(out: *mut u64) -> i32,
-    /// Bytes allocated now and at most so far on a visible device.
-    pub memory_stats: unsafe extern "C" fn(ordinal: i32, current: *mut u64, peak: *mut u64) -> i32,
-    /// The profiler range (`cudaProfilerStart` with `op` 1, `cudaProfilerStop` with 0, a
-    /// query with -1): writes how many ranges were started so far and whether one is open.
-    pub profiler: unsafe extern "C" fn(op: i32, ranges: *mut u64, active: *mut i32) -> i32,
-    /// Adds or replaces a named section (JSON text) of the end-of-run report
-    /// (`NCCLSIM_REPORT`); with `write_now` non-zero the report file is written at once.
-    pub report_section:
-        unsafe extern "C" fn(name: *const c_char, json: *const c_char, write_now: i32) -> i32,
-    /// The device buffer `ptr` points into, as the program made it (kind `BUFFER_NONE` when it
-    /// is not device memory of this process).
-    pub buffer_extent: unsafe extern "C" fn(ptr: usize, out: *mut CBufferExtent) -> i32,
-    /// Virtual time on physical device `index`: the summed durations of the work scheduled on
-    /// its streams (`busy`) and when all of it completes (`clock`), nanoseconds.
-    pub physical_device_busy:
-        unsafe extern "C" fn(index: i32, busy: *mut u64, clock: *mut u64) -> i32,
+/// `profiler`'s `op`: closes the open profiler range (`cudaProfilerStop`).
+pub const PROFILER_STOP: i32 = 0;
+/// `profiler`'s `op`: opens a profiler range unless one is open (`cudaProfilerStart`).
+pub const PROFILER_START: i32 = 1;
+/// `profiler`'s `op`: only reports the ranges.
+pub const PROFILER_QUERY: i32 = -1;
+
+/// Plain C data whose all-zero bytes are a valid value: what a caller sets an entry's output
+/// to before the entry writes it.
+///
+/// # Safety
+/// Implemented only for types for which all-zero bytes are a valid value.
+pub unsafe trait Zeroed: Sized {
+    /// The all-zero value.
+    fn zeroed() -> Self {
+        // SAFETY: all-zero bytes are a valid `Self` (the trait's contract).
+        unsafe { std::mem::zeroed() }
+    }
 }
+
+macro_rules! zeroed {
+    ($($t:ty),*) => {
+        $(
+            // SAFETY: integers, floats and structs of them: all-zero bytes are a valid value.
+            unsafe impl Zeroed for $t {}
+        )*
+    };
+}
+zeroed!(
+    i32,
+    u32,
+    u64,
+    usize,
+    f32,
+    CHandle,
+    CDeviceInfo,
+    CPointerInfo,
+    CBufferExtent
+);
+zeroed!(CArenaLocation, CStreamInfo, CDeviceTopology, CMemHandleInfo);
+
+/// The vtable's entries after `size`, `version` and `last_error_message`, in table order, each
+/// declared once: `core_api!(callback)` expands to `callback! { entries }`, and every side of
+/// the vtable is generated from that one list ([`CoreApiV1`] here, the core's C entries and
+/// static table in `ncclsim-cuda`, the safe calls in `fake-cuda-client`).
+///
+/// An entry reads `fn name(args) -> (outputs);`, optionally `unsafe fn` (its contract then in
+/// a `# Safety` section):
+/// - `arg: CType` is passed as is; `arg: CType as RustType` is a pointer or flag that the
+///   caller passes as `RustType` (`&CStr`, `&CHandle`, `bool`) and the core's body receives
+///   as `RustType` (null pointers are refused before the body runs).
+/// - each output `out: T` becomes a trailing `*mut T` argument of the C entry; the caller gets
+///   the outputs back (none: `()`, one: `T`, more: a tuple) and the core's body returns them.
+///
+/// A callback's pattern for one entry is
+/// `$(#[$doc:meta])* [$($unsafe:ident)?] fn $name:ident($($arg:ident: $cty:ty $(as $rty:ty)?),*)
+/// -> ($($out:ident: $oty:ty),*);` (the `[unsafe]` or `[]` marker added by this macro).
+/// Every C entry returns a [`crate::Status`] code. Types are named as in this module; a consumer
+/// brings them into scope with `use fake_cuda_core::abi::*`. Entries are only ever appended.
+#[macro_export]
+macro_rules! core_api {
+    // Hands the entries to `$callback` with `[unsafe]` or `[]` before each `fn`, a marker a
+    // callback's pattern can capture.
+    (@mark $callback:ident [$($marked:tt)*]) => {
+        $callback! { $($marked)* }
+    };
+    (@mark $callback:ident [$($marked:tt)*]
+        $(#[$doc:meta])* unsafe fn $name:ident $args:tt -> $outs:tt; $($rest:tt)*) => {
+        $crate::core_api! { @mark $callback [$($marked)* $(#[$doc])* [unsafe] fn $name $args -> $outs;]
+            $($rest)* }
+    };
+    (@mark $callback:ident [$($marked:tt)*]
+        $(#[$doc:meta])* fn $name:ident $args:tt -> $outs:tt; $($rest:tt)*) => {
+        $crate::core_api! { @mark $callback [$($marked)* $(#[$doc])* [] fn $name $args -> $outs;]
+            $($rest)* }
+    };
+    ($callback:ident) => {
+        $crate::core_api! { @mark $callback []
+            /// Visible device count.
+            fn device_count() -> (count: i32);
+            /// Description of visible device `ordinal`.
+            fn device_info(ordinal: i32) -> (info: CDeviceInfo);
+            /// The calling thread's current device.
+            fn get_device() -> (ordinal: i32);
+            /// Sets the calling thread's current device.
+            fn set_device(ordinal: i32) -> ();
+            /// Device allocation.
+            fn malloc(ordinal: i32, size: usize) -> (ptr: usize);
+            /// Device free.
+            fn free(ptr: usize) -> ();
+            /// Free and total bytes of a device.
+            fn mem_info(ordinal: i32) -> (free: u64, total: u64);
+            /// Pinned host allocation.
+            fn host_alloc(size: usize) -> (ptr: usize);
+            /// Pinned host free.
+            fn host_free(ptr: usize) -> ();
+            /// Registers user host memory.
+            fn host_register(ptr: usize, size: usize) -> ();
+            /// Unregisters user host memory.
+            fn host_unregister(ptr: usize) -> ();
+            /// What a pointer points into.
+            fn pointer_info(ptr: usize) -> (info: CPointerInfo);
+            /// Stream-ordered copy (`kind` is `cudaMemcpyKind`).
+            ///
+            /// # Safety
+            /// As `Core::memcpy`: host sides must be valid for the copy during this call (if
+            /// the stream is capturing, at every launch of a graph made from the capture).
+            unsafe fn memcpy(dst: usize, src: usize, n: usize, kind: i32, stream: u64) -> ();
+            /// Stream-ordered pitched copy.
+            ///
+            /// # Safety
+            /// As `Core::memcpy_2d`: host sides must be valid for every row of the copy during
+            /// this call (if the stream is capturing, at every launch of a graph made from the
+            /// capture).
+            unsafe fn memcpy_2d(
+                dst: usize,
+                dpitch: usize,
+                src: usize,
+                spitch: usize,
+                width: usize,
+                height: usize,
+                kind: i32,
+                stream: u64
+            ) -> ();
+            /// Stream-ordered byte fill.
+            fn memset(dst: usize, value: i32, n: usize, stream: u64) -> ();
+            /// Creates a stream on the current device.
+            fn stream_create(flags: u32, priority: i32) -> (stream: u64);
+            /// Destroys a stream.
+            fn stream_destroy(stream: u64) -> ();
+            /// Stream properties.
+            fn stream_info(stream: u64) -> (info: CStreamInfo);
+            /// Succeeds if the stream's work is complete, fails with `NotReady` otherwise.
+            fn stream_query(stream: u64) -> ();
+            /// Waits for a stream.
+            fn stream_synchronize(stream: u64) -> ();
+            /// Makes a stream wait for an event.
+            fn stream_wait_event(stream: u64, event: u64) -> ();
+            /// Virtual completion time of a stream's work (ns).
+            fn stream_clock(stream: u64) -> (ns: u64);
+            /// Enqueues host work of a virtual duration; `work` (may be null) runs before
+            /// returning.
+            ///
+            /// # Safety
+            /// `work(data)` must be safe to call once from this thread.
+            unsafe fn enqueue(
+                stream: u64,
+                duration_ns: u64,
+                work: Option<CWorkFn>,
+                data: *mut c_void
+            ) -> ();
+            /// Waits for the current device.
+            fn device_synchronize() -> ();
+            /// Creates an event.
+            fn event_create(flags: u32) -> (event: u64);
+            /// Destroys an event.
+            fn event_destroy(event: u64) -> ();
+            /// Records an event on a stream.
+            fn event_record(event: u64, stream: u64) -> ();
+            /// Succeeds if the event completed, fails with `NotReady` otherwise.
+            fn event_query(event: u64) -> ();
+            /// Waits for an event.
+            fn event_synchronize(event: u64) -> ();
+            /// Virtual milliseconds between two events.
+            fn event_elapsed_ms(start: u64, end: u64) -> (ms: f32);
+            /// IPC handle of the allocation containing `ptr`.
+            fn ipc_get_mem_handle(ptr: usize) -> (handle: CHandle);
+            /// Maps an IPC memory handle.
+            fn ipc_open_mem_handle(handle: *const CHandle as &CHandle) -> (ptr: usize);
+            /// Unmaps a pointer from `ipc_open_mem_handle`.
+            fn ipc_close_mem_handle(ptr: usize) -> ();
+            /// IPC handle of an event.
+            fn ipc_get_event_handle(event: u64) -> (handle: CHandle);
+            /// Opens an IPC event handle.
+            fn ipc_open_event_handle(handle: *const CHandle as &CHandle) -> (event: u64);
+            /// Registers a kernel's host stub and device name.
+            fn register_function(host_fun: usize, name: *const c_char as &CStr) -> ();
+            /// Counts a kernel launch.
+            fn launch_kernel(host_fun: usize, stream: u64) -> ();
+            /// Number of devices of the node, ignoring `CUDA_VISIBLE_DEVICES` (NVML's numbering).
+            fn physical_device_count() -> (count: i32);
+            /// Description of a physical device (`physical_index` is its own index).
+            fn physical_device_info(index: i32) -> (info: CDeviceInfo);
+            /// PCI ids, NUMA node, NVLinks and PCI ancestors of a physical device.
+            fn physical_device_topology(index: i32) -> (topology: CDeviceTopology);
+            /// NVML topology level (`nvmlGpuTopologyLevel_t`) between two physical devices.
+            fn topology_common_ancestor(a: i32, b: i32) -> (level: u32);
+            /// Starts capturing a stream into a new graph.
+            fn begin_capture(stream: u64) -> ();
+            /// Ends a capture; gives its graph.
+            fn end_capture(stream: u64) -> (graph: u64);
+            /// Capture status (0 none, 1 active), capture id and graph of a stream.
+            fn capture_info(stream: u64) -> (status: u32, id: u64, graph: u64);
+            /// Creates an empty graph.
+            fn graph_create() -> (graph: u64);
+            /// Destroys a graph.
+            fn graph_destroy(graph: u64) -> ();
+            /// Number of operations (nodes) in a graph.
+            fn graph_node_count(graph: u64) -> (count: usize);
+            /// Writes a Graphviz description of a graph to the file `path`.
+            fn graph_write_dot(graph: u64, path: *const c_char as &CStr) -> ();
+            /// Instantiates a graph.
+            fn graph_instantiate(graph: u64) -> (exec: u64);
+            /// Destroys an executable graph.
+            fn graph_exec_destroy(exec: u64) -> ();
+            /// Replays an executable graph on a stream.
+            fn graph_launch(exec: u64, stream: u64) -> ();
+            /// Frees every allocation of a visible device (`cudaDeviceReset`).
+            fn device_reset(ordinal: i32) -> ();
+            /// Where the device allocation containing `ptr` lives (this process's arenas only).
+            fn pointer_arena(ptr: usize) -> (location: CArenaLocation);
+            /// Like `enqueue`, but the core owns `data` and calls `release(data)` exactly once
+            /// when no work needs it any more: after `work` ran, when the call fails, or — if
+            /// the stream was capturing — when the graph and its executable graphs are
+            /// destroyed.
+            ///
+            /// # Safety
+            /// `work(data)` must be safe to call until `release(data)`, which must be safe to
+            /// call once from any thread and must not call into the core.
+            unsafe fn enqueue_owned(
+                stream: u64,
+                duration_ns: u64,
+                work: Option<CWorkFn>,
+                data: *mut c_void,
+                release: CWorkFn
+            ) -> ();
+            /// Gives the pages of a visible device's freed memory back to the system (freed
+            /// memory otherwise keeps them for reuse); gives the bytes trimmed.
+            fn trim_device(ordinal: i32) -> (trimmed: u64);
+            /// `cuMemCreate`: a physical allocation of `size` bytes on a visible device,
+            /// exportable as `handle_types`; gives its handle.
+            fn mem_create(ordinal: i32, size: u64, handle_types: u32) -> (handle: u64);
+            /// `cuMemRelease`.
+            fn mem_release(handle: u64) -> ();
+            /// `cuMemAddressReserve`: gives the start of the reserved range.
+            fn mem_address_reserve(size: usize, alignment: usize, hint: usize) -> (ptr: usize);
+            /// `cuMemAddressFree`.
+            fn mem_address_free(ptr: usize, size: usize) -> ();
+            /// `cuMemMap`.
+            fn mem_map(ptr: usize, size: usize, offset: u64, handle: u64) -> ();
+            /// `cuMemUnmap`.
+            fn mem_unmap(ptr: usize, size: usize) -> ();
+            /// `cuMemSetAccess` for one device (`CUmemAccess_flags`).
+            fn mem_set_access(ptr: usize, size: usize, ordinal: i32, flags: u32) -> ();
+            /// `cuMemGetAccess` for one device.
+            fn mem_get_access(ptr: usize, ordinal: i32) -> (flags: u32);
+            /// `cuMemExportToShareableHandle`: a POSIX file descriptor the caller owns.
+            fn mem_export(handle: u64) -> (fd: i32);
+            /// `cuMemImportFromShareableHandle` of a POSIX file descriptor (kept by the caller).
+            fn mem_import(fd: i32) -> (handle: u64);
+            /// `cuMemRetainAllocationHandle`.
+            fn mem_retain(ptr: usize) -> (handle: u64);
+            /// `cuMemGetAllocationPropertiesFromHandle`.
+            fn mem_handle_info(handle: u64) -> (info: CMemHandleInfo);
+            /// Stream-ordered fill of `count` elements of `elem_size` (1, 2, 4, 8) bytes with the
+            /// low bytes of `pattern` (`cuMemsetD16/D32`, `cuStreamWriteValue32/64`).
+            fn memset_pattern(
+                dst: usize,
+                pattern: u64,
+                elem_size: u32,
+                count: usize,
+                stream: u64
+            ) -> ();
+            /// The stream whose host work (an `enqueue`/`enqueue_owned` work function, also
+            /// when a graph replays it) is running on the calling thread, as that work was
+            /// submitted: for a replay, the stream the graph was launched on. Fails outside
+            /// host work.
+            fn host_stream() -> (stream: u64);
+            /// Bytes allocated now and at most so far on a visible device.
+            fn memory_stats(ordinal: i32) -> (current: u64, peak: u64);
+            /// The profiler range (`op`: `PROFILER_START`, `PROFILER_STOP`,
+            /// `PROFILER_QUERY`): gives how many ranges were started so far and whether one is
+            /// open (non-zero).
+            fn profiler(op: i32) -> (ranges: u64, active: i32);
+            /// Adds or replaces a named section (JSON text) of the end-of-run report
+            /// (`NCCLSIM_REPORT`); with `write_now` the report file is written at once.
+            fn report_section(
+                name: *const c_char as &CStr,
+                json: *const c_char as &CStr,
+                write_now: i32 as bool
+            ) -> ();
+            /// The device buffer `ptr` points into, as the program made it (kind
+            /// `BUFFER_NONE` when it is not device memory of this process).
+            fn buffer_extent(ptr: usize) -> (extent: CBufferExtent);
+            /// Virtual time on physical device `index`: the summed durations of the work
+            /// scheduled on its streams (`busy`) and when all of it completes (`clock`), ns.
+            fn physical_device_busy(index: i32) -> (busy: u64, clock: u64);
+        }
+    };
+}
+
+/// Writes [`CoreApiV1`] from the entries of [`core_api!`](crate::core_api).
+macro_rules! vtable_struct {
+    ($(
+        $(#[$doc:meta])*
+        [$($unsafe:ident)?] fn $name:ident($($arg:ident: $cty:ty $(as $rty:ty)?),* $(,)?)
+            -> ($($out:ident: $oty:ty),*);
+    )*) => {
+        /// Version 1 of the core vtable. See the module documentation for conventions.
+        #[repr(C)]
+        pub struct CoreApiV1 {
+            /// `size_of::<CoreApiV1>()` of the core that filled it.
+            pub size: usize,
+            /// [`CORE_ABI_VERSION`] of the core.
+            pub version: u32,
+            /// Copies the calling thread's last error message (NUL-terminated, truncated to
+            /// `len`); returns its full length.
+            pub last_error_message: unsafe extern "C" fn(buf: *mut c_char, len: usize) -> usize,
+            $(
+                $(#[$doc])*
+                pub $name: unsafe extern "C" fn($($arg: $cty,)* $($out: *mut $oty,)*) -> i32,
+            )*
+        }
+    };
+}
+
+core_api!(vtable_struct);

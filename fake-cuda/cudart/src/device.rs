@@ -3,7 +3,7 @@
 use crate::errors::{self, RuntimeError};
 use crate::types::{cudaDeviceProp, cudaError_t, cudaUUID_t};
 use crate::{core, ffi_fn, write_out, CUDA_VERSION};
-use fake_cuda_core::abi::CDeviceInfo;
+use fake_cuda_core::abi::{CDeviceInfo, PROFILER_START, PROFILER_STOP};
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void, CStr};
 
 /// `cudaDeviceProp` for a device, with the values a real one of that model reports where our
@@ -385,14 +385,14 @@ ffi_fn!(fn cudaGetErrorString(code: cudaError_t) -> *const c_char, panic = c"unk
 // the core counts the ranges so other libraries can tell which range their work falls in.
 ffi_fn!(
     fn cudaProfilerStart() {
-        core()?.profiler(Some(true))?;
+        core()?.profiler(PROFILER_START)?;
         Ok(())
     }
 );
 
 ffi_fn!(
     fn cudaProfilerStop() {
-        core()?.profiler(Some(false))?;
+        core()?.profiler(PROFILER_STOP)?;
         Ok(())
     }
 );

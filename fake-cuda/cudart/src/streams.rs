@@ -94,7 +94,7 @@ ffi_fn!(
     ) {
         let func = func.ok_or_else(|| RuntimeError::invalid("null host function"))?;
         // SAFETY: the program hands us a callback to run once in stream order.
-        Ok(unsafe { core()?.enqueue_raw(stream_id(stream), 0, Some(func), data) }?)
+        Ok(unsafe { core()?.enqueue(stream_id(stream), 0, Some(func), data) }?)
     }
 );
 

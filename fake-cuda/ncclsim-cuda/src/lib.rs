@@ -8,23 +8,20 @@
 //! file once per process, so whichever library a program loads first, they all share this
 //! state.
 //!
-//! Each vtable entry is written with `core_fn!` (the workspace's one C boundary,
-//! `ffi_boundary::ffi_fn!`): it catches panics, checks out-pointers, records the calling
-//! thread's last error message and returns a [`Status`] code.
+//! The vtable's C entries and its static table are generated from the one entry list
+//! ([`fake_cuda_core::core_api!`]); each entry's body is a plain function in `entries`. Every
+//! C entry runs inside the workspace's one C boundary (`ffi_boundary::ffi_fn!`): it catches
+//! panics, checks out-pointers, records the calling thread's last error message and returns a
+//! [`Status`] code.
 
-use fake_cuda_core::abi::{
-    CArenaLocation, CBufferExtent, CDeviceInfo, CDeviceTopology, CHandle, CMemHandleInfo, CNvLink,
-    CPointerInfo, CStreamInfo, CWorkFn, CoreApiV1, CORE_ABI_VERSION, MAX_NVLINKS,
-    MAX_PCI_ANCESTORS,
-};
-use fake_cuda_core::device::{common_ancestor, NvLinkPeer};
-use fake_cuda_core::{CopyKind, Core, CoreError, DeviceDesc, PciBusId, Status};
+use fake_cuda_core::abi::*;
+use fake_cuda_core::{Core, CoreError, Status};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::ffi::{c_char, c_void, CStr};
 use std::sync::Mutex;
 use std::sync::OnceLock;
 
+mod entries;
 mod single;
 
 static CORE: OnceLock<Result<Core, CoreError>> = OnceLock::new();
@@ -74,10 +71,11 @@ fn count_call(name: &'static str) {
 }
 
 /// Named sections other libraries added to the report (`report_section`), by name.
-static SECTIONS: Mutex<BTreeMap<String, serde_json::Value>> = Mutex::new(BTreeMap::new());
+pub(crate) static SECTIONS: Mutex<BTreeMap<String, serde_json::Value>> =
+    Mutex::new(BTreeMap::new());
 
 /// Profiler ranges started so far (`cudaProfilerStart`) and whether one is open.
-static PROFILER: Mutex<(u64, bool)> = Mutex::new((0, false));
+pub(crate) static PROFILER: Mutex<(u64, bool)> = Mutex::new((0, false));
 
 /// `NCCLSIM_REPORT`'s file name with `%h` (short host name) and `%p` (process id) replaced, as
 /// NCCL does for `NCCL_DEBUG_FILE`.
@@ -121,7 +119,7 @@ fn report_json() -> Result<serde_json::Value, CoreError> {
 
 /// Writes the report to `NCCLSIM_REPORT` (if set). Also the body of the `atexit` handler, so a
 /// panic ends here (the report is then not written).
-fn write_report_now() {
+pub(crate) fn write_report_now() {
     let Some(template) = std::env::var_os("NCCLSIM_REPORT") else {
         return;
     };
@@ -189,14 +187,123 @@ fn put<T>(out: *mut T, value: T) -> Result<(), CoreError> {
     Ok(())
 }
 
-/// Defines a vtable entry inside the C boundary ([`ffi_boundary::ffi_fn!`] with
-/// `VtableError`): `unsafe extern "C"`, panic-safe, counted, returning a [`Status`] code.
-macro_rules! core_fn {
-    ($name:ident ( $($arg:ident : $ty:ty),* ) $body:block) => {
-        ffi_boundary::ffi_fn!(VtableError; fn $name($($arg: $ty),*) {
-            count_call(stringify!($name));
-            (move || -> Result<(), CoreError> { $body })().map_err(VtableError)
-        });
+/// A C argument as its entry's body takes it (`CType as RustType` in the entry list).
+trait FromC<C>: Sized {
+    /// # Safety
+    /// A non-null pointer `c` points to a live value of its type for the entry's call.
+    unsafe fn from_c(c: C) -> Result<Self, CoreError>;
+}
+
+impl FromC<*const CHandle> for &CHandle {
+    unsafe fn from_c(c: *const CHandle) -> Result<Self, CoreError> {
+        Ok(ffi_boundary::non_null!(&*c; else CoreError::InvalidValue("null handle".into())))
+    }
+}
+
+impl FromC<*const c_char> for &CStr {
+    unsafe fn from_c(c: *const c_char) -> Result<Self, CoreError> {
+        if c.is_null() {
+            return Err(CoreError::InvalidValue("null string".into()));
+        }
+        // SAFETY: non-null, so a NUL-terminated string live for the call (this fn's contract).
+        Ok(unsafe { CStr::from_ptr(c) })
+    }
+}
+
+impl FromC<i32> for bool {
+    unsafe fn from_c(c: i32) -> Result<Self, CoreError> {
+        Ok(c != 0)
+    }
+}
+
+/// An entry body's result (`()`, one value or a tuple) written through the entry's
+/// out-pointers, in order.
+trait PutOuts<P> {
+    fn put_outs(self, outs: P) -> Result<(), CoreError>;
+}
+
+impl PutOuts<()> for () {
+    fn put_outs(self, (): ()) -> Result<(), CoreError> {
+        Ok(())
+    }
+}
+
+impl<A> PutOuts<(*mut A,)> for A {
+    fn put_outs(self, (a,): (*mut A,)) -> Result<(), CoreError> {
+        put(a, self)
+    }
+}
+
+impl<A, B> PutOuts<(*mut A, *mut B)> for (A, B) {
+    fn put_outs(self, (a, b): (*mut A, *mut B)) -> Result<(), CoreError> {
+        put(a, self.0)?;
+        put(b, self.1)
+    }
+}
+
+impl<A, B, C> PutOuts<(*mut A, *mut B, *mut C)> for (A, B, C) {
+    fn put_outs(self, (a, b, c): (*mut A, *mut B, *mut C)) -> Result<(), CoreError> {
+        put(a, self.0)?;
+        put(b, self.1)?;
+        put(c, self.2)
+    }
+}
+
+/// An argument of a C entry as its body takes it.
+macro_rules! body_arg {
+    ($arg:ident: $cty:ty as $rty:ty) => {
+        // SAFETY: the vtable's contract: a non-null pointer argument points to a live value
+        // of its type for the call.
+        unsafe { <$rty as FromC<$cty>>::from_c($arg) }?
+    };
+    ($arg:ident: $cty:ty) => {
+        $arg
+    };
+}
+
+/// A call of an entry's body; the body of an `unsafe` entry has the entry's contract.
+macro_rules! call_body {
+    (unsafe $call:expr) => {
+        // SAFETY: the body's contract is the entry's, which the C caller keeps.
+        unsafe { $call }
+    };
+    ($call:expr) => {
+        $call
+    };
+}
+
+/// Writes each vtable entry of the list ([`fake_cuda_core::core_api!`]) inside the C boundary
+/// ([`ffi_boundary::ffi_fn!`] with `VtableError`: `unsafe extern "C"`, panic-safe, counted,
+/// returning a [`Status`] code): out-pointers checked before anything runs, pointer arguments
+/// borrowed, then the body of the same name in [`entries`] and its results written out. Then
+/// the static table of them all.
+macro_rules! vtable_entries {
+    ($(
+        $(#[$doc:meta])*
+        [$($unsafe:ident)?] fn $name:ident($($arg:ident: $cty:ty $(as $rty:ty)?),* $(,)?)
+            -> ($($out:ident: $oty:ty),*);
+    )*) => {
+        $(
+            ffi_boundary::ffi_fn!(VtableError; fn $name($($arg: $cty,)* $($out: *mut $oty,)*) {
+                count_call(stringify!($name));
+                (move || -> Result<(), CoreError> {
+                    if [$($out.is_null()),*].contains(&true) {
+                        return Err(CoreError::InvalidValue("null output pointer".into()));
+                    }
+                    let results = call_body!($($unsafe)? entries::$name(
+                        $(body_arg!($arg: $cty $(as $rty)?)),*
+                    ))?;
+                    PutOuts::put_outs(results, ($($out,)*))
+                })().map_err(VtableError)
+            });
+        )*
+
+        static API: CoreApiV1 = CoreApiV1 {
+            size: std::mem::size_of::<CoreApiV1>(),
+            version: CORE_ABI_VERSION,
+            last_error_message,
+            $($name,)*
+        };
     };
 }
 
@@ -215,429 +322,7 @@ ffi_boundary::ffi_fn!(VtableError; fn last_error_message(buf: *mut c_char, len: 
     })
 });
 
-core_fn!(device_count(out: *mut i32) { put(out, core()?.device_count() as i32) });
-
-/// The C form of a device description.
-fn device_info_of(d: &DeviceDesc, physical_index: usize) -> CDeviceInfo {
-    let mut c = CDeviceInfo::default();
-    for (dst, src) in c.name.iter_mut().zip(d.name.bytes().take(255)) {
-        *dst = src as c_char;
-    }
-    c.uuid = d.uuid;
-    c.pci = pci_words(d.pci);
-    c.sm_major = d.sm_major() as i32;
-    c.sm_minor = d.sm_minor() as i32;
-    c.total_memory = d.memory_bytes;
-    c.multiprocessor_count = d.multiprocessor_count as i32;
-    c.clock_khz = d.clock_khz as i32;
-    c.memory_clock_khz = d.memory_clock_khz as i32;
-    c.memory_bus_width = d.memory_bus_width_bits as i32;
-    c.l2_cache_bytes = d.l2_cache_bytes as i32;
-    c.shared_mem_per_multiprocessor = d.shared_mem_per_multiprocessor as i32;
-    c.shared_mem_per_block_optin = d.shared_mem_per_block_optin as i32;
-    c.physical_index = physical_index as i32;
-    c
-}
-
-fn pci_words(p: PciBusId) -> [u32; 4] {
-    [p.domain, p.bus, p.device, p.function]
-}
-
-fn physical(index: i32) -> Result<(usize, &'static DeviceDesc), CoreError> {
-    let i = usize::try_from(index).map_err(|_| CoreError::InvalidDevice {
-        ordinal: index,
-        visible: 0,
-    })?;
-    Ok((i, core()?.physical_device(i)?))
-}
-
-core_fn!(device_info(ordinal: i32, out: *mut CDeviceInfo) {
-    let c = core()?;
-    put(out, device_info_of(c.device(ordinal)?, c.physical_index(ordinal)?))
-});
-
-core_fn!(physical_device_count(out: *mut i32) {
-    put(out, core()?.physical_device_count() as i32)
-});
-
-core_fn!(physical_device_info(index: i32, out: *mut CDeviceInfo) {
-    let (i, d) = physical(index)?;
-    put(out, device_info_of(d, i))
-});
-
-core_fn!(physical_device_topology(index: i32, out: *mut CDeviceTopology) {
-    let (_, d) = physical(index)?;
-    let mut t = CDeviceTopology {
-        pci_device_id: d.pci_device_id,
-        pci_subsystem_id: d.pci_subsystem_id,
-        numa_node: d.numa_node,
-        nvlink_count: d.nvlinks.len().min(MAX_NVLINKS) as u32,
-        pci_ancestor_count: d.pci_ancestors.len().min(MAX_PCI_ANCESTORS) as u32,
-        ..CDeviceTopology::default()
-    };
-    for (dst, l) in t.nvlinks.iter_mut().zip(&d.nvlinks) {
-        let (peer_kind, peer_gpu) = match l.peer {
-            NvLinkPeer::Gpu(g) => (0, g as i32),
-            NvLinkPeer::Switch => (1, -1),
-            NvLinkPeer::Cpu => (2, -1),
-        };
-        *dst = CNvLink { remote_pci: pci_words(l.remote), peer_kind, peer_gpu };
-    }
-    for (dst, p) in t.pci_ancestors.iter_mut().zip(&d.pci_ancestors) {
-        *dst = pci_words(*p);
-    }
-    put(out, t)
-});
-
-core_fn!(topology_common_ancestor(a: i32, b: i32, out: *mut u32) {
-    let (_, da) = physical(a)?;
-    let (_, db) = physical(b)?;
-    put(out, common_ancestor(da, db) as u32)
-});
-
-core_fn!(physical_device_busy(index: i32, busy: *mut u64, clock: *mut u64) {
-    let (i, _) = physical(index)?;
-    let (b, c) = core()?.physical_device_busy(i);
-    put(busy, b)?;
-    put(clock, c)
-});
-
-core_fn!(get_device(out: *mut i32) { put(out, core()?.current_device()) });
-core_fn!(set_device(ordinal: i32) { core()?.set_device(ordinal) });
-
-core_fn!(malloc(ordinal: i32, size: usize, out: *mut usize) {
-    if out.is_null() {
-        return Err(CoreError::InvalidValue("null output pointer".into()));
-    }
-    put(out, core()?.malloc(ordinal, size)?)
-});
-core_fn!(free(ptr: usize) { core()?.free(ptr) });
-core_fn!(mem_info(ordinal: i32, free: *mut u64, total: *mut u64) {
-    let (f, t) = core()?.mem_info(ordinal)?;
-    put(free, f)?;
-    put(total, t)
-});
-core_fn!(host_alloc(size: usize, out: *mut usize) {
-    if out.is_null() {
-        return Err(CoreError::InvalidValue("null output pointer".into()));
-    }
-    put(out, core()?.host_alloc(size)?)
-});
-core_fn!(host_free(ptr: usize) { core()?.host_free(ptr) });
-core_fn!(host_register(ptr: usize, size: usize) { core()?.host_register(ptr, size) });
-core_fn!(host_unregister(ptr: usize) { core()?.host_unregister(ptr) });
-core_fn!(pointer_info(ptr: usize, out: *mut CPointerInfo) {
-    let i = core()?.pointer_info(ptr);
-    put(out, CPointerInfo { kind: i.kind as i32, device: i.device, base: i.base, size: i.size })
-});
-
-core_fn!(buffer_extent(ptr: usize, out: *mut CBufferExtent) {
-    put(out, core()?.buffer_extent(ptr))
-});
-
-core_fn!(pointer_arena(ptr: usize, out: *mut CArenaLocation) {
-    put(out, core()?.arena_location(ptr)?)
-});
-
-core_fn!(memcpy(dst: usize, src: usize, n: usize, kind: i32, stream: u64) {
-    let kind = CopyKind::from_raw(kind)?;
-    // SAFETY: the vtable contract of `memcpy` is the contract of the core method.
-    unsafe { core()?.memcpy(dst, src, n, kind, stream) }
-});
-core_fn!(memcpy_2d(dst: usize, dpitch: usize, src: usize, spitch: usize, width: usize,
-                   height: usize, kind: i32, stream: u64) {
-    let kind = CopyKind::from_raw(kind)?;
-    // SAFETY: the vtable contract of `memcpy_2d` is the contract of the core method.
-    unsafe { core()?.memcpy_2d(dst, dpitch, src, spitch, width, height, kind, stream) }
-});
-core_fn!(memset(dst: usize, value: i32, n: usize, stream: u64) {
-    core()?.memset(dst, value as u8, n, stream)
-});
-
-core_fn!(stream_create(flags: u32, priority: i32, out: *mut u64) {
-    if out.is_null() {
-        return Err(CoreError::InvalidValue("null output pointer".into()));
-    }
-    put(out, core()?.stream_create(flags, priority)?)
-});
-core_fn!(stream_destroy(stream: u64) { core()?.stream_destroy(stream) });
-core_fn!(stream_info(stream: u64, out: *mut CStreamInfo) {
-    let i = core()?.stream_info(stream)?;
-    put(out, CStreamInfo { device: i.device as i32, flags: i.flags, priority: i.priority })
-});
-core_fn!(stream_query(stream: u64) { core()?.stream_query(stream) });
-core_fn!(stream_synchronize(stream: u64) { core()?.stream_synchronize(stream) });
-core_fn!(stream_wait_event(stream: u64, event: u64) { core()?.stream_wait_event(stream, event) });
-core_fn!(stream_clock(stream: u64, out: *mut u64) { put(out, core()?.stream_clock(stream)?) });
-core_fn!(enqueue(stream: u64, duration_ns: u64, work: Option<CWorkFn>, data: *mut c_void) {
-    // SAFETY: the vtable contract of `enqueue` is the contract of the core method.
-    unsafe { core()?.enqueue_host(stream, duration_ns, work, data as usize) }
-});
-core_fn!(enqueue_owned(stream: u64, duration_ns: u64, work: Option<CWorkFn>, data: *mut c_void,
-                       release: CWorkFn) {
-    // SAFETY: the vtable contract of `enqueue_owned` is the contract of the core method.
-    unsafe { core()?.enqueue_host_owned(stream, duration_ns, work, data as usize, release) }
-});
-core_fn!(device_synchronize() { core()?.device_synchronize() });
-
-core_fn!(event_create(flags: u32, out: *mut u64) { put(out, core()?.event_create(flags)) });
-core_fn!(event_destroy(event: u64) { core()?.event_destroy(event) });
-core_fn!(event_record(event: u64, stream: u64) { core()?.event_record(event, stream) });
-core_fn!(event_query(event: u64) { core()?.event_query(event) });
-core_fn!(event_synchronize(event: u64) { core()?.event_synchronize(event) });
-core_fn!(event_elapsed_ms(start: u64, end: u64, out: *mut f32) {
-    if out.is_null() {
-        return Err(CoreError::InvalidValue("null output pointer".into()));
-    }
-    put(out, core()?.event_elapsed_ms(start, end)?)
-});
-
-core_fn!(ipc_get_mem_handle(ptr: usize, out: *mut CHandle) {
-    if out.is_null() {
-        return Err(CoreError::InvalidValue("null output pointer".into()));
-    }
-    put(out, core()?.ipc_get_mem_handle(ptr)?)
-});
-core_fn!(ipc_open_mem_handle(handle: *const CHandle, out: *mut usize) {
-    if handle.is_null() || out.is_null() {
-        return Err(CoreError::InvalidValue("null handle or output pointer".into()));
-    }
-    // SAFETY: non-null; points to 64 readable bytes by contract.
-    let h = unsafe { *handle };
-    put(out, core()?.ipc_open_mem_handle(&h)?)
-});
-core_fn!(ipc_close_mem_handle(ptr: usize) { core()?.ipc_close_mem_handle(ptr) });
-core_fn!(ipc_get_event_handle(event: u64, out: *mut CHandle) {
-    if out.is_null() {
-        return Err(CoreError::InvalidValue("null output pointer".into()));
-    }
-    put(out, core()?.ipc_get_event_handle(event)?)
-});
-core_fn!(ipc_open_event_handle(handle: *const CHandle, out: *mut u64) {
-    if handle.is_null() || out.is_null() {
-        return Err(CoreError::InvalidValue("null handle or output pointer".into()));
-    }
-    // SAFETY: non-null; points to 64 readable bytes by contract.
-    let h = unsafe { *handle };
-    put(out, core()?.ipc_open_event_handle(&h)?)
-});
-
-core_fn!(register_function(host_fun: usize, name: *const c_char) {
-    let name = if name.is_null() {
-        format!("<unnamed kernel at {host_fun:#x}>")
-    } else {
-        // SAFETY: non-null C string by contract.
-        unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned()
-    };
-    core()?.register_function(host_fun, &name);
-    Ok(())
-});
-core_fn!(launch_kernel(host_fun: usize, stream: u64) { core()?.launch_kernel(host_fun, stream) });
-
-core_fn!(begin_capture(stream: u64) { core()?.begin_capture(stream) });
-core_fn!(end_capture(stream: u64, graph: *mut u64) { put(graph, core()?.end_capture(stream)?) });
-core_fn!(capture_info(stream: u64, status: *mut u32, id: *mut u64, graph: *mut u64) {
-    let (s, i, g) = core()?.capture_info(stream)?;
-    put(status, s as u32)?;
-    put(id, i)?;
-    put(graph, g)
-});
-core_fn!(graph_create(out: *mut u64) { put(out, core()?.graph_create()) });
-core_fn!(graph_destroy(graph: u64) { core()?.graph_destroy(graph) });
-core_fn!(graph_node_count(graph: u64, out: *mut usize) {
-    put(out, core()?.graph_ops(graph)?.len())
-});
-core_fn!(graph_write_dot(graph: u64, path: *const c_char) {
-    if path.is_null() {
-        return Err(CoreError::InvalidValue("null path".into()));
-    }
-    // SAFETY: non-null C string by contract.
-    let path = unsafe { CStr::from_ptr(path) }.to_string_lossy().into_owned();
-    let ops = core()?.graph_ops(graph)?;
-    let mut dot = format!("digraph graph_{graph:x} {{\n");
-    for (i, op) in ops.iter().enumerate() {
-        dot += &format!("  n{i} [label=\"{}\"];\n", op.label());
-        if i > 0 {
-            dot += &format!("  n{} -> n{i};\n", i - 1);
-        }
-    }
-    dot += "}\n";
-    std::fs::write(&path, dot).map_err(|e| CoreError::InvalidValue(format!("{path}: {e}")))
-});
-core_fn!(graph_instantiate(graph: u64, out: *mut u64) {
-    put(out, core()?.graph_instantiate(graph)?)
-});
-core_fn!(graph_exec_destroy(exec: u64) { core()?.graph_exec_destroy(exec) });
-core_fn!(graph_launch(exec: u64, stream: u64) { core()?.graph_launch(exec, stream) });
-core_fn!(device_reset(ordinal: i32) { core()?.device_reset(ordinal) });
-core_fn!(trim_device(ordinal: i32, trimmed: *mut u64) { put(trimmed, core()?.trim(ordinal)?) });
-core_fn!(mem_create(ordinal: i32, size: u64, handle_types: u32, out: *mut u64) {
-    put(out, core()?.mem_create(ordinal, size, handle_types)?)
-});
-core_fn!(mem_release(handle: u64) { core()?.mem_release(handle) });
-core_fn!(mem_address_reserve(size: usize, alignment: usize, hint: usize, out: *mut usize) {
-    put(out, core()?.mem_address_reserve(size, alignment, hint)?)
-});
-core_fn!(mem_address_free(ptr: usize, size: usize) { core()?.mem_address_free(ptr, size) });
-core_fn!(mem_map(ptr: usize, size: usize, offset: u64, handle: u64) {
-    core()?.mem_map(ptr, size, offset, handle)
-});
-core_fn!(mem_unmap(ptr: usize, size: usize) { core()?.mem_unmap(ptr, size) });
-core_fn!(mem_set_access(ptr: usize, size: usize, ordinal: i32, flags: u32) {
-    core()?.mem_set_access(ptr, size, ordinal, flags)
-});
-core_fn!(mem_get_access(ptr: usize, ordinal: i32, out: *mut u32) {
-    put(out, core()?.mem_get_access(ptr, ordinal)?)
-});
-core_fn!(mem_export(handle: u64, out_fd: *mut i32) {
-    if out_fd.is_null() {
-        return Err(CoreError::InvalidValue("null output pointer".into()));
-    }
-    let fd = core()?.mem_export(handle)?;
-    put(out_fd, std::os::fd::IntoRawFd::into_raw_fd(fd))
-});
-core_fn!(mem_import(fd: i32, out: *mut u64) { put(out, core()?.mem_import(fd)?) });
-core_fn!(mem_retain(ptr: usize, out: *mut u64) { put(out, core()?.mem_retain(ptr)?) });
-core_fn!(mem_handle_info(handle: u64, out: *mut CMemHandleInfo) {
-    let c = core()?;
-    let i = c.mem_handle_info(handle)?;
-    put(out, CMemHandleInfo {
-        device: c.ordinal_of_physical(i.physical),
-        handle_types: i.handle_types,
-        size: i.size,
-    })
-});
-core_fn!(memset_pattern(dst: usize, pattern: u64, elem_size: u32, count: usize, stream: u64) {
-    core()?.memset_pattern(dst, pattern, elem_size as usize, count, stream)
-});
-core_fn!(host_stream(out: *mut u64) {
-    let s = Core::host_stream()
-        .ok_or_else(|| CoreError::InvalidValue("no host work is running on this thread".into()))?;
-    put(out, s)
-});
-core_fn!(memory_stats(ordinal: i32, current: *mut u64, peak: *mut u64) {
-    let stats = core()?.memory_stats();
-    let m = usize::try_from(ordinal)
-        .ok()
-        .and_then(|o| stats.get(o).copied())
-        .ok_or(CoreError::InvalidDevice { ordinal, visible: stats.len() })?;
-    put(current, m.current)?;
-    put(peak, m.peak)
-});
-core_fn!(profiler(op: i32, ranges: *mut u64, active: *mut i32) {
-    let (n, on) = {
-        let mut p = PROFILER.lock().unwrap_or_else(|p| p.into_inner());
-        match op {
-            1 if !p.1 => *p = (p.0 + 1, true),
-            0 => p.1 = false,
-            _ => {}
-        }
-        *p
-    };
-    put(ranges, n)?;
-    put(active, i32::from(on))
-});
-core_fn!(report_section(name: *const c_char, json: *const c_char, write_now: i32) {
-    let text = |p: *const c_char, what: &str| -> Result<String, CoreError> {
-        if p.is_null() {
-            return Err(CoreError::InvalidValue(format!("report section {what} is NULL")));
-        }
-        // SAFETY: a non-null NUL-terminated string by the vtable contract.
-        Ok(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
-    };
-    let name = text(name, "name")?;
-    const CORE_KEYS: [&str; 5] = ["devices", "calls", "kernel_launches", "streams", "profiler_ranges"];
-    if name.is_empty() || CORE_KEYS.contains(&name.as_str()) {
-        return Err(CoreError::InvalidValue(format!("report section name {name:?} is taken")));
-    }
-    let value: serde_json::Value = serde_json::from_str(&text(json, "text")?)
-        .map_err(|e| CoreError::InvalidValue(format!("report section {name}: not JSON: {e}")))?;
-    SECTIONS.lock().unwrap_or_else(|p| p.into_inner()).insert(name, value);
-    if write_now != 0 {
-        write_report_now();
-    }
-    Ok(())
-});
-
-static API: CoreApiV1 = CoreApiV1 {
-    size: std::mem::size_of::<CoreApiV1>(),
-    version: CORE_ABI_VERSION,
-    last_error_message,
-    device_count,
-    device_info,
-    get_device,
-    set_device,
-    malloc,
-    free,
-    mem_info,
-    host_alloc,
-    host_free,
-    host_register,
-    host_unregister,
-    pointer_info,
-    memcpy,
-    memcpy_2d,
-    memset,
-    stream_create,
-    stream_destroy,
-    stream_info,
-    stream_query,
-    stream_synchronize,
-    stream_wait_event,
-    stream_clock,
-    enqueue,
-    device_synchronize,
-    event_create,
-    event_destroy,
-    event_record,
-    event_query,
-    event_synchronize,
-    event_elapsed_ms,
-    ipc_get_mem_handle,
-    ipc_open_mem_handle,
-    ipc_close_mem_handle,
-    ipc_get_event_handle,
-    ipc_open_event_handle,
-    register_function,
-    launch_kernel,
-    physical_device_count,
-    physical_device_info,
-    physical_device_topology,
-    topology_common_ancestor,
-    begin_capture,
-    end_capture,
-    capture_info,
-    graph_create,
-    graph_destroy,
-    graph_node_count,
-    graph_write_dot,
-    graph_instantiate,
-    graph_exec_destroy,
-    graph_launch,
-    device_reset,
-    pointer_arena,
-    enqueue_owned,
-    trim_device,
-    mem_create,
-    mem_release,
-    mem_address_reserve,
-    mem_address_free,
-    mem_map,
-    mem_unmap,
-    mem_set_access,
-    mem_get_access,
-    mem_export,
-    mem_import,
-    mem_retain,
-    mem_handle_info,
-    memset_pattern,
-    host_stream,
-    memory_stats,
-    profiler,
-    report_section,
-    buffer_extent,
-    physical_device_busy,
-};
+fake_cuda_core::core_api!(vtable_entries);
 
 ffi_boundary::ffi_fn!(VtableError; export
     /// The core's vtable.
@@ -720,6 +405,29 @@ mod tests {
             Status::InvalidValue as i32
         );
     }
+    #[test]
+    fn null_pointers_are_refused_before_the_body_runs() {
+        // SAFETY: the vtable is static; its entries get valid locals or null as each case says.
+        let api = unsafe { &*ncclsim_cuda_core_v1() };
+        let (mut before, mut peak) = (0u64, 0u64);
+        // SAFETY: valid out-pointers.
+        assert_eq!(unsafe { (api.memory_stats)(0, &mut before, &mut peak) }, 0);
+        // SAFETY: a null out-pointer is refused, not written.
+        let code = unsafe { (api.malloc)(0, 1 << 20, std::ptr::null_mut()) };
+        assert_eq!(code, Status::InvalidValue as i32);
+        let mut after = 0u64;
+        // SAFETY: valid out-pointers.
+        assert_eq!(unsafe { (api.memory_stats)(0, &mut after, &mut peak) }, 0);
+        assert_eq!(after, before, "nothing allocated for a null out-pointer");
+        let mut ptr = 0usize;
+        // SAFETY: a null handle is refused, not read.
+        let code = unsafe { (api.ipc_open_mem_handle)(std::ptr::null(), &mut ptr) };
+        assert_eq!(code, Status::InvalidValue as i32);
+        // SAFETY: a null name is refused, not read.
+        let code = unsafe { (api.register_function)(0x10, std::ptr::null()) };
+        assert_eq!(code, Status::InvalidValue as i32);
+    }
+
     #[test]
     fn report_sections_join_the_report_and_profiler_ranges_are_counted() {
         // SAFETY: the vtable is static; its entries get valid locals or null as each case says.

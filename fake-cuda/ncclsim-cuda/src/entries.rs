@@ -1,0 +1,492 @@
+//! The body of each vtable entry: its inputs (pointer arguments already checked and
+//! borrowed) to its outputs, on the process's core. The C entries around these bodies and the
+//! static table are generated in `lib.rs` from the entry list
+//! ([`fake_cuda_core::core_api!`]), which each body's signature must match.
+
+use crate::{core, write_report_now, PROFILER, SECTIONS};
+use fake_cuda_core::abi::{
+    CArenaLocation, CBufferExtent, CDeviceInfo, CDeviceTopology, CHandle, CMemHandleInfo, CNvLink,
+    CPointerInfo, CStreamInfo, CWorkFn, MAX_NVLINKS, MAX_PCI_ANCESTORS, PROFILER_START,
+    PROFILER_STOP,
+};
+use fake_cuda_core::device::{common_ancestor, NvLinkPeer};
+use fake_cuda_core::{CopyKind, Core, CoreError, DeviceDesc, PciBusId};
+use std::ffi::{c_char, c_void, CStr};
+
+type Result<T> = std::result::Result<T, CoreError>;
+
+/// The C form of a device description.
+fn device_info_of(d: &DeviceDesc, physical_index: usize) -> CDeviceInfo {
+    let mut c = CDeviceInfo::default();
+    for (dst, src) in c.name.iter_mut().zip(d.name.bytes().take(255)) {
+        *dst = src as c_char;
+    }
+    c.uuid = d.uuid;
+    c.pci = pci_words(d.pci);
+    c.sm_major = d.sm_major() as i32;
+    c.sm_minor = d.sm_minor() as i32;
+    c.total_memory = d.memory_bytes;
+    c.multiprocessor_count = d.multiprocessor_count as i32;
+    c.clock_khz = d.clock_khz as i32;
+    c.memory_clock_khz = d.memory_clock_khz as i32;
+    c.memory_bus_width = d.memory_bus_width_bits as i32;
+    c.l2_cache_bytes = d.l2_cache_bytes as i32;
+    c.shared_mem_per_multiprocessor = d.shared_mem_per_multiprocessor as i32;
+    c.shared_mem_per_block_optin = d.shared_mem_per_block_optin as i32;
+    c.physical_index = physical_index as i32;
+    c
+}
+
+fn pci_words(p: PciBusId) -> [u32; 4] {
+    [p.domain, p.bus, p.device, p.function]
+}
+
+fn physical(index: i32) -> Result<(usize, &'static DeviceDesc)> {
+    let i = usize::try_from(index).map_err(|_| CoreError::InvalidDevice {
+        ordinal: index,
+        visible: 0,
+    })?;
+    Ok((i, core()?.physical_device(i)?))
+}
+
+pub(crate) fn device_count() -> Result<i32> {
+    Ok(core()?.device_count() as i32)
+}
+
+pub(crate) fn device_info(ordinal: i32) -> Result<CDeviceInfo> {
+    let c = core()?;
+    Ok(device_info_of(
+        c.device(ordinal)?,
+        c.physical_index(ordinal)?,
+    ))
+}
+
+pub(crate) fn physical_device_count() -> Result<i32> {
+    Ok(core()?.physical_device_count() as i32)
+}
+
+pub(crate) fn physical_device_info(index: i32) -> Result<CDeviceInfo> {
+    let (i, d) = physical(index)?;
+    Ok(device_info_of(d, i))
+}
+
+pub(crate) fn physical_device_topology(index: i32) -> Result<CDeviceTopology> {
+    let (_, d) = physical(index)?;
+    let mut t = CDeviceTopology {
+        pci_device_id: d.pci_device_id,
+        pci_subsystem_id: d.pci_subsystem_id,
+        numa_node: d.numa_node,
+        nvlink_count: d.nvlinks.len().min(MAX_NVLINKS) as u32,
+        pci_ancestor_count: d.pci_ancestors.len().min(MAX_PCI_ANCESTORS) as u32,
+        ..CDeviceTopology::default()
+    };
+    for (dst, l) in t.nvlinks.iter_mut().zip(&d.nvlinks) {
+        let (peer_kind, peer_gpu) = match l.peer {
+            NvLinkPeer::Gpu(g) => (0, g as i32),
+            NvLinkPeer::Switch => (1, -1),
+            NvLinkPeer::Cpu => (2, -1),
+        };
+        *dst = CNvLink {
+            remote_pci: pci_words(l.remote),
+            peer_kind,
+            peer_gpu,
+        };
+    }
+    for (dst, p) in t.pci_ancestors.iter_mut().zip(&d.pci_ancestors) {
+        *dst = pci_words(*p);
+    }
+    Ok(t)
+}
+
+pub(crate) fn topology_common_ancestor(a: i32, b: i32) -> Result<u32> {
+    let (_, da) = physical(a)?;
+    let (_, db) = physical(b)?;
+    Ok(common_ancestor(da, db) as u32)
+}
+
+pub(crate) fn physical_device_busy(index: i32) -> Result<(u64, u64)> {
+    let (i, _) = physical(index)?;
+    Ok(core()?.physical_device_busy(i))
+}
+
+pub(crate) fn get_device() -> Result<i32> {
+    Ok(core()?.current_device())
+}
+
+pub(crate) fn set_device(ordinal: i32) -> Result<()> {
+    core()?.set_device(ordinal)
+}
+
+pub(crate) fn malloc(ordinal: i32, size: usize) -> Result<usize> {
+    core()?.malloc(ordinal, size)
+}
+
+pub(crate) fn free(ptr: usize) -> Result<()> {
+    core()?.free(ptr)
+}
+
+pub(crate) fn mem_info(ordinal: i32) -> Result<(u64, u64)> {
+    core()?.mem_info(ordinal)
+}
+
+pub(crate) fn host_alloc(size: usize) -> Result<usize> {
+    core()?.host_alloc(size)
+}
+
+pub(crate) fn host_free(ptr: usize) -> Result<()> {
+    core()?.host_free(ptr)
+}
+
+pub(crate) fn host_register(ptr: usize, size: usize) -> Result<()> {
+    core()?.host_register(ptr, size)
+}
+
+pub(crate) fn host_unregister(ptr: usize) -> Result<()> {
+    core()?.host_unregister(ptr)
+}
+
+pub(crate) fn pointer_info(ptr: usize) -> Result<CPointerInfo> {
+    let i = core()?.pointer_info(ptr);
+    Ok(CPointerInfo {
+        kind: i.kind as i32,
+        device: i.device,
+        base: i.base,
+        size: i.size,
+    })
+}
+
+pub(crate) fn buffer_extent(ptr: usize) -> Result<CBufferExtent> {
+    Ok(core()?.buffer_extent(ptr))
+}
+
+pub(crate) fn pointer_arena(ptr: usize) -> Result<CArenaLocation> {
+    core()?.arena_location(ptr)
+}
+
+/// # Safety
+/// As `Core::memcpy`.
+pub(crate) unsafe fn memcpy(
+    dst: usize,
+    src: usize,
+    n: usize,
+    kind: i32,
+    stream: u64,
+) -> Result<()> {
+    let kind = CopyKind::from_raw(kind)?;
+    // SAFETY: this function's contract is the contract of the core method.
+    unsafe { core()?.memcpy(dst, src, n, kind, stream) }
+}
+
+/// # Safety
+/// As `Core::memcpy_2d`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn memcpy_2d(
+    dst: usize,
+    dpitch: usize,
+    src: usize,
+    spitch: usize,
+    width: usize,
+    height: usize,
+    kind: i32,
+    stream: u64,
+) -> Result<()> {
+    let kind = CopyKind::from_raw(kind)?;
+    // SAFETY: this function's contract is the contract of the core method.
+    unsafe { core()?.memcpy_2d(dst, dpitch, src, spitch, width, height, kind, stream) }
+}
+
+pub(crate) fn memset(dst: usize, value: i32, n: usize, stream: u64) -> Result<()> {
+    core()?.memset(dst, value as u8, n, stream)
+}
+
+pub(crate) fn stream_create(flags: u32, priority: i32) -> Result<u64> {
+    core()?.stream_create(flags, priority)
+}
+
+pub(crate) fn stream_destroy(stream: u64) -> Result<()> {
+    core()?.stream_destroy(stream)
+}
+
+pub(crate) fn stream_info(stream: u64) -> Result<CStreamInfo> {
+    let i = core()?.stream_info(stream)?;
+    Ok(CStreamInfo {
+        device: i.device as i32,
+        flags: i.flags,
+        priority: i.priority,
+    })
+}
+
+pub(crate) fn stream_query(stream: u64) -> Result<()> {
+    core()?.stream_query(stream)
+}
+
+pub(crate) fn stream_synchronize(stream: u64) -> Result<()> {
+    core()?.stream_synchronize(stream)
+}
+
+pub(crate) fn stream_wait_event(stream: u64, event: u64) -> Result<()> {
+    core()?.stream_wait_event(stream, event)
+}
+
+pub(crate) fn stream_clock(stream: u64) -> Result<u64> {
+    core()?.stream_clock(stream)
+}
+
+/// # Safety
+/// As `Core::enqueue_host`.
+pub(crate) unsafe fn enqueue(
+    stream: u64,
+    duration_ns: u64,
+    work: Option<CWorkFn>,
+    data: *mut c_void,
+) -> Result<()> {
+    // SAFETY: this function's contract is the contract of the core method.
+    unsafe { core()?.enqueue_host(stream, duration_ns, work, data as usize) }
+}
+
+/// # Safety
+/// As `Core::enqueue_host_owned`.
+pub(crate) unsafe fn enqueue_owned(
+    stream: u64,
+    duration_ns: u64,
+    work: Option<CWorkFn>,
+    data: *mut c_void,
+    release: CWorkFn,
+) -> Result<()> {
+    // SAFETY: this function's contract is the contract of the core method.
+    unsafe { core()?.enqueue_host_owned(stream, duration_ns, work, data as usize, release) }
+}
+
+pub(crate) fn device_synchronize() -> Result<()> {
+    core()?.device_synchronize()
+}
+
+pub(crate) fn event_create(flags: u32) -> Result<u64> {
+    Ok(core()?.event_create(flags))
+}
+
+pub(crate) fn event_destroy(event: u64) -> Result<()> {
+    core()?.event_destroy(event)
+}
+
+pub(crate) fn event_record(event: u64, stream: u64) -> Result<()> {
+    core()?.event_record(event, stream)
+}
+
+pub(crate) fn event_query(event: u64) -> Result<()> {
+    core()?.event_query(event)
+}
+
+pub(crate) fn event_synchronize(event: u64) -> Result<()> {
+    core()?.event_synchronize(event)
+}
+
+pub(crate) fn event_elapsed_ms(start: u64, end: u64) -> Result<f32> {
+    core()?.event_elapsed_ms(start, end)
+}
+
+pub(crate) fn ipc_get_mem_handle(ptr: usize) -> Result<CHandle> {
+    core()?.ipc_get_mem_handle(ptr)
+}
+
+pub(crate) fn ipc_open_mem_handle(handle: &CHandle) -> Result<usize> {
+    core()?.ipc_open_mem_handle(handle)
+}
+
+pub(crate) fn ipc_close_mem_handle(ptr: usize) -> Result<()> {
+    core()?.ipc_close_mem_handle(ptr)
+}
+
+pub(crate) fn ipc_get_event_handle(event: u64) -> Result<CHandle> {
+    core()?.ipc_get_event_handle(event)
+}
+
+pub(crate) fn ipc_open_event_handle(handle: &CHandle) -> Result<u64> {
+    core()?.ipc_open_event_handle(handle)
+}
+
+pub(crate) fn register_function(host_fun: usize, name: &CStr) -> Result<()> {
+    core()?.register_function(host_fun, &name.to_string_lossy());
+    Ok(())
+}
+
+pub(crate) fn launch_kernel(host_fun: usize, stream: u64) -> Result<()> {
+    core()?.launch_kernel(host_fun, stream)
+}
+
+pub(crate) fn begin_capture(stream: u64) -> Result<()> {
+    core()?.begin_capture(stream)
+}
+
+pub(crate) fn end_capture(stream: u64) -> Result<u64> {
+    core()?.end_capture(stream)
+}
+
+pub(crate) fn capture_info(stream: u64) -> Result<(u32, u64, u64)> {
+    let (status, id, graph) = core()?.capture_info(stream)?;
+    Ok((status as u32, id, graph))
+}
+
+pub(crate) fn graph_create() -> Result<u64> {
+    Ok(core()?.graph_create())
+}
+
+pub(crate) fn graph_destroy(graph: u64) -> Result<()> {
+    core()?.graph_destroy(graph)
+}
+
+pub(crate) fn graph_node_count(graph: u64) -> Result<usize> {
+    Ok(core()?.graph_ops(graph)?.len())
+}
+
+pub(crate) fn graph_write_dot(graph: u64, path: &CStr) -> Result<()> {
+    let path = path.to_string_lossy();
+    let ops = core()?.graph_ops(graph)?;
+    let mut dot = format!("digraph graph_{graph:x} {{\n");
+    for (i, op) in ops.iter().enumerate() {
+        dot += &format!("  n{i} [label=\"{}\"];\n", op.label());
+        if i > 0 {
+            dot += &format!("  n{} -> n{i};\n", i - 1);
+        }
+    }
+    dot += "}\n";
+    std::fs::write(&*path, dot).map_err(|e| CoreError::InvalidValue(format!("{path}: {e}")))
+}
+
+pub(crate) fn graph_instantiate(graph: u64) -> Result<u64> {
+    core()?.graph_instantiate(graph)
+}
+
+pub(crate) fn graph_exec_destroy(exec: u64) -> Result<()> {
+    core()?.graph_exec_destroy(exec)
+}
+
+pub(crate) fn graph_launch(exec: u64, stream: u64) -> Result<()> {
+    core()?.graph_launch(exec, stream)
+}
+
+pub(crate) fn device_reset(ordinal: i32) -> Result<()> {
+    core()?.device_reset(ordinal)
+}
+
+pub(crate) fn trim_device(ordinal: i32) -> Result<u64> {
+    core()?.trim(ordinal)
+}
+
+pub(crate) fn mem_create(ordinal: i32, size: u64, handle_types: u32) -> Result<u64> {
+    core()?.mem_create(ordinal, size, handle_types)
+}
+
+pub(crate) fn mem_release(handle: u64) -> Result<()> {
+    core()?.mem_release(handle)
+}
+
+pub(crate) fn mem_address_reserve(size: usize, alignment: usize, hint: usize) -> Result<usize> {
+    core()?.mem_address_reserve(size, alignment, hint)
+}
+
+pub(crate) fn mem_address_free(ptr: usize, size: usize) -> Result<()> {
+    core()?.mem_address_free(ptr, size)
+}
+
+pub(crate) fn mem_map(ptr: usize, size: usize, offset: u64, handle: u64) -> Result<()> {
+    core()?.mem_map(ptr, size, offset, handle)
+}
+
+pub(crate) fn mem_unmap(ptr: usize, size: usize) -> Result<()> {
+    core()?.mem_unmap(ptr, size)
+}
+
+pub(crate) fn mem_set_access(ptr: usize, size: usize, ordinal: i32, flags: u32) -> Result<()> {
+    core()?.mem_set_access(ptr, size, ordinal, flags)
+}
+
+pub(crate) fn mem_get_access(ptr: usize, ordinal: i32) -> Result<u32> {
+    core()?.mem_get_access(ptr, ordinal)
+}
+
+pub(crate) fn mem_export(handle: u64) -> Result<i32> {
+    let fd = core()?.mem_export(handle)?;
+    Ok(std::os::fd::IntoRawFd::into_raw_fd(fd))
+}
+
+pub(crate) fn mem_import(fd: i32) -> Result<u64> {
+    core()?.mem_import(fd)
+}
+
+pub(crate) fn mem_retain(ptr: usize) -> Result<u64> {
+    core()?.mem_retain(ptr)
+}
+
+pub(crate) fn mem_handle_info(handle: u64) -> Result<CMemHandleInfo> {
+    let c = core()?;
+    let i = c.mem_handle_info(handle)?;
+    Ok(CMemHandleInfo {
+        device: c.ordinal_of_physical(i.physical),
+        handle_types: i.handle_types,
+        size: i.size,
+    })
+}
+
+pub(crate) fn memset_pattern(
+    dst: usize,
+    pattern: u64,
+    elem_size: u32,
+    count: usize,
+    stream: u64,
+) -> Result<()> {
+    core()?.memset_pattern(dst, pattern, elem_size as usize, count, stream)
+}
+
+pub(crate) fn host_stream() -> Result<u64> {
+    Core::host_stream()
+        .ok_or_else(|| CoreError::InvalidValue("no host work is running on this thread".into()))
+}
+
+pub(crate) fn memory_stats(ordinal: i32) -> Result<(u64, u64)> {
+    let stats = core()?.memory_stats();
+    let m = usize::try_from(ordinal)
+        .ok()
+        .and_then(|o| stats.get(o).copied())
+        .ok_or(CoreError::InvalidDevice {
+            ordinal,
+            visible: stats.len(),
+        })?;
+    Ok((m.current, m.peak))
+}
+
+pub(crate) fn profiler(op: i32) -> Result<(u64, i32)> {
+    let mut p = PROFILER.lock().unwrap_or_else(|p| p.into_inner());
+    match op {
+        PROFILER_START if !p.1 => *p = (p.0 + 1, true),
+        PROFILER_STOP => p.1 = false,
+        _ => {}
+    }
+    Ok((p.0, i32::from(p.1)))
+}
+
+pub(crate) fn report_section(name: &CStr, json: &CStr, write_now: bool) -> Result<()> {
+    let name = name.to_string_lossy().into_owned();
+    const CORE_KEYS: [&str; 5] = [
+        "devices",
+        "calls",
+        "kernel_launches",
+        "streams",
+        "profiler_ranges",
+    ];
+    if name.is_empty() || CORE_KEYS.contains(&name.as_str()) {
+        return Err(CoreError::InvalidValue(format!(
+            "report section name {name:?} is taken"
+        )));
+    }
+    let value: serde_json::Value = serde_json::from_str(&json.to_string_lossy())
+        .map_err(|e| CoreError::InvalidValue(format!("report section {name}: not JSON: {e}")))?;
+    SECTIONS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(name, value);
+    if write_now {
+        write_report_now();
+    }
+    Ok(())
+}
