@@ -76,7 +76,7 @@ fn device_buffer(ptr: usize, elems: usize, dtype: DataType, what: &str, dev: i32
         return Err(NcclError::invalid_argument(format!("{what} is NULL")));
     }
     let b = crate::cuda::buffer_extent(ptr)?;
-    if b.kind == fake_cuda_core::abi::BUFFER_NONE {
+    if b.kind == fake_cuda_abi::BUFFER_NONE {
         return Err(NcclError::invalid_argument(format!(
             "{what} {ptr:#x} is not device memory"
         )));
@@ -96,8 +96,8 @@ fn device_buffer(ptr: usize, elems: usize, dtype: DataType, what: &str, dev: i32
         .ok_or_else(|| NcclError::invalid_argument(format!("{what} {ptr:#x}: count overflows")))?;
     if end > b.end {
         let kind = match b.kind {
-            fake_cuda_core::abi::BUFFER_MAPPED => "mapped range",
-            fake_cuda_core::abi::BUFFER_IMPORTED => "IPC mapping",
+            fake_cuda_abi::BUFFER_MAPPED => "mapped range",
+            fake_cuda_abi::BUFFER_IMPORTED => "IPC mapping",
             _ => "allocation",
         };
         let into = if ptr > b.base {

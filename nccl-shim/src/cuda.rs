@@ -5,8 +5,8 @@
 //! like every other front-end does (`fake_cuda_client`).
 
 use crate::error::{NcclError, Result};
+use fake_cuda_abi::{CArenaLocation, CPointerInfo, CWorkFn, PROFILER_QUERY};
 use fake_cuda_client::{client, Client};
-use fake_cuda_core::abi::{CArenaLocation, CPointerInfo, CWorkFn, PROFILER_QUERY};
 
 fn core() -> Result<&'static Client> {
     client().map_err(|e| NcclError::cuda("loading the fake CUDA core", e))
@@ -89,7 +89,7 @@ pub fn pointer_info(ptr: usize) -> Result<CPointerInfo> {
 
 /// The device buffer a pointer points into, as the program made it (see
 /// `fake_cuda_core::Core::buffer_extent`).
-pub fn buffer_extent(ptr: usize) -> Result<fake_cuda_core::abi::CBufferExtent> {
+pub fn buffer_extent(ptr: usize) -> Result<fake_cuda_abi::CBufferExtent> {
     core()?
         .buffer_extent(ptr)
         .map_err(|e| NcclError::cuda("the buffer's allocation", e))

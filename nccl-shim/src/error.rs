@@ -48,7 +48,7 @@ impl NcclError {
         NcclError::new(result::REMOTE_ERROR, message)
     }
     /// `ncclUnhandledCudaError` from the fake CUDA core.
-    pub fn cuda(what: &str, e: fake_cuda_core::CoreError) -> NcclError {
+    pub fn cuda(what: &str, e: fake_cuda_abi::error::CoreError) -> NcclError {
         NcclError::new(result::UNHANDLED_CUDA_ERROR, format!("{what}: {e}"))
     }
 }

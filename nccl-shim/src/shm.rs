@@ -285,7 +285,7 @@ impl Waiter {
 /// How long a wait polls (yielding) before it sleeps.
 const POLL: Duration = Duration::from_micros(200);
 
-use fake_cuda_core::arena::{ArenaHeader, ARENA_MAGIC, MEMFD_PREFIX as ARENA_PREFIX};
+use fake_cuda_abi::shm::{ArenaHeader, ARENA_MAGIC, MEMFD_PREFIX as ARENA_PREFIX};
 
 /// Peers' device arenas mapped by this process, shared by its communicators.
 #[derive(Default)]

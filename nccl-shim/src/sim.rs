@@ -46,8 +46,8 @@ fn load() -> Result<Sim> {
                 topo::read_xml(&path).map_err(|e| NcclError::invalid_usage(e.to_string()))?,
             ),
             Err(_) => (
-                format!("{} (bundled)", fake_cuda_core::topology::BUNDLED_NAME),
-                topo::xml::parse(fake_cuda_core::topology::BUNDLED_XML, "dgx-a100.xml")
+                format!("{} (bundled)", fake_cuda_abi::BUNDLED_NAME),
+                topo::xml::parse(fake_cuda_abi::BUNDLED_XML, "dgx-a100.xml")
                     .map_err(|e| NcclError::internal(e.to_string()))?,
             ),
         };

@@ -1,5 +1,5 @@
 //! The front-ends' side of the fake CUDA core's vtable: finds the process's one core and wraps
-//! each entry in a safe method returning [`fake_cuda_core::Result`].
+//! each entry in a safe method returning [`fake_cuda_abi::error::Result`].
 //!
 //! The core is the `libncclsim_cuda.so` already loaded in the process (found by its SONAME
 //! with `RTLD_NOLOAD`, whichever directory it came from); else the file named by
@@ -8,13 +8,13 @@
 //! first, even from copies in different directories.
 //!
 //! This crate holds the `dlopen`/`dlsym` loading and the calls through the vtable's C function
-//! pointers. The calls are generated from the one entry list ([`fake_cuda_core::core_api!`]):
+//! pointers. The calls are generated from the one entry list ([`fake_cuda_abi::core_api!`]):
 //! a method per entry, named after it, taking its inputs (`&CStr`, `&CHandle` and `bool` where
 //! the list says so) and returning its outputs, out-pointers being locals, so that callers stay
 //! in safe Rust; a failure comes back as [`CoreError::Reported`] with the core's message.
 
-use fake_cuda_core::abi::{self, *};
-use fake_cuda_core::{CoreError, Result, Status};
+use fake_cuda_abi::error::{CoreError, Result, Status};
+use fake_cuda_abi::{self as abi, *};
 use std::ffi::CString;
 use std::sync::OnceLock;
 
@@ -191,7 +191,7 @@ macro_rules! outputs {
     ($($many:ty),+) => { ($($many),+) };
 }
 
-/// Writes a [`Client`] method per entry of the list ([`fake_cuda_core::core_api!`]).
+/// Writes a [`Client`] method per entry of the list ([`fake_cuda_abi::core_api!`]).
 macro_rules! client_calls {
     ($(
         $(#[$doc:meta])*
@@ -222,4 +222,4 @@ macro_rules! client_calls {
     };
 }
 
-fake_cuda_core::core_api!(client_calls);
+fake_cuda_abi::core_api!(client_calls);

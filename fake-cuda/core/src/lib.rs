@@ -16,10 +16,10 @@
 //! `Core::submit`, through which all stream work goes), `streams`, `capture`, `ipc_calls`,
 //! `kernel_calls`; this file holds the state, the devices and the clock.
 
-pub mod abi;
+pub use fake_cuda_abi as abi;
 pub mod arena;
 pub mod device;
-pub mod error;
+pub use fake_cuda_abi::error;
 pub mod graph;
 pub mod intervals;
 pub mod ipc;

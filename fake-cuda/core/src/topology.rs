@@ -14,10 +14,7 @@ use crate::device::{synthetic_uuid, DeviceDesc, NvLink, NvLinkPeer, PciBusId};
 use crate::error::{CoreError, Result};
 use topo::xml::XmlElement;
 
-/// The bundled node used when no topology is named.
-pub const BUNDLED_NAME: &str = "dgx-a100";
-/// Its XML (a copy of `topologies/dgx-a100.xml` compiled in).
-pub const BUNDLED_XML: &str = include_str!("../../../topologies/dgx-a100.xml");
+pub use fake_cuda_abi::{BUNDLED_NAME, BUNDLED_XML};
 
 /// Which topology file and node the environment names.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

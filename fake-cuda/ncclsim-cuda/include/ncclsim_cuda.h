@@ -1,4 +1,5 @@
-/* C view of the fake CUDA core's vtable (Rust: fake_cuda_core::abi::CoreApiV1).
+/* C view of the fake CUDA core's vtable (Rust: fake_cuda_abi::CoreApiV1, generated from the
+ * entry list of fake_cuda_abi::core_api!).
  *
  * libncclsim_cuda.so exports `const struct ncclsim_core_api_v1 *ncclsim_cuda_core_v1(void)`.
  * Entries return 0 on success or a core status code; `size` lets a caller check that this

@@ -1,10 +1,10 @@
 //! The body of each vtable entry: its inputs (pointer arguments already checked and
 //! borrowed) to its outputs, on the process's core. The C entries around these bodies and the
 //! static table are generated in `lib.rs` from the entry list
-//! ([`fake_cuda_core::core_api!`]), which each body's signature must match.
+//! ([`fake_cuda_abi::core_api!`]), which each body's signature must match.
 
 use crate::{core, write_report_now, PROFILER, SECTIONS};
-use fake_cuda_core::abi::{
+use fake_cuda_abi::{
     CArenaLocation, CBufferExtent, CDeviceInfo, CDeviceTopology, CHandle, CMemHandleInfo, CNvLink,
     CPointerInfo, CStreamInfo, CWorkFn, MAX_NVLINKS, MAX_PCI_ANCESTORS, PROFILER_START,
     PROFILER_STOP,

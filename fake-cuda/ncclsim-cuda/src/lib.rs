@@ -1,7 +1,7 @@
 //! `libncclsim_cuda.so`: the one fake CUDA core of a process.
 //!
 //! This shared object owns the process's only [`Core`] and exports `ncclsim_cuda_core_v1`,
-//! returning the static vtable of [`fake_cuda_core::abi`], and `ncclsim_compute_launch`, the
+//! returning the static vtable of [`fake_cuda_abi`], and `ncclsim_compute_launch`, the
 //! compute model's priced launch for callers without the vtable (ncclsim's Python package). Every
 //! front-end (`libcudart.so.12`, later `.13`, `libcuda.so.1`, `libnvidia-ml.so.1`,
 //! `libnccl.so.2`) `dlopen`s this file from its own directory, and the dynamic loader maps a
@@ -9,12 +9,12 @@
 //! state.
 //!
 //! The vtable's C entries and its static table are generated from the one entry list
-//! ([`fake_cuda_core::core_api!`]); each entry's body is a plain function in `entries`. Every
+//! ([`fake_cuda_abi::core_api!`]); each entry's body is a plain function in `entries`. Every
 //! C entry runs inside the workspace's one C boundary (`ffi_boundary::ffi_fn!`): it catches
 //! panics, checks out-pointers, records the calling thread's last error message and returns a
 //! [`Status`] code.
 
-use fake_cuda_core::abi::*;
+use fake_cuda_abi::*;
 use fake_cuda_core::{Core, CoreError, Status};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -272,7 +272,7 @@ macro_rules! call_body {
     };
 }
 
-/// Writes each vtable entry of the list ([`fake_cuda_core::core_api!`]) inside the C boundary
+/// Writes each vtable entry of the list ([`fake_cuda_abi::core_api!`]) inside the C boundary
 /// ([`ffi_boundary::ffi_fn!`] with `VtableError`: `unsafe extern "C"`, panic-safe, counted,
 /// returning a [`Status`] code): out-pointers checked before anything runs, pointer arguments
 /// borrowed, then the body of the same name in [`entries`] and its results written out. Then
@@ -322,7 +322,7 @@ ffi_boundary::ffi_fn!(VtableError; fn last_error_message(buf: *mut c_char, len: 
     })
 });
 
-fake_cuda_core::core_api!(vtable_entries);
+fake_cuda_abi::core_api!(vtable_entries);
 
 ffi_boundary::ffi_fn!(VtableError; export
     /// The core's vtable.

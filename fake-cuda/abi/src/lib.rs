@@ -1,15 +1,27 @@
-//! The C vtable through which front-ends reach the process's one [`crate::Core`].
+//! What crosses the fake CUDA core's C boundary, and nothing with state: the vtable through
+//! which front-ends reach the process's one core (declared once, [`core_api!`]), its C types,
+//! the status codes and error of its entries ([`error`]), and the layout of the arena header
+//! that other processes read ([`shm`]). The core, its loader (`fake-cuda-client`) and
+//! `nccl-shim` all depend on this crate; it depends on none of them.
 //!
 //! `libncclsim_cuda.so` exports [`CORE_SYMBOL`], a function returning a pointer to a
-//! static [`CoreApiV1`]. Every entry returns a [`crate::Status`] code (0 = success) and writes
+//! static [`CoreApiV1`]. Every entry returns a [`Status`](error::Status) code (0 = success) and writes
 //! results through out-pointers; the message of the calling thread's last failure can be read
 //! with `last_error_message`. Only C types cross this boundary, so front-ends built separately
 //! (even by another compiler version) agree on it. Entries are only ever appended; `size` tells
 //! a front-end which entries a core provides.
 
-/// The C and borrowed types the entries of [`core_api!`](crate::core_api) name, so that a
-/// consumer's `use fake_cuda_core::abi::*` brings every one of them into scope.
+pub mod error;
+pub mod shm;
+
+/// The C and borrowed types the entries of [`core_api!`] name, so that a consumer's
+/// `use fake_cuda_abi::*` brings every one of them into scope.
 pub use std::ffi::{c_char, c_void, CStr};
+
+/// The node the core and `nccl-shim` both assume when the environment names no topology.
+pub const BUNDLED_NAME: &str = "dgx-a100";
+/// Its XML (a copy of `topologies/dgx-a100.xml` compiled in).
+pub const BUNDLED_XML: &str = include_str!("../../../topologies/dgx-a100.xml");
 
 /// Name of the exported function `extern "C" fn() -> *const CoreApiV1`.
 pub const CORE_SYMBOL: &str = "ncclsim_cuda_core_v1";
@@ -97,7 +109,7 @@ pub const BUFFER_IMPORTED: i32 = 2;
 /// [`CBufferExtent::kind`]: mappings made with `cuMemMap` in one reserved range.
 pub const BUFFER_MAPPED: i32 = 3;
 
-/// The device buffer a pointer points into, as the program made it (`Core::buffer_extent`).
+/// The device buffer a pointer points into, as the program made it (the core's `Core::buffer_extent`).
 #[repr(C)]
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
 pub struct CBufferExtent {
@@ -260,8 +272,8 @@ zeroed!(CArenaLocation, CStreamInfo, CDeviceTopology, CMemHandleInfo);
 /// A callback's pattern for one entry is
 /// `$(#[$doc:meta])* [$($unsafe:ident)?] fn $name:ident($($arg:ident: $cty:ty $(as $rty:ty)?),*)
 /// -> ($($out:ident: $oty:ty),*);` (the `[unsafe]` or `[]` marker added by this macro).
-/// Every C entry returns a [`crate::Status`] code. Types are named as in this module; a consumer
-/// brings them into scope with `use fake_cuda_core::abi::*`. Entries are only ever appended.
+/// Every C entry returns a [`Status`](error::Status) code. Types are named as in this crate's
+/// root; a consumer brings them into scope with `use fake_cuda_abi::*`. Entries are only ever appended.
 #[macro_export]
 macro_rules! core_api {
     // Hands the entries to `$callback` with `[unsafe]` or `[]` before each `fn`, a marker a
