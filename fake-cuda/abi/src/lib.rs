@@ -5,8 +5,8 @@
 //! `nccl-shim` all depend on this crate; it depends on none of them.
 //!
 //! `libncclsim_cuda.so` exports [`CORE_SYMBOL`], a function returning a pointer to a
-//! static [`CoreApiV1`]. Every entry returns a [`Status`](error::Status) code (0 = success) and writes
-//! results through out-pointers; the message of the calling thread's last failure can be read
+//! static [`CoreApiV1`]. Every entry returns a [`Status`](error::Status) code (0 = success)
+//! and writes results through out-pointers; the message of the calling thread's last failure can be read
 //! with `last_error_message`. Only C types cross this boundary, so front-ends built separately
 //! (even by another compiler version) agree on it. Entries are only ever appended; `size` tells
 //! a front-end which entries a core provides.
@@ -273,11 +273,14 @@ zeroed!(CArenaLocation, CStreamInfo, CDeviceTopology, CMemHandleInfo);
 /// `$(#[$doc:meta])* [$($unsafe:ident)?] fn $name:ident($($arg:ident: $cty:ty $(as $rty:ty)?),*)
 /// -> ($($out:ident: $oty:ty),*);` (the `[unsafe]` or `[]` marker added by this macro).
 /// Every C entry returns a [`Status`](error::Status) code. Types are named as in this crate's
-/// root; a consumer brings them into scope with `use fake_cuda_abi::*`. Entries are only ever appended.
+/// root; a consumer brings them into scope with `use fake_cuda_abi::*`. Entries are only ever
+/// appended.
 #[macro_export]
 macro_rules! core_api {
     // Hands the entries to `$callback` with `[unsafe]` or `[]` before each `fn`, a marker a
-    // callback's pattern can capture.
+    // callback's pattern can capture (an optional `unsafe` before `fn` cannot be). One
+    // expansion per entry: the list stays within the compiler's default recursion limit (128)
+    // up to about 120 entries.
     (@mark $callback:ident [$($marked:tt)*]) => {
         $callback! { $($marked)* }
     };
