@@ -505,6 +505,10 @@ macro_rules! core_api {
             /// Virtual time on physical device `index`: the summed durations of the work
             /// scheduled on its streams (`busy`) and when all of it completes (`clock`), ns.
             fn physical_device_busy(index: i32) -> (busy: u64, clock: u64);
+            /// The compute model's time for `flops` on vector (`unit` 0) or tensor (1) units in
+            /// `precision` (0 f64, 1 f32, 2 tf32, 3 f16, 4 bf16, 5 f8) and `bytes` of memory
+            /// traffic, on `stream`'s device, ns (nothing is scheduled).
+            fn price_compute(stream: u64, flops: f64, bytes: f64, unit: i32, precision: i32) -> (ns: u64);
         }
     };
 }

@@ -110,52 +110,32 @@ pub fn check(c: &Client, g: &Gemm) -> Result<()> {
     Ok(())
 }
 
-/// Multiply-adds per multiprocessor and clock cycle, times two (flops), for the operand type
-/// and compute precision on a device of compute capability `sm_major`: tensor cores for
-/// f16/bf16 inputs, TF32 and f64 (from compute capability 8), CUDA cores otherwise. These
-/// reproduce the published dense peaks of V100, A100 and H100.
-fn flops_per_sm_cycle(sm_major: i32, input: DType, compute: Compute, tf32: bool) -> f64 {
-    let gen = if sm_major >= 9 { 2.0 } else { 1.0 };
-    let half_rate = if sm_major >= 8 { 2048.0 } else { 1024.0 } * gen;
+/// The compute model's precision code for a GEMM (`ncclsim_compute_launch`'s codes): f16 and
+/// bf16 inputs on their tensor cores, f64, and f32 in TF32 when the compute type or the
+/// handle's math mode (`CUBLAS_TF32_TENSOR_OP_MATH`, `tf32`) allows it, else at the f32 rate.
+fn precision_code(input: DType, compute: Compute, tf32: bool) -> i32 {
     match (input, compute) {
-        (DType::F16 | DType::BF16, _) => half_rate,
-        (_, Compute::F64) => {
-            if sm_major >= 8 {
-                128.0 * gen
-            } else {
-                64.0
-            }
-        }
-        (_, Compute::Tf32) if sm_major >= 8 => half_rate / 2.0,
-        _ if tf32 && sm_major >= 8 => half_rate / 2.0,
-        _ => 128.0 * gen,
+        (DType::F16, _) => 3,
+        (DType::BF16, _) => 4,
+        (_, Compute::F64) => 0,
+        (_, Compute::Tf32) => 2,
+        _ if tf32 => 2,
+        _ => 1,
     }
 }
 
-/// Modelled duration of a GEMM on `stream`'s device: a 2 us launch, then the longer of its
-/// arithmetic at the device's peak rate and its operands' traffic at its memory bandwidth.
-/// `tf32` says the handle allows TF32 tensor cores for f32 (`CUBLAS_TF32_TENSOR_OP_MATH`).
+/// Modelled duration of a GEMM on `stream`'s device: the core's compute model
+/// (`price_compute`, the roofline torch's ops are priced with too) for its 2mnk FLOPs on the
+/// tensor cores and its operands' bytes.
 pub fn duration_ns(c: &Client, stream: u64, g: &Gemm, tf32: bool) -> Result<u64> {
-    let device = c.stream_info(stream)?.device;
-    let info = c.device_info(device)?;
     let batch = g.items.len() as f64;
     let flops = 2.0 * g.m as f64 * g.n as f64 * g.k as f64 * batch;
-    let rate = f64::from(info.multiprocessor_count.max(1))
-        * f64::from(info.clock_khz.max(1))
-        * 1e3
-        * flops_per_sm_cycle(info.sm_major, g.a.dtype, g.compute, tf32);
     let bytes = batch
         * (g.m as f64 * g.k as f64 * g.a.dtype.size() as f64
             + g.k as f64 * g.n as f64 * g.b.dtype.size() as f64
             + g.m as f64 * g.n as f64 * (g.c.dtype.size() + g.d.dtype.size()) as f64);
-    // Double data rate over the bus width.
-    let bandwidth = f64::from(info.memory_clock_khz.max(1))
-        * 1e3
-        * 2.0
-        * f64::from(info.memory_bus_width.max(1))
-        / 8.0;
-    let seconds = (flops / rate).max(bytes / bandwidth);
-    Ok(2_000 + (seconds * 1e9) as u64)
+    let precision = precision_code(g.a.dtype, g.compute, tf32);
+    Ok(c.price_compute(stream, flops, bytes, 1, precision)?)
 }
 
 unsafe extern "C" fn run_job(data: *mut c_void) {
@@ -203,14 +183,12 @@ mod tests {
     }
 
     #[test]
-    fn peaks_match_published_dense_rates() {
-        // A100: 108 SMs at 1.41 GHz: 312 TFLOPS f16, 156 TF32, 19.5 f64 and f32.
-        let a100 = 108.0 * 1.41e9;
-        let tf = |d, c, t| a100 * flops_per_sm_cycle(8, d, c, t) / 1e12;
-        assert!((tf(DType::F16, Compute::F32, false) - 311.9).abs() < 1.0);
-        assert!((tf(DType::F32, Compute::Tf32, false) - 155.9).abs() < 1.0);
-        assert!((tf(DType::F32, Compute::F32, true) - 155.9).abs() < 1.0);
-        assert!((tf(DType::F32, Compute::F32, false) - 19.5).abs() < 0.1);
-        assert!((tf(DType::F64, Compute::F64, false) - 19.5).abs() < 0.1);
+    fn precisions_follow_the_inputs_and_the_math_mode() {
+        assert_eq!(precision_code(DType::F16, Compute::F32, false), 3);
+        assert_eq!(precision_code(DType::BF16, Compute::F32, false), 4);
+        assert_eq!(precision_code(DType::F64, Compute::F64, false), 0);
+        assert_eq!(precision_code(DType::F32, Compute::Tf32, false), 2);
+        assert_eq!(precision_code(DType::F32, Compute::F32, true), 2);
+        assert_eq!(precision_code(DType::F32, Compute::F32, false), 1);
     }
 }

@@ -41,6 +41,18 @@ impl Core {
         Ok(st.timeline.schedule(key, ns, wall))
     }
 
+    /// The compute model's time for `cost` on `stream`'s device, ns (nothing is scheduled).
+    pub fn price_compute(&self, stream: u64, cost: &compute_model::KernelCost) -> Result<u64> {
+        let mut st = self.lock();
+        let key = self.resolve(&mut st, stream)?;
+        let phys = st.timeline.stream_info(key).device;
+        Ok(compute_model::price(
+            &self.devices[phys].spec,
+            cost,
+            &compute_model::Efficiency::DEFAULT,
+        ))
+    }
+
     /// Kernel launch counts by name.
     pub fn kernel_launch_counts(&self) -> BTreeMap<String, u64> {
         self.lock().kernels.launch_counts().clone()

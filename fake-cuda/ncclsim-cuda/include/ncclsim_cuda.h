@@ -76,6 +76,11 @@ struct ncclsim_core_api_v1 {
     /* Virtual time on a physical device, ns: the summed durations of the work scheduled on
      * its streams and when all of it completes. */
     int (*physical_device_busy)(int index, uint64_t *busy, uint64_t *clock);
+    /* The compute model's time for `flops` on vector (unit 0) or tensor (unit 1) units in
+     * `precision` (0 f64, 1 f32, 2 tf32, 3 f16, 4 bf16, 5 f8) and `bytes` of memory traffic, on
+     * `stream`'s device, ns; nothing is scheduled. */
+    int (*price_compute)(uint64_t stream, double flops, double bytes, int unit, int precision,
+                         uint64_t *ns);
 };
 
 const struct ncclsim_core_api_v1 *ncclsim_cuda_core_v1(void);

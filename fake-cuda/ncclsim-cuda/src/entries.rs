@@ -104,6 +104,34 @@ pub(crate) fn topology_common_ancestor(a: i32, b: i32) -> Result<u32> {
     Ok(common_ancestor(da, db) as u32)
 }
 
+pub(crate) fn price_compute(
+    stream: u64,
+    flops: f64,
+    bytes: f64,
+    unit: i32,
+    precision: i32,
+) -> Result<u64> {
+    let cost = compute_cost(flops, bytes, unit, precision)?;
+    core()?.price_compute(stream, &cost)
+}
+
+/// A [`compute_model::KernelCost`] from the C boundary's codes.
+pub(crate) fn compute_cost(
+    flops: f64,
+    bytes: f64,
+    unit: i32,
+    precision: i32,
+) -> Result<compute_model::KernelCost> {
+    let p = compute_model::Precision::from_code(precision)
+        .ok_or_else(|| CoreError::InvalidValue(format!("precision code {precision}")))?;
+    let unit = match unit {
+        0 => compute_model::Unit::Vector(p),
+        1 => compute_model::Unit::Tensor(p),
+        u => return Err(CoreError::InvalidValue(format!("unit code {u}"))),
+    };
+    Ok(compute_model::KernelCost { flops, bytes, unit })
+}
+
 pub(crate) fn physical_device_busy(index: i32) -> Result<(u64, u64)> {
     let (i, _) = physical(index)?;
     Ok(core()?.physical_device_busy(i))

@@ -350,19 +350,12 @@ ffi_boundary::ffi_fn!(VtableError; export
         out_range: *mut i64,
     ) {
         count_call("compute_launch");
-        let p = compute_model::Precision::from_code(precision)
-            .ok_or_else(|| VtableError(CoreError::InvalidValue(format!("precision code {precision}"))))?;
-        let unit = match unit {
-            0 => compute_model::Unit::Vector(p),
-            1 => compute_model::Unit::Tensor(p),
-            u => return Err(VtableError(CoreError::InvalidValue(format!("unit code {u}")))),
-        };
+        let cost = entries::compute_cost(flops, bytes, unit, precision).map_err(VtableError)?;
         if name.is_null() {
             return Err(VtableError(CoreError::InvalidValue("null kernel name".into())));
         }
         // SAFETY: the caller passes a NUL-terminated string, checked non-null above.
         let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
-        let cost = compute_model::KernelCost { flops, bytes, unit };
         let (start, end) = core()
             .and_then(|c| c.launch_priced(stream, &cost, &name))
             .map_err(VtableError)?;
