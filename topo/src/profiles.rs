@@ -235,6 +235,11 @@ pub fn gpu_by_pci_device(device: u32) -> Option<&'static GpuModel> {
     GPU_MODELS.iter().find(|m| m.pci_devices.contains(&device))
 }
 
+/// The first known board of compute capability `sm` (x10), for files that name no known PCI id.
+pub fn gpu_by_sm(sm: i32) -> Option<&'static GpuModel> {
+    GPU_MODELS.iter().find(|m| m.sm == sm)
+}
+
 /// Parse a NIC speed such as `200G`, `400Gb`, `100000` (Mb/s) into Mb/s.
 pub fn parse_nic_speed(s: &str) -> Result<u64> {
     let t = s.trim().to_ascii_lowercase();

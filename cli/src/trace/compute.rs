@@ -83,7 +83,7 @@ pub fn gpu_of(path: &str) -> Result<GpuSpec, String> {
     let (device, sm) = found.ok_or_else(|| format!("{path}: no <gpu> element"))?;
     let model = device
         .and_then(topo::profiles::gpu_by_pci_device)
-        .or_else(|| sm.and_then(|sm| topo::profiles::GPU_MODELS.iter().find(|m| m.sm == sm)))
+        .or_else(|| sm.and_then(topo::profiles::gpu_by_sm))
         .ok_or_else(|| format!("{path}: unknown GPU (PCI device {device:?}, sm {sm:?})"))?;
     Ok(compute_model::spec(model.keys[0]))
 }

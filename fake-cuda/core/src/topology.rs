@@ -166,10 +166,7 @@ pub fn devices_from_xml(
         let device_id = hex(f.pci, "device").unwrap_or(0);
         let model = topo::profiles::gpu_by_pci_device(device_id)
             .or(fallback)
-            .or_else(|| {
-                let sm: i32 = f.gpu.get("sm")?.parse().ok()?;
-                topo::profiles::GPU_MODELS.iter().find(|m| m.sm == sm)
-            })
+            .or_else(|| topo::profiles::gpu_by_sm(f.gpu.get("sm")?.parse().ok()?))
             .ok_or_else(|| {
                 CoreError::Topology(format!(
                     "{at}: unknown GPU (PCI device {device_id:#06x}, sm {}); set NCCLSIM_GPU",
