@@ -14,7 +14,7 @@ impl Core {
     }
 
     /// Compute whose time the compute model gives: occupies `stream` for the modelled time of
-    /// `cost` on the stream's GPU (`compute_model::price` with its default efficiencies) and
+    /// `cost` on the stream's GPU (`compute_model::price`) and
     /// counts a launch of `name`; returns its (start, end) in virtual ns. Refused while the
     /// stream captures: nothing would run the computation at replay.
     pub fn launch_priced(
@@ -31,11 +31,7 @@ impl Core {
             )));
         }
         let phys = st.timeline.stream_info(key).device;
-        let ns = compute_model::price(
-            &self.devices[phys].spec,
-            cost,
-            &compute_model::Efficiency::DEFAULT,
-        );
+        let ns = compute_model::price(&self.devices[phys].spec, cost);
         st.kernels.launch_named(name);
         let wall = self.pace_now();
         Ok(st.timeline.schedule(key, ns, wall))
@@ -46,11 +42,7 @@ impl Core {
         let mut st = self.lock();
         let key = self.resolve(&mut st, stream)?;
         let phys = st.timeline.stream_info(key).device;
-        Ok(compute_model::price(
-            &self.devices[phys].spec,
-            cost,
-            &compute_model::Efficiency::DEFAULT,
-        ))
+        Ok(compute_model::price(&self.devices[phys].spec, cost))
     }
 
     /// Kernel launch counts by name.

@@ -104,23 +104,30 @@ pub(crate) fn topology_common_ancestor(a: i32, b: i32) -> Result<u32> {
     Ok(common_ancestor(da, db) as u32)
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn price_compute(
     stream: u64,
     flops: f64,
     bytes: f64,
     unit: i32,
     precision: i32,
+    batch: u64,
+    m: u64,
+    n: u64,
+    k: u64,
 ) -> Result<u64> {
-    let cost = compute_cost(flops, bytes, unit, precision)?;
+    let cost = compute_cost(flops, bytes, unit, precision, [batch, m, n, k])?;
     core()?.price_compute(stream, &cost)
 }
 
-/// A [`compute_model::KernelCost`] from the C boundary's codes.
+/// A [`compute_model::KernelCost`] from the C boundary's codes; `gemm` is (batch, m, n, k) of a
+/// matrix product, zeros for other kernels.
 pub(crate) fn compute_cost(
     flops: f64,
     bytes: f64,
     unit: i32,
     precision: i32,
+    gemm: [u64; 4],
 ) -> Result<compute_model::KernelCost> {
     let p = compute_model::Precision::from_code(precision)
         .ok_or_else(|| CoreError::InvalidValue(format!("precision code {precision}")))?;
@@ -129,7 +136,15 @@ pub(crate) fn compute_cost(
         1 => compute_model::Unit::Tensor(p),
         u => return Err(CoreError::InvalidValue(format!("unit code {u}"))),
     };
-    Ok(compute_model::KernelCost { flops, bytes, unit })
+    let [batch, m, n, k] = gemm;
+    let gemm =
+        (batch > 0 && m > 0 && n > 0 && k > 0).then_some(compute_model::Gemm { batch, m, n, k });
+    Ok(compute_model::KernelCost {
+        flops,
+        bytes,
+        unit,
+        gemm,
+    })
 }
 
 pub(crate) fn physical_device_busy(index: i32) -> Result<(u64, u64)> {
