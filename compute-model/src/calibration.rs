@@ -6,6 +6,8 @@
 //! architecture takes the median of the class over all architectures, and a class without
 //! rows anywhere [`DEFAULT_EFFICIENCY`]. The `accuracy` report (`--features accuracy`) refits
 //! them from the data; its test keeps the constants here equal to the fit.
+//! The sustained-rate factors are fitted to the published training runs (`accuracy::training`):
+//! per architecture, the median of measured over modelled step rate.
 //! Not fitted: the memory-bandwidth fraction and the floor (typical of streaming kernels and
 //! of the launch-to-completion time of an empty kernel), and vector arithmetic.
 
@@ -95,6 +97,28 @@ pub const CLASS_EFFICIENCY: &[(Class, f64)] = &[
     (Class::Tf32, 0.851),
     (Class::F32, 0.738),
 ];
+
+/// Fitted sustained-rate factors: the training step rate published runs reach over the rate
+/// the sum of their kernels' modelled times gives (clocks under sustained power, gaps between
+/// kernels, communication sharing the memory system), per architecture with training rows.
+#[rustfmt::skip]
+pub const SUSTAINED: &[(Arch, f64)] = &[
+    (Arch::Ampere, 0.817),
+    (Arch::AmpereGa10x, 1.000),
+    (Arch::Hopper, 0.623),
+];
+
+/// The sustained-rate factor of architectures without training rows (over all rows).
+pub const SUSTAINED_ALL: f64 = 0.803;
+
+/// The sustained-rate factor of `arch`.
+pub fn sustained(arch: Arch) -> f64 {
+    SUSTAINED
+        .iter()
+        .find(|(a, _)| *a == arch)
+        .map(|s| s.1)
+        .unwrap_or(SUSTAINED_ALL)
+}
 
 /// The efficiency of `unit` on `gpu`.
 pub fn efficiency(gpu: &GpuSpec, unit: Unit) -> f64 {

@@ -13,9 +13,11 @@
 //! GEMM libraries run it (`gemm`): output tiles spread over the multiprocessors in waves,
 //! the tile size and split of the inner dimension that finish first, each tile at the
 //! fraction of the per-multiprocessor peak that large GEMMs of the board's architecture and
-//! precision reach (fitted to published measurements: `calibration`). Other arithmetic runs at
-//! a fixed fraction of the unit's peak. `ACCURACY.md` reports the errors against published
-//! GEMM and training measurements, each fitted without its own source.
+//! precision reach (fitted to published GEMM measurements: `calibration`). Other arithmetic runs
+//! at a fixed fraction of the unit's peak. In a program, kernels run at the architecture's
+//! sustained rate, a factor fitted to published training runs (a training loop reaches less
+//! than the sum of its kernels timed alone). `ACCURACY.md` reports the errors against
+//! published GEMM and training measurements, each fitted without its own source.
 
 #![forbid(unsafe_code)]
 
@@ -195,9 +197,12 @@ impl Gemm {
     }
 }
 
-/// The modelled time of `cost` on `gpu`, ns.
+/// The modelled time of `cost` on `gpu` in a running program, ns: the kernel's time
+/// ([`price_at`] with the fitted efficiency) at the architecture's sustained rate
+/// (`calibration::sustained`).
 pub fn price(gpu: &GpuSpec, cost: &KernelCost) -> u64 {
-    let ns = price_at(gpu, cost, calibration::efficiency(gpu, cost.unit));
+    let ns = price_at(gpu, cost, calibration::efficiency(gpu, cost.unit))
+        / calibration::sustained(gpu.arch);
     if ns.is_finite() {
         ns.round() as u64
     } else {
@@ -205,7 +210,8 @@ pub fn price(gpu: &GpuSpec, cost: &KernelCost) -> u64 {
     }
 }
 
-/// The modelled time of `cost` on `gpu` with arithmetic efficiency `e`, ns (unrounded).
+/// The modelled time of `cost` alone on `gpu` with arithmetic efficiency `e` (a kernel timed
+/// by itself, as GEMM benchmarks time it), ns (unrounded).
 pub fn price_at(gpu: &GpuSpec, cost: &KernelCost, e: f64) -> f64 {
     let arithmetic = match cost.gemm {
         Some(g) if g.batch > 0 && g.m > 0 && g.n > 0 && g.k > 0 => {
@@ -249,12 +255,15 @@ mod tests {
         // Published: 258-295 TFLOPS for an 8192^3 half-precision GEMM on an A100 (ACCURACY.md).
         let a100 = spec("A100-SXM4");
         let c = bf16_gemm(8192);
-        let tflops = c.flops / (price(&a100, &c) as f64 * 1e-9) / 1e12;
+        let alone = |gpu: &GpuSpec| price_at(gpu, &c, calibration::efficiency(gpu, c.unit));
+        let tflops = c.flops / (alone(&a100) * 1e-9) / 1e12;
         assert!((240.0..300.0).contains(&tflops), "{tflops}");
-        // The H100 SXM is about three times faster (989.5 vs 312 TFLOP/s peak).
-        let h100 = price(&spec("H100-SXM5"), &c) as f64;
-        let ratio = price(&a100, &c) as f64 / h100;
+        // The H100 SXM's kernel is about three times faster (989.5 vs 312 TFLOP/s peak).
+        let ratio = alone(&a100) / alone(&spec("H100-SXM5"));
         assert!((2.5..3.5).contains(&ratio), "{ratio}");
+        // In a program, at the sustained rate.
+        let sustained = price(&a100, &c) as f64 * calibration::sustained(a100.arch);
+        assert!((sustained - alone(&a100)).abs() < 2.0, "{sustained}");
     }
 
     #[test]
@@ -269,7 +278,9 @@ mod tests {
             gemm: None,
         };
         let ns = price(&a100, &cost) as f64;
-        let want = 8.0 * n / (1555e9 * calibration::BYTES_EFFICIENCY) * 1e9 + calibration::FLOOR_NS;
+        let want = (8.0 * n / (1555e9 * calibration::BYTES_EFFICIENCY) * 1e9
+            + calibration::FLOOR_NS)
+            / calibration::sustained(a100.arch);
         assert!((ns - want).abs() < 1.0, "{ns} vs {want}");
     }
 
@@ -282,7 +293,8 @@ mod tests {
             unit: Unit::Vector(Precision::F32),
             gemm: None,
         };
-        assert_eq!(price(&a, &tiny), calibration::FLOOR_NS as u64);
+        let floor = calibration::FLOOR_NS / calibration::sustained(a.arch);
+        assert_eq!(price(&a, &tiny), floor.round() as u64);
         assert_eq!(a.peak_flops(Unit::Tensor(Precision::Tf32)), 156e12);
         assert_eq!(a.peak_flops(Unit::Vector(Precision::Bf16)), 19.5e12);
         assert_eq!(

@@ -170,7 +170,10 @@ pub struct GemmCase {
     pub source: String,
     /// The largest dimension (of the best shape for "best of" rows: its upper end).
     pub size: u64,
+    /// The board, precision and shape as the source states them.
     pub label: String,
+    pub dtype: String,
+    pub shape_text: String,
 }
 
 /// The GEMM rows the model can price; the others with the reason.
@@ -207,6 +210,13 @@ pub fn gemm_cases(rows: &[Row]) -> (Vec<GemmCase>, Vec<(usize, String)>) {
                     row.dtype.split_whitespace().next().unwrap_or(""),
                     row.shape_or_model
                 ),
+                dtype: row
+                    .dtype
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or("")
+                    .to_string(),
+                shape_text: row.shape_or_model.clone(),
             })
         })();
         match case {

@@ -9,7 +9,7 @@
 
 pub mod measurements;
 pub mod report;
-
+pub mod training;
 use std::collections::BTreeMap;
 
 use crate::calibration::{Class, DEFAULT_EFFICIENCY};
