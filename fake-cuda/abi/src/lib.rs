@@ -507,9 +507,11 @@ macro_rules! core_api {
             fn physical_device_busy(index: i32) -> (busy: u64, clock: u64);
             /// The compute model's time for `flops` on vector (`unit` 0) or tensor (1) units in
             /// `precision` (0 f64, 1 f32, 2 tf32, 3 f16, 4 bf16, 5 f8) and `bytes` of memory
-            /// traffic, on `stream`'s device, ns (nothing is scheduled); a matrix product gives
-            /// its shape (`batch` products of `m x k` by `k x n`), other kernels zeros.
-            fn price_compute(
+            /// traffic, on `stream`'s device, ns (nothing is scheduled).
+            fn price_compute(stream: u64, flops: f64, bytes: f64, unit: i32, precision: i32) -> (ns: u64);
+            /// `price_compute` for a matrix product of known shape (`batch` products of `m x k`
+            /// by `k x n`), which the model prices by tiles and waves.
+            fn price_gemm(
                 stream: u64,
                 flops: f64,
                 bytes: f64,

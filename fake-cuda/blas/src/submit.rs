@@ -125,7 +125,7 @@ fn precision_code(input: DType, compute: Compute, tf32: bool) -> i32 {
 }
 
 /// Modelled duration of a GEMM on `stream`'s device: the core's compute model
-/// (`price_compute`, the model torch's ops are priced with too) for its shape on the tensor
+/// (`price_gemm`, the model torch's ops are priced with too) for its shape on the tensor
 /// cores and its operands' bytes.
 pub fn duration_ns(c: &Client, stream: u64, g: &Gemm, tf32: bool) -> Result<u64> {
     let batch = g.items.len() as f64;
@@ -136,7 +136,7 @@ pub fn duration_ns(c: &Client, stream: u64, g: &Gemm, tf32: bool) -> Result<u64>
             + g.m as f64 * g.n as f64 * (g.c.dtype.size() + g.d.dtype.size()) as f64);
     let precision = precision_code(g.a.dtype, g.compute, tf32);
     let (m, n, k) = (g.m as u64, g.n as u64, g.k as u64);
-    Ok(c.price_compute(stream, flops, bytes, 1, precision, batch as u64, m, n, k)?)
+    Ok(c.price_gemm(stream, flops, bytes, 1, precision, batch as u64, m, n, k)?)
 }
 
 unsafe extern "C" fn run_job(data: *mut c_void) {

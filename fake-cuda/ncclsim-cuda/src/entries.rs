@@ -104,8 +104,18 @@ pub(crate) fn topology_common_ancestor(a: i32, b: i32) -> Result<u32> {
     Ok(common_ancestor(da, db) as u32)
 }
 
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn price_compute(
+    stream: u64,
+    flops: f64,
+    bytes: f64,
+    unit: i32,
+    precision: i32,
+) -> Result<u64> {
+    price_gemm(stream, flops, bytes, unit, precision, 0, 0, 0, 0)
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn price_gemm(
     stream: u64,
     flops: f64,
     bytes: f64,
