@@ -1,5 +1,6 @@
 //! Prints the compute model's accuracy report (ACCURACY.md's compute section) to stdout; with
 //! `--constants`, the fitted parameters as `calibration.rs` holds them instead; with
+//! `--breakdown WORKLOAD BOARD`, the modelled time per op of a training step; with
 //! `--svg FILE`, also plots measured against predicted throughput (source held out, log-log,
 //! the diagonal is a perfect prediction).
 
@@ -7,8 +8,15 @@ use compute_model::accuracy::report;
 use plotters::prelude::*;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let scored = report::score()?;
     let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--breakdown") {
+        let (w, board) = (args.get(i + 1).ok_or("--breakdown WORKLOAD BOARD")?, args.get(i + 2).ok_or("--breakdown WORKLOAD BOARD")?);
+        for (op, ms) in compute_model::accuracy::training::breakdown(w, board)? {
+            println!("{ms:10.3} ms  {op}");
+        }
+        return Ok(());
+    }
+    let scored = report::score()?;
     if args.iter().any(|a| a == "--constants") {
         print!("{}", report::constants(&scored));
         return Ok(());

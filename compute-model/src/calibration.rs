@@ -109,7 +109,7 @@ pub const SUSTAINED: &[(Arch, f64)] = &[
 ];
 
 /// The sustained-rate factor of architectures without training rows (over all rows).
-pub const SUSTAINED_ALL: f64 = 0.803;
+pub const SUSTAINED_ALL: f64 = 0.812;
 
 /// The sustained-rate factor of `arch`.
 pub fn sustained(arch: Arch) -> f64 {

@@ -248,7 +248,10 @@ class Recorder(TorchDispatchMode):
         name = func.name()
         info = self.priced.get(func)
         if info is None:
-            cuda = torch._C._dispatch_has_kernel_for_dispatch_key(name, "CUDA") or name == "aten::copy_"
+            # A forward convolution runs on the meta device as itself; on CUDA it decomposes
+            # into cuDNN's convolution (priced the same way), so it is priced here.
+            cuda = (torch._C._dispatch_has_kernel_for_dispatch_key(name, "CUDA")
+                    or name in ("aten::copy_", "aten::convolution"))
             info = timing.Priced(func, name) if cuda and name not in kernels.NATIVE and not kernels._is_view(func) else False
             self.priced[func] = info
         if info:

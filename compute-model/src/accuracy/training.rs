@@ -403,3 +403,17 @@ pub fn score(
         .collect();
     (scores, all)
 }
+
+/// Modelled time per (phase, op) of a bundled workload on `board`, kernels alone, ms, longest
+/// first.
+pub fn breakdown(workload_name: &str, board: &str) -> Result<Vec<(String, f64)>, String> {
+    let gpu = spec(board);
+    let (_, lines) = ops(workload(workload_name).ok_or("no such workload")?)?;
+    let mut by: std::collections::BTreeMap<String, f64> = Default::default();
+    for o in &lines {
+        *by.entry(format!("{} {}", o.phase, o.op)).or_default() += op_ns(&gpu, o, false) / 1e6;
+    }
+    let mut v: Vec<(String, f64)> = by.into_iter().collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1));
+    Ok(v)
+}

@@ -182,6 +182,10 @@ def price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device 
         )
 
 
+# Where each forward convolution's schema has its group count.
+_GROUPS_ARG = {"convolution": 8, "_convolution": 8, "cudnn_convolution": 5}
+
+
 def _gemm_shape(base: str, args: tuple, result) -> tuple:
     """(batch, m, n, k) of a matrix product or a forward convolution (as the implicit GEMM
     cuDNN runs: m = output pixels, n = output channels, k = input channels x kernel, a batch per
@@ -196,9 +200,9 @@ def _gemm_shape(base: str, args: tuple, result) -> tuple:
         if base in ("bmm", "baddbmm"):
             a, b = (args[0], args[1]) if base == "bmm" else (args[1], args[2])
             return (a.shape[0], a.shape[1], b.shape[2], a.shape[2])
-        if base in ("convolution", "_convolution", "cudnn_convolution") and isinstance(result, torch.Tensor):
+        if base in _GROUPS_ARG and isinstance(result, torch.Tensor):
             w = args[1]
-            groups = args[-1] if isinstance(args[-1], int) else 1
+            groups = args[_GROUPS_ARG[base]] if len(args) > _GROUPS_ARG[base] else 1
             if result.dim() < 3 or w.dim() != result.dim():
                 return (0, 0, 0, 0)
             pixels = result.numel() // result.shape[1]
