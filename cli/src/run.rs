@@ -23,8 +23,11 @@
 //!
 //! Tools: `nvidia-smi` (this crate's second binary, over the preloaded fake NVML) is linked into
 //! `ncclsim-sonames/bin/`, which goes first on the command's `PATH`, so environment checks and
-//! monitors that run it see the simulated node.
+//! monitors that run it see the simulated node. Every copy gets a job directory
+//! (`NCCLSIM_JOB_DIR`, `job`) where each process's fake CUDA core publishes its memory and busy
+//! time, so NVML in any process of the run (nvidia-smi, a monitor) sees the whole job.
 
+mod job;
 mod watch;
 
 use clap::Args;
@@ -458,6 +461,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    let job = job::JobDir::create()?;
     // Forked while the launcher has one thread, before the signal handlers are installed.
     let watcher = watch::Watcher::start(copies.len(), grace)?;
     let signals = register_signals()?;
@@ -465,7 +469,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
     let mut children: Vec<Option<Child>> = Vec::with_capacity(copies.len());
     for c in &copies {
         let mut cmd = Command::new(&c.argv[0]);
-        cmd.args(&c.argv[1..]).envs(&c.env);
+        cmd.args(&c.argv[1..])
+            .envs(&c.env)
+            .env(fake_cuda_abi::telemetry::JOB_DIR_ENV, job.path());
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let pipe = watcher.pipe();
         // SAFETY: the hook runs in the child between fork and exec and only makes

@@ -13,6 +13,7 @@
 
 pub mod error;
 pub mod shm;
+pub mod telemetry;
 
 /// The C and borrowed types the entries of [`core_api!`] name, so that a consumer's
 /// `use fake_cuda_abi::*` brings every one of them into scope.

@@ -86,6 +86,7 @@ impl Core {
         }
         // Event exports lived in that arena's header: their handles are stale now.
         st.event_exports.retain(|_, (p, _, _)| *p != phys);
+        self.publish_memory(&mut st, phys);
         Ok(())
     }
 }

@@ -142,6 +142,7 @@ impl Core {
             }
             let wall = self.pace_now();
             st.timeline.schedule(key, ns, wall);
+            self.publish_work(&mut st, stream_device);
         }
         // SAFETY (all arms): device ranges were checked to lie inside live allocations; host
         // ranges are the caller's promise, as with the real runtime; host functions are the

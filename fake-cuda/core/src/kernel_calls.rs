@@ -34,7 +34,9 @@ impl Core {
         let ns = compute_model::price(&self.devices[phys].spec, cost);
         st.kernels.launch_named(name);
         let wall = self.pace_now();
-        Ok(st.timeline.schedule(key, ns, wall))
+        let times = st.timeline.schedule(key, ns, wall);
+        self.publish_work(&mut st, phys);
+        Ok(times)
     }
 
     /// The compute model's time for `cost` on `stream`'s device, ns (nothing is scheduled).

@@ -37,6 +37,7 @@ mod copies;
 mod ipc_calls;
 mod kernel_calls;
 mod memory;
+mod publish;
 mod streams;
 
 pub use device::{DeviceDesc, PciBusId};
@@ -253,6 +254,8 @@ struct State {
     retired: reserve::Retired,
     /// Allocation handles, reservations and mappings of the `cuMem*` API.
     vmm: vmm::Vmm,
+    /// This process's telemetry record for the other processes of its job.
+    publisher: publish::Publisher,
 }
 
 impl State {
@@ -366,13 +369,18 @@ impl Core {
 
     /// The process core as the environment describes it: the devices of the topology node
     /// ([`topology::TopologyChoice`]: `NCCLSIM_TOPO`/`NCCL_TOPO_FILE`, `NCCLSIM_NODE`, else the
-    /// bundled DGX A100), `CUDA_VISIBLE_DEVICES`, `NCCLSIM_PACE`, `NCCLSIM_STRICT_KERNELS`.
+    /// bundled DGX A100), `CUDA_VISIBLE_DEVICES`, `NCCLSIM_PACE`, `NCCLSIM_STRICT_KERNELS`,
+    /// and the job directory `NCCLSIM_JOB_DIR` where it publishes its telemetry record.
     pub fn from_env() -> Result<Core> {
         let choice = topology::TopologyChoice::from_lookup(|k| std::env::var(k).ok())?;
         let devices = choice.devices()?;
         let cvd = std::env::var("CUDA_VISIBLE_DEVICES").ok();
         let visible = device::visible_devices(&devices, cvd.as_deref());
-        Ok(Core::new(devices, visible, Config::from_env()))
+        let core = Core::new(devices, visible, Config::from_env());
+        if let Some(job) = publish::Job::from_env() {
+            core.lock().publisher = publish::Publisher::Pending(job);
+        }
+        Ok(core)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

@@ -48,7 +48,10 @@ impl Core {
                 ));
             }
             let wall = self.pace_now();
-            st.timeline.schedule(key, duration_ns, wall)
+            let times = st.timeline.schedule(key, duration_ns, wall);
+            let phys = st.timeline.stream_info(key).device;
+            self.publish_work(&mut st, phys);
+            times
         };
         work();
         Ok(times)

@@ -4,8 +4,9 @@
 //! The simulated boards have no sensors, so the values follow from the board's model and its
 //! utilization: an idle board sits at its idle clocks, a few degrees above 30 C and about an
 //! eighth of its power limit, and warms, draws and clocks up in proportion to its utilization.
-//! Utilization comes from the virtual timeline ([`utilization`]): a process sees the work it
-//! scheduled itself, so another process (`nvidia-smi`) reads its boards idle. Power limits are the boards' TDPs from `compute-model`. Features
+//! Utilization comes from the virtual timeline ([`utilization`]): in an `ncclsim run` job the
+//! recent busy fractions of all its processes (`job`), outside one the work this process
+//! scheduled itself. Power limits are the boards' TDPs from `compute-model`. Features
 //! a board of this model does not have (a fan on an SXM module, ECC on a GeForce card) answer
 //! `NVML_ERROR_NOT_SUPPORTED`, as the real library does.
 
@@ -66,6 +67,9 @@ const SAMPLE_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
 /// a second of wall time, then reads 0: nothing has run for a sampling period.
 pub(crate) fn utilization(device: nvmlDevice_t) -> Result<u32> {
     let i = index(device)?;
+    if let Some(u) = super::job::device_usage(i as usize) {
+        return Ok(u.percent);
+    }
     let (busy_ns, clock_ns) = core()?.physical_device_busy(i)?;
     let now = Instant::now();
     let mut samples = SAMPLES.lock().unwrap_or_else(|e| e.into_inner());
@@ -402,9 +406,12 @@ const _: () = {
     assert!(size_of::<nvmlProcessInfo_t>() == 24);
 };
 
-/// The compute processes NVML knows on `device`: this process, when it holds memory there.
-/// Other processes' allocations live in their own cores and are not visible here.
+/// The compute processes NVML knows on `device`: in an `ncclsim run` job each of its
+/// processes holding a context there (`job`), else this process when it holds memory there.
 fn processes(device: nvmlDevice_t) -> Result<Vec<(u32, u64)>> {
+    if let Some(u) = super::job::device_usage(index(device)? as usize) {
+        return Ok(u.processes);
+    }
     let (_, used) = memory(device)?;
     Ok(if used > 0 {
         vec![(std::process::id(), used)]
