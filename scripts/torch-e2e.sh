@@ -260,6 +260,7 @@ assert busy == {"0", "1"}, busy  # the two training ranks' GPUs
 print(f"monitor: {len(rows)} rows, GPUs busy: {sorted(busy)}")
 nvitop = open(f"{d}/nvitop.log").read()
 assert nvitop.count("A100-SXM4-40GB") == 8, nvitop
+assert "ERROR" not in nvitop and "Traceback" not in nvitop, nvitop  # every NVML call it makes answers
 gpustat = open(f"{d}/gpustat.log").read().splitlines()
 gpus = [l for l in gpustat if l.startswith("[")]
 assert len(gpus) == 8 and all("A100-SXM4-40GB" in l for l in gpus), gpustat

@@ -54,7 +54,6 @@ def check_versions():
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     nccl = ".".join(map(str, torch.cuda.nccl.version()))
     print(f"torch {torch.__version__}, CUDA {cuda}, cuDNN {cudnn}, NCCL {nccl}")
-    print(f"driver's CUDA: {torch._C._cuda_getDriverVersion()}")
     assert torch.cuda.is_available() and cuda and torch.cuda.device_count() > 0
     assert cudnn, "cuDNN is not available to torch"
 

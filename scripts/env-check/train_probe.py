@@ -1,7 +1,8 @@
 """A training job and a monitor beside it, in separate processes of one `ncclsim run`.
 
 usage:
-  train_probe.py train DIR    (under torchrun) each rank trains a small MLP on its own GPU and,
+  train_probe.py train DIR    (under torchrun) each rank trains a small MLP with DDP (NCCL
+                              all-reduces of the gradients) on its own GPU and,
                               after each step, publishes torch.cuda.memory_reserved() and its
                               pid in DIR/rank<N>; it stops when DIR/done exists (at most 120 s)
   train_probe.py check DIR N  waits for N ranks, then checks what nvidia-smi (another process)
@@ -20,16 +21,26 @@ CONTEXT_MIB = 400
 def train(d):
     import torch
 
+    import torch.distributed as dist
+
     rank = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(rank)
     model = torch.nn.Sequential(
         torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 512)
     ).cuda()
+    dist.init_process_group("nccl", device_id=torch.device("cuda", rank))
+    model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank])
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x = torch.randn(64, 512, device="cuda")
     start = time.time()
     step = 0
-    while not os.path.exists(os.path.join(d, "done")) and time.time() - start < 120:
+    while True:
+        # Every rank stops after the same step (DDP's all-reduces must pair up).
+        stop = os.path.exists(os.path.join(d, "done")) or time.time() - start > 120
+        flag = torch.tensor([float(stop)], device="cuda")
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        if flag.item():
+            break
         loss = model(x).square().mean()
         opt.zero_grad()
         loss.backward()
@@ -42,6 +53,7 @@ def train(d):
                 f.write(f"{torch.cuda.memory_reserved()} {os.getpid()} {step}\n")
             os.replace(tmp, os.path.join(d, f"rank{rank}"))
     print(f"rank {rank}: trained {step} steps, reserved {torch.cuda.memory_reserved() >> 20} MiB")
+    dist.destroy_process_group()
 
 
 def published(d, n):

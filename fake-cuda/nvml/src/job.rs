@@ -23,6 +23,8 @@ pub(crate) struct DeviceUsage {
     pub percent: u32,
     /// (pid, bytes with its context) of each process with a context on the device.
     pub processes: Vec<(u32, u64)>,
+    /// (pid, utilization percent) of the same processes.
+    pub process_percent: Vec<(u32, u32)>,
 }
 
 /// The job directory and this process's node, when in a job.
@@ -148,7 +150,9 @@ pub(crate) fn device_usage(phys: usize) -> Option<DeviceUsage> {
         let bytes = s.used.saturating_add(telemetry::CONTEXT_BYTES);
         usage.used = usage.used.saturating_add(bytes);
         usage.processes.push((pid, bytes));
-        percent += s.percent_at(now);
+        let p = s.percent_at(now);
+        usage.process_percent.push((pid, p.min(100) as u32));
+        percent += p;
     }
     usage.percent = percent.min(100) as u32;
     Some(usage)

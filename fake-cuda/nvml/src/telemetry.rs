@@ -526,6 +526,95 @@ nvml_fn!(
     }
 );
 nvml_fn!(
+    fn nvmlDeviceGetDriverModel(device: nvmlDevice_t, current: *mut c_int, pending: *mut c_int) {
+        // WDDM/TCC driver models exist on Windows only.
+        index(device)?;
+        let _ = (current, pending);
+        Err(err(NOT_SUPPORTED, "driver models are a Windows feature"))
+    }
+);
+nvml_fn!(
+    fn nvmlDeviceGetDriverModel_v2(device: nvmlDevice_t, current: *mut c_int, pending: *mut c_int) {
+        index(device)?;
+        let _ = (current, pending);
+        Err(err(NOT_SUPPORTED, "driver models are a Windows feature"))
+    }
+);
+
+/// `nvmlProcessUtilizationSample_t` (32 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct nvmlProcessUtilizationSample_t {
+    /// Process id.
+    pub pid: c_uint,
+    /// When the sample was taken, microseconds since the epoch.
+    pub timeStamp: c_ulonglong,
+    /// SM utilization, percent.
+    pub smUtil: c_uint,
+    /// Memory (bandwidth) utilization, percent.
+    pub memUtil: c_uint,
+    /// Encoder utilization, percent.
+    pub encUtil: c_uint,
+    /// Decoder utilization, percent.
+    pub decUtil: c_uint,
+}
+
+const _: () = assert!(size_of::<nvmlProcessUtilizationSample_t>() == 32);
+
+nvml_fn!(
+    /// One sample per compute process on the device, taken now: its share of the device's
+    /// recent busy time (in a job, each process's own; outside one, this process's).
+    fn nvmlDeviceGetProcessUtilization(
+        device: nvmlDevice_t,
+        samples: *mut nvmlProcessUtilizationSample_t,
+        count: *mut c_uint,
+        last_seen_us: c_ulonglong,
+    ) {
+        let i = index(device)?;
+        let list: Vec<(u32, u32)> = match super::job::device_usage(i as usize) {
+            Some(u) => u.process_percent,
+            None => {
+                let pct = utilization(device)?;
+                processes(device)?
+                    .into_iter()
+                    .map(|(pid, _)| (pid, pct))
+                    .collect()
+            }
+        };
+        let now_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
+        if list.is_empty() || now_us <= last_seen_us {
+            return Err(err(NOT_FOUND, "no process samples since the time given"));
+        }
+        if count.is_null() {
+            return Err(err(INVALID_ARGUMENT, "null count"));
+        }
+        // SAFETY: non-null, a readable `c_uint` by the API contract.
+        let room = unsafe { *count } as usize;
+        write_out(count, list.len() as c_uint)?;
+        if samples.is_null() || room < list.len() {
+            return Err(err(
+                INSUFFICIENT_SIZE,
+                format!("room for {room} samples, {} processes", list.len()),
+            ));
+        }
+        for (k, (pid, pct)) in list.into_iter().enumerate() {
+            let sample = nvmlProcessUtilizationSample_t {
+                pid,
+                timeStamp: now_us,
+                smUtil: pct,
+                memUtil: pct,
+                encUtil: 0,
+                decUtil: 0,
+            };
+            // SAFETY: `samples` has room for `room` >= this many elements (API contract).
+            unsafe { samples.add(k).write(sample) };
+        }
+        Ok(())
+    }
+);
+nvml_fn!(
     fn nvmlSystemGetProcessName(pid: c_uint, name: *mut c_char, length: c_uint) {
         core()?;
         let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
