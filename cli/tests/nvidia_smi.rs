@@ -351,6 +351,7 @@ echo "== apps"
 nvidia-smi --query-compute-apps=pid,used_memory,gpu_bus_id --format=csv,noheader,nounits
 kill -9 $b; wait $b || true
 echo "== a"; q
+echo "links $(ls "$NCCLSIM_JOB_DIR" | tr '\n' ' ')"
 touch "$d/done"; wait $a
 echo "== none"; q
 echo "jobdir $NCCLSIM_JOB_DIR"
@@ -378,7 +379,7 @@ echo "jobdir $NCCLSIM_JOB_DIR"
             .and_then(|rest| rest.split("\n==").next())
             .unwrap_or_else(|| panic!("no {name} block in {out}"))
             .lines()
-            .take_while(|l| !l.starts_with("jobdir") && !l.starts_with("=="))
+            .take_while(|l| l.starts_with(|c: char| c.is_ascii_digit()))
             .collect::<Vec<_>>()
             .join("\n")
     };
@@ -425,6 +426,12 @@ echo "jobdir $NCCLSIM_JOB_DIR"
     let a_only = usage_rows(&block("a"));
     assert_eq!(a_only[0].1, a_mib(0), "{out}");
     assert_eq!(a_only[7].1, a_mib(7), "{out}");
+    // Reading the job found B's record gone and removed its link; A's remains.
+    let links = out
+        .lines()
+        .find_map(|l| l.strip_prefix("links "))
+        .expect("links line");
+    assert_eq!(links.trim(), pids[0].to_string(), "{out}");
     // Both ended: nothing is held, nothing is busy.
     for (i, used, util) in usage_rows(&block("none")) {
         assert_eq!((used, util), (0, 0), "GPU {i}: {out}");
