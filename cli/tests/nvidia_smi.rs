@@ -444,3 +444,52 @@ echo "jobdir $NCCLSIM_JOB_DIR"
     assert!(job.contains("ncclsim-job-"), "{out}");
     assert!(!Path::new(job).exists(), "{job} left behind");
 }
+
+#[test]
+fn each_simulated_node_sees_only_its_own_processes() {
+    let dir = support::scratch_dir("smi-nodes");
+    let exe = gpu_load(&dir);
+    // Node 0 loads its GPUs; node 1, once node 0 is loaded, must see its own GPUs idle and
+    // empty; then node 0 looks at its own.
+    let script = r#"
+set -e
+d=$1; load=$2; node=$3
+q() { nvidia-smi --query-gpu=index,memory.used,utilization.gpu --format=csv,noheader,nounits; }
+wait_for() { i=0; while [ ! -e "$1" ]; do i=$((i+1)); [ $i -lt 1200 ] || exit 1; sleep 0.05; done; }
+if [ "$node" = 0 ]; then
+  "$load" 64 0 "$d/ready" "$d/done" &
+  a=$!
+  wait_for "$d/ready"; touch "$d/node0"
+  wait_for "$d/node1"; q > "$d/q0"
+  touch "$d/done"; wait $a
+else
+  wait_for "$d/node0"; q > "$d/q1"; touch "$d/node1"
+fi
+"#;
+    let o = Command::new(env!("CARGO_BIN_EXE_ncclsim"))
+        .arg("run")
+        .arg("--lib-dir")
+        .arg(support::deps_dir())
+        .args(DGX_A100)
+        .args(["--nodes", "2", "--", "sh", "-c", script, "sh"])
+        .arg(&dir)
+        .arg(&exe)
+        .arg("{node}")
+        .current_dir(repo())
+        .env_remove("CUDA_VISIBLE_DEVICES")
+        .env_remove("NCCLSIM_TOPO")
+        .env_remove("NCCL_TOPO_FILE")
+        .env_remove("NCCLSIM_NODE")
+        .env_remove("LD_PRELOAD")
+        .output()
+        .expect("run ncclsim");
+    stdout_ok(&o);
+    let read = |f: &str| usage_rows(&std::fs::read_to_string(dir.join(f)).expect(f));
+    for (i, used, util) in read("q0") {
+        assert_eq!(used, 64 + 400, "node 0 GPU {i}");
+        assert!(util > 0, "node 0 GPU {i}");
+    }
+    for (i, used, util) in read("q1") {
+        assert_eq!((used, util), (0, 0), "node 1 GPU {i}");
+    }
+}
