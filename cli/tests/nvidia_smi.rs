@@ -11,17 +11,16 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// `ncclsim run [run options] -- nvidia-smi ARGS` on the libraries cargo built for this test,
-/// with a clean simulation environment.
-fn smi(run_options: &[&str], args: &[&str]) -> Output {
+/// `ncclsim run [run options] -- COMMAND` on the libraries cargo built for this test, with a
+/// clean simulation environment.
+fn ncclsim_run<S: AsRef<std::ffi::OsStr>>(run_options: &[&str], command: &[S]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ncclsim"))
         .arg("run")
         .arg("--lib-dir")
         .arg(support::deps_dir())
         .args(run_options)
         .arg("--")
-        .arg("nvidia-smi")
-        .args(args)
+        .args(command)
         .current_dir(repo())
         .env_remove("CUDA_VISIBLE_DEVICES")
         .env_remove("NCCLSIM_TOPO")
@@ -31,6 +30,21 @@ fn smi(run_options: &[&str], args: &[&str]) -> Output {
         .env_remove("LD_PRELOAD")
         .output()
         .expect("run ncclsim")
+}
+
+/// `ncclsim run [run options] -- nvidia-smi ARGS`.
+fn smi(run_options: &[&str], args: &[&str]) -> Output {
+    let mut command = vec!["nvidia-smi"];
+    command.extend_from_slice(args);
+    ncclsim_run(run_options, &command)
+}
+
+/// `ncclsim run [run options] -- sh -c SCRIPT sh DIR LOAD [EXTRA]`.
+fn script(run_options: &[&str], script: &str, dir: &Path, load: &Path, extra: &[&str]) -> Output {
+    let mut command: Vec<&std::ffi::OsStr> = vec!["sh".as_ref(), "-c".as_ref(), script.as_ref()];
+    command.extend(["sh".as_ref(), dir.as_os_str(), load.as_os_str()]);
+    command.extend(extra.iter().map(std::ffi::OsStr::new));
+    ncclsim_run(run_options, &command)
 }
 
 fn stdout_ok(o: &Output) -> String {
@@ -333,7 +347,7 @@ fn nvidia_smi_in_its_own_process_sees_the_memory_and_work_of_the_jobs_other_proc
     let exe = gpu_load(&dir);
     // Workload A holds 256 + 16 i MiB on GPU i of all eight; B (GPU 0 only) 100 MiB. B is
     // killed (its record dangles) before the second query; A then ends normally.
-    let script = r#"
+    let script_text = r#"
 set -e
 d=$1; load=$2
 q() { nvidia-smi --query-gpu=index,memory.used,utilization.gpu --format=csv,noheader,nounits; }
@@ -356,22 +370,7 @@ touch "$d/done"; wait $a
 echo "== none"; q
 echo "jobdir $NCCLSIM_JOB_DIR"
 "#;
-    let o = Command::new(env!("CARGO_BIN_EXE_ncclsim"))
-        .arg("run")
-        .arg("--lib-dir")
-        .arg(support::deps_dir())
-        .args(DGX_A100)
-        .args(["--", "sh", "-c", script, "sh"])
-        .arg(&dir)
-        .arg(&exe)
-        .current_dir(repo())
-        .env_remove("CUDA_VISIBLE_DEVICES")
-        .env_remove("NCCLSIM_TOPO")
-        .env_remove("NCCL_TOPO_FILE")
-        .env_remove("NCCLSIM_NODE")
-        .env_remove("LD_PRELOAD")
-        .output()
-        .expect("run ncclsim");
+    let o = script(DGX_A100, script_text, &dir, &exe, &[]);
     let out = stdout_ok(&o);
     let block = |name: &str| {
         out.split(&format!("== {name}\n"))
@@ -451,7 +450,7 @@ fn each_simulated_node_sees_only_its_own_processes() {
     let exe = gpu_load(&dir);
     // Node 0 loads its GPUs; node 1, once node 0 is loaded, must see its own GPUs idle and
     // empty; then node 0 looks at its own.
-    let script = r#"
+    let script_text = r#"
 set -e
 d=$1; load=$2; node=$3
 q() { nvidia-smi --query-gpu=index,memory.used,utilization.gpu --format=csv,noheader,nounits; }
@@ -466,23 +465,9 @@ else
   wait_for "$d/node0"; q > "$d/q1"; touch "$d/node1"
 fi
 "#;
-    let o = Command::new(env!("CARGO_BIN_EXE_ncclsim"))
-        .arg("run")
-        .arg("--lib-dir")
-        .arg(support::deps_dir())
-        .args(DGX_A100)
-        .args(["--nodes", "2", "--", "sh", "-c", script, "sh"])
-        .arg(&dir)
-        .arg(&exe)
-        .arg("{node}")
-        .current_dir(repo())
-        .env_remove("CUDA_VISIBLE_DEVICES")
-        .env_remove("NCCLSIM_TOPO")
-        .env_remove("NCCL_TOPO_FILE")
-        .env_remove("NCCLSIM_NODE")
-        .env_remove("LD_PRELOAD")
-        .output()
-        .expect("run ncclsim");
+    let mut options = DGX_A100.to_vec();
+    options.extend(["--nodes", "2"]);
+    let o = script(&options, script_text, &dir, &exe, &["{node}"]);
     stdout_ok(&o);
     let read = |f: &str| usage_rows(&std::fs::read_to_string(dir.join(f)).expect(f));
     for (i, used, util) in read("q0") {
