@@ -463,7 +463,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
     }
     let job = job::JobDir::create()?;
     // Forked while the launcher has one thread, before the signal handlers are installed.
-    let watcher = watch::Watcher::start(copies.len(), grace)?;
+    let watcher = watch::Watcher::start(copies.len(), grace, job.path())?;
     let signals = register_signals()?;
     // One slot per copy, emptied when the copy has ended.
     let mut children: Vec<Option<Child>> = Vec::with_capacity(copies.len());

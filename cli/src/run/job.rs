@@ -3,8 +3,8 @@
 //! (`nvidia-smi`, a monitor) sees the memory and utilization of all of them.
 //!
 //! It lives on `/dev/shm` (else the temporary directory), readable by its owner only, and is
-//! removed when the launcher ends. A directory left by a launcher that was killed holds only
-//! dangling links; the next `ncclsim run` removes directories whose launcher has exited.
+//! removed when the launcher ends, or by the watcher (`watch`) when the launcher was killed.
+//! Should both be killed, the next `ncclsim run` removes directories whose launcher has exited.
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
