@@ -237,12 +237,13 @@ mkdir -p "$logs/probe"
 monitors='d=$1
 torchrun --nproc_per_node 2 scripts/env-check/train_probe.py train "$d" > "$d/train.log" 2>&1 &
 t=$!
-python scripts/env-check/train_probe.py check "$d" 2 || { touch "$d/done"; wait $t; exit 1; }
-scripts/env-check/monitor.sh 2 > "$d/monitor.log" || exit 1
-nvitop --once > "$d/nvitop.log" 2>&1 || exit 1
-gpustat --no-color > "$d/gpustat.log" 2>&1 || exit 1
+python scripts/env-check/train_probe.py check "$d" 2 \
+    && scripts/env-check/monitor.sh 2 > "$d/monitor.log" \
+    && nvitop --once > "$d/nvitop.log" 2>&1 \
+    && gpustat --no-color > "$d/gpustat.log" 2>&1
+rc=$?
 touch "$d/done"
-wait $t'
+wait $t && exit $rc'
 "$ncclsim" run --topo "$topo" --lib-path "$venv/ncclsim-stubs" -- sh -c "$monitors" sh "$logs/probe" \
     > "$logs/monitors.log" 2>&1 || { cat "$logs/monitors.log"; fail "monitors beside training"; }
 grep "GPU .*: memory.used\|train-probe" "$logs/monitors.log"

@@ -378,9 +378,18 @@ impl Core {
         let visible = device::visible_devices(&devices, cvd.as_deref());
         let core = Core::new(devices, visible, Config::from_env());
         if let Some(job) = publish::Job::from_env() {
-            core.lock().publisher = publish::Publisher::Pending(job);
+            core.publish_to(job.dir, job.node);
         }
         Ok(core)
+    }
+
+    /// Publishes this process's telemetry record in job directory `dir` as a process of
+    /// simulated node `node` (see [`abi::telemetry`]), from the next allocation or work on.
+    pub fn publish_to(&self, dir: impl Into<std::path::PathBuf>, node: u32) {
+        self.lock().publisher = publish::Publisher::Pending(publish::Job {
+            dir: dir.into(),
+            node,
+        });
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
