@@ -16,7 +16,8 @@
  *                                     (blocking config): the group's end fails; then a group
  *                                     in which one rank splits with NCCL_SPLIT_NOCOLOR succeeds
  *   nccl_faults invalid 0 2 -         every invalid argument on a 2-rank ncclCommInitAll
- *   nccl_faults mismatch R N IDFILE   different counts, then types, across the ranks of a call
+ *   nccl_faults mismatch R N IDFILE   different counts, types, reductions, collectives and roots
+ *                                     across the ranks of a call, then a checked AllReduce
  *
  * Each outcome is a line "result rank=R case=NAME code=C ms=T msg=TEXT"; the test checks the
  * codes and messages. Before the first communicator and after the last one is gone the
@@ -353,6 +354,17 @@ int main(int argc, char **argv) {
         t = now_ms();
         rc = ncclAllReduce(buf, buf, 16, R == 1 ? ncclInt32 : ncclFloat, ncclSum, comm, stream);
         result("type", rc, t, ncclGetLastError(comm));
+        /* The same bytes moved, something else called. */
+        t = now_ms();
+        rc = ncclAllReduce(buf, buf, 16, ncclFloat, R == 1 ? ncclMax : ncclSum, comm, stream);
+        result("op", rc, t, ncclGetLastError(comm));
+        t = now_ms();
+        rc = R == N - 1 ? ncclReduce(buf, buf, 16, ncclFloat, ncclSum, 0, comm, stream)
+                        : ncclAllReduce(buf, buf, 16, ncclFloat, ncclSum, comm, stream);
+        result("kind", rc, t, ncclGetLastError(comm));
+        t = now_ms();
+        rc = ncclBroadcast(buf, buf, 16, ncclFloat, R == N - 1 ? 1 : 0, comm, stream);
+        result("root", rc, t, ncclGetLastError(comm));
         checked_allreduce(comm);
         OK(ncclCommDestroy(comm));
         leaks(before);
