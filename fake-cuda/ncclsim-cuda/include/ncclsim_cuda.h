@@ -81,6 +81,11 @@ struct ncclsim_core_api_v1 {
      * `stream`'s device, ns; nothing is scheduled. */
     int (*price_compute)(uint64_t stream, double flops, double bytes, int unit, int precision,
                          uint64_t *ns);
+    /* The time of one launch of `name` that the caller schedules itself (cuBLAS GEMMs): the
+     * measured time NCCLSIM_KERNEL_TIMES gives this launch of `name`, else price_compute's,
+     * ns. Counts the launch in the kernel-time table's matching. */
+    int (*price_launch)(uint64_t stream, double flops, double bytes, int unit, int precision,
+                        const char *name, uint64_t *ns);
 };
 
 const struct ncclsim_core_api_v1 *ncclsim_cuda_core_v1(void);

@@ -115,6 +115,18 @@ pub(crate) fn price_compute(
     core()?.price_compute(stream, &cost)
 }
 
+pub(crate) fn price_launch(
+    stream: u64,
+    flops: f64,
+    bytes: f64,
+    unit: i32,
+    precision: i32,
+    name: &CStr,
+) -> Result<u64> {
+    let cost = compute_cost(flops, bytes, unit, precision)?;
+    core()?.price_launch(stream, &cost, &name.to_string_lossy())
+}
+
 /// A [`compute_model::KernelCost`] from the C boundary's codes.
 pub(crate) fn compute_cost(
     flops: f64,
