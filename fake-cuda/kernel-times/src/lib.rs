@@ -1,7 +1,7 @@
 //! Measured kernel durations that override the compute model's (`NCCLSIM_KERNEL_TIMES`).
 //!
 //! A user profiles one iteration on one real GPU (nsys's GPU trace report, or Orion's
-//! kernel-info file, see [`parse`]) and every simulated GPU takes the measured durations for
+//! kernel-info file, see [`mod@parse`]) and every simulated GPU takes the measured durations for
 //! the launches they match; launches that match nothing keep the compute model's time. Each
 //! simulated device matches on its own: its launches are counted separately.
 //!
@@ -149,7 +149,7 @@ fn mangled_base(name: &str) -> Option<String> {
 }
 
 /// A name's base key: the qualified function name without return type, template arguments
-/// and parameters (mangled names read by [`mangled_base`]), whitespace removed.
+/// and parameters (mangled names read by their Itanium encoding), whitespace removed.
 pub fn base_name(name: &str) -> String {
     if let Some(b) = mangled_base(name.trim()) {
         return full_key(&b);
