@@ -195,6 +195,12 @@ grep -m1 "FAIL" "$logs/compute-perturbed.log"
     -- python scripts/torch/compute_time.py > "$logs/compute-time.log" 2>&1 \
     || fail "--compute time checks exited $?"
 grep "compute-time:" "$logs/compute-time.log"
+# Measured times override the model: ops listed in a kernel-time table take the listed times.
+"$ncclsim" run --topo "$topo" --compute time --lib-path "$venv/ncclsim-stubs" \
+    --kernel-times scripts/torch/kernel_times.csv \
+    -- python scripts/torch/kernel_times.py > "$logs/kernel-times.log" 2>&1 \
+    || { tail -20 "$logs/kernel-times.log"; fail "--kernel-times checks failed"; }
+grep "kernel-times:" "$logs/kernel-times.log"
 # A 2-stage 1F1B pipeline: its step time is the 1F1B recurrence over the modelled stage times.
 "$ncclsim" run --topo "$topo" --nodes 2 --compute time --lib-path "$venv/ncclsim-stubs" \
     -- torchrun --nproc_per_node 1 scripts/torch/pipeline.py > "$logs/pipeline.log" 2>&1 \

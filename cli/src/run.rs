@@ -64,6 +64,16 @@ pub struct RunArgs {
     /// memory untouched); off leaves kernels uncomputed.
     #[arg(long, default_value = "run", value_parser = ["run", "time", "off"])]
     compute: String,
+    /// Measured kernel durations that override the compute model (NCCLSIM_KERNEL_TIMES): nsys's
+    /// GPU trace CSV (`nsys stats --report gputrace --format csv`) or Orion's kernel-info CSV,
+    /// from one real GPU; every simulated GPU takes them for the launches they match.
+    #[arg(long, value_name = "FILE")]
+    kernel_times: Option<String>,
+    /// How launches find their measured durations (NCCLSIM_KERNEL_TIMES_MATCH): name (the k-th
+    /// launch named X takes the k-th duration listed for X) or order (the k-th launch takes the
+    /// k-th row).
+    #[arg(long, value_parser = ["name", "order"], requires = "kernel_times")]
+    kernel_times_match: Option<String>,
     /// More environment for the command, e.g. --env NCCL_DEBUG=INFO (repeatable).
     #[arg(long = "env", value_name = "NAME=VALUE")]
     env: Vec<String>,
@@ -303,6 +313,19 @@ fn base_env(
         env.insert("NCCLSIM_PACE".into(), "1".into());
     }
     env.insert("NCCLSIM_COMPUTE".into(), args.compute.clone());
+    if let Some(f) = &args.kernel_times {
+        // Read once here so that a bad file stops the run before any process starts.
+        kernel_times::KernelTimes::read(f, kernel_times::MatchBy::Name)
+            .map_err(|e| format!("--kernel-times: {e}"))?;
+        let abs = Path::new(f)
+            .canonicalize()
+            .map_err(|e| format!("--kernel-times {f}: {e}"))?;
+        env.insert("NCCLSIM_KERNEL_TIMES".into(), abs.display().to_string());
+        env.insert(
+            "NCCLSIM_KERNEL_TIMES_MATCH".into(),
+            args.kernel_times_match.as_deref().unwrap_or("name").into(),
+        );
+    }
     // The Python package first on the path: torch loads it through its backend entry point.
     let mut pythonpath = vec![crate::python::package_dir()?.display().to_string()];
     if let Ok(old) = std::env::var("PYTHONPATH") {

@@ -253,6 +253,8 @@ struct State {
     retired: reserve::Retired,
     /// Allocation handles, reservations and mappings of the `cuMem*` API.
     vmm: vmm::Vmm,
+    /// Measured kernel durations that override the compute model (`NCCLSIM_KERNEL_TIMES`).
+    kernel_times: Option<kernel_times::KernelTimes>,
 }
 
 impl State {
@@ -366,13 +368,28 @@ impl Core {
 
     /// The process core as the environment describes it: the devices of the topology node
     /// ([`topology::TopologyChoice`]: `NCCLSIM_TOPO`/`NCCL_TOPO_FILE`, `NCCLSIM_NODE`, else the
-    /// bundled DGX A100), `CUDA_VISIBLE_DEVICES`, `NCCLSIM_PACE`, `NCCLSIM_STRICT_KERNELS`.
+    /// bundled DGX A100), `CUDA_VISIBLE_DEVICES`, `NCCLSIM_PACE`, `NCCLSIM_STRICT_KERNELS`,
+    /// and the measured kernel times of `NCCLSIM_KERNEL_TIMES` matched by
+    /// `NCCLSIM_KERNEL_TIMES_MATCH` (a file that cannot be read or parsed is an error).
     pub fn from_env() -> Result<Core> {
         let choice = topology::TopologyChoice::from_lookup(|k| std::env::var(k).ok())?;
         let devices = choice.devices()?;
         let cvd = std::env::var("CUDA_VISIBLE_DEVICES").ok();
         let visible = device::visible_devices(&devices, cvd.as_deref());
-        Ok(Core::new(devices, visible, Config::from_env()))
+        let times = kernel_times::KernelTimes::from_settings(
+            std::env::var("NCCLSIM_KERNEL_TIMES").ok().as_deref(),
+            std::env::var("NCCLSIM_KERNEL_TIMES_MATCH").ok().as_deref(),
+        )
+        .map_err(|e| CoreError::InvalidValue(format!("NCCLSIM_KERNEL_TIMES: {e}")))?;
+        let core = Core::new(devices, visible, Config::from_env());
+        core.set_kernel_times(times);
+        Ok(core)
+    }
+
+    /// Makes launches take the measured durations of `times` where it has them (None: the
+    /// compute model's times, raw kernels none).
+    pub fn set_kernel_times(&self, times: Option<kernel_times::KernelTimes>) {
+        self.lock().kernel_times = times;
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

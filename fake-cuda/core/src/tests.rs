@@ -357,3 +357,64 @@ fn kernels_counted_or_refused() {
         CoreError::KernelRefused("fill".into())
     );
 }
+
+#[test]
+fn kernel_time_table_prices_named_launches_raw_kernels_and_graph_replays() {
+    let core = core_with(&[0, 1], 1 << 30);
+    let table = kernel_times::parse(
+        "kt.csv",
+        "Name,Duration (ns)\naten::mm,4000\nstep(float *),900\naten::mm,6000\n",
+    )
+    .unwrap();
+    core.set_kernel_times(Some(kernel_times::KernelTimes::new(
+        table,
+        kernel_times::MatchBy::Name,
+    )));
+    let s = core
+        .stream_create(timeline::STREAM_NON_BLOCKING, 0)
+        .unwrap();
+    let cost = compute_model::KernelCost {
+        flops: 1e9,
+        bytes: 1e6,
+        unit: compute_model::Unit::Vector(compute_model::Precision::F32),
+        gemm: None,
+    };
+    let t0 = core.stream_clock(s).unwrap();
+    let (a, b) = core.launch_priced(s, &cost, "aten::mm").unwrap();
+    assert_eq!((a, b), (t0, t0 + 4000));
+    let (_, c) = core.launch_priced(s, &cost, "aten::mm").unwrap();
+    assert_eq!(c, b + 6000);
+    let (_, d) = core.launch_priced(s, &cost, "aten::mm").unwrap();
+    assert_eq!(
+        d,
+        c + 4000,
+        "the third launch takes the first occurrence again"
+    );
+    // Not in the table: the compute model's time, what the core prices without a table.
+    let (e, f) = core.launch_priced(s, &cost, "aten::relu").unwrap();
+    assert_eq!(f - e, core.price_compute(s, &cost).unwrap());
+    assert!(f - e > 0);
+    // A raw kernel by its registered (mangled) name, eagerly and at each graph replay.
+    core.register_function(0x42, "_Z4stepPf");
+    core.register_function(0x43, "_Z5otherv");
+    core.launch_kernel(0x42, s).unwrap();
+    assert_eq!(core.stream_clock(s).unwrap(), f + 900);
+    core.launch_kernel(0x43, s).unwrap();
+    assert_eq!(
+        core.stream_clock(s).unwrap(),
+        f + 900,
+        "unlisted kernels take no time"
+    );
+    core.begin_capture(s).unwrap();
+    core.launch_kernel(0x42, s).unwrap();
+    let g = core.end_capture(s).unwrap();
+    let exec = core.graph_instantiate(g).unwrap();
+    core.graph_launch(exec, s).unwrap();
+    core.graph_launch(exec, s).unwrap();
+    assert_eq!(core.stream_clock(s).unwrap(), f + 3 * 900);
+    // Another device counts its own launches.
+    core.set_device(1).unwrap();
+    let s1 = core.stream_create(0, 0).unwrap();
+    let (a1, b1) = core.launch_priced(s1, &cost, "aten::mm").unwrap();
+    assert_eq!(b1 - a1, 4000);
+}
