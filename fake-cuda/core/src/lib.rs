@@ -47,6 +47,7 @@ use arena::Arena;
 use graph::Op;
 use ipc::{EventHandle, ForeignMapping, MemHandle, HANDLE_BYTES};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use timeline::Timeline;
@@ -62,6 +63,11 @@ thread_local! {
 pub struct Config {
     /// `NCCLSIM_PACE=1`: queries and synchronisation follow the wall clock to virtual time.
     pub pace: bool,
+    /// `NCCLSIM_CLOCK=virtual`: the program's host clock is the host's virtual clock (read
+    /// through `libncclsim_cuda.so`'s clock functions), and a query of work that has not
+    /// completed in virtual time reports "not ready" once while it moves the host clock to
+    /// that completion (the host polled until then). Pacing is off under it.
+    pub virtual_clock: bool,
     /// `NCCLSIM_STRICT_KERNELS=1`: kernel launches fail instead of being counted.
     pub strict_kernels: bool,
     /// `NCCLSIM_CACHE_LIMIT`: most bytes of freed device memory whose pages are kept committed
@@ -74,6 +80,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             pace: false,
+            virtual_clock: false,
             strict_kernels: false,
             cache_limit: u64::MAX,
         }
@@ -81,9 +88,9 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Reads `NCCLSIM_PACE`, `NCCLSIM_STRICT_KERNELS` and `NCCLSIM_CACHE_LIMIT` (bytes, with an
-    /// optional K/M/G/T binary suffix; default a quarter of the machine's memory; an invalid
-    /// value is reported on stderr and the default used).
+    /// Reads `NCCLSIM_PACE`, `NCCLSIM_CLOCK`, `NCCLSIM_STRICT_KERNELS` and `NCCLSIM_CACHE_LIMIT`
+    /// (bytes, with an optional K/M/G/T binary suffix; default a quarter of the machine's
+    /// memory; an invalid value is reported on stderr and the default used).
     pub fn from_env() -> Config {
         let on = |k: &str| std::env::var(k).is_ok_and(|v| v == "1" || v == "true");
         let cache_limit = match std::env::var("NCCLSIM_CACHE_LIMIT") {
@@ -95,10 +102,26 @@ impl Config {
             }),
             Err(_) => default_cache_limit(),
         };
+        let virtual_clock = virtual_clock_from_env();
         Config {
-            pace: on("NCCLSIM_PACE"),
+            pace: on("NCCLSIM_PACE") && !virtual_clock,
+            virtual_clock,
             strict_kernels: on("NCCLSIM_STRICT_KERNELS"),
             cache_limit,
+        }
+    }
+}
+
+/// `NCCLSIM_CLOCK`: `virtual` turns the virtual host clock on; unset, empty or `real` leaves
+/// the host clock real; anything else is reported on stderr (once per caller) and read as
+/// `real`.
+pub fn virtual_clock_from_env() -> bool {
+    match std::env::var("NCCLSIM_CLOCK").as_deref() {
+        Ok("virtual") => true,
+        Ok("real") | Ok("") | Err(_) => false,
+        Ok(other) => {
+            eprintln!("ncclsim: NCCLSIM_CLOCK={other:?} is neither virtual nor real; using real");
+            false
         }
     }
 }
@@ -333,6 +356,9 @@ pub struct Core {
     visible: Vec<usize>,
     config: Config,
     epoch: Instant,
+    /// The host's virtual clock, as the timeline holds it, readable without the state's lock
+    /// (the virtual host clock reads it on every clock read of the program).
+    host_ns: AtomicU64,
     state: Mutex<State>,
     /// Each thread's current device (forgotten after the thread exits).
     current: Mutex<threads::PerThread<i32>>,
@@ -359,6 +385,7 @@ impl Core {
             visible,
             config,
             epoch: Instant::now(),
+            host_ns: AtomicU64::new(0),
             state: Mutex::new(state),
             current: Mutex::new(threads::PerThread::default()),
         }
@@ -384,6 +411,31 @@ impl Core {
     /// The environment switches in force.
     pub fn config(&self) -> Config {
         self.config
+    }
+
+    /// The host's virtual clock: ns of virtual time since the core started that the host has
+    /// waited for (synchronisations, completed queries). Lock-free.
+    pub fn host_clock_ns(&self) -> u64 {
+        self.host_ns.load(Ordering::Acquire)
+    }
+
+    /// The host waited for virtual time `t` (never moves the host clock back).
+    fn host_wait(&self, st: &mut State, t: u64) {
+        st.timeline.host_waited(t);
+        self.host_ns
+            .fetch_max(st.timeline.host_clock(), Ordering::AcqRel);
+    }
+
+    /// Under the virtual clock, the answer of a query of work completing at virtual time
+    /// `done_ns`: done if the host clock has reached it; otherwise "not ready", and the host
+    /// clock moves to `done_ns` (a host that keeps polling sees it complete then).
+    fn poll_virtual(&self, done_ns: u64) -> Result<()> {
+        let mut st = self.lock();
+        if st.timeline.host_clock() >= done_ns {
+            return Ok(());
+        }
+        self.host_wait(&mut st, done_ns);
+        Err(CoreError::NotReady)
     }
 
     fn wall_ns(&self) -> u64 {

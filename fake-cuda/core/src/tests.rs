@@ -191,6 +191,40 @@ fn pacing_holds_queries_back() {
 }
 
 #[test]
+fn virtual_clock_queries_move_the_host_clock_to_completion() {
+    let mut devs = device::dgx_a100();
+    devs.truncate(1);
+    let core = Core::new(
+        devs,
+        vec![0],
+        Config {
+            virtual_clock: true,
+            ..Config::default()
+        },
+    );
+    let s = core.stream_create(0, 0).unwrap();
+    let e = core.event_create(0);
+    core.enqueue(s, 50_000_000, Box::new(|| {})).unwrap();
+    core.event_record(e, s).unwrap();
+    core.enqueue(s, 20_000_000, Box::new(|| {})).unwrap();
+    // Nothing waited yet: the host is at 0, the work ends at 50 ms and 70 ms.
+    assert_eq!(core.host_clock_ns(), 0);
+    let t = Instant::now();
+    assert_eq!(core.event_query(e).unwrap_err(), CoreError::NotReady);
+    assert_eq!(core.host_clock_ns(), 50_000_000);
+    core.event_query(e).unwrap();
+    assert_eq!(core.stream_query(s).unwrap_err(), CoreError::NotReady);
+    assert_eq!(core.host_clock_ns(), 70_000_000);
+    core.stream_query(s).unwrap();
+    // No pacing: answering took no wall time to speak of.
+    assert!(t.elapsed() < Duration::from_millis(50));
+    // Later work starts no earlier than the host clock; synchronising moves it on.
+    core.enqueue(s, 1_000, Box::new(|| {})).unwrap();
+    core.stream_synchronize(s).unwrap();
+    assert_eq!(core.host_clock_ns(), 70_001_000);
+}
+
+#[test]
 fn capture_records_and_launch_replays() {
     let core = core_with(&[0], 1 << 30);
     let s = core
