@@ -1,11 +1,11 @@
 /* Times collectives the way nccl-tests does (its common.cu: startColl/completeColl/BenchTime, and
  * each test's GetBw), so its table can be compared with `ncclsim predict`:
  *
- *   nccl_perf group N MIN MAX WARMUP ITERS        one process, one thread, N devices (-g N)
- *   nccl_perf rank R N IDFILE MIN MAX WARMUP ITERS   one rank of N processes (device R % 8)
+ *   nccl_perf group N MIN MAX STEP WARMUP ITERS        one process, one thread, N devices (-g N)
+ *   nccl_perf rank R N IDFILE MIN MAX STEP WARMUP ITERS   one rank of N processes (device R % 8)
  *
  * For AllReduce, AllGather, ReduceScatter, Broadcast and SendRecv (float, sum, root 0,
- * out of place), sizes MIN..MAX bytes doubling: WARMUP calls and a stream synchronisation,
+ * out of place), sizes MIN..MAX bytes, each STEP times the last (nccl-tests' -f): WARMUP calls and a stream synchronisation,
  * then the host clock (CLOCK_REALTIME, as std::chrono::high_resolution_clock reads it) around
  * ITERS calls and a cudaStreamQuery spin on every stream; time = elapsed / ITERS, algbw and
  * busbw by nccl-tests' formulas. Prints one line per rank (or per process in group mode):
@@ -49,13 +49,14 @@ struct ranks {
     int dev[MAXDEV];
 };
 
-/* nccl-tests' getCollByteCount: (count passed to the call, bytes the size column shows). */
+/* nccl-tests' getCollByteCount: (count passed to the call, bytes the size column shows); the
+ * per-rank count of AllGather and ReduceScatter is rounded down to whole 16-byte units. */
 static void counts(enum coll c, size_t bytes, int n, size_t *count, size_t *shown) {
     size_t elems = bytes / sizeof(float);
     switch (c) {
     case ALL_GATHER:
     case REDUCE_SCATTER:
-        *count = elems / n;
+        *count = (elems / n) & ~(16 / sizeof(float) - 1);
         *shown = *count * n * sizeof(float);
         break;
     default:
@@ -128,9 +129,9 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void bench(struct ranks *R, size_t min, size_t max, int warmup, int iters) {
+static void bench(struct ranks *R, size_t min, size_t max, size_t step, int warmup, int iters) {
     for (int c = 0; c < NCOLL; c++) {
-        for (size_t bytes = min; bytes <= max; bytes *= 2) {
+        for (size_t bytes = min; bytes <= max; bytes *= step) {
             size_t count, shown;
             counts((enum coll)c, bytes, R->n, &count, &shown);
             for (int w = 0; w < warmup; w++) start(R, (enum coll)c, count);
@@ -142,10 +143,10 @@ static void bench(struct ranks *R, size_t min, size_t max, int warmup, int iters
             for (int it = 0; it < iters; it++) start(R, (enum coll)c, count);
             complete(R);
             double sec = (double)(now_ns() - t0) / 1e9 / iters;
-            double alg, bus;
-            bandwidth((enum coll)c, count, R->n, sec, &alg, &bus);
+            double alg = 0, bus = 0; /* an empty call (count 0) moves nothing: 0, not 0/0 */
+            if (count > 0) bandwidth((enum coll)c, count, R->n, sec, &alg, &bus);
             for (int i = 0; i < R->local; i++)
-                printf("perf %s rank %d size %zu count %zu time_us %.3f algbw %.4f busbw %.4f\n",
+                printf("perf %s rank %d size %zu count %zu time_us %.4f algbw %.6e busbw %.6e\n",
                        NAMES[c], R->first + i, shown, count, sec * 1e6, alg, bus);
         }
     }
@@ -187,16 +188,18 @@ static void read_id(const char *path, ncclUniqueId *id) {
 }
 
 int main(int argc, char **argv) {
+    /* Whole lines: processes sharing the launcher's pipe must not split each other's lines. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     struct ranks R;
     memset(&R, 0, sizeof R);
     int a;
-    if (argc == 7 && strcmp(argv[1], "group") == 0) {
+    if (argc == 8 && strcmp(argv[1], "group") == 0) {
         R.n = R.local = atoi(argv[2]);
         CHECK(R.n >= 1 && R.n <= MAXDEV);
         for (int i = 0; i < R.n; i++) R.dev[i] = i;
         OK(ncclCommInitAll(R.comm, R.n, R.dev));
         a = 3;
-    } else if (argc == 9 && strcmp(argv[1], "rank") == 0) {
+    } else if (argc == 10 && strcmp(argv[1], "rank") == 0) {
         int r = atoi(argv[2]);
         R.n = atoi(argv[3]);
         R.local = 1;
@@ -209,15 +212,16 @@ int main(int argc, char **argv) {
         OK(ncclCommInitRank(&R.comm[0], R.n, id, r));
         a = 5;
     } else {
-        fprintf(stderr, "usage: nccl_perf group N MIN MAX WARMUP ITERS\n"
-                        "       nccl_perf rank R N IDFILE MIN MAX WARMUP ITERS\n");
+        fprintf(stderr, "usage: nccl_perf group N MIN MAX STEP WARMUP ITERS\n"
+                        "       nccl_perf rank R N IDFILE MIN MAX STEP WARMUP ITERS\n");
         return 2;
     }
     size_t min = (size_t)atoll(argv[a]), max = (size_t)atoll(argv[a + 1]);
-    int warmup = atoi(argv[a + 2]), iters = atoi(argv[a + 3]);
-    CHECK(min >= 1 && max >= min && iters >= 1 && warmup >= 0);
+    size_t step = (size_t)atoll(argv[a + 2]);
+    int warmup = atoi(argv[a + 3]), iters = atoi(argv[a + 4]);
+    CHECK(min >= 1 && max >= min && step >= 2 && iters >= 1 && warmup >= 0);
     buffers(&R, max);
-    bench(&R, min, max, warmup, iters);
+    bench(&R, min, max, step, warmup, iters);
     for (int i = 0; i < R.local; i++) {
         OK(cudaSetDevice(R.dev[i]));
         OK(cudaFree(R.send[i]));

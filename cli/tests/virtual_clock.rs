@@ -1,0 +1,216 @@
+//! `ncclsim run --clock virtual`: a C program that times collectives as nccl-tests does (host
+//! clock around its calls and a `cudaStreamQuery` spin, nccl-tests' bandwidth formulas;
+//! `nccl-shim/tests/c/nccl_perf.c`) prints the times and bus bandwidths `ncclsim predict`
+//! prints for the same communicator: 8 ranks driven by one thread, 8 processes, and 16
+//! processes on 2 simulated nodes. The host work between calls takes no virtual time, so the
+//! two agree to rounding (checked within 1%).
+
+use fake_cuda_test_support as support;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The C program compiled against the real names; at run time its libraries come from
+/// `ncclsim run` only.
+fn program(dir: &Path) -> PathBuf {
+    let exe = support::build_c(
+        dir,
+        &[
+            ("libnccl.so", "libnccl.so.2"),
+            ("libcudart12.so", "libcudart.so.12"),
+        ],
+        &repo().join("nccl-shim/tests/c/nccl_perf.c"),
+        &[repo().join("nccl-shim/include")],
+        &[],
+        "nccl_perf",
+        0,
+    );
+    for lib in ["libnccl.so.2", "libcudart.so.12"] {
+        let _ = std::fs::remove_file(dir.join(lib));
+    }
+    exe
+}
+
+fn ncclsim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ncclsim"))
+        .args(args)
+        .current_dir(repo())
+        .env_remove("CUDA_VISIBLE_DEVICES")
+        .env_remove("NCCLSIM_TOPO")
+        .env_remove("NCCL_TOPO_FILE")
+        .env_remove("NCCLSIM_NODE")
+        .env_remove("NCCLSIM_TRACE")
+        .env_remove("NCCLSIM_PACE")
+        .env_remove("NCCLSIM_CLOCK")
+        .env_remove("NCCLSIM_CLOCK_EPOCH")
+        .env_remove("NCCL_HOSTID")
+        .env_remove("LD_PRELOAD")
+        .output()
+        .expect("run ncclsim")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// (collective, size in bytes) -> (time in µs, busbw in GB/s) from `ncclsim predict --format json`.
+type Table = BTreeMap<(String, u64), (f64, f64)>;
+
+fn predicted(nodes: &str, sweep: &[&str]) -> Table {
+    let mut args = vec![
+        "predict",
+        "--topo",
+        "topologies/dgx-a100.xml",
+        "--nodes",
+        nodes,
+        "--op",
+        "all",
+        "--format",
+        "json",
+    ];
+    args.extend_from_slice(sweep);
+    let out = ncclsim(&args);
+    assert!(out.status.success(), "{}", text(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("predict's JSON");
+    let mut table = Table::new();
+    for coll in json.as_array().expect("one entry per collective") {
+        let name = coll["collective"].as_str().expect("collective name");
+        for row in coll["rows"].as_array().expect("rows") {
+            let size = row["size"].as_u64().expect("size");
+            let t = row["time_us"].as_f64().expect("time_us");
+            let bw = row["busbw"].as_f64().expect("busbw");
+            table.insert((name.to_string(), size), (t, bw));
+        }
+    }
+    table
+}
+
+/// Checks every `perf` line of the program against the prediction; returns how many there were.
+fn check(log: &str, table: &Table, ranks: usize) -> usize {
+    let close = |a: f64, b: f64| (a - b).abs() <= 0.01 * b.abs().max(1e-9);
+    let mut lines = 0;
+    let mut per_rank = vec![0usize; ranks];
+    for line in log.lines().filter(|l| l.starts_with("perf ")) {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let field = |name: &str| -> &str {
+            let i = w.iter().position(|x| *x == name).unwrap_or_else(|| {
+                panic!("no {name} in {line:?}");
+            });
+            w[i + 1]
+        };
+        let coll = w[1].to_string();
+        let rank: usize = field("rank").parse().expect("rank");
+        let size: u64 = field("size").parse().expect("size");
+        let t: f64 = field("time_us").parse().expect("time_us");
+        let bw: f64 = field("busbw").parse().expect("busbw");
+        let &(pt, pbw) = table
+            .get(&(coll.clone(), size))
+            .unwrap_or_else(|| panic!("predict has no {coll} row of {size} B"));
+        assert!(
+            close(t, pt),
+            "{coll} {size} B rank {rank}: {t} µs measured, {pt} µs predicted"
+        );
+        assert!(
+            close(bw, pbw),
+            "{coll} {size} B rank {rank}: busbw {bw} measured, {pbw} predicted"
+        );
+        per_rank[rank] += 1;
+        lines += 1;
+    }
+    assert!(
+        per_rank.iter().all(|&n| n == per_rank[0] && n > 0),
+        "every rank reports every size: {per_rank:?}\n{log}"
+    );
+    lines
+}
+
+/// `ncclsim run --clock virtual` of the program with `layout` (`--nodes`, ...) and `argv`.
+fn run(layout: &[&str], argv: &[&str]) -> String {
+    let deps = support::deps_dir();
+    let mut args = vec![
+        "run",
+        "--lib-dir",
+        deps.to_str().expect("utf-8 path"),
+        "--clock",
+        "virtual",
+        "--topo",
+        "topologies/dgx-a100.xml",
+        "--env",
+        "NCCLSIM_TIMEOUT=120",
+    ];
+    args.extend_from_slice(layout);
+    args.push("--");
+    args.extend_from_slice(argv);
+    let out = ncclsim(&args);
+    let log = text(&out);
+    assert!(out.status.success(), "{log}");
+    log
+}
+
+const SWEEP: [&str; 6] = ["-b", "8", "-e", "4M", "-f", "8"];
+const SIZES: [&str; 3] = ["8", "4194304", "8"];
+
+#[test]
+fn eight_ranks_of_one_thread_time_what_predict_says() {
+    let dir = support::scratch_dir("vclock-group");
+    let exe = program(&dir);
+    let mut argv = vec![exe.to_str().expect("utf-8 path"), "group", "8"];
+    argv.extend_from_slice(&SIZES);
+    argv.extend_from_slice(&["2", "3"]);
+    let log = run(&[], &argv);
+    let n = check(&log, &predicted("1", &SWEEP), 8);
+    assert_eq!(
+        n,
+        8 * 5 * 7,
+        "8 ranks x 5 collectives x 7 sizes (8 B to 2 MiB)"
+    );
+}
+
+#[test]
+fn eight_processes_time_what_predict_says() {
+    let dir = support::scratch_dir("vclock-procs");
+    let exe = program(&dir);
+    let id = dir.join("id");
+    let mut argv = vec![
+        exe.to_str().expect("utf-8 path"),
+        "rank",
+        "{rank}",
+        "8",
+        id.to_str().expect("utf-8 path"),
+    ];
+    argv.extend_from_slice(&SIZES);
+    argv.extend_from_slice(&["2", "3"]);
+    let log = run(&["--procs-per-node", "8"], &argv);
+    let n = check(&log, &predicted("1", &SWEEP), 8);
+    assert_eq!(n, 8 * 5 * 7);
+}
+
+/// Across 2 nodes, a rank's send/receive pair crossing the nodes takes longer than the others;
+/// the ranks fall into its pace within as many calls as they are hops from it (4 here), so the
+/// warm-up is 5 calls before the timed ones.
+#[test]
+fn sixteen_processes_on_two_nodes_time_what_predict_says() {
+    let dir = support::scratch_dir("vclock-nodes");
+    let exe = program(&dir);
+    let id = dir.join("id");
+    let mut argv = vec![
+        exe.to_str().expect("utf-8 path"),
+        "rank",
+        "{rank}",
+        "16",
+        id.to_str().expect("utf-8 path"),
+    ];
+    argv.extend_from_slice(&SIZES);
+    argv.extend_from_slice(&["5", "2"]);
+    let log = run(&["--nodes", "2", "--procs-per-node", "8"], &argv);
+    let n = check(&log, &predicted("2", &SWEEP), 16);
+    assert_eq!(n, 16 * 5 * 7);
+}
