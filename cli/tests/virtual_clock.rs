@@ -214,3 +214,48 @@ fn sixteen_processes_on_two_nodes_time_what_predict_says() {
     let n = check(&log, &predicted("2", &SWEEP), 16);
     assert_eq!(n, 16 * 5 * 7);
 }
+
+/// ncclsim's own deadlines keep real time under the virtual clock (which does not move while
+/// a rank waits for a peer that never comes): rank 0 of 2 started alone gives up after
+/// `NCCLSIM_TIMEOUT` seconds, its init failing, instead of waiting forever.
+#[test]
+fn the_runtime_times_out_in_real_time_under_the_virtual_clock() {
+    let dir = support::scratch_dir("vclock-timeout");
+    let exe = program(&dir);
+    let id = dir.join("id");
+    let deps = support::deps_dir();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ncclsim"))
+        .args(["run", "--lib-dir"])
+        .arg(&deps)
+        .args(["--clock", "virtual", "--env", "NCCLSIM_TIMEOUT=3", "--"])
+        .arg(&exe)
+        .args(["rank", "0", "2"])
+        .arg(&id)
+        .args(["8", "8", "2", "1", "1"])
+        .current_dir(repo())
+        .env_remove("LD_PRELOAD")
+        .env_remove("NCCLSIM_NODE")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start ncclsim run");
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if start.elapsed() > std::time::Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("a lone rank still waits after 120 s with NCCLSIM_TIMEOUT=3");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let out = child.wait_with_output().expect("output");
+    let log = text(&out);
+    assert!(!status.success(), "{log}");
+    assert!(
+        log.contains("FAIL") && log.contains("ncclCommInitRank"),
+        "{log}"
+    );
+    eprintln!("lone rank gave up after {:?}: {log}", start.elapsed());
+}

@@ -144,10 +144,10 @@ pub(crate) fn virtual_ns(clk: clockid_t, caller: usize) -> Option<i128> {
     Some(epoch_of(clk)? + host_ns())
 }
 
-/// An absolute deadline on `clk` (`None`: the clock of a condition variable, which may be
-/// either realtime or monotonic; both are shifted alike) from the program, moved onto the
-/// real clock: `out` holds the moved deadline and is returned, or `abs` itself when nothing
-/// moves.
+/// An absolute deadline on `clk` from the program, moved onto the real clock: `out` holds the
+/// moved deadline and is returned, or `abs` itself when nothing moves. `None` is a condition
+/// variable's clock, realtime or monotonic by its attributes: the virtual clock the deadline is
+/// nearer to.
 pub(crate) fn real_deadline(
     abs: *const timespec,
     clk: Option<clockid_t>,
@@ -157,17 +157,23 @@ pub(crate) fn real_deadline(
     if abs.is_null() || !enabled() || is_ours(caller) {
         return abs;
     }
-    if clk.is_some_and(|c| epoch_of(c).is_none()) {
-        return abs;
-    }
-    let e = epoch();
-    let Some(real_mono) = real_ns(libc::CLOCK_MONOTONIC) else {
-        return abs;
-    };
-    // The real clocks' lead over the virtual ones: the same for every virtualised clock.
-    let lead = real_mono - (e.monotonic + host_ns());
     // SAFETY: a non-null deadline pointer from the caller of a timed wait.
     let t = ts_ns(unsafe { &*abs });
+    let host = host_ns();
+    let clk = clk.unwrap_or_else(|| {
+        let e = epoch();
+        let (rt, mono) = (e.realtime + host, e.monotonic + host);
+        if (t - rt).abs() < (t - mono).abs() {
+            libc::CLOCK_REALTIME
+        } else {
+            libc::CLOCK_MONOTONIC
+        }
+    });
+    let (Some(epoch), Some(real)) = (epoch_of(clk), real_ns(clk)) else {
+        return abs;
+    };
+    // The real clock's lead over the virtual one.
+    let lead = real - (epoch + host);
     *out = ns_ts(t.saturating_add(lead));
     out as *const timespec
 }
