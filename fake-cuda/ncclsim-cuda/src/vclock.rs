@@ -232,12 +232,15 @@ fn own_dir() -> Option<PathBuf> {
     .clone()
 }
 
-/// The loaded object containing `addr`: its loadable segments' address ranges and its file
-/// (`None` for the main program, whose name the loader leaves empty).
-fn object_at(addr: usize) -> Option<(Vec<(usize, usize)>, Option<PathBuf>)> {
+/// A loaded object: its loadable segments' address ranges and its file (`None` for the main
+/// program, whose name the loader leaves empty).
+type Object = (Vec<(usize, usize)>, Option<PathBuf>);
+
+/// The loaded object containing `addr`.
+fn object_at(addr: usize) -> Option<Object> {
     struct Search {
         addr: usize,
-        found: Option<(Vec<(usize, usize)>, Option<PathBuf>)>,
+        found: Option<Object>,
     }
     unsafe extern "C" fn visit(
         info: *mut libc::dl_phdr_info,
