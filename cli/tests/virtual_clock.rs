@@ -129,6 +129,17 @@ fn check(log: &str, table: &Table, ranks: usize) -> usize {
         per_rank.iter().all(|&n| n == per_rank[0] && n > 0),
         "every rank reports every size: {per_rank:?}\n{log}"
     );
+    // One epoch and one timeline: after a last AllReduce, every rank's clock reads the same.
+    let ends: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.strip_prefix("clock rank "))
+        .map(|l| l.rsplit(' ').next().unwrap_or_default())
+        .collect();
+    assert_eq!(ends.len(), ranks, "{log}");
+    assert!(
+        ends.iter().all(|e| *e == ends[0]),
+        "clocks after the last AllReduce: {ends:?}"
+    );
     lines
 }
 

@@ -10,6 +10,8 @@
  * ITERS calls and a cudaStreamQuery spin on every stream; time = elapsed / ITERS, algbw and
  * busbw by nccl-tests' formulas. Prints one line per rank (or per process in group mode):
  *   perf <coll> rank <r> size <bytes> count <elements> time_us <t> algbw <GB/s> busbw <GB/s>
+ * and at the end, after one more AllReduce waited for, the host clock's reading in ns:
+ *   clock rank <r> realtime <ns>
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -222,6 +224,13 @@ int main(int argc, char **argv) {
     CHECK(min >= 1 && max >= min && step >= 2 && iters >= 1 && warmup >= 0);
     buffers(&R, max);
     bench(&R, min, max, step, warmup, iters);
+    start(&R, ALL_REDUCE, 1);
+    for (int i = 0; i < R.local; i++) {
+        OK(cudaSetDevice(R.dev[i]));
+        OK(cudaStreamSynchronize(R.stream[i]));
+    }
+    int64_t end = now_ns();
+    for (int i = 0; i < R.local; i++) printf("clock rank %d realtime %lld\n", R.first + i, (long long)end);
     for (int i = 0; i < R.local; i++) {
         OK(cudaSetDevice(R.dev[i]));
         OK(cudaFree(R.send[i]));
