@@ -326,7 +326,12 @@ fn base_env(
             .ok_or_else(|| format!("--env {kv:?}: expected NAME=VALUE"))?;
         env.insert(k.to_string(), v.to_string());
     }
-    if env.get("NCCLSIM_CLOCK").is_some_and(|c| c == "virtual") {
+    // The setting the copies will see: --clock or --env, else the one they inherit.
+    let clock = env
+        .get("NCCLSIM_CLOCK")
+        .cloned()
+        .or_else(|| std::env::var("NCCLSIM_CLOCK").ok());
+    if clock.is_some_and(|c| c == "virtual") {
         virtual_clock_env(&mut env, sonames)?;
     }
     Ok(env)
