@@ -509,6 +509,9 @@ macro_rules! core_api {
             /// `precision` (0 f64, 1 f32, 2 tf32, 3 f16, 4 bf16, 5 f8) and `bytes` of memory
             /// traffic, on `stream`'s device, ns (nothing is scheduled).
             fn price_compute(stream: u64, flops: f64, bytes: f64, unit: i32, precision: i32) -> (ns: u64);
+            /// The host waited until virtual time `clock_ns` (ns since the core started): later
+            /// work starts no earlier, and the virtual host clock reads at least it.
+            fn host_wait(clock_ns: u64) -> ();
         }
     };
 }

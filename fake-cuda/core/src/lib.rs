@@ -426,6 +426,13 @@ impl Core {
             .fetch_max(st.timeline.host_clock(), Ordering::AcqRel);
     }
 
+    /// The host waited until virtual time `clock_ns` (a blocking call of another library that
+    /// waits for work it enqueued, such as `ncclCommFinalize`).
+    pub fn host_wait_until(&self, clock_ns: u64) {
+        let mut st = self.lock();
+        self.host_wait(&mut st, clock_ns);
+    }
+
     /// Under the virtual clock, the answer of a query of work completing at virtual time
     /// `done_ns`: done if the host clock has reached it; otherwise "not ready", and the host
     /// clock moves to `done_ns` (a host that keeps polling sees it complete then).

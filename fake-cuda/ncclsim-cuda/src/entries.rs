@@ -115,6 +115,11 @@ pub(crate) fn price_compute(
     core()?.price_compute(stream, &cost)
 }
 
+pub(crate) fn host_wait(clock_ns: u64) -> Result<()> {
+    core()?.host_wait_until(clock_ns);
+    Ok(())
+}
+
 /// A [`compute_model::KernelCost`] from the C boundary's codes.
 pub(crate) fn compute_cost(
     flops: f64,

@@ -10,7 +10,9 @@
  * ITERS calls and a cudaStreamQuery spin on every stream; time = elapsed / ITERS, algbw and
  * busbw by nccl-tests' formulas. Prints one line per rank (or per process in group mode):
  *   perf <coll> rank <r> size <bytes> count <elements> time_us <t> algbw <GB/s> busbw <GB/s>
- * and at the end, after one more AllReduce waited for, the host clock's reading in ns:
+ * and at the end, after one more AllReduce and ncclCommFinalize (which waits for it: under the
+ * virtual clock, the clock reads the same after a stream synchronisation), the host clock's
+ * reading in ns:
  *   clock rank <r> realtime <ns>
  */
 #include <stdint.h>
@@ -225,11 +227,14 @@ int main(int argc, char **argv) {
     buffers(&R, max);
     bench(&R, min, max, step, warmup, iters);
     start(&R, ALL_REDUCE, 1);
+    for (int i = 0; i < R.local; i++) OK(ncclCommFinalize(R.comm[i]));
+    int64_t end = now_ns();
     for (int i = 0; i < R.local; i++) {
         OK(cudaSetDevice(R.dev[i]));
         OK(cudaStreamSynchronize(R.stream[i]));
     }
-    int64_t end = now_ns();
+    const char *clock = getenv("NCCLSIM_CLOCK");
+    if (clock && strcmp(clock, "virtual") == 0) CHECK(now_ns() == end);
     for (int i = 0; i < R.local; i++) printf("clock rank %d realtime %lld\n", R.first + i, (long long)end);
     for (int i = 0; i < R.local; i++) {
         OK(cudaSetDevice(R.dev[i]));
