@@ -140,7 +140,7 @@ impl Core {
             if let Op::Kernel { host_fun } = op {
                 st.kernels.launch(host_fun);
             }
-            let wall = self.pace_now();
+            let wall = self.start_floor();
             st.timeline.schedule(key, ns, wall);
         }
         // SAFETY (all arms): device ranges were checked to lie inside live allocations; host

@@ -37,7 +37,7 @@ impl Core {
             &compute_model::Efficiency::DEFAULT,
         );
         st.kernels.launch_named(name);
-        let wall = self.pace_now();
+        let wall = self.start_floor();
         Ok(st.timeline.schedule(key, ns, wall))
     }
 

@@ -56,7 +56,13 @@ use timing::CopyPath;
 thread_local! {
     /// The stream of the host function running on this thread (see [`Core::host_stream`]).
     static HOST_STREAM: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+    /// Under the virtual clock, (core id, the latest completion this thread polled for): a
+    /// thread that spun on a query until some work completed is at least that far itself.
+    static POLLED: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
 }
+
+/// Tells cores apart in [`POLLED`] (tests make several cores in one process).
+static NEXT_CORE_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Behaviour switches read from the environment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,9 +70,11 @@ pub struct Config {
     /// `NCCLSIM_PACE=1`: queries and synchronisation follow the wall clock to virtual time.
     pub pace: bool,
     /// `NCCLSIM_CLOCK=virtual`: the program's host clock is the host's virtual clock (read
-    /// through `libncclsim_cuda.so`'s clock functions), and a query of work that has not
-    /// completed in virtual time reports "not ready" once while it moves the host clock to
-    /// that completion (the host polled until then). Pacing is off under it.
+    /// through `libncclsim_cuda.so`'s clock functions), and a query of work the calling
+    /// thread's clock has not reached reports "not ready" once while it moves that thread's
+    /// clock to the completion (the thread polled until then): the thread reads that time and
+    /// the work it submits next starts no earlier; other threads are not moved (a watchdog
+    /// polling from its own thread does not delay the program's work). Pacing is off under it.
     pub virtual_clock: bool,
     /// `NCCLSIM_STRICT_KERNELS=1`: kernel launches fail instead of being counted.
     pub strict_kernels: bool,
@@ -356,6 +364,8 @@ pub struct Core {
     visible: Vec<usize>,
     config: Config,
     epoch: Instant,
+    /// This core's key in the per-thread polled times.
+    id: u64,
     /// The host's virtual clock, as the timeline holds it, readable without the state's lock
     /// (the virtual host clock reads it on every clock read of the program).
     host_ns: AtomicU64,
@@ -385,6 +395,7 @@ impl Core {
             visible,
             config,
             epoch: Instant::now(),
+            id: NEXT_CORE_ID.fetch_add(1, Ordering::Relaxed),
             host_ns: AtomicU64::new(0),
             state: Mutex::new(state),
             current: Mutex::new(threads::PerThread::default()),
@@ -413,10 +424,31 @@ impl Core {
         self.config
     }
 
-    /// The host's virtual clock: ns of virtual time since the core started that the host has
-    /// waited for (synchronisations, completed queries). Lock-free.
+    /// The calling thread's virtual host clock: ns of virtual time since the core started that
+    /// the host has waited for (synchronisations on any thread), or that this thread polled
+    /// for under the virtual clock, whichever is later. Lock-free.
     pub fn host_clock_ns(&self) -> u64 {
-        self.host_ns.load(Ordering::Acquire)
+        self.host_ns.load(Ordering::Acquire).max(self.polled_ns())
+    }
+
+    /// What the calling thread polled for on this core (0 if nothing).
+    fn polled_ns(&self) -> u64 {
+        let (id, t) = POLLED.get();
+        if id == self.id {
+            t
+        } else {
+            0
+        }
+    }
+
+    /// The earliest time work the calling thread submits may start besides its stream's and
+    /// the host's clocks: the wall clock when pacing, what the thread polled for otherwise.
+    fn start_floor(&self) -> Option<u64> {
+        let polled = self.polled_ns();
+        match self.pace_now() {
+            Some(wall) => Some(wall.max(polled)),
+            None => (polled > 0).then_some(polled),
+        }
     }
 
     /// The host waited for virtual time `t` (never moves the host clock back).
@@ -434,14 +466,14 @@ impl Core {
     }
 
     /// Under the virtual clock, the answer of a query of work completing at virtual time
-    /// `done_ns`: done if the host clock has reached it; otherwise "not ready", and the host
-    /// clock moves to `done_ns` (a host that keeps polling sees it complete then).
+    /// `done_ns`: done if the calling thread's clock has reached it; otherwise "not ready",
+    /// and the thread's clock moves to `done_ns` (a thread that keeps polling sees it
+    /// complete then).
     fn poll_virtual(&self, done_ns: u64) -> Result<()> {
-        let mut st = self.lock();
-        if st.timeline.host_clock() >= done_ns {
+        if self.host_clock_ns() >= done_ns {
             return Ok(());
         }
-        self.host_wait(&mut st, done_ns);
+        POLLED.set((self.id, done_ns));
         Err(CoreError::NotReady)
     }
 

@@ -47,7 +47,7 @@ impl Core {
                     "Rust closures cannot be captured into a graph (use enqueue_host)".into(),
                 ));
             }
-            let wall = self.pace_now();
+            let wall = self.start_floor();
             st.timeline.schedule(key, duration_ns, wall)
         };
         work();
@@ -151,7 +151,7 @@ impl Core {
         if st.graphs.event_recorded(event, key) {
             return Ok(());
         }
-        let wall = self.pace_now();
+        let wall = self.start_floor();
         st.timeline.record(event, key, wall)
     }
 

@@ -218,7 +218,25 @@ fn virtual_clock_queries_move_the_host_clock_to_completion() {
     core.stream_query(s).unwrap();
     // No pacing: answering took no wall time to speak of.
     assert!(t.elapsed() < Duration::from_millis(50));
-    // Later work starts no earlier than the host clock; synchronising moves it on.
+    // Another thread's clock did not move, and its work is not held back by this thread's
+    // polling: a stream of its own starts at 0.
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            assert_eq!(core.host_clock_ns(), 0);
+            let other = core
+                .stream_create(timeline::STREAM_NON_BLOCKING, 0)
+                .unwrap();
+            let (start, _) = core.enqueue(other, 1_000, Box::new(|| {})).unwrap();
+            assert_eq!(start, 0);
+        });
+    });
+    // This thread's later work starts no earlier than its clock, also on an idle stream;
+    // synchronising moves the host clock on.
+    let idle = core
+        .stream_create(timeline::STREAM_NON_BLOCKING, 0)
+        .unwrap();
+    let (start, _) = core.enqueue(idle, 1_000, Box::new(|| {})).unwrap();
+    assert_eq!(start, 70_000_000);
     core.enqueue(s, 1_000, Box::new(|| {})).unwrap();
     core.stream_synchronize(s).unwrap();
     assert_eq!(core.host_clock_ns(), 70_001_000);
