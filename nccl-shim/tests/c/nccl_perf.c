@@ -34,6 +34,7 @@ const char *cudaGetErrorName(int);
 
 static const char *error_name(int code) { return ncclGetErrorString((ncclResult_t)code); }
 #include "ncclsim_check.h"
+#include "unique_id_file.h"
 
 #define CUDA_ERROR_NOT_READY 600
 #define MAXDEV 8
@@ -168,29 +169,6 @@ static void buffers(struct ranks *R, size_t max) {
     }
 }
 
-static void write_id(const char *path, ncclUniqueId *id) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    CHECK(f && fwrite(id, sizeof *id, 1, f) == 1);
-    fclose(f);
-    CHECK(rename(tmp, path) == 0);
-}
-
-static void read_id(const char *path, ncclUniqueId *id) {
-    for (int tries = 0; tries < 6000; tries++) {
-        FILE *f = fopen(path, "rb");
-        if (f) {
-            size_t n = fread(id, sizeof *id, 1, f);
-            fclose(f);
-            if (n == 1) return;
-        }
-        usleep(10000);
-    }
-    fprintf(stderr, "FAIL no unique id in %s\n", path);
-    exit(1);
-}
-
 int main(int argc, char **argv) {
     /* Whole lines: processes sharing the launcher's pipe must not split each other's lines. */
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -212,7 +190,7 @@ int main(int argc, char **argv) {
         OK(cudaSetDevice(R.dev[0]));
         ncclUniqueId id;
         if (r == 0) { OK(ncclGetUniqueId(&id)); write_id(argv[4], &id); }
-        else read_id(argv[4], &id);
+        else read_id(argv[4], &id, 60);
         OK(ncclCommInitRank(&R.comm[0], R.n, id, r));
         a = 5;
     } else {
