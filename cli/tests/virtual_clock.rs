@@ -185,23 +185,30 @@ fn eight_ranks_of_one_thread_time_what_predict_says() {
     );
 }
 
-#[test]
-fn eight_processes_time_what_predict_says() {
-    let dir = support::scratch_dir("vclock-procs");
+/// `nccl_perf rank` as every process runs it: `n` ranks, the sweep, `warmup` and `iters` calls;
+/// the ranks on `nodes` simulated nodes of 8 processes each.
+fn processes(name: &str, nodes: &str, n: usize, warmup: &str, iters: &str) {
+    let dir = support::scratch_dir(name);
     let exe = program(&dir);
     let id = dir.join("id");
+    let ranks = n.to_string();
     let mut argv = vec![
         exe.to_str().expect("utf-8 path"),
         "rank",
         "{rank}",
-        "8",
+        &ranks,
         id.to_str().expect("utf-8 path"),
     ];
     argv.extend_from_slice(&SIZES);
-    argv.extend_from_slice(&["2", "3"]);
-    let log = run(&["--procs-per-node", "8"], &argv);
-    let n = check(&log, &predicted("1", &SWEEP), 8);
-    assert_eq!(n, 8 * 5 * 7);
+    argv.extend_from_slice(&[warmup, iters]);
+    let log = run(&["--nodes", nodes, "--procs-per-node", "8"], &argv);
+    let lines = check(&log, &predicted(nodes, &SWEEP), n);
+    assert_eq!(lines, n * 5 * 7, "{n} ranks x 5 collectives x 7 sizes");
+}
+
+#[test]
+fn eight_processes_time_what_predict_says() {
+    processes("vclock-procs", "1", 8, "2", "3");
 }
 
 /// Across 2 nodes, a rank's send/receive pair crossing the nodes takes longer than the others;
@@ -209,21 +216,7 @@ fn eight_processes_time_what_predict_says() {
 /// warm-up is 5 calls before the timed ones.
 #[test]
 fn sixteen_processes_on_two_nodes_time_what_predict_says() {
-    let dir = support::scratch_dir("vclock-nodes");
-    let exe = program(&dir);
-    let id = dir.join("id");
-    let mut argv = vec![
-        exe.to_str().expect("utf-8 path"),
-        "rank",
-        "{rank}",
-        "16",
-        id.to_str().expect("utf-8 path"),
-    ];
-    argv.extend_from_slice(&SIZES);
-    argv.extend_from_slice(&["5", "2"]);
-    let log = run(&["--nodes", "2", "--procs-per-node", "8"], &argv);
-    let n = check(&log, &predicted("2", &SWEEP), 16);
-    assert_eq!(n, 16 * 5 * 7);
+    processes("vclock-nodes", "2", 16, "5", "2");
 }
 
 /// ncclsim's own deadlines keep real time under the virtual clock (which does not move while

@@ -169,18 +169,19 @@ fn streams_events_and_elapsed_virtual_time() {
     assert!(core.event_record(e0, s).is_err());
 }
 
-#[test]
-fn pacing_holds_queries_back() {
+/// A core with one DGX A100 GPU and `config`.
+fn one_gpu(config: Config) -> Core {
     let mut devs = device::dgx_a100();
     devs.truncate(1);
-    let core = Core::new(
-        devs,
-        vec![0],
-        Config {
-            pace: true,
-            ..Config::default()
-        },
-    );
+    Core::new(devs, vec![0], config)
+}
+
+#[test]
+fn pacing_holds_queries_back() {
+    let core = one_gpu(Config {
+        pace: true,
+        ..Config::default()
+    });
     let s = core.stream_create(0, 0).unwrap();
     core.enqueue(s, 50_000_000, Box::new(|| {})).unwrap();
     assert_eq!(core.stream_query(s).unwrap_err(), CoreError::NotReady);
@@ -192,16 +193,10 @@ fn pacing_holds_queries_back() {
 
 #[test]
 fn virtual_clock_queries_move_the_host_clock_to_completion() {
-    let mut devs = device::dgx_a100();
-    devs.truncate(1);
-    let core = Core::new(
-        devs,
-        vec![0],
-        Config {
-            virtual_clock: true,
-            ..Config::default()
-        },
-    );
+    let core = one_gpu(Config {
+        virtual_clock: true,
+        ..Config::default()
+    });
     let s = core.stream_create(0, 0).unwrap();
     let e = core.event_create(0);
     core.enqueue(s, 50_000_000, Box::new(|| {})).unwrap();

@@ -19,6 +19,7 @@
 
 static const char *error_name(int code) { return cudaGetErrorName(code); }
 #include "ncclsim_check.h"
+#include "core_api.h"
 
 static int64_t ns(clockid_t c) {
     struct timespec t;
@@ -29,16 +30,6 @@ static int64_t ns(clockid_t c) {
 static struct timespec at(int64_t t) {
     struct timespec ts = {t / 1000000000, t % 1000000000};
     return ts;
-}
-
-static const struct ncclsim_core_api_v1 *core_api(void) {
-    const char *path = getenv("NCCLSIM_TEST_CORE");
-    void *lib = path ? dlopen(path, RTLD_NOW) : NULL;
-    CHECK(lib != NULL);
-    const struct ncclsim_core_api_v1 *(*get)(void) =
-        (const struct ncclsim_core_api_v1 *(*)(void))dlsym(lib, "ncclsim_cuda_core_v1");
-    CHECK(get != NULL);
-    return get();
 }
 
 static void nothing(void *p) { (void)p; }
