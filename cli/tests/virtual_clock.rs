@@ -1,8 +1,8 @@
 //! `ncclsim run --clock virtual`: a C program that times collectives as nccl-tests does (host
 //! clock around its calls and a `cudaStreamQuery` spin, nccl-tests' bandwidth formulas;
 //! `nccl-shim/tests/c/nccl_perf.c`) prints the times and bus bandwidths `ncclsim predict`
-//! prints for the same communicator: 8 ranks driven by one thread, 8 processes, and 16
-//! processes on 2 simulated nodes. The host work between calls takes no virtual time, so the
+//! prints for the same communicator: 8 ranks driven by one thread (operands out of place and in
+//! place), 8 processes, and 16 processes on 2 simulated nodes. The host work between calls takes no virtual time, so the
 //! two agree to rounding (checked within 1%).
 
 use fake_cuda_test_support as support;
@@ -169,20 +169,30 @@ fn run(layout: &[&str], argv: &[&str]) -> String {
 const SWEEP: [&str; 6] = ["-b", "8", "-e", "4M", "-f", "8"];
 const SIZES: [&str; 3] = ["8", "4194304", "8"];
 
-#[test]
-fn eight_ranks_of_one_thread_time_what_predict_says() {
-    let dir = support::scratch_dir("vclock-group");
+/// `nccl_perf group 8` on one node, its operands out of place or in place (`--env`).
+fn one_thread(name: &str, env: &[&str]) {
+    let dir = support::scratch_dir(name);
     let exe = program(&dir);
     let mut argv = vec![exe.to_str().expect("utf-8 path"), "group", "8"];
     argv.extend_from_slice(&SIZES);
     argv.extend_from_slice(&["2", "3"]);
-    let log = run(&[], &argv);
+    let log = run(env, &argv);
     let n = check(&log, &predicted("1", &SWEEP), 8);
     assert_eq!(
         n,
         8 * 5 * 7,
         "8 ranks x 5 collectives x 7 sizes (8 B to 2 MiB)"
     );
+}
+
+#[test]
+fn eight_ranks_of_one_thread_time_what_predict_says() {
+    one_thread("vclock-group", &[]);
+}
+
+#[test]
+fn eight_ranks_in_place_time_what_predict_says() {
+    one_thread("vclock-in-place", &["--env", "NCCLSIM_PERF_IN_PLACE=1"]);
 }
 
 /// `nccl_perf rank` as every process runs it: `n` ranks, the sweep, `warmup` and `iters` calls;

@@ -5,7 +5,8 @@
  *   nccl_perf rank R N IDFILE MIN MAX STEP WARMUP ITERS   one rank of N processes (device R % 8)
  *
  * For AllReduce, AllGather, ReduceScatter, Broadcast and SendRecv (float, sum, root 0,
- * out of place), sizes MIN..MAX bytes, each STEP times the last (nccl-tests' -f): WARMUP calls and a stream synchronisation,
+ * out of place, or in place with NCCLSIM_PERF_IN_PLACE=1: one buffer per rank, placed as
+ * nccl-tests places in-place operands), sizes MIN..MAX bytes, each STEP times the last (nccl-tests' -f): WARMUP calls and a stream synchronisation,
  * then the host clock (CLOCK_REALTIME, as std::chrono::high_resolution_clock reads it) around
  * ITERS calls and a cudaStreamQuery spin on every stream; time = elapsed / ITERS, algbw and
  * busbw by nccl-tests' formulas. Prints one line per rank (or per process in group mode):
@@ -52,6 +53,7 @@ struct ranks {
     void *stream[MAXDEV];
     void *send[MAXDEV], *recv[MAXDEV];
     int dev[MAXDEV];
+    int in_place; /* receive into (and send from) one buffer, `send` */
 };
 
 /* nccl-tests' getCollByteCount: (count passed to the call, bytes the size column shows); the
@@ -98,6 +100,14 @@ static void start(struct ranks *R, enum coll c, size_t count) {
         int r = R->first + i;
         ncclComm_t comm = R->comm[i];
         void *s = R->stream[i], *sb = R->send[i], *rb = R->recv[i];
+        if (R->in_place) {
+            /* nccl-tests' in-place operands: AllGather sends its own slice of the output,
+             * ReduceScatter receives into its own slice of the input. */
+            char *buf = R->send[i];
+            size_t slice = count * sizeof(float) * (size_t)r;
+            sb = c == ALL_GATHER ? buf + slice : buf;
+            rb = c == REDUCE_SCATTER ? buf + slice : buf;
+        }
         switch (c) {
         case ALL_REDUCE: OK(ncclAllReduce(sb, rb, count, ncclFloat, ncclSum, comm, s)); break;
         case ALL_GATHER: OK(ncclAllGather(sb, rb, count, ncclFloat, comm, s)); break;
@@ -164,7 +174,8 @@ static void buffers(struct ranks *R, size_t max) {
         OK(cudaSetDevice(R->dev[i]));
         OK(cudaStreamCreate(&R->stream[i]));
         OK(cudaMalloc(&R->send[i], max));
-        OK(cudaMalloc(&R->recv[i], max));
+        R->recv[i] = R->send[i];
+        if (!R->in_place) OK(cudaMalloc(&R->recv[i], max));
         OK(cudaMemset(R->send[i], 0, max));
     }
 }
@@ -174,6 +185,8 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     struct ranks R;
     memset(&R, 0, sizeof R);
+    const char *in_place = getenv("NCCLSIM_PERF_IN_PLACE");
+    R.in_place = in_place && strcmp(in_place, "1") == 0;
     int a;
     if (argc == 8 && strcmp(argv[1], "group") == 0) {
         R.n = R.local = atoi(argv[2]);
@@ -217,7 +230,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < R.local; i++) {
         OK(cudaSetDevice(R.dev[i]));
         OK(cudaFree(R.send[i]));
-        OK(cudaFree(R.recv[i]));
+        if (!R.in_place) OK(cudaFree(R.recv[i]));
         OK(ncclCommDestroy(R.comm[i]));
     }
     return 0;
