@@ -5,7 +5,8 @@
 //! in the process reaches them (`interpose`). For the program they answer from the host's
 //! virtual clock: the job's epoch (`NCCLSIM_CLOCK_EPOCH`, the launcher's real `CLOCK_REALTIME`
 //! and `CLOCK_MONOTONIC` when it started the job, so every rank agrees) plus the virtual time
-//! the host has waited for on this process's core ([`fake_cuda_core::Core::host_clock_ns`]).
+//! the calling thread has waited for on this process's core (synchronisations of any thread,
+//! queries of its own: [`fake_cuda_core::Core::host_clock_ns`]).
 //! Host work between calls takes no virtual time: the clock moves only when the host waits for
 //! device work (synchronisations, queries that find work incomplete).
 //!
@@ -53,10 +54,12 @@ pub(crate) fn real_ns(clk: clockid_t) -> Option<i128> {
     (unsafe { f(clk, &mut ts) } == 0).then(|| ts_ns(&ts))
 }
 
+/// A `timespec` in ns.
 pub(crate) fn ts_ns(ts: &timespec) -> i128 {
     ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
 }
 
+/// ns as a `timespec` (negative times as 0).
 pub(crate) fn ns_ts(ns: i128) -> timespec {
     let ns = ns.max(0);
     timespec {
