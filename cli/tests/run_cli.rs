@@ -233,6 +233,11 @@ fn bad_options_are_refused() {
             "/nonexistent.xml",
         ),
         (vec!["--grace", "NaN", "--", "true"], "--grace"),
+        (vec!["--clock", "wall", "--", "true"], "--clock"),
+        (
+            vec!["--clock", "virtual", "--pace", "--", "true"],
+            "cannot be used with",
+        ),
         (
             vec!["--", "/nonexistent/program"],
             "cannot start /nonexistent/program",

@@ -527,6 +527,9 @@ macro_rules! core_api {
                 k: u64,
                 name: *const c_char as &CStr
             ) -> (ns: u64);
+            /// The host waited until virtual time `clock_ns` (ns since the core started): later
+            /// work starts no earlier, and the virtual host clock reads at least it.
+            fn host_wait(clock_ns: u64) -> ();
         }
     };
 }

@@ -144,7 +144,7 @@ impl Core {
                     ns = t.duration(stream_device, &name).unwrap_or(ns);
                 }
             }
-            let wall = self.pace_now();
+            let wall = self.start_floor();
             st.timeline.schedule(key, ns, wall);
         }
         // SAFETY (all arms): device ranges were checked to lie inside live allocations; host

@@ -35,7 +35,7 @@ impl Core {
         let phys = st.timeline.stream_info(key).device;
         let ns = self.priced_or_measured(&mut st, phys, cost, name);
         st.kernels.launch_named(name);
-        let wall = self.pace_now();
+        let wall = self.start_floor();
         Ok(st.timeline.schedule(key, ns, wall))
     }
 
