@@ -10,7 +10,10 @@ use plotters::prelude::*;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--breakdown") {
-        let (w, board) = (args.get(i + 1).ok_or("--breakdown WORKLOAD BOARD")?, args.get(i + 2).ok_or("--breakdown WORKLOAD BOARD")?);
+        let (w, board) = (
+            args.get(i + 1).ok_or("--breakdown WORKLOAD BOARD")?,
+            args.get(i + 2).ok_or("--breakdown WORKLOAD BOARD")?,
+        );
         for (op, ms) in compute_model::accuracy::training::breakdown(w, board)? {
             println!("{ms:10.3} ms  {op}");
         }

@@ -111,11 +111,12 @@ pub(crate) fn price_compute(
     unit: i32,
     precision: i32,
 ) -> Result<u64> {
-    price_gemm(stream, flops, bytes, unit, precision, 0, 0, 0, 0)
+    let cost = compute_cost(flops, bytes, unit, precision, [0; 4])?;
+    core()?.price_compute(stream, &cost)
 }
 
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn price_gemm(
+pub(crate) fn price_launch(
     stream: u64,
     flops: f64,
     bytes: f64,
@@ -125,9 +126,15 @@ pub(crate) fn price_gemm(
     m: u64,
     n: u64,
     k: u64,
+    name: &CStr,
 ) -> Result<u64> {
     let cost = compute_cost(flops, bytes, unit, precision, [batch, m, n, k])?;
-    core()?.price_compute(stream, &cost)
+    core()?.price_launch(stream, &cost, &name.to_string_lossy())
+}
+
+pub(crate) fn host_wait(clock_ns: u64) -> Result<()> {
+    core()?.host_wait_until(clock_ns);
+    Ok(())
 }
 
 /// A [`compute_model::KernelCost`] from the C boundary's codes; `gemm` is (batch, m, n, k) of a
