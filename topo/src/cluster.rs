@@ -2,6 +2,7 @@
 //! topology, so a 1024-node cluster of one node type costs one node's parse and paths.
 
 use crate::error::{Result, TopoError};
+use crate::mnnvl::{self, FabricInfo, HostShape, NvlDomains};
 use crate::paths::Topology;
 use crate::profiles::{self, GpuModel};
 use crate::settings::TopoSettings;
@@ -31,6 +32,9 @@ pub struct ClusterNode {
     pub xml: Arc<XmlElement>,
     /// Global rank of the host's first GPU.
     pub first_rank: usize,
+    /// What NVML's GPU fabric information reports on this host's GPUs (`None`: no NVLink
+    /// fabric spanning hosts), see [`crate::mnnvl`].
+    pub fabric: Option<FabricInfo>,
 }
 
 /// A set of hosts.
@@ -104,10 +108,60 @@ impl Cluster {
                 topo,
                 xml: done_xml,
                 first_rank: rank,
+                fabric: None,
             });
             rank += ngpus;
         }
-        Ok(Cluster { nodes, notes })
+        let mut cluster = Cluster { nodes, notes };
+        cluster.set_nvl_domains(NvlDomains::Auto)?;
+        Ok(cluster)
+    }
+
+    /// Group the hosts into NVLink domains as `domains` says (replacing the grouping made when
+    /// the cluster was built, which is [`NvlDomains::Auto`]).
+    pub fn set_nvl_domains(&mut self, domains: NvlDomains) -> Result<()> {
+        let mut seen: Vec<(*const XmlElement, bool, bool)> = Vec::new();
+        let shapes: Vec<HostShape> = self
+            .nodes
+            .iter()
+            .map(|n| {
+                let p = Arc::as_ptr(&n.xml);
+                let (attached, nvswitch) = match seen.iter().find(|s| s.0 == p) {
+                    Some(s) => (s.1, s.2),
+                    None => {
+                        let a = (
+                            mnnvl::fabric_attached(&n.xml),
+                            mnnvl::has_nvswitch_links(&n.xml),
+                        );
+                        seen.push((p, a.0, a.1));
+                        a
+                    }
+                };
+                HostShape {
+                    source: &n.source,
+                    gpus: n.topo.system.count(NodeKind::Gpu),
+                    attached,
+                    nvswitch,
+                }
+            })
+            .collect();
+        let fabric = mnnvl::assign_domains(&shapes, domains)?;
+        for (n, f) in self.nodes.iter_mut().zip(fabric) {
+            n.fabric = f;
+        }
+        Ok(())
+    }
+
+    /// The number of distinct NVLink domains (cluster UUIDs) among the hosts.
+    pub fn nvl_domains(&self) -> usize {
+        let mut uuids: Vec<[u64; 2]> = self
+            .nodes
+            .iter()
+            .filter_map(|n| n.fabric.map(|f| f.cluster_uuid))
+            .collect();
+        uuids.sort_unstable();
+        uuids.dedup();
+        uuids.len()
     }
 
     /// `n` identical hosts of one file.
