@@ -6,7 +6,7 @@ use crate::mnnvl::{self, FabricInfo, HostShape, NvlDomains};
 use crate::paths::Topology;
 use crate::profiles::{self, GpuModel};
 use crate::settings::TopoSettings;
-use crate::system::{BuildOptions, NodeKind, System};
+use crate::system::{BuildOptions, CliqueRank, HostXml, NodeKind, System};
 use crate::xml::XmlElement;
 use std::sync::Arc;
 
@@ -150,6 +150,69 @@ impl Cluster {
             n.fabric = f;
         }
         Ok(())
+    }
+
+    /// The topology the ranks of host `h` see when a communicator over every GPU of the cluster
+    /// has multi-node NVLink on: the hosts of `h`'s clique (same cluster UUID and clique id after
+    /// `NCCL_MNNVL_UUID` / `NCCL_MNNVL_CLIQUE_ID`), fused in host and `dev` order. `None` when `h`
+    /// has no fabric information, its clique is `h` alone, or `NCCL_MNNVL_ENABLE=0`.
+    pub fn clique_topology(&self, h: usize, settings: &TopoSettings) -> Result<Option<Topology>> {
+        if settings.mnnvl.enable == crate::settings::MnnvlEnable::Off {
+            return Ok(None);
+        }
+        let key = |n: &ClusterNode| {
+            n.fabric
+                .map(|f| f.with_overrides(&settings.mnnvl))
+                .map(|f| (f.cluster_uuid, f.clique_id))
+        };
+        let Some(mine) = self.nodes.get(h).and_then(key) else {
+            return Ok(None);
+        };
+        let hosts: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| key(&self.nodes[i]) == Some(mine))
+            .collect();
+        if hosts.len() < 2 {
+            return Ok(None);
+        }
+        let mut prepared: Vec<(usize, HostXml)> = Vec::new();
+        for &i in &hosts {
+            let n = &self.nodes[i];
+            if !prepared
+                .iter()
+                .any(|(j, _)| Arc::ptr_eq(&self.nodes[*j].xml, &n.xml))
+            {
+                prepared.push((
+                    i,
+                    HostXml::prepare(&n.xml, &n.source, &settings.nic_fusion, settings.version)?,
+                ));
+            }
+        }
+        let mut ranks = Vec::new();
+        for &i in &hosts {
+            let n = &self.nodes[i];
+            let host = &prepared
+                .iter()
+                .find(|(j, _)| Arc::ptr_eq(&self.nodes[*j].xml, &n.xml))
+                .expect("every host's XML was prepared")
+                .1;
+            for &dev in host.devs() {
+                ranks.push(CliqueRank {
+                    host,
+                    file: &n.source,
+                    dev,
+                    host_hash: i as u64 + 1,
+                });
+            }
+        }
+        let opts = BuildOptions {
+            version: settings.version,
+            gpus: None,
+            rank_base: 0,
+            inter: ranks.len() < self.n_gpus(),
+            fusion: settings.nic_fusion.clone(),
+        };
+        let sys = System::from_clique(&ranks, &opts)?;
+        Ok(Some(Topology::new(sys, settings)))
     }
 
     /// The number of distinct NVLink domains (cluster UUIDs) among the hosts.

@@ -132,6 +132,9 @@ pub enum NvlDomains {
     Auto,
     /// Every host with NVLinks to NVSwitches is in a domain of this many GPUs.
     Gpus(usize),
+    /// No host reports fabric information (what a machine without an NVLink fabric manager,
+    /// or a simulated one whose NVML reports none, shows NCCL).
+    None,
 }
 
 /// One host as the domain assignment sees it.
@@ -151,6 +154,7 @@ pub struct HostShape<'a> {
 /// into domains of at most the domain's GPU count (a host never straddles two domains).
 pub fn assign_domains(hosts: &[HostShape], domains: NvlDomains) -> Result<Vec<Option<FabricInfo>>> {
     let size = match domains {
+        NvlDomains::None => return Ok(vec![None; hosts.len()]),
         NvlDomains::Auto => DEFAULT_DOMAIN_GPUS,
         NvlDomains::Gpus(0) => {
             return Err(TopoError::Model(
@@ -164,6 +168,7 @@ pub fn assign_domains(hosts: &[HostShape], domains: NvlDomains) -> Result<Vec<Op
     let mut used = 0usize;
     for h in hosts {
         let eligible = match domains {
+            NvlDomains::None => false,
             NvlDomains::Auto => h.attached,
             NvlDomains::Gpus(_) => {
                 if !h.nvswitch {
