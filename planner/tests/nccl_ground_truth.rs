@@ -49,13 +49,12 @@ fn without_comm_pointer(line: &str) -> String {
     }
 }
 
-#[test]
-fn rank0_lines_match_nccl() {
-    let dir = format!("{}/tests/nccl-2.30.7", env!("CARGO_MANIFEST_DIR"));
-    let cases = case_names(&dir, 34);
+/// Rank 0's lines of every case in `dir` (at least `min` cases) against ours: the failures.
+fn rank0_failures(dir: &str, min: usize) -> (usize, Vec<String>) {
+    let cases = case_names(dir, min);
     let mut failures = Vec::new();
     for case in &cases {
-        let expected: Vec<String> = expected_lines(&dir, case)
+        let expected: Vec<String> = expected_lines(dir, case)
             .iter()
             .filter(|l| !l.starts_with("MNNVL busId"))
             .map(|l| without_comm_pointer(l))
@@ -64,28 +63,19 @@ fn rank0_lines_match_nccl() {
         let ours = comparable(&plan, 0, &expected);
         failures.extend(first_difference(case, &expected, &ours));
     }
-    assert!(
-        failures.is_empty(),
-        "{} of {} cases differ:\n{}",
-        failures.len(),
-        cases.len(),
-        failures.join("\n")
-    );
+    (cases.len(), failures)
 }
 
-/// Rank 1 and the last rank of each case (`ranks/<case>@<rank>.txt`): their own `Tree`, `NVLS`,
-/// `Ring` and `Trees` lines (the GRAPH lines are their host's search, as in rank 0's file). On
-/// 2-node cases the last rank sits on the odd node, where crossNic=2 rings are exchanged.
-#[test]
-fn other_ranks_lines_match_nccl() {
-    let dir = format!("{}/tests/nccl-2.30.7/ranks", env!("CARGO_MANIFEST_DIR"));
-    let files = case_names(&dir, 64);
+/// The lines of the ranks recorded in `dir` (`<case>@<rank>.txt`, at least `min` files) against
+/// ours: the failures.
+fn other_ranks_failures(dir: &str, min: usize) -> (usize, Vec<String>) {
+    let files = case_names(dir, min);
     let mut failures = Vec::new();
     let mut planned: Option<(String, planner::CommPlan)> = None;
     for file in &files {
         let (case, rank) = file.split_once('@').expect("<case>@<rank>");
         let rank: usize = rank.parse().expect("rank number");
-        let expected: Vec<String> = expected_lines(&dir, file)
+        let expected: Vec<String> = expected_lines(dir, file)
             .iter()
             .filter(|l| !l.starts_with("MNNVL busId"))
             .map(|l| without_comm_pointer(l))
@@ -100,11 +90,50 @@ fn other_ranks_lines_match_nccl() {
             .collect();
         failures.extend(first_difference(file, &expected, &ours));
     }
+    (files.len(), failures)
+}
+
+#[test]
+fn rank0_lines_match_nccl() {
+    let dir = format!("{}/tests/nccl-2.30.7", env!("CARGO_MANIFEST_DIR"));
+    let (n, failures) = rank0_failures(&dir, 34);
     assert!(
         failures.is_empty(),
-        "{} of {} rank files differ:\n{}",
+        "{} of {n} cases differ:\n{}",
         failures.len(),
-        files.len(),
+        failures.join("\n")
+    );
+}
+
+/// Rank 1 and the last rank of each case (`ranks/<case>@<rank>.txt`): their own `Tree`, `NVLS`,
+/// `Ring` and `Trees` lines (the GRAPH lines are their host's search, as in rank 0's file). On
+/// 2-node cases the last rank sits on the odd node, where crossNic=2 rings are exchanged.
+#[test]
+fn other_ranks_lines_match_nccl() {
+    let dir = format!("{}/tests/nccl-2.30.7/ranks", env!("CARGO_MANIFEST_DIR"));
+    let (n, failures) = other_ranks_failures(&dir, 64);
+    assert!(
+        failures.is_empty(),
+        "{} of {n} rank files differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// GB200 NVL72 trays as one multi-node NVLink domain (tests/nccl-2.30.7/mnnvl: 2, 4 and 18
+/// trays in one rack, two racks of two trays, two trays with `NCCL_MNNVL_ENABLE=0`), with the
+/// comm line and the `MNNVL 1 cliqueId ...` line: rank 0, rank 1 and the last rank.
+#[test]
+fn mnnvl_lines_match_nccl() {
+    let dir = format!("{}/tests/nccl-2.30.7/mnnvl", env!("CARGO_MANIFEST_DIR"));
+    let (n0, mut failures) = rank0_failures(&dir, 5);
+    let (n1, more) = other_ranks_failures(&format!("{dir}/ranks"), 10);
+    failures.extend(more);
+    assert!(
+        failures.is_empty(),
+        "{} of {} files differ:\n{}",
+        failures.len(),
+        n0 + n1,
         failures.join("\n")
     );
 }

@@ -246,14 +246,11 @@ pub struct CliqueRank<'a> {
 /// clique-rank order. CPUs of different hosts differ by `host_hash`, so each host keeps its own
 /// CPUs, PCI trees and NICs; GPUs of one host fuse under their host's CPUs.
 ///
-/// Hosts described by one file carry the same NIC GUIDs, which real NICs never share. NCCL
-/// takes the GUID as the NIC's ASIC identity (`ncclTopoAddNet`), and on a fused topology equal
-/// ASICs of different trays would share their bandwidth during the search; so every host after
-/// the first to use a file gets its GUIDs made distinct ([`host_guid`]).
+/// NICs keep the GUIDs of their host's file: hosts described by one file share them, and NCCL,
+/// which takes the GUID as the NIC's ASIC identity (`ncclTopoAddNet`), then treats the same port
+/// of every such host as one ASIC when it shares NIC bandwidth during the search.
 pub(super) fn fuse_clique(ranks: &[CliqueRank]) -> Result<XmlElement> {
     let mut fused: Option<XmlElement> = None;
-    // Per host hash: its place among the hosts sharing its file (0 for the first).
-    let mut hosts: Vec<(u64, *const XmlElement, u64)> = Vec::new();
     for (i, r) in ranks.iter().enumerate() {
         if !r.host.devs.contains(&r.dev) {
             return Err(TopoError::Model(format!(
@@ -266,45 +263,12 @@ pub(super) fn fuse_clique(ranks: &[CliqueRank]) -> Result<XmlElement> {
         for c in mine.children.iter_mut().filter(|c| c.name == "cpu") {
             c.set("host_hash", hash.as_str());
         }
-        let file = Arc::as_ptr(&r.host.root);
-        let copy = match hosts.iter().find(|h| h.0 == r.host_hash) {
-            Some(h) => h.2,
-            None => {
-                let n = hosts.iter().filter(|h| h.1 == file).count() as u64;
-                hosts.push((r.host_hash, file, n));
-                n
-            }
-        };
-        if copy > 0 {
-            distinct_guids(&mut mine, copy);
-        }
         match &mut fused {
             None => fused = Some(mine),
             Some(dst) => fuse(dst, &mine),
         }
     }
     fused.ok_or_else(|| TopoError::Model("a clique needs at least one rank".into()))
-}
-
-/// The GUID `guid` (hex) of copy `copy` of a host file: the copy number XORed into its top 16
-/// bits (the GUIDs of one host's ports differ in their lower bits, so copies do not collide).
-fn host_guid(guid: &str, copy: u64) -> String {
-    let t = guid.trim();
-    let v =
-        u64::from_str_radix(t.trim_start_matches("0x").trim_start_matches("0X"), 16).unwrap_or(0);
-    format!("0x{:x}", v ^ ((copy & 0xffff) << 48))
-}
-
-/// [`host_guid`] on every `<net>` of `e`.
-fn distinct_guids(e: &mut XmlElement, copy: u64) {
-    if e.name == "net" {
-        if let Some(g) = e.get("guid").map(|g| host_guid(g, copy)) {
-            e.set("guid", g);
-        }
-    }
-    for c in e.children.iter_mut() {
-        distinct_guids(c, copy);
-    }
 }
 
 /// `xmlTopoFuseXmlRecursive`: merge `src`'s children into `dst`, matching children with the same
