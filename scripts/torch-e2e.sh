@@ -14,6 +14,10 @@
 #   3. scripts/torch/bench.py: all_reduce, broadcast, all_gather, reduce_scatter at 1-64 MB on
 #      the world and a TP group timed with torch.cuda.Event must equal `ncclsim predict`; a
 #      pipeline send across nodes and inside a node, and a peer copy, in the topology's order.
+#   3b. scripts/torch/host_clock.py under `--clock virtual` (1 PCIe node x 4): all_reduce timed
+#      with time.perf_counter around torch.cuda.synchronize must equal `ncclsim predict`;
+#      torch's NCCL watchdog (5 s timeout) must not fire over a real 6 s sleep with work
+#      outstanding, and its timed waits must not spin.
 #   4. scripts/torch/memory.py with the default allocator and with expandable segments:
 #      torch.OutOfMemoryError past the device, copies that read back, a tensor shared with
 #      another process; then collectives.py on expandable segments (2 nodes x 2).
@@ -142,6 +146,14 @@ awk '$NF ~ /^[0-9.]+$/ && $NF != "1.000" { bad = 1; print "changed: " $0 } END {
     "$logs/reprice-same.txt" || fail "repricing on the same hardware changed a call's time"
 grep "SendRecv\|^total" "$logs/reprice-same.txt"
 
+echo "== 3b. all_reduce timed with time.perf_counter under --clock virtual vs ncclsim predict"
+measured host-clock "$ncclsim" run --topo topologies/pcie-4xa100.xml --clock virtual \
+    --lib-path "$venv/ncclsim-stubs" -- torchrun --nproc_per_node 4 scripts/torch/host_clock.py \
+    > "$logs/host-clock.log" 2>&1 || { grep -v "^W" "$logs/host-clock.log" | tail -20; fail "host-clock run exited $?"; }
+grep "slept" "$logs/host-clock.log"
+[ "$(passes "$logs/host-clock.log")" = 4 ] || fail "host-clock: not every rank passed"
+python3 scripts/torch/check_outputs.py host-clock "$ncclsim" topologies/pcie-4xa100.xml 1 "$logs/host-clock.log"
+
 echo "== 4. memory: torch.OutOfMemoryError past the 40 GB device, copies, sharing (both allocators)"
 for conf in "" "expandable_segments:True"; do
     PYTORCH_CUDA_ALLOC_CONF="$conf" "$ncclsim" run --topo "$topo" --lib-path "$venv/ncclsim-stubs" \
@@ -195,6 +207,12 @@ grep -m1 "FAIL" "$logs/compute-perturbed.log"
     -- python scripts/torch/compute_time.py > "$logs/compute-time.log" 2>&1 \
     || fail "--compute time checks exited $?"
 grep "compute-time:" "$logs/compute-time.log"
+# Measured times override the model: ops listed in a kernel-time table take the listed times.
+"$ncclsim" run --topo "$topo" --compute time --lib-path "$venv/ncclsim-stubs" \
+    --kernel-times scripts/torch/kernel_times.csv \
+    -- python scripts/torch/kernel_times.py > "$logs/kernel-times.log" 2>&1 \
+    || { tail -20 "$logs/kernel-times.log"; fail "--kernel-times checks failed"; }
+grep "kernel-times:" "$logs/kernel-times.log"
 # A 2-stage 1F1B pipeline: its step time is the 1F1B recurrence over the modelled stage times.
 "$ncclsim" run --topo "$topo" --nodes 2 --compute time --lib-path "$venv/ncclsim-stubs" \
     -- torchrun --nproc_per_node 1 scripts/torch/pipeline.py > "$logs/pipeline.log" 2>&1 \

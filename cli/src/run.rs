@@ -56,14 +56,29 @@ pub struct RunArgs {
     #[arg(long, value_parser = ["nccl", "calibrated"])]
     model: Option<String>,
     /// Hold each completion until the wall clock reaches its virtual time (NCCLSIM_PACE=1), so
-    /// programs that time with host clocks see predicted times.
-    #[arg(long)]
+    /// programs that time with host clocks see predicted times while ranks have cores to spare.
+    #[arg(long, conflicts_with = "clock")]
     pace: bool,
+    /// The program's host clock: real, or virtual (NCCLSIM_CLOCK=virtual): clock_gettime,
+    /// gettimeofday and time read the simulated host's clock, which moves only when the
+    /// program waits for device work, to its predicted completion (see README).
+    #[arg(long, value_parser = ["real", "virtual"])]
+    clock: Option<String>,
     /// What torch ops on the simulated GPUs do (NCCLSIM_COMPUTE): run computes their values on
     /// the CPU over the device memory; time computes nothing (shapes only, values undefined,
     /// memory untouched); off leaves kernels uncomputed.
     #[arg(long, default_value = "run", value_parser = ["run", "time", "off"])]
     compute: String,
+    /// Measured kernel durations that override the compute model (NCCLSIM_KERNEL_TIMES): nsys's
+    /// GPU trace CSV (`nsys stats --report gputrace --format csv`) or Orion's kernel-info CSV,
+    /// from one real GPU; every simulated GPU takes them for the launches they match.
+    #[arg(long, value_name = "FILE")]
+    kernel_times: Option<String>,
+    /// How launches find their measured durations (NCCLSIM_KERNEL_TIMES_MATCH): name (the k-th
+    /// launch named X takes the k-th duration listed for X) or order (the k-th launch takes the
+    /// k-th row).
+    #[arg(long, value_parser = ["name", "order"], requires = "kernel_times")]
+    kernel_times_match: Option<String>,
     /// More environment for the command, e.g. --env NCCL_DEBUG=INFO (repeatable).
     #[arg(long = "env", value_name = "NAME=VALUE")]
     env: Vec<String>,
@@ -303,6 +318,19 @@ fn base_env(
         env.insert("NCCLSIM_PACE".into(), "1".into());
     }
     env.insert("NCCLSIM_COMPUTE".into(), args.compute.clone());
+    if let Some(f) = &args.kernel_times {
+        // Read once here so that a bad file stops the run before any process starts.
+        kernel_times::KernelTimes::read(f, kernel_times::MatchBy::Name)
+            .map_err(|e| format!("--kernel-times: {e}"))?;
+        let abs = Path::new(f)
+            .canonicalize()
+            .map_err(|e| format!("--kernel-times {f}: {e}"))?;
+        env.insert("NCCLSIM_KERNEL_TIMES".into(), abs.display().to_string());
+        env.insert(
+            "NCCLSIM_KERNEL_TIMES_MATCH".into(),
+            args.kernel_times_match.as_deref().unwrap_or("name").into(),
+        );
+    }
     // The Python package first on the path: torch loads it through its backend entry point.
     let mut pythonpath = vec![crate::python::package_dir()?.display().to_string()];
     if let Ok(old) = std::env::var("PYTHONPATH") {
@@ -311,6 +339,9 @@ fn base_env(
         }
     }
     env.insert("PYTHONPATH".into(), pythonpath.join(":"));
+    if let Some(c) = &args.clock {
+        env.insert("NCCLSIM_CLOCK".into(), c.clone());
+    }
     for kv in &args.env {
         let (k, v) = kv
             .split_once('=')
@@ -318,7 +349,48 @@ fn base_env(
             .ok_or_else(|| format!("--env {kv:?}: expected NAME=VALUE"))?;
         env.insert(k.to_string(), v.to_string());
     }
+    // The setting the copies will see: --clock or --env, else the one they inherit.
+    let clock = env
+        .get("NCCLSIM_CLOCK")
+        .cloned()
+        .or_else(|| std::env::var("NCCLSIM_CLOCK").ok());
+    if clock.is_some_and(|c| c == "virtual") {
+        virtual_clock_env(&mut env, sonames)?;
+    }
     Ok(env)
+}
+
+/// The virtual host clock: the core goes first in `LD_PRELOAD` (its clock functions stand in
+/// front of the C library's) and every copy gets the same epoch, the launcher's real
+/// `CLOCK_REALTIME` and `CLOCK_MONOTONIC` now (`NCCLSIM_CLOCK_EPOCH`).
+fn virtual_clock_env(env: &mut BTreeMap<String, String>, sonames: &Path) -> Result<(), String> {
+    if !cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+        return Err("--clock virtual: only x86-64 and AArch64 builds interpose the clock".into());
+    }
+    let core = sonames.join(LIBS[0].1).display().to_string();
+    let preload = env.get("LD_PRELOAD").cloned().unwrap_or_default();
+    let joined = if preload.is_empty() {
+        core
+    } else {
+        format!("{core}:{preload}")
+    };
+    env.insert("LD_PRELOAD".into(), joined);
+    let now = |clk| {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid out-pointer.
+        unsafe { libc::clock_gettime(clk, &mut ts) };
+        ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
+    };
+    let epoch = format!(
+        "{},{}",
+        now(libc::CLOCK_REALTIME),
+        now(libc::CLOCK_MONOTONIC)
+    );
+    env.entry("NCCLSIM_CLOCK_EPOCH".into()).or_insert(epoch);
+    Ok(())
 }
 
 /// One process to start: its node, ranks and environment.

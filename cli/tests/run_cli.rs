@@ -194,7 +194,37 @@ fn libraries_are_preloaded_and_found_by_soname() {
 
 #[test]
 fn bad_options_are_refused() {
+    let scratch = support::scratch_dir("run-cli-bad-options");
+    let bad_times = scratch.join("kt.csv");
+    std::fs::write(&bad_times, "Name,Duration (ns)\nhold(),-3\n").unwrap();
+    let bad_times = bad_times.to_str().unwrap();
+    let bad_times_line = format!(
+        "--kernel-times: {bad_times}:2: column 2 (\"Duration (ns)\"): \"-3\" is not a duration"
+    );
     for (args, want) in [
+        (
+            vec!["--kernel-times", "/nonexistent/kt.csv", "--", "true"],
+            "--kernel-times: /nonexistent/kt.csv: ",
+        ),
+        (
+            vec!["--kernel-times", bad_times, "--", "true"],
+            bad_times_line.as_str(),
+        ),
+        (
+            vec!["--kernel-times-match", "order", "--", "true"],
+            "--kernel-times <FILE>",
+        ),
+        (
+            vec![
+                "--kernel-times",
+                bad_times,
+                "--kernel-times-match",
+                "names",
+                "--",
+                "true",
+            ],
+            "names",
+        ),
         (vec!["--nodes", "0", "--", "true"], "--nodes 0"),
         (vec!["--nodes", "-1", "--", "true"], "--nodes -1"),
         (vec!["--env", "NOEQUALS", "--", "true"], "NAME=VALUE"),
@@ -203,6 +233,11 @@ fn bad_options_are_refused() {
             "/nonexistent.xml",
         ),
         (vec!["--grace", "NaN", "--", "true"], "--grace"),
+        (vec!["--clock", "wall", "--", "true"], "--clock"),
+        (
+            vec!["--clock", "virtual", "--pace", "--", "true"],
+            "cannot be used with",
+        ),
         (
             vec!["--", "/nonexistent/program"],
             "cannot start /nonexistent/program",
@@ -223,6 +258,30 @@ fn bad_options_are_refused() {
         log.contains("missing libncclsim_cuda.so") && log.contains("cargo build --release"),
         "{log}"
     );
+}
+
+#[test]
+fn kernel_times_reach_the_command_as_absolute_paths() {
+    let out = run(&[
+        "--dry-run",
+        "--kernel-times",
+        "fake-cuda/kernel-times/tests/data/orion.csv",
+        "--kernel-times-match",
+        "order",
+        "--",
+        "true",
+    ]);
+    let log = text(&out);
+    assert!(out.status.success(), "{log}");
+    let abs = repo()
+        .join("fake-cuda/kernel-times/tests/data/orion.csv")
+        .canonicalize()
+        .unwrap();
+    assert!(
+        log.contains(&format!("NCCLSIM_KERNEL_TIMES={}\n", abs.display())),
+        "{log}"
+    );
+    assert!(log.contains("NCCLSIM_KERNEL_TIMES_MATCH=order\n"), "{log}");
 }
 
 /// Every process of the machine as (pid, parent pid, process group, state), from

@@ -6,12 +6,18 @@
 //! board's public datasheet (cited per entry in [`spec`]). The fake CUDA core reports the
 //! CUDA properties from it; compute on the simulated GPUs is priced by [`price`].
 //!
-//! The model is a roofline: a kernel of `flops` arithmetic on `unit` and `bytes` of device
-//! memory traffic takes `floor + max(flops / (peak(unit) * e_flops), bytes / (bandwidth *
-//! e_bytes))`, where `floor` is the smallest time a kernel occupies a stream (launch and
-//! drain) and the efficiencies are the fractions of peak that large kernels reach. The
-//! defaults ([`Efficiency::DEFAULT`]) are typical of cuBLAS GEMMs (about three quarters of the
-//! dense tensor peak) and of streaming kernels (about four fifths of the memory bandwidth).
+//! The model is a roofline with measured efficiencies. A kernel of `flops` arithmetic on
+//! `unit` and `bytes` of device memory traffic takes `floor + max(arithmetic, bytes /
+//! (bandwidth * e_bytes))`, where `floor` is the smallest time a kernel occupies a stream
+//! (launch and drain). A matrix product whose shape is known ([`Gemm`]) is priced as the
+//! GEMM libraries run it (`gemm`): output tiles spread over the multiprocessors in waves,
+//! the tile size and split of the inner dimension that finish first, each tile at the
+//! fraction of the per-multiprocessor peak that large GEMMs of the board's architecture and
+//! precision reach (fitted to published GEMM measurements: `calibration`). Other arithmetic runs
+//! at a fixed fraction of the unit's peak. In a program, kernels run at the architecture's
+//! sustained rate, a factor fitted to published training runs (a training loop reaches less
+//! than the sum of its kernels timed alone). `ACCURACY.md` reports the errors against
+//! published GEMM and training measurements, each fitted without its own source.
 
 #![forbid(unsafe_code)]
 
@@ -97,6 +103,49 @@ pub struct GpuSpec {
     pub peaks: Peaks,
     /// Board power limit (TDP), W.
     pub tdp_watts: u32,
+    /// The GPU architecture, which sets the GEMM tiles and fitted efficiencies.
+    pub arch: Arch,
+}
+
+/// GPU architectures, as far as they price kernels differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Arch {
+    /// sm70 (V100).
+    Volta,
+    /// sm80 (A100).
+    Ampere,
+    /// sm86 (GA10x: A10, A10G, RTX 30 series).
+    AmpereGa10x,
+    /// sm89 (RTX 40 series, L40S).
+    Ada,
+    /// sm90 (H100, H200).
+    Hopper,
+    /// sm100 (B200, GB200).
+    Blackwell,
+}
+
+impl Arch {
+    /// Every architecture, oldest first.
+    pub const ALL: [Arch; 6] = [
+        Arch::Volta,
+        Arch::Ampere,
+        Arch::AmpereGa10x,
+        Arch::Ada,
+        Arch::Hopper,
+        Arch::Blackwell,
+    ];
+
+    /// Short name (`ampere`, `hopper`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Volta => "volta",
+            Arch::Ampere => "ampere",
+            Arch::AmpereGa10x => "ampere-ga10x",
+            Arch::Ada => "ada",
+            Arch::Hopper => "hopper",
+            Arch::Blackwell => "blackwell",
+        }
+    }
 }
 
 impl GpuSpec {
@@ -115,26 +164,6 @@ impl GpuSpec {
     }
 }
 
-/// Fractions of peak that kernels reach, and the per-kernel floor.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Efficiency {
-    /// Fraction of the arithmetic peak.
-    pub flops: f64,
-    /// Fraction of the memory bandwidth.
-    pub bytes: f64,
-    /// Smallest time a kernel occupies its stream, ns.
-    pub floor_ns: f64,
-}
-
-impl Efficiency {
-    /// Three quarters of the arithmetic peak, four fifths of the bandwidth, 3 µs per kernel.
-    pub const DEFAULT: Efficiency = Efficiency {
-        flops: 0.75,
-        bytes: 0.8,
-        floor_ns: 3000.0,
-    };
-}
-
 /// What a kernel does.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct KernelCost {
@@ -144,13 +173,36 @@ pub struct KernelCost {
     pub bytes: f64,
     /// Where the arithmetic runs.
     pub unit: Unit,
+    /// The matrix product's shape, when the kernel is one (its `flops` are then `2 b m n k`).
+    pub gemm: Option<Gemm>,
 }
 
-/// The modelled time of `cost` on `gpu`, ns.
-pub fn price(gpu: &GpuSpec, cost: &KernelCost, eff: &Efficiency) -> u64 {
-    let compute = cost.flops.max(0.0) / (gpu.peak_flops(cost.unit) * eff.flops);
-    let memory = cost.bytes.max(0.0) / (gpu.memory_gbps * 1e9 * eff.bytes);
-    let ns = eff.floor_ns + compute.max(memory) * 1e9;
+/// A (batched) matrix product `C[b] (m x n) = A[b] (m x k) B[b] (k x n)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gemm {
+    /// Batch count (1 for a single product).
+    pub batch: u64,
+    /// Rows of the result.
+    pub m: u64,
+    /// Columns of the result.
+    pub n: u64,
+    /// The inner (reduction) dimension.
+    pub k: u64,
+}
+
+impl Gemm {
+    /// Its floating-point operations, `2 b m n k`.
+    pub fn flops(&self) -> f64 {
+        2.0 * self.batch as f64 * self.m as f64 * self.n as f64 * self.k as f64
+    }
+}
+
+/// The modelled time of `cost` on `gpu` in a running program, ns: the kernel's time
+/// ([`price_at`] with the fitted efficiency) at the architecture's sustained rate
+/// (`calibration::sustained`).
+pub fn price(gpu: &GpuSpec, cost: &KernelCost) -> u64 {
+    let ns = price_at(gpu, cost, calibration::efficiency(gpu, cost.unit))
+        / calibration::sustained(gpu.arch);
     if ns.is_finite() {
         ns.round() as u64
     } else {
@@ -158,201 +210,60 @@ pub fn price(gpu: &GpuSpec, cost: &KernelCost, eff: &Efficiency) -> u64 {
     }
 }
 
-const fn peaks(f64: f64, f32: f64, tf32: f64, f16: f64, bf16: f64, f8: f64) -> Peaks {
-    Peaks {
-        f64,
-        f32,
-        tf32,
-        f16,
-        bf16,
-        f8,
-    }
+/// The modelled time of `cost` alone on `gpu` with arithmetic efficiency `e` (a kernel timed
+/// by itself, as GEMM benchmarks time it), ns (unrounded).
+pub fn price_at(gpu: &GpuSpec, cost: &KernelCost, e: f64) -> f64 {
+    let arithmetic = match cost.gemm {
+        Some(g) if g.batch > 0 && g.m > 0 && g.n > 0 && g.k > 0 => {
+            gemm::seconds(gpu, &g, cost.unit, e)
+        }
+        _ => cost.flops.max(0.0) / (gpu.peak_flops(cost.unit) * e),
+    };
+    let memory = cost.bytes.max(0.0) / (gpu.memory_gbps * 1e9 * calibration::BYTES_EFFICIENCY);
+    calibration::FLOOR_NS + arithmetic.max(memory) * 1e9
 }
 
-#[allow(clippy::too_many_arguments)]
-const fn board(
-    sms: u32,
-    clock_mhz: u32,
-    memory_clock_mhz: u32,
-    bus_width_bits: u32,
-    l2_mib: u32,
-    smem_per_sm_kib: u32,
-    memory_gbps: f64,
-    host_link_gbps: f64,
-    peaks: Peaks,
-    tdp_watts: u32,
-) -> GpuSpec {
-    GpuSpec {
-        sms,
-        clock_mhz,
-        memory_clock_mhz,
-        bus_width_bits,
-        l2_mib,
-        smem_per_sm_kib,
-        memory_gbps,
-        host_link_gbps,
-        peaks,
-        tdp_watts,
-    }
-}
+#[cfg(feature = "accuracy")]
+pub mod accuracy;
+mod boards;
+pub mod calibration;
+pub mod gemm;
 
-/// The numbers of a `topo` GPU model key (`GpuModel::keys[0]`); an unknown key gets the A100
-/// SXM4 80 GB's (a model added to the profiles without numbers here). Sources, per board, the
-/// vendor's datasheet or whitepaper: dense peaks are the datasheets' figures, with the
-/// "with sparsity" figures halved.
-pub fn spec(model_key: &str) -> GpuSpec {
-    match model_key {
-        // Tesla V100 SXM2 datasheet: FP64 7.8, FP32 15.7, tensor (FP16) 125 TFLOPS; no TF32,
-        // BF16 or FP8 tensor cores (those types run at the FP32 rate); 900 GB/s; 300 W.
-        "V100-SXM2" => board(
-            80,
-            1530,
-            877,
-            4096,
-            6,
-            96,
-            900.0,
-            12.0,
-            peaks(7.8, 15.7, 15.7, 125.0, 15.7, 125.0),
-            300,
-        ),
-        // A100 datasheet (SXM4 80 GB): FP64 tensor 19.5, FP32 19.5, TF32 156, BF16/FP16 312;
-        // no FP8 (FP16 rate); 2,039 GB/s; 400 W.
-        "A100-SXM4" => board(108, 1410, 1593, 5120, 40, 164, 2039.0, 24.0, A100, 400),
-        // The 40 GB board: 1,555 GB/s, the same peaks; 400 W.
-        "A100-SXM4-40GB" => board(108, 1410, 1215, 5120, 40, 164, 1555.0, 24.0, A100, 400),
-        // A100 80 GB PCIe: the same peaks, 1,935 GB/s, 300 W.
-        "A100-PCIE" => board(108, 1410, 1512, 5120, 40, 164, 1935.0, 24.0, A100, 300),
-        // H100 datasheet (SXM5): FP64 tensor 67, FP32 67, TF32 494.5, BF16/FP16 989.5,
-        // FP8 1,979 TFLOPS; 3.35 TB/s; 700 W.
-        "H100-SXM5" => board(132, 1980, 2619, 5120, 50, 228, 3350.0, 50.0, H100_SXM, 700),
-        // H100 PCIe: FP64 tensor 51, FP32 51, TF32 378, BF16/FP16 756, FP8 1,513; 2 TB/s; 350 W.
-        "H100-PCIE" => board(
-            114,
-            1755,
-            1593,
-            5120,
-            50,
-            228,
-            2000.0,
-            50.0,
-            peaks(51.0, 51.0, 378.0, 756.0, 756.0, 1513.0),
-            350,
-        ),
-        // H200 datasheet (SXM): the H100 SXM's peaks, 4.8 TB/s; 700 W.
-        "H200" => board(132, 1980, 3201, 6144, 50, 228, 4800.0, 50.0, H100_SXM, 700),
-        // HGX B200 datasheet, per GPU (eight-GPU figures / 8): FP64 37, FP32 75, TF32 1,125,
-        // BF16/FP16 2,250, FP8 4,500 TFLOPS; 8 TB/s; 1,000 W.
-        "B200" => board(
-            148,
-            1965,
-            4000,
-            8192,
-            126,
-            228,
-            8000.0,
-            50.0,
-            peaks(37.0, 75.0, 1125.0, 2250.0, 2250.0, 4500.0),
-            1000,
-        ),
-        // GB200 NVL72 datasheet, per GPU (rack figures / 72): FP64 45, TF32 1,250, BF16/FP16
-        // 2,500, FP8 5,000 TFLOPS (FP32 is not given: the HGX B200's 75); 8 TB/s; 1,200 W.
-        "GB200" => board(
-            148,
-            1965,
-            4000,
-            8192,
-            126,
-            228,
-            8000.0,
-            450.0,
-            peaks(45.0, 75.0, 1250.0, 2500.0, 2500.0, 5000.0),
-            1200,
-        ),
-        // GB300 NVL72 datasheet, per GPU (rack figures / 72, sparse halved): TF32 1,250,
-        // BF16/FP16 2,500, FP8 5,000 TFLOPS; FP64 1.25 and FP32 75 TFLOPS (HGX B300 figures);
-        // 8 TB/s; 1,400 W. SM count and clocks are not in those sources: the GB200's.
-        "GB300" => board(
-            148,
-            1965,
-            4000,
-            8192,
-            126,
-            228,
-            8000.0,
-            450.0,
-            peaks(1.25, 75.0, 1250.0, 2500.0, 2500.0, 5000.0),
-            1400,
-        ),
-        // A10 datasheet (A10G is AWS's A10): FP32 31.2, TF32 62.5, BF16/FP16 125 TFLOPS,
-        // FP64 1/32 of FP32; 600 GB/s; 150 W (A10G: 300 W).
-        "A10G" => board(
-            80,
-            1710,
-            6251,
-            384,
-            6,
-            100,
-            600.0,
-            24.0,
-            peaks(0.98, 31.2, 62.5, 125.0, 125.0, 125.0),
-            300,
-        ),
-        // GA102 whitepaper (RTX 3090): FP32 35.6, FP16/BF16 tensor with FP32 accumulate 71,
-        // TF32 35.6 TFLOPS, FP64 1/64 of FP32; 936 GB/s; 350 W.
-        "RTX3090" => board(
-            82,
-            1695,
-            9751,
-            384,
-            6,
-            100,
-            936.0,
-            24.0,
-            peaks(0.56, 35.6, 35.6, 71.0, 71.0, 71.0),
-            350,
-        ),
-        // AD102 whitepaper (RTX 4090): FP32 82.6, FP16/BF16 tensor with FP32 accumulate 165.2,
-        // TF32 82.6, FP8 330.3 TFLOPS, FP64 1/64 of FP32; 1,008 GB/s; 450 W.
-        "RTX4090" => board(
-            128,
-            2520,
-            10501,
-            384,
-            72,
-            100,
-            1008.0,
-            24.0,
-            peaks(1.3, 82.6, 82.6, 165.2, 165.2, 330.3),
-            450,
-        ),
-        _ => board(108, 1410, 1593, 5120, 40, 164, 2039.0, 24.0, A100, 400),
-    }
-}
-
-const A100: Peaks = peaks(19.5, 19.5, 156.0, 312.0, 312.0, 312.0);
-const H100_SXM: Peaks = peaks(67.0, 67.0, 494.5, 989.5, 989.5, 1979.0);
+pub use boards::spec;
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_large_bf16_gemm_is_compute_bound_at_three_quarters_of_peak() {
-        let a100 = spec("A100-SXM4");
-        let n = 8192.0_f64;
-        let cost = KernelCost {
-            flops: 2.0 * n * n * n,
-            bytes: 3.0 * n * n * 2.0,
-            unit: Unit::Tensor(Precision::Bf16),
+    fn bf16_gemm(n: u64) -> KernelCost {
+        let g = Gemm {
+            batch: 1,
+            m: n,
+            n,
+            k: n,
         };
-        let ns = price(&a100, &cost, &Efficiency::DEFAULT);
-        // 1.1e12 flops at 0.75 x 312 TFLOP/s = 4.70 ms, plus the 3 us floor.
-        let want = 2.0 * n * n * n / (0.75 * 312e12) * 1e9 + 3000.0;
-        assert!((ns as f64 - want).abs() < 1.0, "{ns} vs {want}");
-        // An H100 SXM does it 989.5 / 312 times faster (less the floor).
-        let h100 = price(&spec("H100-SXM5"), &cost, &Efficiency::DEFAULT) as f64 - 3000.0;
-        assert!(((ns as f64 - 3000.0) / h100 - 989.5 / 312.0).abs() < 1e-3);
+        KernelCost {
+            flops: g.flops(),
+            bytes: 3.0 * (n * n * 2) as f64,
+            unit: Unit::Tensor(Precision::Bf16),
+            gemm: Some(g),
+        }
+    }
+
+    #[test]
+    fn a_large_bf16_gemm_runs_near_the_fitted_fraction_of_peak() {
+        // Published: 258-295 TFLOPS for an 8192^3 half-precision GEMM on an A100 (ACCURACY.md).
+        let a100 = spec("A100-SXM4");
+        let c = bf16_gemm(8192);
+        let alone = |gpu: &GpuSpec| price_at(gpu, &c, calibration::efficiency(gpu, c.unit));
+        let tflops = c.flops / (alone(&a100) * 1e-9) / 1e12;
+        assert!((240.0..300.0).contains(&tflops), "{tflops}");
+        // The H100 SXM's kernel is about three times faster (989.5 vs 312 TFLOP/s peak).
+        let ratio = alone(&a100) / alone(&spec("H100-SXM5"));
+        assert!((2.5..3.5).contains(&ratio), "{ratio}");
+        // In a program, at the sustained rate.
+        let sustained = price(&a100, &c) as f64 * calibration::sustained(a100.arch);
+        assert!((sustained - alone(&a100)).abs() < 2.0, "{sustained}");
     }
 
     #[test]
@@ -364,9 +275,12 @@ mod tests {
             flops: n,
             bytes: 8.0 * n,
             unit: Unit::Vector(Precision::F32),
+            gemm: None,
         };
-        let ns = price(&a100, &cost, &Efficiency::DEFAULT) as f64;
-        let want = 8.0 * n / (1555e9 * 0.8) * 1e9 + 3000.0;
+        let ns = price(&a100, &cost) as f64;
+        let want = (8.0 * n / (1555e9 * calibration::BYTES_EFFICIENCY) * 1e9
+            + calibration::FLOOR_NS)
+            / calibration::sustained(a100.arch);
         assert!((ns - want).abs() < 1.0, "{ns} vs {want}");
     }
 
@@ -377,8 +291,10 @@ mod tests {
             flops: 10.0,
             bytes: 40.0,
             unit: Unit::Vector(Precision::F32),
+            gemm: None,
         };
-        assert_eq!(price(&a, &tiny, &Efficiency::DEFAULT), 3000);
+        let floor = calibration::FLOOR_NS / calibration::sustained(a.arch);
+        assert_eq!(price(&a, &tiny), floor.round() as u64);
         assert_eq!(a.peak_flops(Unit::Tensor(Precision::Tf32)), 156e12);
         assert_eq!(a.peak_flops(Unit::Vector(Precision::Bf16)), 19.5e12);
         assert_eq!(
@@ -387,5 +303,16 @@ mod tests {
         );
         assert_eq!(Precision::from_code(4), Some(Precision::Bf16));
         assert_eq!(Precision::from_code(9), None);
+    }
+
+    #[test]
+    fn small_gemms_are_less_efficient_than_large_ones() {
+        let h100 = spec("H100-SXM5");
+        let rate = |n| {
+            let c = bf16_gemm(n);
+            c.flops / price(&h100, &c) as f64
+        };
+        assert!(rate(512) < 0.3 * rate(8192));
+        assert!(rate(2048) < rate(8192));
     }
 }

@@ -5,8 +5,12 @@
 //! A communicator that spans hosts computes each rank's own output on its host from every
 //! input it depends on: inputs of ranks on the same host are read in place through shared
 //! memory, inputs of remote ranks arrive over their connections (only the part this rank's
-//! output needs). Each message starts with {sequence, bytes, PreMulSum scalar} so a peer that
-//! is out of step is detected instead of corrupting data.
+//! output needs). Each message starts with {sequence, bytes, PreMulSum scalar, ready time, the
+//! sender's call (collective, type, reduction, root), count}, so a peer that is out of step or
+//! called something else is detected instead of corrupting data. A message whose header does
+//! not match is still read to its end (into a scratch buffer), so the connection stays in step
+//! and the communicator stays usable after the error; the exchange reports it once every
+//! message has gone.
 
 use crate::bootstrap::{self, Dec, Enc, Hub};
 use crate::error::{NcclError, Result};
@@ -20,7 +24,10 @@ pub struct Links {
     conns: Vec<Option<TcpStream>>,
 }
 
-const HEADER: usize = 32;
+const HEADER: usize = 48;
+
+/// Largest payload a mismatched header may announce (read and discarded).
+const MAX_DISCARD: u64 = 1 << 40;
 
 impl Links {
     /// No remote ranks.
@@ -118,6 +125,93 @@ impl Links {
     }
 }
 
+/// What a rank called, as its messages carry it: every rank of a collective must send the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Call {
+    /// `ncclFunc` of the collective (`Collective as i32`), or -1 for send/receive.
+    pub kind: i32,
+    /// `ncclDataType_t` (0 for send/receive).
+    pub dtype: u32,
+    /// `ncclRedOp_t`; every operation a communicator created (PreMulSum) counts as one.
+    pub op: i32,
+    /// Root rank (rooted collectives), else 0.
+    pub root: u32,
+    /// NCCL's count argument.
+    pub count: u64,
+}
+
+impl Call {
+    /// Sends and receives: their sequence numbers and sizes are what must match.
+    pub const P2P: Call = Call {
+        kind: -1,
+        dtype: 0,
+        op: 0,
+        root: 0,
+        count: 0,
+    };
+
+    /// What a rank sends instead of its call when its host's ranks disagree on the operation
+    /// (no data follows).
+    pub const REFUSED: Call = Call {
+        kind: -2,
+        dtype: 0,
+        op: 0,
+        root: 0,
+        count: 0,
+    };
+
+    /// The call of a collective.
+    pub fn of(coll: &crate::ops::Coll) -> Call {
+        let op = if crate::types::RedOp::is_dynamic(coll.op) {
+            crate::types::RedOp::FIRST_DYNAMIC
+        } else {
+            coll.op
+        };
+        Call {
+            kind: coll.kind as i32,
+            dtype: coll.dtype as u32,
+            op,
+            root: coll.root as u32,
+            count: coll.count as u64,
+        }
+    }
+
+    fn pack(self) -> (u64, u64) {
+        let sig = (self.kind as u8 as u64)
+            | (self.dtype as u8 as u64) << 8
+            | (self.op as u16 as u64) << 16
+            | (self.root as u64) << 32;
+        (sig, self.count)
+    }
+
+    fn unpack(sig: u64, count: u64) -> Call {
+        Call {
+            kind: sig as u8 as i8 as i32,
+            dtype: (sig >> 8) as u8 as u32,
+            op: (sig >> 16) as u16 as i32,
+            root: (sig >> 32) as u32,
+            count,
+        }
+    }
+
+    fn describe(&self) -> String {
+        if *self == Call::P2P {
+            return "send/receive".into();
+        }
+        let name = crate::types::Collective::try_from(self.kind)
+            .map_or("an unknown collective", |c| c.nccl_name());
+        let op = if crate::types::RedOp::is_dynamic(self.op) {
+            "a PreMulSum op".to_string()
+        } else {
+            self.op.to_string()
+        };
+        format!(
+            "{name}(count {}, type {}, op {op}, root {})",
+            self.count, self.dtype, self.root
+        )
+    }
+}
+
 /// One outgoing message.
 pub struct Outgoing {
     /// Destination rank.
@@ -132,6 +226,8 @@ pub struct Outgoing {
     pub src: usize,
     /// Bytes.
     pub len: usize,
+    /// What the sender called.
+    pub call: Call,
 }
 
 /// One expected message.
@@ -148,6 +244,38 @@ pub struct Incoming {
     pub scalar: u64,
     /// The sender's ready time, once received.
     pub ready: u64,
+    /// What this rank called (the sender must have called the same).
+    pub call: Call,
+    /// Why the message does not belong to this operation, once its header is read.
+    pub mismatch: Option<String>,
+    /// Where a mismatched message's payload is read to (and dropped).
+    discard: Vec<u8>,
+}
+
+impl Incoming {
+    /// A message this rank expects from `peer`: `len` bytes into `dst`.
+    pub fn new(peer: usize, seq: u64, len: usize, dst: usize, call: Call) -> Incoming {
+        Incoming {
+            peer,
+            seq,
+            len,
+            dst,
+            scalar: 0,
+            ready: 0,
+            call,
+            mismatch: None,
+            discard: Vec::new(),
+        }
+    }
+
+    /// Bytes of the payload being read: the expected ones, or the mismatched message's.
+    fn payload(&self) -> usize {
+        if self.mismatch.is_some() {
+            self.discard.len()
+        } else {
+            self.len
+        }
+    }
 }
 
 /// How far one message has gone: its 32-byte header, then its payload.
@@ -157,10 +285,12 @@ struct Progress {
 }
 
 impl Progress {
-    /// An outgoing message's header: {sequence, bytes, PreMulSum scalar, ready time}.
+    /// An outgoing message's header: {sequence, bytes, PreMulSum scalar, ready time, call,
+    /// count}.
     fn outgoing(o: &Outgoing) -> Progress {
         let mut header = [0u8; HEADER];
-        for (k, v) in [o.seq, o.len as u64, o.scalar, o.ready]
+        let (sig, count) = o.call.pack();
+        for (k, v) in [o.seq, o.len as u64, o.scalar, o.ready, sig, count]
             .into_iter()
             .enumerate()
         {
@@ -177,7 +307,7 @@ impl Progress {
         }
     }
 
-    /// Header field `k` (0 sequence, 1 bytes, 2 scalar, 3 ready time).
+    /// Header field `k` (0 sequence, 1 bytes, 2 scalar, 3 ready time, 4 call, 5 count).
     fn field(&self, k: usize) -> u64 {
         u64::from_le_bytes(
             self.header[8 * k..8 * k + 8]
@@ -203,7 +333,7 @@ pub fn exchange(
         let mut fds: Vec<libc::pollfd> = Vec::new();
         let mut what: Vec<Polled> = Vec::new();
         let sends = out.iter().map(|o| (o.peer, HEADER + o.len));
-        let recvs = inc.iter().map(|m| (m.peer, HEADER + m.len));
+        let recvs = inc.iter().map(|m| (m.peer, HEADER + m.payload()));
         for (i, fd) in first_per_peer(links, sends, &sp, libc::POLLOUT)? {
             fds.push(fd);
             what.push((true, i));
@@ -213,7 +343,10 @@ pub fn exchange(
             what.push((false, i));
         }
         if fds.is_empty() {
-            return Ok(());
+            return match inc.iter().find_map(|m| m.mismatch.clone()) {
+                Some(why) => Err(NcclError::invalid_usage(why)),
+                None => Ok(()),
+            };
         }
         if Instant::now() > waiter.deadline
             || waiter.abort.load(std::sync::atomic::Ordering::Relaxed)
@@ -326,9 +459,12 @@ fn recv_some(links: &Links, m: &mut Incoming, p: &mut Progress) -> Result<()> {
     let mut s = links.conns[m.peer]
         .as_ref()
         .expect("invariant: polled connection exists");
-    while p.done < HEADER + m.len {
+    while p.done < HEADER + m.payload() {
         let r = if p.done < HEADER {
             s.read(&mut p.header[p.done..])
+        } else if m.mismatch.is_some() {
+            let at = p.done - HEADER;
+            s.read(&mut m.discard[at..])
         } else {
             // SAFETY: the destination is this rank's staging or output for the op.
             let dst = unsafe {
@@ -365,17 +501,43 @@ fn recv_some(links: &Links, m: &mut Incoming, p: &mut Progress) -> Result<()> {
     Ok(())
 }
 
-/// Takes the sender's scalar and ready time from a complete header; refuses a message whose
-/// sequence number or size is not the one this rank expects.
+/// Takes the sender's scalar and ready time from a complete header. A message whose sequence
+/// number, size or call is not the one this rank expects is marked as a mismatch and its
+/// payload read to its end into a scratch buffer (a payload beyond `MAX_DISCARD` cannot be
+/// from a rank of this job and ends the exchange).
 fn check_header(m: &mut Incoming, p: &Progress) -> Result<()> {
     let (seq, len) = (p.field(0), p.field(1));
     m.scalar = p.field(2);
     m.ready = p.field(3);
-    if seq != m.seq || len != m.len as u64 {
-        return Err(NcclError::invalid_usage(format!(
-            "rank {} sent operation #{seq} with {len} bytes where operation #{} with {} bytes was expected (ranks called different operations)",
-            m.peer, m.seq, m.len
+    let call = Call::unpack(p.field(4), p.field(5));
+    if seq == m.seq && len == m.len as u64 && call == m.call {
+        return Ok(());
+    }
+    if len > MAX_DISCARD {
+        return Err(NcclError::remote(format!(
+            "rank {} sent a message of {len} bytes where {} were expected",
+            m.peer, m.len
         )));
     }
+    m.mismatch = Some(if call == Call::REFUSED {
+        format!(
+            "ranks disagree on operation #{seq}: rank {} found that the ranks of its host called different operations",
+            m.peer
+        )
+    } else if seq != m.seq {
+        format!(
+            "rank {} sent operation #{seq} where operation #{} was expected (ranks called different numbers of operations)",
+            m.peer, m.seq
+        )
+    } else {
+        format!(
+            "ranks disagree on operation #{seq}: rank {} called {} ({len} bytes for this rank) but this rank called {} ({} bytes expected)",
+            m.peer,
+            call.describe(),
+            m.call.describe(),
+            m.len
+        )
+    });
+    m.discard = vec![0; len as usize];
     Ok(())
 }

@@ -539,20 +539,38 @@ fn every_invalid_argument_is_named() {
     r.no_leaks();
 }
 
-#[test]
-fn calls_that_disagree_across_ranks_fail_alike_and_the_communicator_recovers() {
-    let ranks = Job::start("mismatch", 3, |_, _| {}).finish(Duration::from_secs(60));
+/// Every rank of a call that disagrees fails with `ncclInvalidUsage` naming the disagreement,
+/// and the communicator works afterwards: on one host, on three hosts (every pair over TCP),
+/// and on two hosts where one host's ranks disagree among themselves.
+fn disagreeing_calls(hosts: impl Fn(usize) -> Option<&'static str>) {
+    let ranks = Job::start("mismatch", 3, |r, c| {
+        if let Some(h) = hosts(r) {
+            c.env("NCCL_HOSTID", h);
+        }
+    })
+    .finish(Duration::from_secs(90));
     for r in &ranks {
         assert!(r.output.status.success(), "{}", r.text());
-        for case in ["count", "type"] {
+        for case in ["count", "type", "op", "kind", "root"] {
             let (_, code, ms, msg) = r.result(case);
-            assert_eq!(*code, INVALID_USAGE, "{case}: {msg}");
-            assert!(msg.contains("disagree"), "{case}: {msg}");
+            assert_eq!(*code, INVALID_USAGE, "rank {} {case}: {msg}", r.rank);
+            assert!(msg.contains("disagree"), "rank {} {case}: {msg}", r.rank);
             eprintln!(
-                "mismatch {case}: rank {} got code {code} after {ms:.1} ms",
+                "mismatch {case}: rank {} got code {code} after {ms:.1} ms: {msg}",
                 r.rank
             );
         }
         r.no_leaks();
     }
+}
+
+#[test]
+fn calls_that_disagree_across_ranks_fail_alike_and_the_communicator_recovers() {
+    disagreeing_calls(|_| None);
+}
+
+#[test]
+fn calls_that_disagree_across_hosts_fail_alike_and_the_communicator_recovers() {
+    disagreeing_calls(|r| Some(["host-a", "host-b", "host-c"][r]));
+    disagreeing_calls(|r| Some(["host-a", "host-a", "host-b"][r]));
 }

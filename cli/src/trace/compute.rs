@@ -1,7 +1,7 @@
 //! The compute operations of a run's traces (`compute-*.json`, written by ncclsim's Python
 //! package) repriced on another topology's GPUs with the compute model.
 
-use compute_model::{Efficiency, GpuSpec, KernelCost, Precision, Unit};
+use compute_model::{Gemm, GpuSpec, KernelCost, Precision, Unit};
 use topo::xml::XmlElement;
 
 /// One traced compute operation.
@@ -34,6 +34,19 @@ fn unit(args: &serde_json::Value) -> Unit {
     }
 }
 
+/// A matrix product's shape (`args.gemm`: batch, m, n, k), when the op is one.
+fn gemm(args: &serde_json::Value) -> Option<Gemm> {
+    let d: Vec<u64> = args["gemm"]
+        .as_array()?
+        .iter()
+        .map(|v| v.as_u64())
+        .collect::<Option<_>>()?;
+    match d[..] {
+        [batch, m, n, k] if batch > 0 && m > 0 && n > 0 && k > 0 => Some(Gemm { batch, m, n, k }),
+        _ => None,
+    }
+}
+
 /// Every compute event of the traces in `dir`.
 pub fn read(dir: &str) -> Result<Vec<ComputeOp>, String> {
     let mut out = Vec::new();
@@ -52,6 +65,7 @@ pub fn read(dir: &str) -> Result<Vec<ComputeOp>, String> {
                     flops: a["flops"].as_f64().unwrap_or(0.0),
                     bytes: a["bytes"].as_f64().unwrap_or(0.0),
                     unit: unit(a),
+                    gemm: gemm(a),
                 },
             });
         }
@@ -99,7 +113,7 @@ pub fn reprice(ops: &[ComputeOp], gpu: &GpuSpec) -> (f64, f64) {
     let traced: f64 = ops.iter().map(|o| o.dur_us).sum();
     let repriced: f64 = ops
         .iter()
-        .map(|o| compute_model::price(gpu, &o.cost, &Efficiency::DEFAULT) as f64 / 1e3)
+        .map(|o| compute_model::price(gpu, &o.cost) as f64 / 1e3)
         .sum();
     (traced / procs, repriced / procs)
 }
@@ -123,12 +137,14 @@ mod tests {
                 flops: 2e12,
                 bytes: 0.0,
                 unit: Unit::Tensor(Precision::Bf16),
+                gemm: None,
             },
         }];
         let (t, on_h100) = reprice(&ops, &h100);
+        let e = compute_model::calibration::efficiency(&h100, Unit::Tensor(Precision::Bf16));
         assert_eq!(t, 10.0);
         assert!(
-            (on_h100 - (2e12 / (0.75 * 989.5e12) * 1e6 + 3.0)).abs() < 1e-3,
+            (on_h100 - (2e12 / (e * 989.5e12) * 1e6 + 3.0)).abs() < 1e-3,
             "{on_h100}"
         );
     }

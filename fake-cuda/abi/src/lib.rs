@@ -509,6 +509,27 @@ macro_rules! core_api {
             /// `precision` (0 f64, 1 f32, 2 tf32, 3 f16, 4 bf16, 5 f8) and `bytes` of memory
             /// traffic, on `stream`'s device, ns (nothing is scheduled).
             fn price_compute(stream: u64, flops: f64, bytes: f64, unit: i32, precision: i32) -> (ns: u64);
+            /// The time of one launch of `name` that the caller schedules itself (cuBLAS
+            /// GEMMs): the measured time `NCCLSIM_KERNEL_TIMES` gives this launch of `name`,
+            /// else the compute model's for the kernel (`price_compute`, a matrix product of
+            /// known shape, `batch` products of `m x k` by `k x n`, priced by tiles and waves;
+            /// zeros for other kernels), ns. Counts the launch in the kernel-time table's
+            /// matching.
+            fn price_launch(
+                stream: u64,
+                flops: f64,
+                bytes: f64,
+                unit: i32,
+                precision: i32,
+                batch: u64,
+                m: u64,
+                n: u64,
+                k: u64,
+                name: *const c_char as &CStr
+            ) -> (ns: u64);
+            /// The host waited until virtual time `clock_ns` (ns since the core started): later
+            /// work starts no earlier, and the virtual host clock reads at least it.
+            fn host_wait(clock_ns: u64) -> ();
         }
     };
 }

@@ -6,7 +6,7 @@
 use crate::gemm::{Gemm, Scalar};
 use crate::types::{BlasError, Compute, DType, Result};
 use fake_cuda_client::{client, Client};
-use std::ffi::c_void;
+use std::ffi::{c_void, CString};
 
 /// The process's fake CUDA core.
 pub fn core() -> Result<&'static Client> {
@@ -124,10 +124,11 @@ fn precision_code(input: DType, compute: Compute, tf32: bool) -> i32 {
     }
 }
 
-/// Modelled duration of a GEMM on `stream`'s device: the core's compute model
-/// (`price_compute`, the roofline torch's ops are priced with too) for its 2mnk FLOPs on the
-/// tensor cores and its operands' bytes.
-pub fn duration_ns(c: &Client, stream: u64, g: &Gemm, tf32: bool) -> Result<u64> {
+/// Duration of a GEMM launched as `name` on `stream`'s device: its measured time when the
+/// kernel-time table (`NCCLSIM_KERNEL_TIMES`) has one for this launch of `name`, else the
+/// core's compute model (the model torch's ops are priced with too) for its shape on the tensor
+/// cores and its operands' bytes (`price_launch`).
+pub fn duration_ns(c: &Client, stream: u64, g: &Gemm, tf32: bool, name: &str) -> Result<u64> {
     let batch = g.items.len() as f64;
     let flops = 2.0 * g.m as f64 * g.n as f64 * g.k as f64 * batch;
     let bytes = batch
@@ -135,7 +136,20 @@ pub fn duration_ns(c: &Client, stream: u64, g: &Gemm, tf32: bool) -> Result<u64>
             + g.k as f64 * g.n as f64 * g.b.dtype.size() as f64
             + g.m as f64 * g.n as f64 * (g.c.dtype.size() + g.d.dtype.size()) as f64);
     let precision = precision_code(g.a.dtype, g.compute, tf32);
-    Ok(c.price_compute(stream, flops, bytes, 1, precision)?)
+    let (m, n, k) = (g.m as u64, g.n as u64, g.k as u64);
+    let name = CString::new(name).map_err(|_| BlasError::invalid("GEMM name holds a NUL"))?;
+    Ok(c.price_launch(
+        stream,
+        flops,
+        bytes,
+        1,
+        precision,
+        batch as u64,
+        m,
+        n,
+        k,
+        &name,
+    )?)
 }
 
 unsafe extern "C" fn run_job(data: *mut c_void) {
@@ -155,14 +169,15 @@ unsafe extern "C" fn release_job(data: *mut c_void) {
 }
 
 /// Checks the GEMM's operands and enqueues it on `stream` (the core runs it before returning
-/// unless the stream is capturing a graph).
-pub fn enqueue(stream: u64, g: Gemm, tf32: bool) -> Result<()> {
+/// unless the stream is capturing a graph); `name` is the cuBLAS function called, which
+/// the kernel-time table knows the launch by.
+pub fn enqueue(stream: u64, g: Gemm, tf32: bool, name: &str) -> Result<()> {
     let c = core()?;
     check(c, &g)?;
     if g.items.is_empty() || g.m == 0 || g.n == 0 {
         return Ok(());
     }
-    let ns = duration_ns(c, stream, &g, tf32)?;
+    let ns = duration_ns(c, stream, &g, tf32, name)?;
     let job = Box::into_raw(Box::new(g));
     // SAFETY: the core owns `job` from here on: `run_job` may run it (its ranges were checked
     // above) until `release_job` frees it, exactly once, without calling into the core.

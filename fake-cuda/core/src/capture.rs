@@ -78,7 +78,7 @@ impl Core {
             ));
         }
         let clock = st.timeline.device_clock(phys);
-        st.timeline.host_waited(clock);
+        self.host_wait(&mut st, clock);
         if let Some(a) = st.arenas[phys].take() {
             let (start, len) = a.retire();
             st.retired

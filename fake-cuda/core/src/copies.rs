@@ -128,7 +128,7 @@ impl Core {
             let mut st = self.lock();
             let key = self.resolve(&mut st, stream)?;
             let stream_device = st.timeline.stream_info(key).device;
-            let ns = self.price(&st, &op, stream_device)?;
+            let mut ns = self.price(&st, &op, stream_device)?;
             if let Op::Kernel { host_fun } = op {
                 if self.config.strict_kernels {
                     return Err(CoreError::KernelRefused(st.kernels.name_of(host_fun)));
@@ -138,9 +138,13 @@ impl Core {
                 return Ok(());
             }
             if let Op::Kernel { host_fun } = op {
-                st.kernels.launch(host_fun);
+                // A raw kernel takes no time, or its measured time from the kernel-time table.
+                let name = st.kernels.launch(host_fun);
+                if let Some(t) = st.kernel_times.as_mut() {
+                    ns = t.duration(stream_device, &name).unwrap_or(ns);
+                }
             }
-            let wall = self.pace_now();
+            let wall = self.start_floor();
             st.timeline.schedule(key, ns, wall);
         }
         // SAFETY (all arms): device ranges were checked to lie inside live allocations; host

@@ -8,15 +8,17 @@ impl Core {
         self.lock().kernels.register(host_fun, name);
     }
 
-    /// A kernel launch: counted by name, or refused with `NCCLSIM_STRICT_KERNELS=1`.
+    /// A kernel launch: counted by name, or refused with `NCCLSIM_STRICT_KERNELS=1`. It takes
+    /// no time, unless the kernel-time table has a time for it (see `Core::submit`).
     pub fn launch_kernel(&self, host_fun: usize, stream: u64) -> Result<()> {
         self.submit(stream, Op::Kernel { host_fun })
     }
 
     /// Compute whose time the compute model gives: occupies `stream` for the modelled time of
-    /// `cost` on the stream's GPU (`compute_model::price` with its default efficiencies) and
-    /// counts a launch of `name`; returns its (start, end) in virtual ns. Refused while the
-    /// stream captures: nothing would run the computation at replay.
+    /// `cost` on the stream's GPU (`compute_model::price`), or the measured time of the
+    /// kernel-time table for this launch of `name`, and counts a launch of `name`; returns its
+    /// (start, end) in virtual ns. Refused while the stream captures: nothing would run the
+    /// computation at replay.
     pub fn launch_priced(
         &self,
         stream: u64,
@@ -31,14 +33,40 @@ impl Core {
             )));
         }
         let phys = st.timeline.stream_info(key).device;
-        let ns = compute_model::price(
-            &self.devices[phys].spec,
-            cost,
-            &compute_model::Efficiency::DEFAULT,
-        );
+        let ns = self.priced_or_measured(&mut st, phys, cost, name);
         st.kernels.launch_named(name);
-        let wall = self.pace_now();
+        let wall = self.start_floor();
         Ok(st.timeline.schedule(key, ns, wall))
+    }
+
+    /// The measured time of the kernel-time table for this launch of `name` on `device`
+    /// (physical), else the compute model's time for `cost` there.
+    fn priced_or_measured(
+        &self,
+        st: &mut State,
+        device: usize,
+        cost: &compute_model::KernelCost,
+        name: &str,
+    ) -> u64 {
+        st.kernel_times
+            .as_mut()
+            .and_then(|t| t.duration(device, name))
+            .unwrap_or_else(|| compute_model::price(&self.devices[device].spec, cost))
+    }
+
+    /// The time of a launch of `name` on `stream`'s device that the caller schedules itself
+    /// (cuBLAS GEMMs): the kernel-time table's measured time for this launch of `name`, else
+    /// the compute model's for `cost`, ns. Counts the launch in the table's matching.
+    pub fn price_launch(
+        &self,
+        stream: u64,
+        cost: &compute_model::KernelCost,
+        name: &str,
+    ) -> Result<u64> {
+        let mut st = self.lock();
+        let key = self.resolve(&mut st, stream)?;
+        let phys = st.timeline.stream_info(key).device;
+        Ok(self.priced_or_measured(&mut st, phys, cost, name))
     }
 
     /// The compute model's time for `cost` on `stream`'s device, ns (nothing is scheduled).
@@ -46,11 +74,7 @@ impl Core {
         let mut st = self.lock();
         let key = self.resolve(&mut st, stream)?;
         let phys = st.timeline.stream_info(key).device;
-        Ok(compute_model::price(
-            &self.devices[phys].spec,
-            cost,
-            &compute_model::Efficiency::DEFAULT,
-        ))
+        Ok(compute_model::price(&self.devices[phys].spec, cost))
     }
 
     /// Kernel launch counts by name.

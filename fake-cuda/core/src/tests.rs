@@ -169,18 +169,19 @@ fn streams_events_and_elapsed_virtual_time() {
     assert!(core.event_record(e0, s).is_err());
 }
 
-#[test]
-fn pacing_holds_queries_back() {
+/// A core with one DGX A100 GPU and `config`.
+fn one_gpu(config: Config) -> Core {
     let mut devs = device::dgx_a100();
     devs.truncate(1);
-    let core = Core::new(
-        devs,
-        vec![0],
-        Config {
-            pace: true,
-            ..Config::default()
-        },
-    );
+    Core::new(devs, vec![0], config)
+}
+
+#[test]
+fn pacing_holds_queries_back() {
+    let core = one_gpu(Config {
+        pace: true,
+        ..Config::default()
+    });
     let s = core.stream_create(0, 0).unwrap();
     core.enqueue(s, 50_000_000, Box::new(|| {})).unwrap();
     assert_eq!(core.stream_query(s).unwrap_err(), CoreError::NotReady);
@@ -188,6 +189,52 @@ fn pacing_holds_queries_back() {
     core.stream_synchronize(s).unwrap();
     assert!(t.elapsed() >= Duration::from_millis(30));
     core.stream_query(s).unwrap();
+}
+
+#[test]
+fn virtual_clock_queries_move_the_host_clock_to_completion() {
+    let core = one_gpu(Config {
+        virtual_clock: true,
+        ..Config::default()
+    });
+    let s = core.stream_create(0, 0).unwrap();
+    let e = core.event_create(0);
+    core.enqueue(s, 50_000_000, Box::new(|| {})).unwrap();
+    core.event_record(e, s).unwrap();
+    core.enqueue(s, 20_000_000, Box::new(|| {})).unwrap();
+    // Nothing waited yet: the host is at 0, the work ends at 50 ms and 70 ms.
+    assert_eq!(core.host_clock_ns(), 0);
+    let t = Instant::now();
+    assert_eq!(core.event_query(e).unwrap_err(), CoreError::NotReady);
+    assert_eq!(core.host_clock_ns(), 50_000_000);
+    core.event_query(e).unwrap();
+    assert_eq!(core.stream_query(s).unwrap_err(), CoreError::NotReady);
+    assert_eq!(core.host_clock_ns(), 70_000_000);
+    core.stream_query(s).unwrap();
+    // No pacing: answering took no wall time to speak of.
+    assert!(t.elapsed() < Duration::from_millis(50));
+    // Another thread's clock did not move, and its work is not held back by this thread's
+    // polling: a stream of its own starts at 0.
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            assert_eq!(core.host_clock_ns(), 0);
+            let other = core
+                .stream_create(timeline::STREAM_NON_BLOCKING, 0)
+                .unwrap();
+            let (start, _) = core.enqueue(other, 1_000, Box::new(|| {})).unwrap();
+            assert_eq!(start, 0);
+        });
+    });
+    // This thread's later work starts no earlier than its clock, also on an idle stream;
+    // synchronising moves the host clock on.
+    let idle = core
+        .stream_create(timeline::STREAM_NON_BLOCKING, 0)
+        .unwrap();
+    let (start, _) = core.enqueue(idle, 1_000, Box::new(|| {})).unwrap();
+    assert_eq!(start, 70_000_000);
+    core.enqueue(s, 1_000, Box::new(|| {})).unwrap();
+    core.stream_synchronize(s).unwrap();
+    assert_eq!(core.host_clock_ns(), 70_001_000);
 }
 
 #[test]
@@ -356,4 +403,65 @@ fn kernels_counted_or_refused() {
         strict.launch_kernel(0x42, 0).unwrap_err(),
         CoreError::KernelRefused("fill".into())
     );
+}
+
+#[test]
+fn kernel_time_table_prices_named_launches_raw_kernels_and_graph_replays() {
+    let core = core_with(&[0, 1], 1 << 30);
+    let table = kernel_times::parse(
+        "kt.csv",
+        "Name,Duration (ns)\naten::mm,4000\nstep(float *),900\naten::mm,6000\n",
+    )
+    .unwrap();
+    core.set_kernel_times(Some(kernel_times::KernelTimes::new(
+        table,
+        kernel_times::MatchBy::Name,
+    )));
+    let s = core
+        .stream_create(timeline::STREAM_NON_BLOCKING, 0)
+        .unwrap();
+    let cost = compute_model::KernelCost {
+        flops: 1e9,
+        bytes: 1e6,
+        unit: compute_model::Unit::Vector(compute_model::Precision::F32),
+        gemm: None,
+    };
+    let t0 = core.stream_clock(s).unwrap();
+    let (a, b) = core.launch_priced(s, &cost, "aten::mm").unwrap();
+    assert_eq!((a, b), (t0, t0 + 4000));
+    let (_, c) = core.launch_priced(s, &cost, "aten::mm").unwrap();
+    assert_eq!(c, b + 6000);
+    let (_, d) = core.launch_priced(s, &cost, "aten::mm").unwrap();
+    assert_eq!(
+        d,
+        c + 4000,
+        "the third launch takes the first occurrence again"
+    );
+    // Not in the table: the compute model's time, what the core prices without a table.
+    let (e, f) = core.launch_priced(s, &cost, "aten::relu").unwrap();
+    assert_eq!(f - e, core.price_compute(s, &cost).unwrap());
+    assert!(f - e > 0);
+    // A raw kernel by its registered (mangled) name, eagerly and at each graph replay.
+    core.register_function(0x42, "_Z4stepPf");
+    core.register_function(0x43, "_Z5otherv");
+    core.launch_kernel(0x42, s).unwrap();
+    assert_eq!(core.stream_clock(s).unwrap(), f + 900);
+    core.launch_kernel(0x43, s).unwrap();
+    assert_eq!(
+        core.stream_clock(s).unwrap(),
+        f + 900,
+        "unlisted kernels take no time"
+    );
+    core.begin_capture(s).unwrap();
+    core.launch_kernel(0x42, s).unwrap();
+    let g = core.end_capture(s).unwrap();
+    let exec = core.graph_instantiate(g).unwrap();
+    core.graph_launch(exec, s).unwrap();
+    core.graph_launch(exec, s).unwrap();
+    assert_eq!(core.stream_clock(s).unwrap(), f + 3 * 900);
+    // Another device counts its own launches.
+    core.set_device(1).unwrap();
+    let s1 = core.stream_create(0, 0).unwrap();
+    let (a1, b1) = core.launch_priced(s1, &cost, "aten::mm").unwrap();
+    assert_eq!(b1 - a1, 4000);
 }

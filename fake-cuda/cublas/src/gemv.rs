@@ -16,8 +16,10 @@ fn inc(name: &str, v: c_int) -> Result<usize> {
     }
 }
 
+/// `name` is the cuBLAS function called (the launch's name in the kernel-time table).
 #[allow(clippy::too_many_arguments)]
 fn gemv(
+    name: &str,
     h: *mut Handle,
     dtype: DType,
     op: c_int,
@@ -70,7 +72,7 @@ fn gemv(
             bias: 0,
         }],
     };
-    enqueue(h.stream, g, false)
+    enqueue(h.stream, g, false, name)
 }
 
 macro_rules! typed_gemv {
@@ -91,6 +93,7 @@ macro_rules! typed_gemv {
                 incy: c_int,
             ) {
                 gemv(
+                    stringify!($name),
                     h,
                     $dtype,
                     op,

@@ -235,7 +235,9 @@ fn scalar(h: &Handle, name: &str, ptr: *const c_void, dtype: DType) -> Result<Sc
     Ok(Scalar::Value(unsafe { gemm::load(ptr as usize, 0, dtype) }))
 }
 
-fn run(h: *mut Handle, call: Call, batch: Batch) -> Result<()> {
+/// Runs a GEMM call of the cuBLAS function `name` (the name its launch has in the kernel-time
+/// table).
+fn run(h: *mut Handle, call: Call, batch: Batch, name: &str) -> Result<()> {
     let h = handle(h)?;
     let (transa, transb) = (transposed(call.transa)?, transposed(call.transb)?);
     let (m, n, k) = (dim("m", call.m)?, dim("n", call.n)?, dim("k", call.k)?);
@@ -334,7 +336,7 @@ fn run(h: *mut Handle, call: Call, batch: Batch) -> Result<()> {
         activation: Activation::None,
         items,
     };
-    enqueue(h.stream, g, h.math_mode & 15 == TF32_TENSOR_OP_MATH)
+    enqueue(h.stream, g, h.math_mode & 15 == TF32_TENSOR_OP_MATH, name)
 }
 
 fn one(count: c_int, a: *const c_void, b: *const c_void, c: *mut c_void) -> Batch {

@@ -64,7 +64,12 @@ macro_rules! typed_gemm {
                     beta.cast(),
                     ldc,
                 );
-                run(h, call, one(1, a.cast(), b.cast(), c.cast()))
+                run(
+                    h,
+                    call,
+                    one(1, a.cast(), b.cast(), c.cast()),
+                    stringify!($name),
+                )
             }
         );
         blas_fn!(
@@ -103,7 +108,7 @@ macro_rules! typed_gemm {
                     b: (b as usize, stride_b),
                     c: (c as usize, stride_c),
                 };
-                run(h, call, batch)
+                run(h, call, batch, stringify!($strided))
             }
         );
         blas_fn!(
@@ -139,7 +144,7 @@ macro_rules! typed_gemm {
                     b: b.cast(),
                     c: c.cast(),
                 };
-                run(h, call, batch)
+                run(h, call, batch, stringify!($batched))
             }
         );
     };
@@ -203,7 +208,7 @@ blas_fn!(
             c: (c_type, ldc),
             compute: Compute::F32,
         };
-        run(h, call, one(1, a, b, c))
+        run(h, call, one(1, a, b, c), "cublasSgemmEx")
     }
 );
 
@@ -242,7 +247,7 @@ blas_fn!(
             c: (c_type, ldc),
             compute: Compute::from_cublas(compute)?,
         };
-        run(h, call, one(1, a, b, c))
+        run(h, call, one(1, a, b, c), "cublasGemmEx")
     }
 );
 
@@ -291,7 +296,7 @@ blas_fn!(
             b: (b as usize, stride_b),
             c: (c as usize, stride_c),
         };
-        run(h, call, batch)
+        run(h, call, batch, "cublasGemmStridedBatchedEx")
     }
 );
 
@@ -337,6 +342,6 @@ blas_fn!(
             b: b.cast(),
             c: c.cast(),
         };
-        run(h, call, batch)
+        run(h, call, batch, "cublasGemmBatchedEx")
     }
 );

@@ -265,6 +265,6 @@ blas_fn!(
                 },
             });
         }
-        enqueue(stream as u64, gemm, false)
+        enqueue(stream as u64, gemm, false, "cublasLtMatmul")
     }
 );

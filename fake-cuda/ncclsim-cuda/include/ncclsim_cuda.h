@@ -81,6 +81,17 @@ struct ncclsim_core_api_v1 {
      * `stream`'s device, ns; nothing is scheduled. */
     int (*price_compute)(uint64_t stream, double flops, double bytes, int unit, int precision,
                          uint64_t *ns);
+    /* The time of one launch of `name` that the caller schedules itself (cuBLAS GEMMs): the
+     * measured time NCCLSIM_KERNEL_TIMES gives this launch of `name`, else the compute model's
+     * (a matrix product of known shape, `batch` products of m x k by k x n, priced by tiles
+     * and waves; zeros for other kernels), ns. Counts the launch in the kernel-time table's
+     * matching. */
+    int (*price_launch)(uint64_t stream, double flops, double bytes, int unit, int precision,
+                        uint64_t batch, uint64_t m, uint64_t n, uint64_t k, const char *name,
+                        uint64_t *ns);
+    /* The host waited until virtual time clock_ns (ns since the core started): later work
+     * starts no earlier, and the virtual host clock reads at least it. */
+    int (*host_wait)(uint64_t clock_ns);
 };
 
 const struct ncclsim_core_api_v1 *ncclsim_cuda_core_v1(void);

@@ -111,16 +111,40 @@ pub(crate) fn price_compute(
     unit: i32,
     precision: i32,
 ) -> Result<u64> {
-    let cost = compute_cost(flops, bytes, unit, precision)?;
+    let cost = compute_cost(flops, bytes, unit, precision, [0; 4])?;
     core()?.price_compute(stream, &cost)
 }
 
-/// A [`compute_model::KernelCost`] from the C boundary's codes.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn price_launch(
+    stream: u64,
+    flops: f64,
+    bytes: f64,
+    unit: i32,
+    precision: i32,
+    batch: u64,
+    m: u64,
+    n: u64,
+    k: u64,
+    name: &CStr,
+) -> Result<u64> {
+    let cost = compute_cost(flops, bytes, unit, precision, [batch, m, n, k])?;
+    core()?.price_launch(stream, &cost, &name.to_string_lossy())
+}
+
+pub(crate) fn host_wait(clock_ns: u64) -> Result<()> {
+    core()?.host_wait_until(clock_ns);
+    Ok(())
+}
+
+/// A [`compute_model::KernelCost`] from the C boundary's codes; `gemm` is (batch, m, n, k) of a
+/// matrix product, zeros for other kernels.
 pub(crate) fn compute_cost(
     flops: f64,
     bytes: f64,
     unit: i32,
     precision: i32,
+    gemm: [u64; 4],
 ) -> Result<compute_model::KernelCost> {
     let p = compute_model::Precision::from_code(precision)
         .ok_or_else(|| CoreError::InvalidValue(format!("precision code {precision}")))?;
@@ -129,7 +153,15 @@ pub(crate) fn compute_cost(
         1 => compute_model::Unit::Tensor(p),
         u => return Err(CoreError::InvalidValue(format!("unit code {u}"))),
     };
-    Ok(compute_model::KernelCost { flops, bytes, unit })
+    let [batch, m, n, k] = gemm;
+    let gemm =
+        (batch > 0 && m > 0 && n > 0 && k > 0).then_some(compute_model::Gemm { batch, m, n, k });
+    Ok(compute_model::KernelCost {
+        flops,
+        bytes,
+        unit,
+        gemm,
+    })
 }
 
 pub(crate) fn physical_device_busy(index: i32) -> Result<(u64, u64)> {

@@ -23,6 +23,7 @@ use std::sync::OnceLock;
 
 mod entries;
 mod single;
+mod vclock;
 
 static CORE: OnceLock<Result<Core, CoreError>> = OnceLock::new();
 
@@ -337,20 +338,27 @@ ffi_boundary::ffi_fn!(VtableError; export
     /// 1 tensor) in `precision` (`compute_model::Precision::from_code`) and `bytes` of memory
     /// traffic occupy `stream` of the current device for their modelled time and count one
     /// launch of `name` (NUL-terminated); writes the virtual start and duration (ns) and the
-    /// open `cudaProfilerStart` range's index (-1 outside one).
+    /// open `cudaProfilerStart` range's index (-1 outside one). A matrix product gives its
+    /// shape (`batch` products of `m x k` by `k x n`; all zero for other kernels), which the
+    /// model prices by tiles and waves.
     fn ncclsim_compute_launch(
         stream: u64,
         flops: f64,
         bytes: f64,
         unit: i32,
         precision: i32,
+        batch: u64,
+        m: u64,
+        n: u64,
+        k: u64,
         name: *const c_char,
         out_start_ns: *mut u64,
         out_ns: *mut u64,
         out_range: *mut i64,
     ) {
         count_call("compute_launch");
-        let cost = entries::compute_cost(flops, bytes, unit, precision).map_err(VtableError)?;
+        let cost = entries::compute_cost(flops, bytes, unit, precision, [batch, m, n, k])
+            .map_err(VtableError)?;
         if name.is_null() {
             return Err(VtableError(CoreError::InvalidValue("null kernel name".into())));
         }

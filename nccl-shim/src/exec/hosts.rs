@@ -40,6 +40,9 @@ pub(super) fn work_across_hosts(
     let seq = local[comm.local.index].seq;
     let my_scalar = local[comm.local.index].scalar;
     let my_ready = local[comm.local.index].ready;
+    // One message each way with every remote rank, empty where no data flows, so every rank
+    // checks every other's call and a rank that disagrees cannot leave a peer waiting.
+    let call = crate::net::Call::of(coll);
     let mut outgoing = Vec::new();
     let mut incoming = Vec::new();
     let mut staging: Vec<Vec<u64>> = Vec::new();
@@ -47,28 +50,26 @@ pub(super) fn work_across_hosts(
         if !comm.links.is_remote(q) {
             continue;
         }
-        if let Some((off, len)) = needed(coll, bytes, me, q) {
-            outgoing.push(crate::net::Outgoing {
-                peer: q,
-                seq,
-                ready: my_ready,
-                scalar: my_scalar,
-                src: coll.send + off,
-                len,
-            });
-        }
-        if let Some((_, len)) = needed(coll, bytes, q, me) {
-            let buf = vec![0u64; len.div_ceil(8)];
-            incoming.push(crate::net::Incoming {
-                peer: q,
-                seq,
-                len,
-                dst: buf.as_ptr() as usize,
-                scalar: 0,
-                ready: 0,
-            });
-            staging.push(buf);
-        }
+        let (off, len) = needed(coll, bytes, me, q).unwrap_or((0, 0));
+        outgoing.push(crate::net::Outgoing {
+            peer: q,
+            seq,
+            ready: my_ready,
+            scalar: my_scalar,
+            src: coll.send + off,
+            len,
+            call,
+        });
+        let len = needed(coll, bytes, q, me).map_or(0, |(_, len)| len);
+        let buf = vec![0u64; len.div_ceil(8)];
+        incoming.push(crate::net::Incoming::new(
+            q,
+            seq,
+            len,
+            buf.as_ptr() as usize,
+            call,
+        ));
+        staging.push(buf);
     }
     crate::net::exchange(&comm.links, &outgoing, &mut incoming, waiter)?;
     // The part of every rank's input this rank needs, and each rank's scalar.
@@ -81,7 +82,7 @@ pub(super) fn work_across_hosts(
             parts[q] = src + off;
         }
     }
-    for m in &incoming {
+    for m in incoming.iter().filter(|m| m.len > 0) {
         parts[m.peer] = m.dst;
         scalars[m.peer] = m.scalar;
     }
@@ -131,4 +132,29 @@ pub(super) fn work_across_hosts(
     // rank has read the inputs it may alias (barrier above).
     unsafe { copy(out, coll.recv, out_len) };
     Ok(incoming.iter().map(|m| m.ready).max().unwrap_or(0))
+}
+
+/// Tells every remote rank that this rank's operation #`seq` failed before its work (its host's
+/// ranks disagree): an empty message with this rank's call each way, so remote ranks see the
+/// disagreement too instead of waiting, and the connections stay in step.
+pub(super) fn refuse_across_hosts(comm: &Comm, coll: &Coll, seq: u64, waiter: &Waiter) {
+    let mine = crate::net::Call::of(coll);
+    let remote = (0..comm.nranks).filter(|&q| comm.links.is_remote(q));
+    let outgoing: Vec<_> = remote
+        .clone()
+        .map(|q| crate::net::Outgoing {
+            peer: q,
+            seq,
+            ready: 0,
+            scalar: 0,
+            src: 0,
+            len: 0,
+            call: crate::net::Call::REFUSED,
+        })
+        .collect();
+    let mut incoming: Vec<_> = remote
+        .map(|q| crate::net::Incoming::new(q, seq, 0, 0, mine))
+        .collect();
+    // The operation fails with the local disagreement whatever the peers sent.
+    let _ = crate::net::exchange(&comm.links, &outgoing, &mut incoming, waiter);
 }

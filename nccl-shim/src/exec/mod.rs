@@ -291,7 +291,12 @@ fn run_staged(comm: &Comm, coll: &Coll, ready: u64) -> Result<u64> {
     // Everyone saw the same descriptors, so a disagreement fails every rank alike, before any
     // work and without the closing barrier; work errors (a peer buffer that cannot be mapped)
     // still need the closing barrier.
-    agree(&descs, &desc)?;
+    if let Err(e) = agree(&descs, &desc) {
+        if comm.local.ranks.len() != comm.nranks {
+            hosts::refuse_across_hosts(comm, coll, seq, &waiter);
+        }
+        return Err(e);
+    }
     let result = if comm.local.ranks.len() == comm.nranks {
         work(comm, coll, &descs).map(|()| local_start)
     } else {

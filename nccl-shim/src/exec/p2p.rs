@@ -233,17 +233,17 @@ fn run_remote_p2p(comm: &Comm, ops: &[P2p], ready: u64) -> Result<u64> {
                     ready,
                     src: op.buf,
                     len: op.bytes,
+                    call: crate::net::Call::P2P,
                 });
             } else {
                 counts.1[op.peer] += 1;
-                incoming.push(crate::net::Incoming {
-                    peer: op.peer,
-                    seq: P2P_SEQ | counts.1[op.peer],
-                    len: op.bytes,
-                    dst: op.buf,
-                    scalar: 0,
-                    ready: 0,
-                });
+                incoming.push(crate::net::Incoming::new(
+                    op.peer,
+                    P2P_SEQ | counts.1[op.peer],
+                    op.bytes,
+                    op.buf,
+                    crate::net::Call::P2P,
+                ));
             }
         }
     }

@@ -16,7 +16,8 @@
  *                                     (blocking config): the group's end fails; then a group
  *                                     in which one rank splits with NCCL_SPLIT_NOCOLOR succeeds
  *   nccl_faults invalid 0 2 -         every invalid argument on a 2-rank ncclCommInitAll
- *   nccl_faults mismatch R N IDFILE   different counts, then types, across the ranks of a call
+ *   nccl_faults mismatch R N IDFILE   different counts, types, reductions, collectives and roots
+ *                                     across the ranks of a call, then a checked AllReduce
  *
  * Each outcome is a line "result rank=R case=NAME code=C ms=T msg=TEXT"; the test checks the
  * codes and messages. Before the first communicator and after the last one is gone the
@@ -41,6 +42,7 @@ int cudaStreamDestroy(void *);
 
 static const char *error_name(int code) { return ncclGetErrorString((ncclResult_t)code); }
 #include "ncclsim_check.h"
+#include "unique_id_file.h"
 
 static int R, N;
 
@@ -82,36 +84,13 @@ static void result(const char *name, int code, double since, const char *msg) {
     fflush(stdout);
 }
 
-static void write_id(const char *path, ncclUniqueId *id) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    CHECK(f && fwrite(id, sizeof *id, 1, f) == 1);
-    fclose(f);
-    CHECK(rename(tmp, path) == 0);
-}
-
-static void read_id(const char *path, ncclUniqueId *id) {
-    for (int tries = 0; tries < 3000; tries++) {
-        FILE *f = fopen(path, "rb");
-        if (f) {
-            size_t n = fread(id, sizeof *id, 1, f);
-            fclose(f);
-            if (n == 1) return;
-        }
-        usleep(10000);
-    }
-    fprintf(stderr, "FAIL no unique id in %s\n", path);
-    exit(1);
-}
-
 /* The id of communicator `gen` of the job (rank 0 makes it, the others read it). */
 static ncclUniqueId shared_id(const char *path, int gen) {
     char p[4096];
     snprintf(p, sizeof p, "%s.%d", path, gen);
     ncclUniqueId id;
     if (R == 0) { OK(ncclGetUniqueId(&id)); write_id(p, &id); }
-    else read_id(p, &id);
+    else read_id(p, &id, 30);
     return id;
 }
 
@@ -353,6 +332,17 @@ int main(int argc, char **argv) {
         t = now_ms();
         rc = ncclAllReduce(buf, buf, 16, R == 1 ? ncclInt32 : ncclFloat, ncclSum, comm, stream);
         result("type", rc, t, ncclGetLastError(comm));
+        /* The same bytes moved, something else called. */
+        t = now_ms();
+        rc = ncclAllReduce(buf, buf, 16, ncclFloat, R == 1 ? ncclMax : ncclSum, comm, stream);
+        result("op", rc, t, ncclGetLastError(comm));
+        t = now_ms();
+        rc = R == N - 1 ? ncclReduce(buf, buf, 16, ncclFloat, ncclSum, 0, comm, stream)
+                        : ncclAllReduce(buf, buf, 16, ncclFloat, ncclSum, comm, stream);
+        result("kind", rc, t, ncclGetLastError(comm));
+        t = now_ms();
+        rc = ncclBroadcast(buf, buf, 16, ncclFloat, R == N - 1 ? 1 : 0, comm, stream);
+        result("root", rc, t, ncclGetLastError(comm));
         checked_allreduce(comm);
         OK(ncclCommDestroy(comm));
         leaks(before);

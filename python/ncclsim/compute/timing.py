@@ -68,8 +68,9 @@ def _library():
             _enabled = False  # not under ncclsim's libraries: nothing to price on
             return None
         u64 = ctypes.POINTER(ctypes.c_uint64)
+        dim = ctypes.c_uint64
         f.argtypes = [ctypes.c_uint64, ctypes.c_double, ctypes.c_double, ctypes.c_int, ctypes.c_int,
-                      ctypes.c_char_p, u64, u64, ctypes.POINTER(ctypes.c_int64)]
+                      dim, dim, dim, dim, ctypes.c_char_p, u64, u64, ctypes.POINTER(ctypes.c_int64)]
         f.restype = ctypes.c_int
         _launch = f
     return _launch
@@ -181,12 +182,39 @@ def price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device 
         )
 
 
-def _price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device | None) -> int:
-    """Prices one op; returns the core's status (0, or why it refused)."""
-    global total_ns
-    launch = _launch or _library()
-    if launch is None:
-        return 0
+# Where each forward convolution's schema has its group count.
+_GROUPS_ARG = {"convolution": 8, "_convolution": 8, "cudnn_convolution": 5}
+
+
+def _gemm_shape(base: str, args: tuple, result) -> tuple:
+    """(batch, m, n, k) of a matrix product or a forward convolution (as the implicit GEMM
+    cuDNN runs: m = output pixels, n = output channels, k = input channels x kernel, a batch per
+    group); (0, 0, 0, 0) for every other op."""
+    try:
+        if base == "mm":
+            a, b = args[0], args[1]
+            return (1, a.shape[0], b.shape[1], a.shape[1])
+        if base == "addmm":
+            a, b = args[1], args[2]
+            return (1, a.shape[0], b.shape[1], a.shape[1])
+        if base in ("bmm", "baddbmm"):
+            a, b = (args[0], args[1]) if base == "bmm" else (args[1], args[2])
+            return (a.shape[0], a.shape[1], b.shape[2], a.shape[2])
+        if base in _GROUPS_ARG and isinstance(result, torch.Tensor):
+            w = args[1]
+            groups = args[_GROUPS_ARG[base]] if len(args) > _GROUPS_ARG[base] else 1
+            if result.dim() < 3 or w.dim() != result.dim():
+                return (0, 0, 0, 0)
+            pixels = result.numel() // result.shape[1]
+            return (groups, pixels, result.shape[1] // groups, w[0].numel())
+    except (AttributeError, IndexError, TypeError):
+        pass
+    return (0, 0, 0, 0)
+
+
+def cost(info: Priced, args: tuple, kwargs: dict, result) -> tuple:
+    """What one op costs, from its shapes: (flops, bytes, unit, precision, first floating input
+    or output or None, (batch, m, n, k) of a GEMM or zeros)."""
     ins: list = []
     _tensors(args, ins)
     if kwargs:
@@ -199,6 +227,7 @@ def _price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device
     for t in outs:
         if not any(t is i for i in ins):
             nbytes += _nbytes(t)
+    gemm = (0, 0, 0, 0)
     if info.formula is not None:
         try:
             flops = float(info.formula(*args, out_val=result, **kwargs))
@@ -206,11 +235,22 @@ def _price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device
             flops = float(sum(t.numel() for t in outs))
         first = next((t for t in ins if t.is_floating_point()), None)
         unit, precision = _TENSOR, _precision(first.dtype if first is not None else torch.float32, info.base)
+        gemm = _gemm_shape(info.base, args, result)
     else:
         flops = float(sum(t.numel() for t in outs) or sum(t.numel() for t in ins))
         first = next((t for t in outs + ins if t.is_floating_point()), None)
         unit = _VECTOR
         precision = _F64 if first is not None and first.dtype == torch.float64 else _F32
+    return flops, nbytes, unit, precision, first, gemm, ins
+
+
+def _price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device | None) -> int:
+    """Prices one op; returns the core's status (0, or why it refused)."""
+    global total_ns
+    launch = _launch or _library()
+    if launch is None:
+        return 0
+    flops, nbytes, unit, precision, first, gemm, ins = cost(info, args, kwargs, result)
     current = _get_device()
     index = device.index if device is not None and device.index is not None else current
     stream = _raw_stream(index)
@@ -218,7 +258,7 @@ def _price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device
     if current != index:
         torch.cuda.set_device(index)
     try:
-        status = launch(stream, flops, float(nbytes), unit, precision, info.name_b, *out.refs)
+        status = launch(stream, flops, float(nbytes), unit, precision, *gemm, info.name_b, *out.refs)
     finally:
         if current != index:
             torch.cuda.set_device(current)
@@ -236,6 +276,7 @@ def _price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device
                 "unit": "tensor" if unit == _TENSOR else "vector", "precision": _NAMES[precision],
                 "shapes": [list(t.shape) for t in ins],
                 "dtype": str(first.dtype).removeprefix("torch.") if first is not None else None,
+                "gemm": list(gemm) if gemm[0] else None,
                 "range": rng if rng >= 0 else None,
             },
         })

@@ -1,0 +1,141 @@
+//! The fitted fractions of peak, per architecture and kind of arithmetic.
+//!
+//! GEMM efficiencies are fitted to the published GEMM measurements of `data/measurements.csv`:
+//! for each (architecture, class) the median over its rows of measured throughput over the
+//! throughput the tile model (`gemm`) gives at efficiency 1. A class without rows on an
+//! architecture takes the median of the class over all architectures, and a class without
+//! rows anywhere [`DEFAULT_EFFICIENCY`]. The `accuracy` report (`--features accuracy`) refits
+//! them from the data; its test keeps the constants here equal to the fit.
+//! The sustained-rate factors are fitted to the published training runs (`accuracy::training`):
+//! per architecture, the median of measured over modelled step rate.
+//! Not fitted: the memory-bandwidth fraction and the floor (typical of streaming kernels and
+//! of the launch-to-completion time of an empty kernel), and vector arithmetic.
+
+use crate::{Arch, GpuSpec, Precision, Unit};
+
+/// Smallest time a kernel occupies its stream (launch and drain), ns.
+pub const FLOOR_NS: f64 = 3000.0;
+
+/// Fraction of the memory bandwidth streaming kernels reach.
+pub const BYTES_EFFICIENCY: f64 = 0.8;
+
+/// Fraction of the vector units' peak elementwise arithmetic reaches, and the efficiency of a
+/// GEMM class without any measurement.
+pub const DEFAULT_EFFICIENCY: f64 = 0.75;
+
+/// Kinds of arithmetic with efficiencies of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Class {
+    /// FP16 and BF16 on tensor cores.
+    Half,
+    /// FP8 on tensor cores.
+    F8,
+    /// TF32 on tensor cores.
+    Tf32,
+    /// FP32 matrix products on the vector units (SIMT SGEMM).
+    F32,
+    /// FP64 matrix products.
+    F64,
+    /// Elementwise and other vector arithmetic.
+    Vector,
+}
+
+impl Class {
+    /// The class of `unit` on `gpu`: 16-bit and FP8 types the board has no tensor cores for
+    /// (their peak is the FP32 rate, e.g. BF16 on V100) run as FP32 arithmetic.
+    pub fn of(gpu: &GpuSpec, unit: Unit) -> Class {
+        let emulated = |peak: f64| peak <= gpu.peaks.f32;
+        match unit {
+            Unit::Tensor(Precision::F16) if emulated(gpu.peaks.f16) => Class::F32,
+            Unit::Tensor(Precision::Bf16) if emulated(gpu.peaks.bf16) => Class::F32,
+            Unit::Tensor(Precision::F8) if emulated(gpu.peaks.f8) => Class::F32,
+            Unit::Tensor(Precision::F16 | Precision::Bf16) => Class::Half,
+            Unit::Tensor(Precision::F8) => Class::F8,
+            Unit::Tensor(Precision::Tf32) => Class::Tf32,
+            Unit::Tensor(Precision::F32) => Class::F32,
+            Unit::Tensor(Precision::F64) => Class::F64,
+            Unit::Vector(_) => Class::Vector,
+        }
+    }
+
+    /// Short name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::Half => "fp16/bf16",
+            Class::F8 => "fp8",
+            Class::Tf32 => "tf32",
+            Class::F32 => "fp32",
+            Class::F64 => "fp64",
+            Class::Vector => "vector",
+        }
+    }
+}
+
+/// Fitted large-GEMM efficiencies (architecture, class, fraction of the tile model's peak).
+#[rustfmt::skip]
+pub const GEMM_EFFICIENCY: &[(Arch, Class, f64)] = &[
+    (Arch::Volta, Class::Half, 0.681),
+    (Arch::Volta, Class::F32, 0.722),
+    (Arch::Ampere, Class::Half, 0.864),
+    (Arch::Ampere, Class::Tf32, 0.851),
+    (Arch::Ampere, Class::F32, 0.993),
+    (Arch::AmpereGa10x, Class::Half, 0.446),
+    (Arch::AmpereGa10x, Class::F32, 0.454),
+    (Arch::Ada, Class::Half, 0.945),
+    (Arch::Ada, Class::F32, 0.679),
+    (Arch::Hopper, Class::Half, 0.828),
+    (Arch::Hopper, Class::F8, 0.912),
+    (Arch::Blackwell, Class::Half, 0.749),
+    (Arch::Blackwell, Class::F8, 0.802),
+];
+
+/// Fitted efficiency of each class over all architectures (for architectures without rows).
+#[rustfmt::skip]
+pub const CLASS_EFFICIENCY: &[(Class, f64)] = &[
+    (Class::Half, 0.821),
+    (Class::F8, 0.903),
+    (Class::Tf32, 0.851),
+    (Class::F32, 0.738),
+];
+
+/// Fitted sustained-rate factors: the training step rate published runs reach over the rate
+/// the sum of their kernels' modelled times gives (clocks under sustained power, gaps between
+/// kernels, communication sharing the memory system), per architecture with training rows.
+#[rustfmt::skip]
+pub const SUSTAINED: &[(Arch, f64)] = &[
+    (Arch::Ampere, 0.817),
+    (Arch::AmpereGa10x, 1.000),
+    (Arch::Hopper, 0.623),
+];
+
+/// The sustained-rate factor of architectures without training rows (over all rows).
+pub const SUSTAINED_ALL: f64 = 0.812;
+
+/// The sustained-rate factor of `arch`.
+pub fn sustained(arch: Arch) -> f64 {
+    SUSTAINED
+        .iter()
+        .find(|(a, _)| *a == arch)
+        .map(|s| s.1)
+        .unwrap_or(SUSTAINED_ALL)
+}
+
+/// The efficiency of `unit` on `gpu`.
+pub fn efficiency(gpu: &GpuSpec, unit: Unit) -> f64 {
+    let class = Class::of(gpu, unit);
+    let arch = gpu.arch;
+    if class == Class::Vector {
+        return DEFAULT_EFFICIENCY;
+    }
+    GEMM_EFFICIENCY
+        .iter()
+        .find(|(a, c, _)| *a == arch && *c == class)
+        .map(|e| e.2)
+        .or_else(|| {
+            CLASS_EFFICIENCY
+                .iter()
+                .find(|(c, _)| *c == class)
+                .map(|e| e.1)
+        })
+        .unwrap_or(DEFAULT_EFFICIENCY)
+}
