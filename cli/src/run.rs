@@ -82,6 +82,12 @@ pub struct RunArgs {
     /// k-th row).
     #[arg(long, value_parser = ["name", "order"], requires = "kernel_times")]
     kernel_times_match: Option<String>,
+    /// GPUs per NVLink domain spanning nodes (NCCLSIM_NVL_DOMAIN), as in `ncclsim plan`: the
+    /// simulated NVML reports one GPU fabric (cluster UUID, clique) per domain and NCCL plans
+    /// communicators across it as one multi-node NVLink node. Default: nodes whose NVLinks go
+    /// to an external NVSwitch fabric (NVL72 trays) form domains of up to 72 GPUs.
+    #[arg(long = "nvl-domain", value_name = "GPUS")]
+    nvl_domain: Option<usize>,
     /// More environment for the command, e.g. --env NCCL_DEBUG=INFO (repeatable).
     #[arg(long = "env", value_name = "NAME=VALUE")]
     env: Vec<String>,
@@ -310,6 +316,19 @@ fn base_env(
             .canonicalize()
             .map_err(|e| format!("--trace {d}: {e}"))?;
         env.insert("NCCLSIM_TRACE".into(), abs.display().to_string());
+    }
+    if let Some(d) = args.nvl_domain {
+        // Grouped here once, as `ncclsim plan` groups them, so that a domain the nodes do not
+        // fit stops the run before any process starts.
+        if let Some(t) = &args.topo {
+            let nodes = usize::try_from(args.nodes).unwrap_or(1).max(1);
+            let s = topo::TopoSettings::default();
+            crate::load_cluster(t, nodes, &s, None, None, Some(d))
+                .map_err(|e| format!("--nvl-domain {d}: {e}"))?;
+        } else if d == 0 {
+            return Err("--nvl-domain 0: an NVLink domain needs at least one GPU".into());
+        }
+        env.insert(topo::mnnvl::NVL_DOMAIN_ENV.into(), d.to_string());
     }
     if let Some(r) = &args.report {
         env.insert("NCCLSIM_REPORT".into(), r.clone());

@@ -5,7 +5,10 @@
 //!
 //! The hardware is the node topology the fake CUDA core reads (`NCCLSIM_TOPO`, else
 //! `NCCL_TOPO_FILE`, else the bundled DGX A100), one copy per simulated node; NCCL's
-//! environment variables act as in `ncclsim plan`/`predict`; `NCCLSIM_MODEL=calibrated`
+//! environment variables act as in `ncclsim plan`/`predict` (`NCCL_MNNVL_*` included: nodes
+//! whose NVLinks go to an external NVSwitch fabric form NVLink domains of up to 72 GPUs, or of
+//! `NCCLSIM_NVL_DOMAIN` GPUs, and communicators spanning them are planned as multi-node
+//! NVLink cliques, as on an NVL72 rack); `NCCLSIM_MODEL=calibrated`
 //! selects the calibrated times; `NCCLSIM_SIM=0` turns the simulation off.
 
 use crate::error::{self, NcclError, Result};
@@ -34,6 +37,7 @@ pub struct Sim {
     planner: PlannerSettings,
     tuner: TunerSettings,
     mode: Mode,
+    nvl_domains: topo::NvlDomains,
     planners: Mutex<HashMap<usize, Arc<Planner>>>,
     comms: Mutex<PlanCache>,
 }
@@ -64,8 +68,11 @@ fn load() -> Result<Sim> {
             )))
         }
     };
+    let nvl_domains =
+        topo::mnnvl::domains_from_env().map_err(|e| NcclError::invalid_argument(e.to_string()))?;
     Ok(Sim {
         source,
+        nvl_domains,
         xml: Arc::new(xml),
         planner,
         tuner,
@@ -119,10 +126,11 @@ impl Sim {
             },
         )
         .map_err(|e| NcclError::invalid_usage(format!("{}: {e}", self.source)))?;
-        // The fake NVML reports no GPU fabric information, so NCCL would not turn multi-node
-        // NVLink on: every node is its own NVLink domain.
+        // The NVLink domains the fake NVML reports as GPU fabric information: as `ncclsim plan`
+        // groups the nodes (`NCCLSIM_NVL_DOMAIN` for its `--nvl-domain`). Nodes are packed in
+        // order, so planning fewer nodes than the job has gives the first ones the same domains.
         cluster
-            .set_nvl_domains(topo::NvlDomains::None)
+            .set_nvl_domains(self.nvl_domains)
             .map_err(|e| NcclError::invalid_usage(format!("{}: {e}", self.source)))?;
         let p = Arc::new(Planner::new(cluster, self.planner.clone()));
         m.insert(nodes, p.clone());

@@ -200,6 +200,53 @@ pub fn assign_domains(hosts: &[HostShape], domains: NvlDomains) -> Result<Vec<Op
     Ok(out)
 }
 
+/// The environment variable `ncclsim run --nvl-domain GPUS` sets for the processes of a job:
+/// the GPUs per NVLink domain, read by the simulated NCCL and NVML as the CLI flag is read.
+pub const NVL_DOMAIN_ENV: &str = "NCCLSIM_NVL_DOMAIN";
+
+/// `--nvl-domain`'s value as a grouping: none given is [`NvlDomains::Auto`].
+pub fn domains_of(gpus: Option<usize>) -> NvlDomains {
+    gpus.map_or(NvlDomains::Auto, NvlDomains::Gpus)
+}
+
+/// The grouping [`NVL_DOMAIN_ENV`] asks for: unset or empty is [`NvlDomains::Auto`], else a
+/// whole number of GPUs per domain.
+pub fn domains_from_env() -> Result<NvlDomains> {
+    match std::env::var(NVL_DOMAIN_ENV) {
+        Ok(v) if !v.trim().is_empty() => {
+            v.trim()
+                .parse::<usize>()
+                .map(NvlDomains::Gpus)
+                .map_err(|_| {
+                    TopoError::Model(format!(
+                        "{NVL_DOMAIN_ENV}={v:?}: expected a whole number of GPUs per NVLink domain"
+                    ))
+                })
+        }
+        _ => Ok(NvlDomains::Auto),
+    }
+}
+
+/// The fabric information of node `node` of a cluster whose nodes are all copies of `root`
+/// (`gpus` GPUs each), as [`assign_domains`] gives it: what NVML reports on that node's GPUs.
+/// The assignment packs hosts in order, so nodes after `node` do not change it.
+pub fn node_fabric(
+    root: &XmlElement,
+    source: &str,
+    gpus: usize,
+    node: usize,
+    domains: NvlDomains,
+) -> Result<Option<FabricInfo>> {
+    let shape = HostShape {
+        source,
+        gpus,
+        attached: fabric_attached(root),
+        nvswitch: has_nvswitch_links(root),
+    };
+    let hosts = vec![shape; node + 1];
+    Ok(assign_domains(&hosts, domains)?.pop().flatten())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,6 +290,29 @@ mod tests {
         assert!(
             err.to_string().contains("no NVLink to an NVSwitch"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn a_node_gets_the_domain_of_its_place_in_the_cluster() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../topologies/gb200-nvl72-tray.xml"
+        );
+        let tray = crate::read_xml(path).unwrap();
+        let of = |node, d| node_fabric(&tray, path, 4, node, d).unwrap();
+        // 18 trays of 4 GPUs to a rack: trays 0-17 share a UUID, tray 18 starts the next.
+        let uuid = |node| of(node, NvlDomains::Auto).unwrap().cluster_uuid;
+        assert_eq!(uuid(0), uuid(17));
+        assert_ne!(uuid(17), uuid(18));
+        assert_ne!(uuid(0), [0, 0]);
+        assert_eq!(of(1, NvlDomains::Gpus(4)).unwrap().cluster_uuid[1], 2);
+        assert_eq!(of(0, NvlDomains::None), None);
+        let a100 = concat!(env!("CARGO_MANIFEST_DIR"), "/../topologies/dgx-a100.xml");
+        let node = crate::read_xml(a100).unwrap();
+        assert_eq!(
+            node_fabric(&node, a100, 8, 1, NvlDomains::Auto).unwrap(),
+            None
         );
     }
 

@@ -93,8 +93,10 @@ macro_rules! nvml_fn {
     };
 }
 
+mod fabric;
 mod job;
 mod telemetry;
+pub use fabric::{nvmlGpuFabricInfo_t, nvmlGpuFabricInfo_v2_t};
 pub use telemetry::{nvmlProcessInfo_t, nvmlProcessInfo_v1_t};
 
 /// `nvmlInit` calls not yet balanced by `nvmlShutdown`.
@@ -668,25 +670,6 @@ nvml_fn!(
             }
         };
         write_out(status, if ok { 0 } else { 5 })
-    }
-);
-
-nvml_fn!(
-    fn nvmlDeviceGetGpuFabricInfo(device: nvmlDevice_t, _info: *mut c_void) {
-        index(device)?;
-        Err(err(
-            NOT_SUPPORTED,
-            "no multi-node NVLink fabric is simulated",
-        ))
-    }
-);
-nvml_fn!(
-    fn nvmlDeviceGetGpuFabricInfoV(device: nvmlDevice_t, _info: *mut c_void) {
-        index(device)?;
-        Err(err(
-            NOT_SUPPORTED,
-            "no multi-node NVLink fabric is simulated",
-        ))
     }
 );
 

@@ -34,6 +34,8 @@ fn run(scenario: &str, env: &[(&str, &str)]) -> String {
             .env_remove("CUDA_VISIBLE_DEVICES")
             .env_remove("NCCLSIM_TOPO")
             .env_remove("NCCL_TOPO_FILE")
+            .env_remove("NCCLSIM_NODE")
+            .env_remove("NCCLSIM_NVL_DOMAIN")
             .envs(env.iter().copied()),
     )
 }
@@ -58,6 +60,51 @@ fn devices_handles_and_properties_agree_with_cuda() {
     );
     assert!(text.contains("p2p nvlink 0-2 0\n"), "{text}");
     assert!(text.contains("PASS devices"));
+}
+
+/// The fabric UUID of every GPU of node `node` of GB200 trays (all GPUs of a node agree), and
+/// the rest of what they report.
+fn tray_fabric(node: &str, domain: Option<&str>) -> (String, String) {
+    let topo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/gb200-nvl72-tray.xml");
+    let topo = topo.to_str().unwrap();
+    let mut env = vec![("NCCLSIM_TOPO", topo), ("NCCLSIM_NODE", node)];
+    if let Some(d) = domain {
+        env.push(("NCCLSIM_NVL_DOMAIN", d));
+    }
+    let text = run("fabric", &env);
+    assert!(text.contains("PASS fabric"), "{text}");
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("fabric ")).collect();
+    assert_eq!(lines.len(), 4, "a tray has 4 GPUs: {text}");
+    let field = |l: &str, k: usize| l.split_whitespace().nth(k).unwrap_or("").to_string();
+    let uuid = field(lines[0], 3);
+    let rest = lines[0].split_once(" clique ").unwrap().1.to_string();
+    for l in &lines {
+        assert_eq!(field(l, 3), uuid, "{text}");
+        assert_eq!(l.split_once(" clique ").unwrap().1, rest, "{text}");
+    }
+    (uuid, rest)
+}
+
+#[test]
+fn gb200_trays_report_their_racks_fabric() {
+    // The values a GB200 NVL72 rack's GPUs report (NVIDIA/nccl issue #1769: cliqueId 0x7ffe,
+    // state 3 = NVML_GPU_FABRIC_STATE_COMPLETED, healthMask 0xaa), status NVML_SUCCESS.
+    let (u0, rest) = tray_fabric("0", None);
+    assert_eq!(rest, "0x7ffe state 3 status 0 health 0xaa");
+    assert_ne!(u0, "0".repeat(32), "the cluster UUID is set");
+    // 18 trays of 4 GPUs make a rack: trays 0 and 17 share one, tray 18 is the next rack's.
+    let (u17, _) = tray_fabric("17", None);
+    let (u18, _) = tray_fabric("18", None);
+    assert_eq!(u0, u17);
+    assert_ne!(u17, u18);
+    // Domains of 8 GPUs (NCCLSIM_NVL_DOMAIN, `ncclsim run --nvl-domain 8`): trays 1 and 2 differ.
+    let (a, _) = tray_fabric("1", Some("8"));
+    let (b, _) = tray_fabric("2", Some("8"));
+    assert_eq!(a, u0);
+    assert_ne!(a, b);
+    // Nodes without an NVLink fabric spanning hosts: NVML_ERROR_NOT_SUPPORTED on every GPU.
+    let text = run("fabric", &[]);
+    assert_eq!(text.matches(" none\n").count(), 8, "{text}");
 }
 
 #[test]

@@ -34,6 +34,25 @@ int nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t, nvmlDevice_t, int *);
 int nvmlDeviceGetP2PStatus(nvmlDevice_t, nvmlDevice_t, int, int *);
 int nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t, unsigned *, void *);
 int nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t, void *);
+int nvmlDeviceGetGpuFabricInfo(nvmlDevice_t, void *);
+
+/* GPU fabric information as NVML's reference describes it: the legacy structure, and version 2
+ * (a version word in front, the health mask at the end; the state is one byte). */
+typedef struct {
+    unsigned char clusterUuid[16];
+    int status;
+    unsigned cliqueId;
+    unsigned char state;
+} fabric_v1;
+typedef struct {
+    unsigned version;
+    unsigned char clusterUuid[16];
+    int status;
+    unsigned cliqueId;
+    unsigned char state;
+    unsigned healthMask;
+} fabric_v2;
+#define FABRIC_V2 ((unsigned)sizeof(fabric_v2) | 2u << 24)
 
 /* From libcudart.so.12. */
 int cudaGetDeviceCount(int *);
@@ -145,10 +164,48 @@ static int nvlinks(void) {
     return 0;
 }
 
+/* Every device's fabric information through both calls: "fabric <i> none" without one, else
+ * the UUID in hex, clique id, state, status and health mask. */
+static int fabric(void) {
+    unsigned n = 0;
+    OK(nvmlInit_v2());
+    OK(nvmlDeviceGetCount_v2(&n));
+    for (unsigned i = 0; i < n; i++) {
+        nvmlDevice_t d;
+        OK(nvmlDeviceGetHandleByIndex_v2(i, &d));
+        fabric_v2 v2;
+        fabric_v1 v1;
+        memset(&v2, 0, sizeof v2);
+        v2.version = FABRIC_V2;
+        int rc = nvmlDeviceGetGpuFabricInfoV(d, &v2);
+        int rc1 = nvmlDeviceGetGpuFabricInfo(d, &v1);
+        CHECK(rc == rc1);
+        if (rc == 3) { /* NVML_ERROR_NOT_SUPPORTED */
+            printf("fabric %u none\n", i);
+            continue;
+        }
+        OK(rc);
+        CHECK(v2.version == FABRIC_V2);
+        CHECK(memcmp(v1.clusterUuid, v2.clusterUuid, 16) == 0);
+        CHECK(v1.cliqueId == v2.cliqueId && v1.state == v2.state && v1.status == v2.status);
+        printf("fabric %u uuid ", i);
+        for (int b = 0; b < 16; b++) printf("%02x", v2.clusterUuid[b]);
+        printf(" clique 0x%x state %u status %d health 0x%x\n", v2.cliqueId, v2.state,
+               v2.status, v2.healthMask);
+        /* A structure version NVML does not know: NVML_ERROR_ARGUMENT_VERSION_MISMATCH. */
+        v2.version = (unsigned)sizeof(fabric_v2) | 7u << 24;
+        CHECK(nvmlDeviceGetGpuFabricInfoV(d, &v2) == 25);
+    }
+    OK(nvmlShutdown());
+    printf("PASS fabric\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (!strcmp(mode, "devices")) return devices();
     if (!strcmp(mode, "nvlinks")) return nvlinks();
+    if (!strcmp(mode, "fabric")) return fabric();
     fprintf(stderr, "unknown scenario %s\n", mode);
     return 2;
 }
