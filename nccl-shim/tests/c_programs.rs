@@ -38,6 +38,8 @@ fn command(args: &[String]) -> Command {
         .env_remove("NCCLSIM_TOPO")
         .env_remove("NCCL_TOPO_FILE")
         .env_remove("NCCLSIM_NODE")
+        .env_remove("NCCLSIM_NVL_DOMAIN")
+        .env_remove("NCCL_MNNVL_ENABLE")
         .env_remove("NCCL_COMM_ID")
         .env_remove("NCCL_HOSTID")
         .env("NCCLSIM_TIMEOUT", "120")
@@ -170,6 +172,51 @@ fn tp8_dp2_job_on_two_simulated_nodes() {
         .collect();
     let out = wait_all(children, Duration::from_secs(600));
     assert_eq!(out.matches("ok tpdp rank").count(), 16, "{out}");
+}
+
+/// Two GB200 NVL72 trays of 4 GPUs (one NVLink domain through the rack's NVSwitches): the
+/// 8-rank communicator is one multi-node NVLink node, and with `NCCL_MNNVL_ENABLE=0` two nodes
+/// joined by the network. The comm and clique lines are NCCL 2.30.7's own for these systems
+/// (planner/tests/nccl-2.30.7/mnnvl, rank 0); every collective's result is checked by the
+/// program against its own reference.
+#[test]
+fn two_gb200_trays_are_one_multi_node_nvlink_node() {
+    let topo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies/gb200-nvl72-tray.xml");
+    let cases = [
+        (
+            None,
+            "nRanks 8 nNodes 1 localRanks 8 localRank {r} MNNVL 1",
+            Some("MNNVL 1 cliqueId 7ffe cliqueSize 8 cliqueRank {r} nvlDomainSize 8"),
+        ),
+        (
+            Some("0"),
+            "nRanks 8 nNodes 2 localRanks 4 localRank {l} MNNVL 0",
+            None,
+        ),
+    ];
+    for (enable, comm_line, clique_line) in cases {
+        let out = ranks_with("rank", 8, &[], |r, c| {
+            c.env("NCCLSIM_TOPO", &topo)
+                .env("NCCLSIM_NODE", (r / 4).to_string())
+                .env("NCCL_DEBUG", "INFO");
+            if let Some(e) = enable {
+                c.env("NCCL_MNNVL_ENABLE", e);
+            }
+        });
+        assert_eq!(out.matches("ok rank").count(), 8, "{out}");
+        for r in 0..8 {
+            let fill = |s: &str| {
+                s.replace("{r}", &r.to_string())
+                    .replace("{l}", &(r % 4).to_string())
+            };
+            let want = format!("rank {r} {}", fill(comm_line));
+            assert!(out.contains(&want), "no `{want}` in:\n{out}");
+            match clique_line {
+                Some(c) => assert!(out.contains(&fill(c)), "no `{}` in:\n{out}", fill(c)),
+                None => assert!(!out.contains("MNNVL 1"), "{out}"),
+            }
+        }
+    }
 }
 
 /// `NCCLSIM_REPORT` with `%h` and `%p`: one JSON file per process, holding the fake CUDA

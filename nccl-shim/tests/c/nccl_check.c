@@ -332,8 +332,10 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(argv[1], "rank") == 0 || strcmp(argv[1], "nonblocking") == 0) {
-        int r = atoi(argv[2]), N = atoi(argv[3]);
-        OK(cudaSetDevice(r % 8));
+        int r = atoi(argv[2]), N = atoi(argv[3]), ndev = 0;
+        /* Ranks fill the node's GPUs in order (8 on the default node, 4 on a GB200 tray). */
+        OK(cudaGetDeviceCount(&ndev));
+        OK(cudaSetDevice(r % ndev));
         ncclUniqueId id = shared_id(r, argv[4]);
         ncclComm_t comm;
         if (strcmp(argv[1], "nonblocking") == 0) {
