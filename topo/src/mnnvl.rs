@@ -247,6 +247,32 @@ pub fn node_fabric(
     Ok(assign_domains(&hosts, domains)?.pop().flatten())
 }
 
+/// The fabric of the simulated node a process of `ncclsim run` is on: its node file
+/// (`NCCLSIM_TOPO`, else `NCCL_TOPO_FILE`, else `bundled` as (name, XML text)), its node
+/// (`NCCLSIM_NODE`, default 0) and the grouping ([`domains_from_env`]), as the fake CUDA core
+/// reads them; `gpus` is the node's GPU count.
+pub fn process_fabric(gpus: usize, bundled: (&str, &str)) -> Result<Option<FabricInfo>> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    let (source, xml) = match env("NCCLSIM_TOPO").or_else(|| env("NCCL_TOPO_FILE")) {
+        Some(f) => {
+            let xml = crate::read_xml(&f)?;
+            (f, xml)
+        }
+        None => (
+            bundled.0.to_string(),
+            crate::xml::parse(bundled.1, bundled.0)?,
+        ),
+    };
+    let node = match env("NCCLSIM_NODE") {
+        Some(n) => n
+            .trim()
+            .parse::<usize>()
+            .map_err(|_| TopoError::Model(format!("NCCLSIM_NODE={n:?} is not a node index")))?,
+        None => 0,
+    };
+    node_fabric(&xml, &source, gpus, node, domains_from_env()?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

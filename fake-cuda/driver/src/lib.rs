@@ -44,6 +44,9 @@ pub enum DriverError {
     /// `cuGetProcAddress` of a name this library does not export.
     #[error("no driver function {0} (CUDA_ERROR_NOT_FOUND)")]
     NoSymbol(String),
+    /// A simulation setting of the environment is wrong (CUDA_ERROR_INVALID_VALUE).
+    #[error("{0}")]
+    Setting(String),
 }
 
 impl DriverError {
@@ -51,6 +54,7 @@ impl DriverError {
         match self {
             DriverError::Code(c) => *c,
             DriverError::NoSymbol(_) => NOT_FOUND,
+            DriverError::Setting(_) => INVALID_VALUE,
             // The driver API has no "invalid device function".
             DriverError::Core(e) if e.status() == Status::KernelRefused => NOT_SUPPORTED,
             DriverError::Core(e) => e.cuda_code(),
@@ -152,6 +156,9 @@ drv_fn!(
             76 => d.sm_minor,
             // Virtual memory management and POSIX file descriptor handles (fake_cuda_core::vmm).
             102 | 103 => 1,
+            // CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED: GPUs in an NVLink domain spanning
+            // nodes (vmm::node_has_fabric).
+            128 => c_int::from(vmm::node_has_fabric()?),
             _ => 0,
         };
         write_out(value, v)
@@ -550,6 +557,7 @@ const ERRORS: &[(CUresult, &CStr, &CStr)] = &[
         c"CUDA_ERROR_NOT_SUPPORTED",
         c"operation not supported",
     ),
+    (800, c"CUDA_ERROR_NOT_PERMITTED", c"operation not permitted"),
     (
         STREAM_CAPTURE_UNSUPPORTED,
         c"CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",

@@ -86,6 +86,28 @@ fn check_prop(prop: *const CUmemAllocationProp) -> Result<CUmemAllocationProp> {
     Ok(p)
 }
 
+/// `CUDA_ERROR_NOT_PERMITTED`.
+const NOT_PERMITTED: crate::CUresult = 800;
+
+/// Whether this process's simulated node is in an NVLink domain spanning nodes (what NVML's GPU
+/// fabric information reports, `topo::mnnvl::process_fabric`): its GPUs then report fabric
+/// handle support, as GB200/GB300 NVL72 GPUs do.
+pub(crate) fn node_has_fabric() -> Result<bool> {
+    static F: std::sync::OnceLock<std::result::Result<bool, String>> = std::sync::OnceLock::new();
+    let gpus = core()?.physical_device_count()? as usize;
+    let bundled = (
+        fake_cuda_core::abi::BUNDLED_NAME,
+        fake_cuda_core::abi::BUNDLED_XML,
+    );
+    F.get_or_init(|| {
+        topo::mnnvl::process_fabric(gpus, bundled)
+            .map(|f| f.is_some())
+            .map_err(|e| e.to_string())
+    })
+    .clone()
+    .map_err(|e| DriverError::Setting(format!("GPU fabric: {e}")))
+}
+
 drv_fn!(
     fn cuMemGetAllocationGranularity(
         granularity: *mut usize,
@@ -107,6 +129,11 @@ drv_fn!(
             return Err(invalid());
         }
         let types = p.requested_handle_types as u32;
+        if p.requested_handle_types & HANDLE_TYPE_FABRIC != 0 && node_has_fabric()? {
+            // What a GPU of an NVL72 tray answers when the host is not in an IMEX domain:
+            // fabric handles are not simulated, and callers fall back to POSIX descriptors.
+            return Err(DriverError::Code(NOT_PERMITTED));
+        }
         let h = core()?.mem_create(p.location.id, size as u64, types)?;
         write_out(handle, h)
     }

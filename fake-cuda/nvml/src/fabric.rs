@@ -65,40 +65,15 @@ pub struct nvmlGpuFabricInfo_v2_t {
 pub const FABRIC_INFO_V2: c_uint =
     std::mem::size_of::<nvmlGpuFabricInfo_v2_t>() as c_uint | 2 << 24;
 
-fn env(k: &str) -> Option<String> {
-    std::env::var(k).ok().filter(|v| !v.trim().is_empty())
-}
-
-/// This process's node's fabric, worked out from the environment the core reads.
-fn load(gpus: usize) -> std::result::Result<Option<FabricInfo>, String> {
-    let (source, xml) = match env("NCCLSIM_TOPO").or_else(|| env("NCCL_TOPO_FILE")) {
-        Some(f) => {
-            let xml = topo::read_xml(&f).map_err(|e| e.to_string())?;
-            (f, xml)
-        }
-        None => {
-            let name = fake_cuda_core::abi::BUNDLED_NAME;
-            let xml = topo::xml::parse(fake_cuda_core::abi::BUNDLED_XML, name)
-                .map_err(|e| e.to_string())?;
-            (name.to_string(), xml)
-        }
-    };
-    let node = match env("NCCLSIM_NODE") {
-        Some(n) => n
-            .trim()
-            .parse::<usize>()
-            .map_err(|_| format!("NCCLSIM_NODE={n:?} is not a node index"))?,
-        None => 0,
-    };
-    let domains = topo::mnnvl::domains_from_env().map_err(|e| e.to_string())?;
-    topo::mnnvl::node_fabric(&xml, &source, gpus, node, domains).map_err(|e| e.to_string())
-}
-
 /// The fabric every GPU of this node reports (read once: the environment is the process's).
 fn node_fabric() -> Result<Option<FabricInfo>> {
     static F: OnceLock<std::result::Result<Option<FabricInfo>, String>> = OnceLock::new();
     let gpus = core()?.physical_device_count()? as usize;
-    F.get_or_init(|| load(gpus))
+    let bundled = (
+        fake_cuda_core::abi::BUNDLED_NAME,
+        fake_cuda_core::abi::BUNDLED_XML,
+    );
+    F.get_or_init(|| topo::mnnvl::process_fabric(gpus, bundled).map_err(|e| e.to_string()))
         .clone()
         .map_err(|e| err(INVALID_ARGUMENT, format!("GPU fabric: {e}")))
 }

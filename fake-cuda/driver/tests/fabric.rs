@@ -1,0 +1,57 @@
+//! Fabric handle support on GPUs of an NVLink domain spanning nodes: GB200 NVL72 trays report
+//! `CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED` (128 in the CUDA driver API's
+//! `CUdevice_attribute`) as 1, other nodes as 0; creating an allocation with fabric handles on
+//! a tray fails as on a tray outside an IMEX domain (`CUDA_ERROR_NOT_PERMITTED`).
+
+use fake_cuda_test_support as support;
+use std::path::Path;
+use std::process::Command;
+
+fn run(env: &[(&str, String)]) -> String {
+    let dir = support::scratch_dir("driver-fabric");
+    support::link_real_names(&dir, &[("libcuda_driver.so", "libcuda.so.1")]);
+    support::built("libncclsim_cuda.so");
+    // CUmemAllocationProp: type, requestedHandleTypes, location {type, id}, win32 metadata,
+    // allocFlags (32 bytes); CU_MEM_HANDLE_TYPE_FABRIC is 8, a granule 2 MiB.
+    let script = "import ctypes\n\
+                  cu = ctypes.CDLL('libcuda.so.1')\n\
+                  assert cu.cuInit(0) == 0\n\
+                  v = ctypes.c_int(-1)\n\
+                  ra = cu.cuDeviceGetAttribute(ctypes.byref(v), 128, 0)\n\
+                  prop = (ctypes.c_int * 8)(1, 8, 1, 0, 0, 0, 0, 0)\n\
+                  h = ctypes.c_uint64(0)\n\
+                  rc = cu.cuMemCreate(ctypes.byref(h), ctypes.c_size_t(2 << 20), prop, ctypes.c_uint64(0))\n\
+                  print(ra, v.value, rc)\n";
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .env("LD_LIBRARY_PATH", &dir)
+        .env_remove("CUDA_VISIBLE_DEVICES")
+        .env_remove("NCCLSIM_TOPO")
+        .env_remove("NCCL_TOPO_FILE")
+        .env_remove("NCCLSIM_NODE")
+        .env_remove("NCCLSIM_NVL_DOMAIN")
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .output()
+        .expect("run python3");
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+#[test]
+fn nvl72_trays_report_fabric_handle_support() {
+    let tray = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/gb200-nvl72-tray.xml");
+    let tray = tray.display().to_string();
+    // A tray: supported, creation refused with CUDA_ERROR_NOT_PERMITTED (800).
+    assert_eq!(run(&[("NCCLSIM_TOPO", tray.clone())]), "0 1 800");
+    // The bundled DGX A100 (NVSwitches inside the node): not supported, CUDA_ERROR_NOT_SUPPORTED.
+    assert_eq!(run(&[]), "0 0 801");
+    // A domain smaller than the tray: both calls refused.
+    let text = run(&[("NCCLSIM_TOPO", tray), ("NCCLSIM_NVL_DOMAIN", "2".into())]);
+    assert_eq!(text, "1 -1 1", "both refused with CUDA_ERROR_INVALID_VALUE");
+}
