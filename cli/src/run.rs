@@ -323,8 +323,8 @@ fn base_env(
         if let Some(t) = &args.topo {
             let nodes = usize::try_from(args.nodes).unwrap_or(1).max(1);
             let s = topo::TopoSettings::default();
-            crate::load_cluster(t, nodes, &s, None, None, Some(d))
-                .map_err(|e| format!("--nvl-domain {d}: {e}"))?;
+            // The grouping's errors name the flag, its value and the file.
+            crate::load_cluster(t, nodes, &s, None, None, Some(d))?;
         } else if d == 0 {
             return Err("--nvl-domain 0: an NVLink domain needs at least one GPU".into());
         }

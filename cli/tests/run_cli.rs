@@ -25,6 +25,8 @@ fn run(args: &[&str]) -> Output {
         .env_remove("NCCLSIM_TOPO")
         .env_remove("NCCL_TOPO_FILE")
         .env_remove("NCCLSIM_NODE")
+        .env_remove("NCCLSIM_NVL_DOMAIN")
+        .env_remove("NCCL_MNNVL_ENABLE")
         .env_remove("NCCLSIM_TRACE")
         .env_remove("NCCL_HOSTID")
         .env_remove("LD_PRELOAD")
@@ -108,6 +110,50 @@ fn tp_dp_c_program_on_two_simulated_nodes() {
     let traces = std::fs::read_dir(&trace).expect("trace directory").count();
     assert_eq!(traces, 16, "one trace per rank");
     eprintln!("16 ranks through ncclsim run: {:?}", t.elapsed());
+}
+
+/// Four GB200 trays in two NVLink domains of 8 GPUs (`--nvl-domain 8`): the 16-rank world is
+/// two multi-node NVLink nodes of 8 ranks. The lines are NCCL 2.30.7's own for this system
+/// (planner/tests/nccl-2.30.7/mnnvl, 2 domains of 2 trays, ranks 0 and 15); every collective's
+/// result is checked by the program.
+#[test]
+fn nvl_domains_reach_the_simulated_nccl() {
+    let dir = support::scratch_dir("run-nvl-domain");
+    let exe = program(&dir);
+    let id = dir.join("id");
+    let _ = std::fs::remove_file(&id);
+    let out = run(&[
+        "--topo",
+        "topologies/gb200-nvl72-tray.xml",
+        "--nodes",
+        "4",
+        "--procs-per-node",
+        "4",
+        "--nvl-domain",
+        "8",
+        "--env",
+        "NCCL_DEBUG=INFO",
+        "--env",
+        "NCCLSIM_TIMEOUT=120",
+        "--",
+        exe.to_str().expect("utf-8 path"),
+        "rank",
+        "{rank}",
+        "16",
+        id.to_str().expect("utf-8 path"),
+    ]);
+    let log = text(&out);
+    assert!(out.status.success(), "{log}");
+    assert_eq!(log.matches("ok rank").count(), 16, "{log}");
+    for line in [
+        "rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 1",
+        "MNNVL 1 cliqueId 7ffe cliqueSize 8 cliqueRank 0 nvlDomainSize 8",
+        "rank 15 nRanks 16 nNodes 2 localRanks 8 localRank 7 MNNVL 1",
+        "MNNVL 1 cliqueId 7ffe cliqueSize 8 cliqueRank 7 nvlDomainSize 8",
+    ] {
+        assert!(log.contains(line), "missing {line:?}:\n{log}");
+    }
+    let _ = std::fs::remove_file(&id);
 }
 
 #[test]
@@ -233,6 +279,18 @@ fn bad_options_are_refused() {
             "/nonexistent.xml",
         ),
         (vec!["--grace", "NaN", "--", "true"], "--grace"),
+        (vec!["--nvl-domain", "0", "--", "true"], "--nvl-domain 0"),
+        (
+            vec![
+                "--topo",
+                "topologies/gb200-nvl72-tray.xml",
+                "--nvl-domain",
+                "2",
+                "--",
+                "true",
+            ],
+            "--nvl-domain 2: topologies/gb200-nvl72-tray.xml has 4 GPUs",
+        ),
         (vec!["--clock", "wall", "--", "true"], "--clock"),
         (
             vec!["--clock", "virtual", "--pace", "--", "true"],
