@@ -5,7 +5,6 @@
 
 use fake_cuda_test_support as support;
 use std::path::Path;
-use std::process::Command;
 
 fn run(env: &[(&str, String)]) -> String {
     let dir = support::scratch_dir("driver-fabric");
@@ -22,25 +21,13 @@ fn run(env: &[(&str, String)]) -> String {
                   h = ctypes.c_uint64(0)\n\
                   rc = cu.cuMemCreate(ctypes.byref(h), ctypes.c_size_t(2 << 20), prop, ctypes.c_uint64(0))\n\
                   print(ra, v.value, rc)\n";
-    let out = Command::new("python3")
-        .arg("-c")
-        .arg(script)
-        .env("LD_LIBRARY_PATH", &dir)
-        .env_remove("CUDA_VISIBLE_DEVICES")
-        .env_remove("NCCLSIM_TOPO")
-        .env_remove("NCCL_TOPO_FILE")
-        .env_remove("NCCLSIM_NODE")
-        .env_remove("NCCLSIM_NVL_DOMAIN")
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .output()
-        .expect("run python3");
-    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text
+    support::python_with(&dir, script, |c| {
+        c.env_remove("NCCLSIM_TOPO")
+            .env_remove("NCCL_TOPO_FILE")
+            .env_remove("NCCLSIM_NODE")
+            .env_remove("NCCLSIM_NVL_DOMAIN")
+            .envs(env.iter().map(|(k, v)| (k, v)));
+    })
 }
 
 #[test]

@@ -224,13 +224,18 @@ pub fn run_ok(cmd: &mut Command) -> String {
 
 /// Runs `python3 -c script` with `LD_LIBRARY_PATH=dir` and returns its trimmed stdout.
 pub fn python(dir: &Path, script: &str) -> String {
-    let out = Command::new("python3")
-        .arg("-c")
+    python_with(dir, script, |_| {})
+}
+
+/// [`python`] with more environment set (or removed) by `setup`.
+pub fn python_with(dir: &Path, script: &str, setup: impl FnOnce(&mut Command)) -> String {
+    let mut cmd = Command::new("python3");
+    cmd.arg("-c")
         .arg(script)
         .env("LD_LIBRARY_PATH", dir)
-        .env_remove("CUDA_VISIBLE_DEVICES")
-        .output()
-        .expect("run python3");
+        .env_remove("CUDA_VISIBLE_DEVICES");
+    setup(&mut cmd);
+    let out = cmd.output().expect("run python3");
     let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
     assert!(
         out.status.success(),
