@@ -7,6 +7,10 @@
 #   1. scripts/torch/collectives.py: every collective torch offers, in several dtypes, on the
 #      world and on the TP and DP groups, every result checked on the CPU by every rank; the
 #      world's INFO lines (NCCL_DEBUG=INFO) must equal `ncclsim plan`'s.
+#   1b. collectives.py on 2 simulated GB200 NVL72 trays x 4 processes: the world is one
+#      multi-node NVLink node (`nNodes 1 localRanks 8 ... MNNVL 1`, INFO lines equal to
+#      `ncclsim plan`'s), and two nodes with NCCL_MNNVL_ENABLE=0; pynvml reads every GPU's
+#      fabric info (one cluster UUID for both trays, clique 0x7ffe, state completed).
 #   2. scripts/torch/ddp_fsdp.py: DDP over the world and FSDP2 over the DP groups, 3 steps each
 #      (computed on the simulated GPUs); their traces must show all-reduces,
 #      all-gathers and reduce-scatters; then `ncclsim trace summarize` and the same trace
@@ -123,6 +127,43 @@ rank0=$(grep -l " rank 0 nRanks $world nNodes 2 " "$logs"/debug/*.log | head -1)
 grep -q "ncclCommSplit comm" "$rank0" || fail "new_group did not split the world"
 python3 scripts/torch/check_outputs.py info "$ncclsim" "$topo" 2 "$rank0"
 [ -s "$logs/graphs.xml" ] || fail "no NCCL_GRAPH_DUMP_FILE"
+
+echo "== 1b. collectives on 2 simulated GB200 NVL72 trays x 4 processes: one NVLink domain"
+tray=topologies/gb200-nvl72-tray.xml
+for mnnvl in auto 0; do
+    d="$logs/debug-mnnvl-$mnnvl"
+    mkdir -p "$d"
+    extra=(--env NCCL_DEBUG=INFO --env "NCCL_DEBUG_FILE=$d/%h.%p.log")
+    [ "$mnnvl" = auto ] || extra+=(--env "NCCL_MNNVL_ENABLE=$mnnvl")
+    measured "mnnvl-$mnnvl" "$ncclsim" run --topo "$tray" --nodes 2 \
+        --lib-path "$venv/ncclsim-stubs" "${extra[@]}" \
+        -- torchrun --nproc_per_node 4 scripts/torch/collectives.py \
+        > "$logs/mnnvl-$mnnvl.log" 2>&1 || fail "collectives on GB200 trays (MNNVL $mnnvl) exited $?"
+    [ "$(passes "$logs/mnnvl-$mnnvl.log")" = 8 ] || fail "GB200 trays (MNNVL $mnnvl): not every rank passed"
+    if [ "$mnnvl" = auto ]; then line=" rank 0 nRanks 8 nNodes 1 localRanks 8 localRank 0 MNNVL 1"
+    else line=" rank 0 nRanks 8 nNodes 2 localRanks 4 localRank 0 MNNVL 0"; fi
+    rank0=$(grep -l "$line" "$d"/*.log | head -1)
+    [ -n "$rank0" ] || fail "GB200 trays (MNNVL $mnnvl): no rank 0 with '$line'"
+    echo "MNNVL $mnnvl:$line"
+    if [ "$mnnvl" = auto ]; then
+        python3 scripts/torch/check_outputs.py info "$ncclsim" "$tray" 2 "$rank0"
+    else
+        NCCL_MNNVL_ENABLE=0 python3 scripts/torch/check_outputs.py info "$ncclsim" "$tray" 2 "$rank0"
+    fi
+done
+fabric='import os, pynvml
+pynvml.nvmlInit()
+for i in range(pynvml.nvmlDeviceGetCount()):
+    f = pynvml.c_nvmlGpuFabricInfoV_t()
+    f.version = pynvml.nvmlGpuFabricInfo_v2
+    pynvml.nvmlDeviceGetGpuFabricInfoV(pynvml.nvmlDeviceGetHandleByIndex(i), pynvml.byref(f))
+    print("fabric", bytes(f.clusterUuid).hex(), hex(f.cliqueId), f.state, f.status, hex(f.healthMask))'
+"$ncclsim" run --topo "$tray" --nodes 2 --lib-path "$venv/ncclsim-stubs" -- python -c "$fabric" \
+    > "$logs/mnnvl-fabric.log" 2>&1 || fail "pynvml's fabric info on GB200 trays"
+[ "$(grep -c "^fabric " "$logs/mnnvl-fabric.log")" = 8 ] || fail "fabric info: not 8 GPUs"
+[ "$(grep "^fabric " "$logs/mnnvl-fabric.log" | sort -u | wc -l)" = 1 ] || fail "fabric info: trays differ"
+grep -q "^fabric [0-9a-f]* 0x7ffe 3 0 0xaa$" "$logs/mnnvl-fabric.log" || fail "fabric info: $(head -1 "$logs/mnnvl-fabric.log")"
+grep "^fabric " "$logs/mnnvl-fabric.log" | sort -u | sed 's/^/pynvml: 8 GPUs, /'
 
 echo "== 2. DDP over the world, FSDP2 over the DP groups, 3 steps each"
 measured ddp-fsdp "$ncclsim" run --topo "$topo" --nodes 2 --lib-path "$venv/ncclsim-stubs" \
