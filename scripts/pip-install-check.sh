@@ -26,7 +26,7 @@ pip=("$work/venv/bin/python" -m pip -q --disable-pip-version-check)
 # torch the way scripts/torch-venv.sh installs it: no NVIDIA wheels, its import-time needs.
 "${pip[@]}" install --no-deps "torch==$version"
 "${pip[@]}" install filelock 'typing-extensions>=4.13.0' 'sympy>=1.13.3' 'networkx>=2.5.1' \
-    jinja2 'fsspec>=0.8.5' numpy
+    jinja2 'fsspec>=0.8.5' 'setuptools>=77.0.3' numpy
 stamp "venv with torch $version"
 "${pip[@]}" install "$repo"
 stamp "pip install $repo"
@@ -42,7 +42,8 @@ if command -v cargo >/dev/null; then
     exit 1
 fi
 echo "ncclsim is $(command -v ncclsim)"
-ncclsim plan --topo dgx-a100.xml --nodes 2 --split tp=8,dp=2 | head -5
+ncclsim plan --topo dgx-a100.xml --nodes 2 --split tp=8,dp=2 > plan.txt
+head -3 plan.txt
 stamp "ncclsim plan"
 ncclsim run --topo dgx-a100.xml --nodes 2 --env NCCL_DEBUG=INFO \
     -- torchrun --nproc_per_node 8 pip_check.py > run.log 2>&1 || {
@@ -54,5 +55,8 @@ ok=$(grep -c '^ok rank .* of 16 .* sum 136$' run.log || true)
 nodes=$(grep -c 'nRanks 16 nNodes 2' run.log || true)
 grep -m1 'making stand-ins' run.log || true
 echo "ranks ok: $ok of 16; INFO lines with nRanks 16 nNodes 2: $nodes"
-[ "$ok" -eq 16 ] && [ "$nodes" -ge 16 ]
+if [ "$ok" -ne 16 ] || [ "$nodes" -lt 16 ]; then
+    tail -n 40 run.log
+    exit 1
+fi
 stamp "done"

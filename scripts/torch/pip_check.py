@@ -2,6 +2,7 @@
 `torch.full` on the simulated GPUs, compared with the sum computed here on the CPU."""
 
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -13,5 +14,7 @@ x = torch.full((4096,), float(rank + 1), device="cuda")
 dist.all_reduce(x)
 want = torch.full((4096,), float(world * (world + 1) // 2))
 assert torch.equal(x.cpu(), want), f"rank {rank}: {x[:4].tolist()} != {want[:4].tolist()}"
-print(f"ok rank {rank} of {world} group {os.environ['GROUP_RANK']} sum {x[0].item():g}", flush=True)
+# One write per line, so that the lines of processes sharing the output stay whole.
+sys.stdout.write(f"ok rank {rank} of {world} group {os.environ['GROUP_RANK']} sum {x[0].item():g}\n")
+sys.stdout.flush()
 dist.destroy_process_group()
