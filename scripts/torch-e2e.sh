@@ -14,6 +14,10 @@
 #   3. scripts/torch/bench.py: all_reduce, broadcast, all_gather, reduce_scatter at 1-64 MB on
 #      the world and a TP group timed with torch.cuda.Event must equal `ncclsim predict`; a
 #      pipeline send across nodes and inside a node, and a peer copy, in the topology's order.
+#   3b. scripts/torch/host_clock.py under `--clock virtual` (1 PCIe node x 4): all_reduce timed
+#      with time.perf_counter around torch.cuda.synchronize must equal `ncclsim predict`;
+#      torch's NCCL watchdog (5 s timeout) must not fire over a real 6 s sleep with work
+#      outstanding, and its timed waits must not spin.
 #   4. scripts/torch/memory.py with the default allocator and with expandable segments:
 #      torch.OutOfMemoryError past the device, copies that read back, a tensor shared with
 #      another process; then collectives.py on expandable segments (2 nodes x 2).
@@ -27,6 +31,12 @@
 #      target/fault-injection and run beside the other release libraries.
 #   6. NCCL's own Python bindings (nccl4py, in a venv of their own): an all-reduce of device
 #      buffers made by host copies, checked, on 4 processes.
+#   7. monitors: scripts/env-check/env_check.sh (nvidia-smi, -L, topo -m, nvlink --status, the
+#      driver version, pynvml, CUDA/cuDNN versions, a torch + NCCL all_reduce on 8 GPUs, a
+#      peer-copy matrix) must pass every line; then beside a 2-process training job, in other
+#      processes of the same run: nvidia-smi must report each rank's GPU busy and using
+#      torch.cuda.memory_reserved plus one context (scripts/env-check/train_probe.py), and the
+#      monitor (scripts/env-check/monitor.sh), `nvitop --once` and `gpustat` show all 8 GPUs.
 #
 # Usage: scripts/torch-e2e.sh
 #   NCCLSIM_TORCH_VENV   the venv (default target/torch-venv in the repository); made with
@@ -142,6 +152,14 @@ awk '$NF ~ /^[0-9.]+$/ && $NF != "1.000" { bad = 1; print "changed: " $0 } END {
     "$logs/reprice-same.txt" || fail "repricing on the same hardware changed a call's time"
 grep "SendRecv\|^total" "$logs/reprice-same.txt"
 
+echo "== 3b. all_reduce timed with time.perf_counter under --clock virtual vs ncclsim predict"
+measured host-clock "$ncclsim" run --topo topologies/pcie-4xa100.xml --clock virtual \
+    --lib-path "$venv/ncclsim-stubs" -- torchrun --nproc_per_node 4 scripts/torch/host_clock.py \
+    > "$logs/host-clock.log" 2>&1 || { grep -v "^W" "$logs/host-clock.log" | tail -20; fail "host-clock run exited $?"; }
+grep "slept" "$logs/host-clock.log"
+[ "$(passes "$logs/host-clock.log")" = 4 ] || fail "host-clock: not every rank passed"
+python3 scripts/torch/check_outputs.py host-clock "$ncclsim" topologies/pcie-4xa100.xml 1 "$logs/host-clock.log"
+
 echo "== 4. memory: torch.OutOfMemoryError past the 40 GB device, copies, sharing (both allocators)"
 for conf in "" "expandable_segments:True"; do
     PYTORCH_CUDA_ALLOC_CONF="$conf" "$ncclsim" run --topo "$topo" --lib-path "$venv/ncclsim-stubs" \
@@ -228,4 +246,43 @@ PATH="$n4/bin:$PATH" "$ncclsim" run --topo "$topo" --nodes 2 --procs-per-node 2 
     || fail "nccl4py run exited $?"
 grep "PASS" "$logs/nccl4py.log" | sort
 [ "$(passes "$logs/nccl4py.log")" = 4 ] || fail "nccl4py: not every rank passed"
+echo "== 7. monitors: the environment check, then nvidia-smi, nvitop and gpustat beside training"
+[ -x "$venv/bin/nvitop" ] || scripts/torch-venv.sh "$venv"
+"$ncclsim" run --topo "$topo" --lib-path "$venv/ncclsim-stubs" -- scripts/env-check/env_check.sh \
+    > "$logs/env-check.log" 2>&1 || { cat "$logs/env-check.log"; fail "environment check"; }
+grep "^PASS\|^FAIL\|env-check:" "$logs/env-check.log"
+mkdir -p "$logs/probe"
+monitors='d=$1
+torchrun --nproc_per_node 2 scripts/env-check/train_probe.py train "$d" > "$d/train.log" 2>&1 &
+t=$!
+python scripts/env-check/train_probe.py check "$d" 2 \
+    && scripts/env-check/monitor.sh 2 > "$d/monitor.log" \
+    && nvitop --once > "$d/nvitop.log" 2>&1 \
+    && gpustat --no-color > "$d/gpustat.log" 2>&1
+rc=$?
+touch "$d/done"
+wait $t && exit $rc'
+"$ncclsim" run --topo "$topo" --lib-path "$venv/ncclsim-stubs" -- sh -c "$monitors" sh "$logs/probe" \
+    > "$logs/monitors.log" 2>&1 || { cat "$logs/monitors.log"; fail "monitors beside training"; }
+grep "GPU .*: memory.used\|train-probe" "$logs/monitors.log"
+python3 - "$logs/probe" <<'PY' || fail "monitor rows"
+import sys
+d = sys.argv[1]
+rows = [l.split(", ") for l in open(f"{d}/monitor.log") if not l.startswith("#")]
+assert len(rows) == 16, rows  # 2 samples x 8 GPUs
+for i, name, util, used, total, temp, power in rows:
+    assert name == "NVIDIA A100-SXM4-40GB" and int(total) == 40960, (i, name, total)
+    assert 0 <= int(util) <= 100 and 0 <= int(used) <= int(total), (i, util, used)
+    assert 25 <= int(temp) <= 95 and 0 < float(power) <= 400, (i, temp, power)
+busy = {r[0] for r in rows if int(r[2]) > 0}
+assert busy == {"0", "1"}, busy  # the two training ranks' GPUs
+print(f"monitor: {len(rows)} rows, GPUs busy: {sorted(busy)}")
+nvitop = open(f"{d}/nvitop.log").read()
+assert nvitop.count("A100-SXM4-40GB") == 8, nvitop
+assert "ERROR" not in nvitop and "Traceback" not in nvitop, nvitop  # every NVML call it makes answers
+gpustat = open(f"{d}/gpustat.log").read().splitlines()
+gpus = [l for l in gpustat if l.startswith("[")]
+assert len(gpus) == 8 and all("A100-SXM4-40GB" in l for l in gpus), gpustat
+print("nvitop --once: 8 GPUs; gpustat: 8 GPUs")
+PY
 echo "torch-e2e: PASS (logs in $logs)"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Makes a Python venv with PyTorch from PyPI for running torch.distributed on ncclsim's libraries
-# (and transformers, which the test suite's GPT-2 uses),
+# (and transformers, which the test suite's GPT-2 uses; nvidia-ml-py, nvitop and gpustat for
+# its monitor checks),
 # without NVIDIA's wheels: `pip install torch --no-deps`, the pure-Python packages torch needs at
 # import, then stub NVIDIA libraries generated from what the installed torch imports
 # (scripts/torch-stubs.py) in VENV/ncclsim-stubs (every function fails) and
@@ -31,6 +32,9 @@ fi
 # transformers, for the suite's GPT-2 built from a config (no weights are downloaded), and
 # expecttest, which torch's OpInfo database (the suite's operator sweep) imports.
 "${pip[@]}" install 'transformers>=4.40' expecttest
+# NVML's Python bindings and the monitors users run on them (scripts/env-check and the suite's
+# monitor stage run them on ncclsim's libnvidia-ml.so.1).
+"${pip[@]}" install 'nvidia-ml-py>=12' 'nvitop==1.7.2' 'gpustat==1.1.1'
 
 torch_lib="$("$venv/bin/python" -c 'import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec("torch").origin), "lib"))')"
 rm -rf "$venv/ncclsim-stubs" "$venv/ncclsim-stubs-noop"

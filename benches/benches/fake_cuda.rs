@@ -1,7 +1,8 @@
 //! Fake CUDA core speed: what device memory costs on first touch and after reuse, steady-state
 //! copy throughput against plain `memcpy` in the same run, and legacy-stream work with many
-//! streams. The core is used in-process (`Core::new` over the bundled DGX A100), as
-//! `libncclsim_cuda.so` does; `cudaMemcpy` is `Core::memcpy` on the legacy stream.
+//! streams and while publishing the telemetry record. The core is used in-process (`Core::new`
+//! over the bundled DGX A100), as `libncclsim_cuda.so` does; `cudaMemcpy` is `Core::memcpy` on
+//! the legacy stream.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use fake_cuda_core::{device, Config, CopyKind, Core};
@@ -130,7 +131,16 @@ fn legacy_stream(c: &mut Criterion) {
             b.iter(|| core.enqueue(black_box(0), 1, Box::new(|| {})).unwrap())
         });
     }
+    // The same while publishing the process's telemetry record (as under `ncclsim run`).
+    let dir = std::env::temp_dir().join(format!("ncclsim-bench-job-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let core = core();
+    core.publish_to(&dir, 0);
+    g.bench_function("1 streams, telemetry published", |b| {
+        b.iter(|| core.enqueue(black_box(0), 1, Box::new(|| {})).unwrap())
+    });
     g.finish();
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 criterion_group!(benches, reuse, copies, legacy_stream);

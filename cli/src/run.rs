@@ -26,8 +26,11 @@
 //!
 //! Tools: `nvidia-smi` (this crate's second binary, over the preloaded fake NVML) is linked into
 //! `ncclsim-sonames/bin/`, which goes first on the command's `PATH`, so environment checks and
-//! monitors that run it see the simulated node.
+//! monitors that run it see the simulated node. Every copy gets a job directory
+//! (`NCCLSIM_JOB_DIR`, `job`) where each process's fake CUDA core publishes its memory and busy
+//! time, so NVML in any process of the run (nvidia-smi, a monitor) sees the whole job.
 
+mod job;
 mod launcher;
 mod stubs;
 mod watch;
@@ -74,9 +77,14 @@ pub struct RunArgs {
     #[arg(long, value_parser = ["nccl", "calibrated"])]
     model: Option<String>,
     /// Hold each completion until the wall clock reaches its virtual time (NCCLSIM_PACE=1), so
-    /// programs that time with host clocks see predicted times.
-    #[arg(long)]
+    /// programs that time with host clocks see predicted times while ranks have cores to spare.
+    #[arg(long, conflicts_with = "clock")]
     pace: bool,
+    /// The program's host clock: real, or virtual (NCCLSIM_CLOCK=virtual): clock_gettime,
+    /// gettimeofday and time read the simulated host's clock, which moves only when the
+    /// program waits for device work, to its predicted completion (see README).
+    #[arg(long, value_parser = ["real", "virtual"])]
+    clock: Option<String>,
     /// What torch ops on the simulated GPUs do (NCCLSIM_COMPUTE): run computes their values on
     /// the CPU over the device memory; time computes nothing (shapes only, values undefined,
     /// memory untouched); off leaves kernels uncomputed.
@@ -363,6 +371,9 @@ fn base_env(
         }
     }
     env.insert("PYTHONPATH".into(), pythonpath.join(":"));
+    if let Some(c) = &args.clock {
+        env.insert("NCCLSIM_CLOCK".into(), c.clone());
+    }
     for kv in &args.env {
         let (k, v) = kv
             .split_once('=')
@@ -370,7 +381,48 @@ fn base_env(
             .ok_or_else(|| format!("--env {kv:?}: expected NAME=VALUE"))?;
         env.insert(k.to_string(), v.to_string());
     }
+    // The setting the copies will see: --clock or --env, else the one they inherit.
+    let clock = env
+        .get("NCCLSIM_CLOCK")
+        .cloned()
+        .or_else(|| std::env::var("NCCLSIM_CLOCK").ok());
+    if clock.is_some_and(|c| c == "virtual") {
+        virtual_clock_env(&mut env, sonames)?;
+    }
     Ok(env)
+}
+
+/// The virtual host clock: the core goes first in `LD_PRELOAD` (its clock functions stand in
+/// front of the C library's) and every copy gets the same epoch, the launcher's real
+/// `CLOCK_REALTIME` and `CLOCK_MONOTONIC` now (`NCCLSIM_CLOCK_EPOCH`).
+fn virtual_clock_env(env: &mut BTreeMap<String, String>, sonames: &Path) -> Result<(), String> {
+    if !cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+        return Err("--clock virtual: only x86-64 and AArch64 builds interpose the clock".into());
+    }
+    let core = sonames.join(LIBS[0].1).display().to_string();
+    let preload = env.get("LD_PRELOAD").cloned().unwrap_or_default();
+    let joined = if preload.is_empty() {
+        core
+    } else {
+        format!("{core}:{preload}")
+    };
+    env.insert("LD_PRELOAD".into(), joined);
+    let now = |clk| {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid out-pointer.
+        unsafe { libc::clock_gettime(clk, &mut ts) };
+        ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
+    };
+    let epoch = format!(
+        "{},{}",
+        now(libc::CLOCK_REALTIME),
+        now(libc::CLOCK_MONOTONIC)
+    );
+    env.entry("NCCLSIM_CLOCK_EPOCH".into()).or_insert(epoch);
+    Ok(())
 }
 
 /// One process to start: its node, ranks and environment.
@@ -635,14 +687,17 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    let job = job::JobDir::create()?;
     // Forked while the launcher has one thread, before the signal handlers are installed.
-    let watcher = watch::Watcher::start(copies.len(), grace)?;
+    let watcher = watch::Watcher::start(copies.len(), grace, job.path())?;
     let signals = register_signals()?;
     // One slot per copy, emptied when the copy has ended.
     let mut children: Vec<Option<Child>> = Vec::with_capacity(copies.len());
     for c in &copies {
         let mut cmd = Command::new(&c.argv[0]);
-        cmd.args(&c.argv[1..]).envs(&c.env);
+        cmd.args(&c.argv[1..])
+            .envs(&c.env)
+            .env(fake_cuda_abi::telemetry::JOB_DIR_ENV, job.path());
         if !c.env.contains_key("NCCLSIM_NODE") {
             // The launcher's ranks place themselves; an inherited node would stop them.
             cmd.env_remove("NCCLSIM_NODE");

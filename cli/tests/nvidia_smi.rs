@@ -11,17 +11,16 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// `ncclsim run [run options] -- nvidia-smi ARGS` on the libraries cargo built for this test,
-/// with a clean simulation environment.
-fn smi(run_options: &[&str], args: &[&str]) -> Output {
+/// `ncclsim run [run options] -- COMMAND` on the libraries cargo built for this test, with a
+/// clean simulation environment.
+fn ncclsim_run<S: AsRef<std::ffi::OsStr>>(run_options: &[&str], command: &[S]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ncclsim"))
         .arg("run")
         .arg("--lib-dir")
         .arg(support::deps_dir())
         .args(run_options)
         .arg("--")
-        .arg("nvidia-smi")
-        .args(args)
+        .args(command)
         .current_dir(repo())
         .env_remove("CUDA_VISIBLE_DEVICES")
         .env_remove("NCCLSIM_TOPO")
@@ -31,6 +30,21 @@ fn smi(run_options: &[&str], args: &[&str]) -> Output {
         .env_remove("LD_PRELOAD")
         .output()
         .expect("run ncclsim")
+}
+
+/// `ncclsim run [run options] -- nvidia-smi ARGS`.
+fn smi(run_options: &[&str], args: &[&str]) -> Output {
+    let mut command = vec!["nvidia-smi"];
+    command.extend_from_slice(args);
+    ncclsim_run(run_options, &command)
+}
+
+/// `ncclsim run [run options] -- sh -c SCRIPT sh DIR LOAD [EXTRA]`.
+fn script(run_options: &[&str], script: &str, dir: &Path, load: &Path, extra: &[&str]) -> Output {
+    let mut command: Vec<&std::ffi::OsStr> = vec!["sh".as_ref(), "-c".as_ref(), script.as_ref()];
+    command.extend(["sh".as_ref(), dir.as_os_str(), load.as_os_str()]);
+    command.extend(extra.iter().map(std::ffi::OsStr::new));
+    ncclsim_run(run_options, &command)
 }
 
 fn stdout_ok(o: &Output) -> String {
@@ -297,4 +311,170 @@ fn unknown_options_are_refused_with_nvidia_smis_message() {
             .contains("Field \"warp.drive\" is not a valid field to query."),
         "{o:?}"
     );
+}
+
+/// The workload of `gpu_load.c`, built against the real runtime name only: its libraries come
+/// from `ncclsim run`.
+fn gpu_load(dir: &Path) -> PathBuf {
+    let exe = support::build_c(
+        dir,
+        &[("libcudart12.so", "libcudart.so.12")],
+        &repo().join("cli/tests/c/gpu_load.c"),
+        &[],
+        &[],
+        "gpu_load",
+        0,
+    );
+    let _ = std::fs::remove_file(dir.join("libcudart.so.12"));
+    exe
+}
+
+/// Rows of `--query-gpu=index,memory.used,utilization.gpu --format=csv,noheader,nounits`.
+fn usage_rows(block: &str) -> Vec<(u32, u64, u32)> {
+    block
+        .lines()
+        .map(|l| {
+            let f: Vec<u64> = l.split(", ").map(|v| v.trim().parse().expect(l)).collect();
+            assert_eq!(f.len(), 3, "{l}");
+            (f[0] as u32, f[1], f[2] as u32)
+        })
+        .collect()
+}
+
+#[test]
+fn nvidia_smi_in_its_own_process_sees_the_memory_and_work_of_the_jobs_other_processes() {
+    let dir = support::scratch_dir("smi-job");
+    let exe = gpu_load(&dir);
+    // Workload A holds 256 + 16 i MiB on GPU i of all eight; B (GPU 0 only) 100 MiB. B is
+    // killed (its record dangles) before the second query; A then ends normally.
+    let script_text = r#"
+set -e
+d=$1; load=$2
+q() { nvidia-smi --query-gpu=index,memory.used,utilization.gpu --format=csv,noheader,nounits; }
+"$load" 256 16 "$d/a.ready" "$d/done" &
+a=$!
+CUDA_VISIBLE_DEVICES=0 "$load" 100 0 "$d/b.ready" "$d/done" &
+b=$!
+i=0
+while [ ! -e "$d/a.ready" ] || [ ! -e "$d/b.ready" ]; do
+  i=$((i+1)); [ $i -lt 1200 ] || { echo "workloads not ready" >&2; exit 1; }; sleep 0.05
+done
+echo "pids $a $b"
+echo "== both"; q
+echo "== apps"
+nvidia-smi --query-compute-apps=pid,used_memory,gpu_bus_id --format=csv,noheader,nounits
+kill -9 $b; wait $b || true
+echo "== a"; q
+echo "links $(ls "$NCCLSIM_JOB_DIR" | tr '\n' ' ')"
+touch "$d/done"; wait $a
+echo "== none"; q
+echo "jobdir $NCCLSIM_JOB_DIR"
+"#;
+    let o = script(DGX_A100, script_text, &dir, &exe, &[]);
+    let out = stdout_ok(&o);
+    let block = |name: &str| {
+        out.split(&format!("== {name}\n"))
+            .nth(1)
+            .and_then(|rest| rest.split("\n==").next())
+            .unwrap_or_else(|| panic!("no {name} block in {out}"))
+            .lines()
+            .take_while(|l| l.starts_with(|c: char| c.is_ascii_digit()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    // The context a process holds on each device it uses (documented in fake-cuda-abi).
+    const CONTEXT_MIB: u64 = 400;
+    let a_mib = |i: u64| 256 + 16 * i + CONTEXT_MIB;
+    let both = usage_rows(&block("both"));
+    assert_eq!(both.len(), 8, "{out}");
+    for &(i, used, util) in &both {
+        let want = a_mib(u64::from(i)) + if i == 0 { 100 + CONTEXT_MIB } else { 0 };
+        assert_eq!(used, want, "GPU {i}: {out}");
+        assert!(util > 0 && util <= 100, "GPU {i} utilization {util}: {out}");
+    }
+    // The processes table: A on all eight GPUs, B on GPU 0, each with its context.
+    let pids: Vec<u32> = out
+        .lines()
+        .find_map(|l| l.strip_prefix("pids "))
+        .expect("pids line")
+        .split(' ')
+        .map(|p| p.parse().expect("pid"))
+        .collect();
+    let apps: Vec<(u32, u64, String)> = block("apps")
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(", ").collect();
+            (
+                f[0].parse().expect(l),
+                f[1].parse().expect(l),
+                f[2].to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(apps.len(), 9, "{out}");
+    assert_eq!(apps.iter().filter(|a| a.0 == pids[0]).count(), 8, "{out}");
+    assert!(
+        apps.contains(&(pids[1], 100 + CONTEXT_MIB, "00000000:07:00.0".into())),
+        "{out}"
+    );
+    assert!(
+        apps.contains(&(pids[0], a_mib(0), "00000000:07:00.0".into())),
+        "{out}"
+    );
+    // B killed: its memory and context are gone from GPU 0.
+    let a_only = usage_rows(&block("a"));
+    assert_eq!(a_only[0].1, a_mib(0), "{out}");
+    assert_eq!(a_only[7].1, a_mib(7), "{out}");
+    // Reading the job found B's record gone and removed its link; A's remains.
+    let links = out
+        .lines()
+        .find_map(|l| l.strip_prefix("links "))
+        .expect("links line");
+    assert_eq!(links.trim(), pids[0].to_string(), "{out}");
+    // Both ended: nothing is held, nothing is busy.
+    for (i, used, util) in usage_rows(&block("none")) {
+        assert_eq!((used, util), (0, 0), "GPU {i}: {out}");
+    }
+    // The job directory is gone with the run.
+    let job = out
+        .lines()
+        .find_map(|l| l.strip_prefix("jobdir "))
+        .expect("jobdir line");
+    assert!(job.contains("ncclsim-job-"), "{out}");
+    assert!(!Path::new(job).exists(), "{job} left behind");
+}
+
+#[test]
+fn each_simulated_node_sees_only_its_own_processes() {
+    let dir = support::scratch_dir("smi-nodes");
+    let exe = gpu_load(&dir);
+    // Node 0 loads its GPUs; node 1, once node 0 is loaded, must see its own GPUs idle and
+    // empty; then node 0 looks at its own.
+    let script_text = r#"
+set -e
+d=$1; load=$2; node=$3
+q() { nvidia-smi --query-gpu=index,memory.used,utilization.gpu --format=csv,noheader,nounits; }
+wait_for() { i=0; while [ ! -e "$1" ]; do i=$((i+1)); [ $i -lt 1200 ] || exit 1; sleep 0.05; done; }
+if [ "$node" = 0 ]; then
+  "$load" 64 0 "$d/ready" "$d/done" &
+  a=$!
+  wait_for "$d/ready"; touch "$d/node0"
+  wait_for "$d/node1"; q > "$d/q0"
+  touch "$d/done"; wait $a
+else
+  wait_for "$d/node0"; q > "$d/q1"; touch "$d/node1"
+fi
+"#;
+    let mut options = DGX_A100.to_vec();
+    options.extend(["--nodes", "2"]);
+    let o = script(&options, script_text, &dir, &exe, &["{node}"]);
+    stdout_ok(&o);
+    let read = |f: &str| usage_rows(&std::fs::read_to_string(dir.join(f)).expect(f));
+    for (i, used, util) in read("q0") {
+        assert_eq!(used, 64 + 400, "node 0 GPU {i}");
+        assert!(util > 0, "node 0 GPU {i}");
+    }
+    for (i, used, util) in read("q1") {
+        assert_eq!((used, util), (0, 0), "node 1 GPU {i}");
+    }
 }

@@ -233,6 +233,11 @@ fn bad_options_are_refused() {
             "/nonexistent.xml",
         ),
         (vec!["--grace", "NaN", "--", "true"], "--grace"),
+        (vec!["--clock", "wall", "--", "true"], "--clock"),
+        (
+            vec!["--clock", "virtual", "--pace", "--", "true"],
+            "cannot be used with",
+        ),
         (
             vec!["--", "/nonexistent/program"],
             "cannot start /nonexistent/program",
@@ -310,6 +315,7 @@ fn processes() -> Vec<(i32, i32, i32, char)> {
 
 #[test]
 fn killing_the_launcher_ends_every_copy_and_its_children() {
+    let scratch = support::scratch_dir("run-killed");
     // Each copy is a shell (its process group's leader) with two sleeping children. The
     // watcher ends after the grace period at the latest, also where init is slow to reap the
     // copies (a group of zombies still exists).
@@ -325,8 +331,10 @@ fn killing_the_launcher_ends_every_copy_and_its_children() {
             "--",
             "sh",
             "-c",
-            "sleep 300 & sleep 300; wait",
+            "echo \"$NCCLSIM_JOB_DIR\" > \"$0/job{node}\"; touch \"$NCCLSIM_JOB_DIR/{node}\"; \
+             sleep 300 & sleep 300; wait",
         ])
+        .arg(&scratch)
         .current_dir(repo())
         .env_remove("NCCLSIM_NODE")
         .env_remove("LD_PRELOAD")
@@ -404,6 +412,15 @@ fn killing_the_launcher_ends_every_copy_and_its_children() {
         left.is_empty(),
         "still running 10 s after `ncclsim run` was killed: {left:?} of {pids:?}"
     );
+    // The watcher removed the run's job directory (with the entries the copies made there).
+    let job = std::fs::read_to_string(scratch.join("job0")).expect("the copy wrote its job dir");
+    let job = Path::new(job.trim());
+    assert!(job.to_string_lossy().contains("ncclsim-job-"), "{job:?}");
+    let t = Instant::now();
+    while job.exists() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!job.exists(), "{job:?} left after the launcher was killed");
     eprintln!(
         "{} processes ended {:?} after the launcher was killed",
         pids.len(),

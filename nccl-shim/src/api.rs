@@ -441,6 +441,8 @@ fn ncclCommShrink | pncclCommShrink(comm: Comm, exclude: *const i32, nexclude: i
 }
 fn ncclCommFinalize | pncclCommFinalize(comm: Comm) {
     let c = group::wait_ready(comm)?;
+    // Finalizing waits for the communicator's operations to complete: the host clock too.
+    crate::cuda::host_wait(c.done_ns.load(Ordering::Relaxed))?;
     crate::report::comm_ended(c.magic, c.rank, false);
     Ok(())
 }
@@ -449,6 +451,9 @@ fn ncclCommDestroy | pncclCommDestroy(comm: Comm) {
         return Ok(());
     }
     if let Ok(c) = group::wait_ready(comm) {
+        // Destroying without finalizing finalizes: the host waits for the operations. Without
+        // a core there is no clock to move, and the communicator goes all the same.
+        let _ = crate::cuda::host_wait(c.done_ns.load(Ordering::Relaxed));
         crate::report::comm_ended(c.magic, c.rank, true);
     }
     group::remove(comm).map(|_| ())

@@ -140,6 +140,9 @@ pub struct Comm {
     pub abort: Arc<AtomicBool>,
     /// First asynchronous error (`ncclCommGetAsyncError`).
     pub async_error: AtomicI32,
+    /// Virtual time at which the operations enqueued so far complete (the latest end of
+    /// their streams right after each was enqueued), which `ncclCommFinalize` waits for.
+    pub done_ns: AtomicU64,
     /// Children made by split/shrink (NCCL's childCount).
     pub child_count: AtomicU32,
     /// PreMulSum operations created on this communicator.
@@ -350,6 +353,7 @@ fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> R
         p2p_counts: Mutex::new((vec![0; j.nranks], vec![0; j.nranks])),
         abort: j.abort,
         async_error: AtomicI32::new(0),
+        done_ns: AtomicU64::new(0),
         child_count: AtomicU32::new(0),
         redops: Mutex::new(Default::default()),
     })

@@ -143,6 +143,13 @@ pub fn stream_clock(stream: u64) -> Result<u64> {
         .map_err(|e| NcclError::cuda(&format!("stream {stream:#x}"), e))
 }
 
+/// The host waited until virtual time `clock_ns` (a blocking call that waits for operations).
+pub fn host_wait(clock_ns: u64) -> Result<()> {
+    core()?
+        .host_wait(clock_ns)
+        .map_err(|e| NcclError::cuda("waiting for the operations", e))
+}
+
 /// Advances `stream` by `duration_ns` of virtual time (recorded while it captures).
 pub fn advance(stream: u64, duration_ns: u64) -> Result<()> {
     let c = core()?;

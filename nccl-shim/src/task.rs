@@ -205,7 +205,15 @@ pub fn enqueue(comm: &Arc<Comm>, stream: u64, work: Work) -> Result<()> {
     match (ran, predicted) {
         (Some(Err(e)), _) => Err(e),
         // Ran now, or captured (the graph replays the predicted time after the work).
-        (_, Some(ns)) => crate::cuda::advance(stream, ns),
+        (ran, Some(ns)) => {
+            crate::cuda::advance(stream, ns)?;
+            if ran.is_some() {
+                if let Ok(end) = crate::cuda::stream_clock(stream) {
+                    comm.done_ns.fetch_max(end, Ordering::Relaxed);
+                }
+            }
+            Ok(())
+        }
         (_, None) => Ok(()),
     }
 }

@@ -32,6 +32,9 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 from ncclsim.compute import kernels, timing  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(__file__))
+from models import ResNet  # noqa: E402
+
 META = torch.device("meta")
 OUT = os.path.join(os.path.dirname(__file__), "..", "..", "compute-model", "data", "workloads")
 
@@ -113,42 +116,15 @@ class Decoder(nn.Module):
         return F.cross_entropy(logits.flatten(0, 1).float(), tokens.flatten())
 
 
-class Bottleneck(nn.Module):
-    def __init__(self, cin, width, stride):
-        super().__init__()
-        cout = width * 4
-        self.c1, self.b1 = nn.Conv2d(cin, width, 1, bias=False), nn.BatchNorm2d(width)
-        self.c2, self.b2 = nn.Conv2d(width, width, 3, stride, 1, bias=False), nn.BatchNorm2d(width)
-        self.c3, self.b3 = nn.Conv2d(width, cout, 1, bias=False), nn.BatchNorm2d(cout)
-        self.down = None
-        if stride != 1 or cin != cout:
-            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
-
-    def forward(self, x):
-        y = F.relu(self.b1(self.c1(x)))
-        y = F.relu(self.b2(self.c2(y)))
-        y = self.b3(self.c3(y))
-        return F.relu(y + (x if self.down is None else self.down(x)))
-
-
-class ResNet(nn.Module):
-    """ResNet-50 (3-4-6-3 bottlenecks) or ResNet-101 (3-4-23-3), He et al. 2016."""
+class ResNetLoss(nn.Module):
+    """A ResNet (`models.ResNet`) with its loss, as timm's training benchmark runs it."""
 
     def __init__(self, depths):
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
-                                  nn.MaxPool2d(3, 2, 1))
-        layers, cin = [], 64
-        for width, blocks, stride in zip((64, 128, 256, 512), depths, (1, 2, 2, 2)):
-            for i in range(blocks):
-                layers.append(Bottleneck(cin, width, stride if i == 0 else 1))
-                cin = width * 4
-        self.layers = nn.Sequential(*layers)
-        self.fc = nn.Linear(2048, 1000)
+        self.net = ResNet(depths)
 
     def forward(self, x, labels):
-        y = self.layers(self.stem(x))
-        return F.cross_entropy(self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1)).float(), labels)
+        return F.cross_entropy(self.net(x).float(), labels)
 
 
 class ViT(nn.Module):
@@ -268,7 +244,7 @@ def record(name, spec):
             model = Decoder(cfg).to(torch.bfloat16)
             inputs = (torch.zeros(batch, extra, dtype=torch.long),)
         else:
-            model = (ResNet(cfg) if kind == "resnet" else ViT()).to(torch.float16)
+            model = (ResNetLoss(cfg) if kind == "resnet" else ViT()).to(torch.float16)
             x = torch.zeros(batch, 3, 224, 224, dtype=torch.float16)
             if extra:
                 model = model.to(memory_format=torch.channels_last)

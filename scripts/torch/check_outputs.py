@@ -5,6 +5,10 @@
       `ncclsim predict` for the same communicator (world: NODES nodes; tp: one node), op and
       size, within 0.1 %; the pipeline send over the network is slower than inside the node,
       and the peer copy is the fastest of the three.
+  check_outputs.py host-clock NCCLSIM TOPO NODES LOG
+      every `host-clock all_reduce SIZE time_us T` line of scripts/torch/host_clock.py (timed
+      with time.perf_counter under `ncclsim run --clock virtual`) equals `ncclsim predict` for
+      the world (NODES nodes of TOPO) within 1 %.
   check_outputs.py info NCCLSIM TOPO NODES DEBUG_FILE
       the world communicator's INFO lines in rank 0's NCCL_DEBUG_FILE equal
       `ncclsim plan --topo TOPO --nodes NODES --rank 0` for the world.
@@ -57,6 +61,20 @@ def bench(ncclsim, topo, nodes, log):
         fail("expected network send > NVLink send >= peer copy")
 
 
+def host_clock(ncclsim, topo, nodes, log):
+    lines = [l.split() for l in open(log, errors="replace") if l.startswith("host-clock ")]
+    if len(lines) != 4:
+        fail(f"{log}: {len(lines)} host-clock measurements, expected 4 sizes")
+    for f in lines:
+        op, size, t = f[1], int(f[2]), float(f[4])
+        want = predicted(ncclsim, topo, nodes, op, size)
+        ok = abs(t - want) <= 1e-2 * want
+        print(f"{op} {size:>9} B  time.perf_counter {t:10.3f} us  "
+              f"ncclsim predict {want:10.3f} us  {'ok' if ok else 'DIFFERENT'}")
+        if not ok:
+            fail(f"{op} {size}: measured {t} us with the host clock, predicted {want} us")
+
+
 def info(ncclsim, topo, nodes, debug_file):
     out = subprocess.run(
         [ncclsim, "plan", "--topo", topo, "--nodes", str(nodes), "--rank", "0"],
@@ -89,7 +107,8 @@ def info(ncclsim, topo, nodes, debug_file):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 6 or sys.argv[1] not in ("bench", "info"):
+    modes = {"bench": bench, "host-clock": host_clock, "info": info}
+    if len(sys.argv) != 6 or sys.argv[1] not in modes:
         print(__doc__)
         sys.exit(2)
-    {"bench": bench, "info": info}[sys.argv[1]](sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+    modes[sys.argv[1]](sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])

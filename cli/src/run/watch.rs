@@ -14,15 +14,18 @@
 //!
 //! When the pipe closes, the launcher has ended, whatever the cause. The watcher then sends
 //! SIGTERM to every group still registered, SIGKILL after the grace period to those still
-//! there, and exits. A launcher that ends normally has reaped and unregistered every copy, so
-//! then nothing is signalled.
+//! there, removes the run's job directory (`job`: the launcher removes it too when it ends
+//! normally) and exits. A launcher that ends normally has reaped and unregistered every copy,
+//! so then nothing is signalled.
 //!
 //! The watcher is forked from a process with one thread and makes only async-signal-safe calls
 //! (no allocation: its list of groups is allocated before the fork), as POSIX requires after a
 //! fork.
 
+use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
 use std::time::Duration;
 
 /// How often the watcher checks whether the signalled groups have ended.
@@ -36,8 +39,11 @@ pub struct Watcher {
 
 impl Watcher {
     /// Forks the watcher, able to hold `copies` groups, which stops them with `grace` between
-    /// SIGTERM and SIGKILL.
-    pub fn start(copies: usize, grace: Duration) -> Result<Watcher, String> {
+    /// SIGTERM and SIGKILL and then removes `job_dir`.
+    pub fn start(copies: usize, grace: Duration, job_dir: &Path) -> Result<Watcher, String> {
+        use std::os::unix::ffi::OsStrExt;
+        let job_dir = CString::new(job_dir.as_os_str().as_bytes())
+            .map_err(|_| format!("{}: a path with a NUL byte", job_dir.display()))?;
         let mut fds = [0 as RawFd; 2];
         // SAFETY: pipe2 writes two new descriptors into `fds`.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -54,7 +60,7 @@ impl Watcher {
                 io::Error::last_os_error()
             )),
             // SAFETY: in the child after fork (see above).
-            0 => unsafe { watch(rx.as_raw_fd(), groups, grace) },
+            0 => unsafe { watch(rx.as_raw_fd(), groups, grace, &job_dir) },
             pid => {
                 drop(rx);
                 Ok(Watcher { tx: Some(tx), pid })
@@ -112,7 +118,7 @@ fn errno() -> i32 {
 /// # Safety
 /// Runs in the child after fork: only async-signal-safe calls, no allocation (`groups` grows
 /// within its capacity).
-unsafe fn watch(rx: RawFd, mut groups: Vec<libc::pid_t>, grace: Duration) -> ! {
+unsafe fn watch(rx: RawFd, mut groups: Vec<libc::pid_t>, grace: Duration, job_dir: &CStr) -> ! {
     // SAFETY: plain system calls on descriptors and ids of this process.
     unsafe {
         libc::setpgid(0, 0);
@@ -184,6 +190,69 @@ unsafe fn watch(rx: RawFd, mut groups: Vec<libc::pid_t>, grace: Duration) -> ! {
         waited += POLL;
     }
     signal_all(libc::SIGKILL);
+    // SAFETY: system calls on a path and a descriptor of this process, a buffer on the stack.
+    unsafe { remove_dir(job_dir) };
     // SAFETY: ends the watcher without running the launcher's exit handlers or destructors.
     unsafe { libc::_exit(0) }
+}
+
+/// Removes directory `dir` with the entries in it (the job directory holds only links), with
+/// system calls alone: `getdents64` into a buffer on the stack, `unlinkat`, `rmdir`.
+///
+/// # Safety
+/// Async-signal-safe: no allocation.
+unsafe fn remove_dir(dir: &CStr) {
+    // SAFETY: a NUL-terminated path.
+    let fd = unsafe { libc::open(dir.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY) };
+    if fd < 0 {
+        return;
+    }
+    // 8-byte aligned, as the kernel lays out `linux_dirent64` records.
+    let mut buf = [0u64; 512];
+    // Entries removed while listing may make the listing skip some: list until a pass removes
+    // nothing (a few passes at most).
+    for _ in 0..8 {
+        let mut removed = 0;
+        // SAFETY: rewinds our own descriptor.
+        unsafe { libc::lseek(fd, 0, libc::SEEK_SET) };
+        loop {
+            // SAFETY: the kernel writes at most `size_of_val(&buf)` bytes into `buf`.
+            let n = unsafe {
+                libc::syscall(
+                    libc::SYS_getdents64,
+                    fd,
+                    buf.as_mut_ptr(),
+                    std::mem::size_of_val(&buf),
+                )
+            };
+            if n <= 0 {
+                break;
+            }
+            let base = buf.as_ptr().cast::<u8>();
+            let mut off = 0usize;
+            while off < n as usize {
+                // SAFETY: `linux_dirent64` records the kernel wrote: d_reclen (u16) at 16, the
+                // NUL-terminated d_name at 19, each record inside the `n` bytes written.
+                unsafe {
+                    let rec = base.add(off);
+                    let reclen = rec.add(16).cast::<u16>().read_unaligned() as usize;
+                    let name = CStr::from_ptr(rec.add(19).cast());
+                    let bytes = name.to_bytes();
+                    if bytes != b"." && bytes != b".." && libc::unlinkat(fd, name.as_ptr(), 0) == 0
+                    {
+                        removed += 1;
+                    }
+                    off += reclen.max(1);
+                }
+            }
+        }
+        if removed == 0 {
+            break;
+        }
+    }
+    // SAFETY: our own descriptor; a NUL-terminated path.
+    unsafe {
+        libc::close(fd);
+        libc::rmdir(dir.as_ptr());
+    }
 }

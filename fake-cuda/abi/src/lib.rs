@@ -13,6 +13,7 @@
 
 pub mod error;
 pub mod shm;
+pub mod telemetry;
 
 /// The C and borrowed types the entries of [`core_api!`] name, so that a consumer's
 /// `use fake_cuda_abi::*` brings every one of them into scope.
@@ -527,6 +528,9 @@ macro_rules! core_api {
                 k: u64,
                 name: *const c_char as &CStr
             ) -> (ns: u64);
+            /// The host waited until virtual time `clock_ns` (ns since the core started): later
+            /// work starts no earlier, and the virtual host clock reads at least it.
+            fn host_wait(clock_ns: u64) -> ();
         }
     };
 }

@@ -78,7 +78,7 @@ impl Core {
             ));
         }
         let clock = st.timeline.device_clock(phys);
-        st.timeline.host_waited(clock);
+        self.host_wait(&mut st, clock);
         if let Some(a) = st.arenas[phys].take() {
             let (start, len) = a.retire();
             st.retired
@@ -86,6 +86,7 @@ impl Core {
         }
         // Event exports lived in that arena's header: their handles are stale now.
         st.event_exports.retain(|_, (p, _, _)| *p != phys);
+        self.publish_memory(&mut st, phys);
         Ok(())
     }
 }

@@ -144,8 +144,9 @@ impl Core {
                     ns = t.duration(stream_device, &name).unwrap_or(ns);
                 }
             }
-            let wall = self.pace_now();
+            let wall = self.start_floor();
             st.timeline.schedule(key, ns, wall);
+            self.publish_work(&mut st, stream_device);
         }
         // SAFETY (all arms): device ranges were checked to lie inside live allocations; host
         // ranges are the caller's promise, as with the real runtime; host functions are the

@@ -35,8 +35,10 @@ impl Core {
         let phys = st.timeline.stream_info(key).device;
         let ns = self.priced_or_measured(&mut st, phys, cost, name);
         st.kernels.launch_named(name);
-        let wall = self.pace_now();
-        Ok(st.timeline.schedule(key, ns, wall))
+        let wall = self.start_floor();
+        let times = st.timeline.schedule(key, ns, wall);
+        self.publish_work(&mut st, phys);
+        Ok(times)
     }
 
     /// The measured time of the kernel-time table for this launch of `name` on `device`

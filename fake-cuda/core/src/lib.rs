@@ -37,6 +37,7 @@ mod copies;
 mod ipc_calls;
 mod kernel_calls;
 mod memory;
+mod publish;
 mod streams;
 
 pub use device::{DeviceDesc, PciBusId};
@@ -47,6 +48,7 @@ use arena::Arena;
 use graph::Op;
 use ipc::{EventHandle, ForeignMapping, MemHandle, HANDLE_BYTES};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use timeline::Timeline;
@@ -55,13 +57,26 @@ use timing::CopyPath;
 thread_local! {
     /// The stream of the host function running on this thread (see [`Core::host_stream`]).
     static HOST_STREAM: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+    /// Under the virtual clock, (core id, the latest completion this thread polled for): a
+    /// thread that spun on a query until some work completed is at least that far itself.
+    static POLLED: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
 }
+
+/// Tells cores apart in [`POLLED`] (tests make several cores in one process).
+static NEXT_CORE_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Behaviour switches read from the environment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config {
     /// `NCCLSIM_PACE=1`: queries and synchronisation follow the wall clock to virtual time.
     pub pace: bool,
+    /// `NCCLSIM_CLOCK=virtual`: the program's host clock is the host's virtual clock (read
+    /// through `libncclsim_cuda.so`'s clock functions), and a query of work the calling
+    /// thread's clock has not reached reports "not ready" once while it moves that thread's
+    /// clock to the completion (the thread polled until then): the thread reads that time and
+    /// the work it submits next starts no earlier; other threads are not moved (a watchdog
+    /// polling from its own thread does not delay the program's work). Pacing is off under it.
+    pub virtual_clock: bool,
     /// `NCCLSIM_STRICT_KERNELS=1`: kernel launches fail instead of being counted.
     pub strict_kernels: bool,
     /// `NCCLSIM_CACHE_LIMIT`: most bytes of freed device memory whose pages are kept committed
@@ -74,6 +89,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             pace: false,
+            virtual_clock: false,
             strict_kernels: false,
             cache_limit: u64::MAX,
         }
@@ -81,9 +97,9 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Reads `NCCLSIM_PACE`, `NCCLSIM_STRICT_KERNELS` and `NCCLSIM_CACHE_LIMIT` (bytes, with an
-    /// optional K/M/G/T binary suffix; default a quarter of the machine's memory; an invalid
-    /// value is reported on stderr and the default used).
+    /// Reads `NCCLSIM_PACE`, `NCCLSIM_CLOCK`, `NCCLSIM_STRICT_KERNELS` and `NCCLSIM_CACHE_LIMIT`
+    /// (bytes, with an optional K/M/G/T binary suffix; default a quarter of the machine's
+    /// memory; an invalid value is reported on stderr and the default used).
     pub fn from_env() -> Config {
         let on = |k: &str| std::env::var(k).is_ok_and(|v| v == "1" || v == "true");
         let cache_limit = match std::env::var("NCCLSIM_CACHE_LIMIT") {
@@ -95,10 +111,26 @@ impl Config {
             }),
             Err(_) => default_cache_limit(),
         };
+        let virtual_clock = virtual_clock_from_env();
         Config {
-            pace: on("NCCLSIM_PACE"),
+            pace: on("NCCLSIM_PACE") && !virtual_clock,
+            virtual_clock,
             strict_kernels: on("NCCLSIM_STRICT_KERNELS"),
             cache_limit,
+        }
+    }
+}
+
+/// `NCCLSIM_CLOCK`: `virtual` turns the virtual host clock on; unset, empty or `real` leaves
+/// the host clock real; anything else is reported on stderr (once per caller) and read as
+/// `real`.
+pub fn virtual_clock_from_env() -> bool {
+    match std::env::var("NCCLSIM_CLOCK").as_deref() {
+        Ok("virtual") => true,
+        Ok("real") | Ok("") | Err(_) => false,
+        Ok(other) => {
+            eprintln!("ncclsim: NCCLSIM_CLOCK={other:?} is neither virtual nor real; using real");
+            false
         }
     }
 }
@@ -255,6 +287,8 @@ struct State {
     vmm: vmm::Vmm,
     /// Measured kernel durations that override the compute model (`NCCLSIM_KERNEL_TIMES`).
     kernel_times: Option<kernel_times::KernelTimes>,
+    /// This process's telemetry record for the other processes of its job.
+    publisher: publish::Publisher,
 }
 
 impl State {
@@ -335,6 +369,11 @@ pub struct Core {
     visible: Vec<usize>,
     config: Config,
     epoch: Instant,
+    /// This core's key in the per-thread polled times.
+    id: u64,
+    /// The host's virtual clock, as the timeline holds it, readable without the state's lock
+    /// (the virtual host clock reads it on every clock read of the program).
+    host_ns: AtomicU64,
     state: Mutex<State>,
     /// Each thread's current device (forgotten after the thread exits).
     current: Mutex<threads::PerThread<i32>>,
@@ -361,6 +400,8 @@ impl Core {
             visible,
             config,
             epoch: Instant::now(),
+            id: NEXT_CORE_ID.fetch_add(1, Ordering::Relaxed),
+            host_ns: AtomicU64::new(0),
             state: Mutex::new(state),
             current: Mutex::new(threads::PerThread::default()),
         }
@@ -369,8 +410,9 @@ impl Core {
     /// The process core as the environment describes it: the devices of the topology node
     /// ([`topology::TopologyChoice`]: `NCCLSIM_TOPO`/`NCCL_TOPO_FILE`, `NCCLSIM_NODE`, else the
     /// bundled DGX A100), `CUDA_VISIBLE_DEVICES`, `NCCLSIM_PACE`, `NCCLSIM_STRICT_KERNELS`,
-    /// and the measured kernel times of `NCCLSIM_KERNEL_TIMES` matched by
-    /// `NCCLSIM_KERNEL_TIMES_MATCH` (a file that cannot be read or parsed is an error).
+    /// the measured kernel times of `NCCLSIM_KERNEL_TIMES` matched by
+    /// `NCCLSIM_KERNEL_TIMES_MATCH` (a file that cannot be read or parsed is an error), and the
+    /// job directory `NCCLSIM_JOB_DIR` where it publishes its telemetry record.
     pub fn from_env() -> Result<Core> {
         let choice = topology::TopologyChoice::from_lookup(|k| std::env::var(k).ok())?;
         let devices = choice.devices()?;
@@ -383,6 +425,9 @@ impl Core {
         .map_err(|e| CoreError::InvalidValue(format!("NCCLSIM_KERNEL_TIMES: {e}")))?;
         let core = Core::new(devices, visible, Config::from_env());
         core.set_kernel_times(times);
+        if let Some(job) = publish::Job::from_env() {
+            core.publish_to(job.dir, job.node);
+        }
         Ok(core)
     }
 
@@ -390,6 +435,15 @@ impl Core {
     /// compute model's times, raw kernels none).
     pub fn set_kernel_times(&self, times: Option<kernel_times::KernelTimes>) {
         self.lock().kernel_times = times;
+    }
+
+    /// Publishes this process's telemetry record in job directory `dir` as a process of
+    /// simulated node `node` (see [`abi::telemetry`]), from the next allocation or work on.
+    pub fn publish_to(&self, dir: impl Into<std::path::PathBuf>, node: u32) {
+        self.lock().publisher = publish::Publisher::Pending(publish::Job {
+            dir: dir.into(),
+            node,
+        });
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -401,6 +455,59 @@ impl Core {
     /// The environment switches in force.
     pub fn config(&self) -> Config {
         self.config
+    }
+
+    /// The calling thread's virtual host clock: ns of virtual time since the core started that
+    /// the host has waited for (synchronisations on any thread), or that this thread polled
+    /// for under the virtual clock, whichever is later. Lock-free.
+    pub fn host_clock_ns(&self) -> u64 {
+        self.host_ns.load(Ordering::Acquire).max(self.polled_ns())
+    }
+
+    /// What the calling thread polled for on this core (0 if nothing).
+    fn polled_ns(&self) -> u64 {
+        let (id, t) = POLLED.get();
+        if id == self.id {
+            t
+        } else {
+            0
+        }
+    }
+
+    /// The earliest time work the calling thread submits may start besides its stream's and
+    /// the host's clocks: the wall clock when pacing, what the thread polled for otherwise.
+    fn start_floor(&self) -> Option<u64> {
+        let polled = self.polled_ns();
+        match self.pace_now() {
+            Some(wall) => Some(wall.max(polled)),
+            None => (polled > 0).then_some(polled),
+        }
+    }
+
+    /// The host waited for virtual time `t` (never moves the host clock back).
+    fn host_wait(&self, st: &mut State, t: u64) {
+        st.timeline.host_waited(t);
+        self.host_ns
+            .fetch_max(st.timeline.host_clock(), Ordering::AcqRel);
+    }
+
+    /// The host waited until virtual time `clock_ns` (a blocking call of another library that
+    /// waits for work it enqueued, such as `ncclCommFinalize`).
+    pub fn host_wait_until(&self, clock_ns: u64) {
+        let mut st = self.lock();
+        self.host_wait(&mut st, clock_ns);
+    }
+
+    /// Under the virtual clock, the answer of a query of work completing at virtual time
+    /// `done_ns`: done if the calling thread's clock has reached it; otherwise "not ready",
+    /// and the thread's clock moves to `done_ns` (a thread that keeps polling sees it
+    /// complete then).
+    fn poll_virtual(&self, done_ns: u64) -> Result<()> {
+        if self.host_clock_ns() >= done_ns {
+            return Ok(());
+        }
+        POLLED.set((self.id, done_ns));
+        Err(CoreError::NotReady)
     }
 
     fn wall_ns(&self) -> u64 {

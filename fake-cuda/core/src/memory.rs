@@ -30,6 +30,7 @@ impl Core {
             .ok_or_else(|| oom(a.used() + others, rounded))?;
         let (ptr, used) = (a.data_base() + alloc.offset as usize, a.used() + others);
         st.peak[phys] = st.peak[phys].max(used);
+        self.publish_memory(&mut st, phys);
         Ok(ptr)
     }
 
@@ -58,12 +59,14 @@ impl Core {
                     len: 0,
                     why: "not the start of a live allocation",
                 })?;
+                let phys = a.device() as usize;
                 let cached: u64 = st.arenas.iter().flatten().map(Arena::cached).sum();
                 if cached > self.config.cache_limit {
                     for a in st.arenas.iter_mut().flatten() {
                         a.trim();
                     }
                 }
+                self.publish_memory(&mut st, phys);
                 return Ok(());
             }
         }

@@ -47,8 +47,11 @@ impl Core {
                     "Rust closures cannot be captured into a graph (use enqueue_host)".into(),
                 ));
             }
-            let wall = self.pace_now();
-            st.timeline.schedule(key, duration_ns, wall)
+            let wall = self.start_floor();
+            let times = st.timeline.schedule(key, duration_ns, wall);
+            let phys = st.timeline.stream_info(key).device;
+            self.publish_work(&mut st, phys);
+            times
         };
         work();
         Ok(times)
@@ -72,14 +75,18 @@ impl Core {
         self.not_capturing(&st, key, what)?;
         let clock = st.timeline.stream_clock(key);
         if host_waits {
-            st.timeline.host_waited(clock);
+            self.host_wait(&mut st, clock);
         }
         Ok(clock)
     }
 
-    /// `cudaStreamQuery`: `Err(NotReady)` while pacing holds the stream's work back.
+    /// `cudaStreamQuery`: `Err(NotReady)` while pacing holds the stream's work back, or
+    /// under the virtual clock while the host clock is behind the stream's completion.
     pub fn stream_query(&self, stream: u64) -> Result<()> {
         let clock = self.settled_clock(stream, "query", false)?;
+        if self.config.virtual_clock {
+            return self.poll_virtual(clock);
+        }
         if self.config.pace && self.wall_ns() < clock {
             return Err(CoreError::NotReady);
         }
@@ -104,7 +111,7 @@ impl Core {
                 ));
             }
             let c = st.timeline.device_clock(phys);
-            st.timeline.host_waited(c);
+            self.host_wait(&mut st, c);
             c
         };
         self.pace_until(clock);
@@ -147,13 +154,16 @@ impl Core {
         if st.graphs.event_recorded(event, key) {
             return Ok(());
         }
-        let wall = self.pace_now();
+        let wall = self.start_floor();
         st.timeline.record(event, key, wall)
     }
 
     /// `cudaEventQuery`.
     pub fn event_query(&self, event: u64) -> Result<()> {
         let t = self.lock().timeline.event_time(event)?;
+        if self.config.virtual_clock {
+            return t.map_or(Ok(()), |t| self.poll_virtual(t));
+        }
         match t {
             Some(t) if self.config.pace && self.wall_ns() < t => Err(CoreError::NotReady),
             _ => Ok(()),
@@ -165,7 +175,7 @@ impl Core {
         let t = {
             let mut st = self.lock();
             let t = st.timeline.event_time(event)?.unwrap_or(0);
-            st.timeline.host_waited(t);
+            self.host_wait(&mut st, t);
             t
         };
         self.pace_until(t);

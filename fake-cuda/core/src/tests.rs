@@ -169,18 +169,19 @@ fn streams_events_and_elapsed_virtual_time() {
     assert!(core.event_record(e0, s).is_err());
 }
 
-#[test]
-fn pacing_holds_queries_back() {
+/// A core with one DGX A100 GPU and `config`.
+fn one_gpu(config: Config) -> Core {
     let mut devs = device::dgx_a100();
     devs.truncate(1);
-    let core = Core::new(
-        devs,
-        vec![0],
-        Config {
-            pace: true,
-            ..Config::default()
-        },
-    );
+    Core::new(devs, vec![0], config)
+}
+
+#[test]
+fn pacing_holds_queries_back() {
+    let core = one_gpu(Config {
+        pace: true,
+        ..Config::default()
+    });
     let s = core.stream_create(0, 0).unwrap();
     core.enqueue(s, 50_000_000, Box::new(|| {})).unwrap();
     assert_eq!(core.stream_query(s).unwrap_err(), CoreError::NotReady);
@@ -188,6 +189,52 @@ fn pacing_holds_queries_back() {
     core.stream_synchronize(s).unwrap();
     assert!(t.elapsed() >= Duration::from_millis(30));
     core.stream_query(s).unwrap();
+}
+
+#[test]
+fn virtual_clock_queries_move_the_host_clock_to_completion() {
+    let core = one_gpu(Config {
+        virtual_clock: true,
+        ..Config::default()
+    });
+    let s = core.stream_create(0, 0).unwrap();
+    let e = core.event_create(0);
+    core.enqueue(s, 50_000_000, Box::new(|| {})).unwrap();
+    core.event_record(e, s).unwrap();
+    core.enqueue(s, 20_000_000, Box::new(|| {})).unwrap();
+    // Nothing waited yet: the host is at 0, the work ends at 50 ms and 70 ms.
+    assert_eq!(core.host_clock_ns(), 0);
+    let t = Instant::now();
+    assert_eq!(core.event_query(e).unwrap_err(), CoreError::NotReady);
+    assert_eq!(core.host_clock_ns(), 50_000_000);
+    core.event_query(e).unwrap();
+    assert_eq!(core.stream_query(s).unwrap_err(), CoreError::NotReady);
+    assert_eq!(core.host_clock_ns(), 70_000_000);
+    core.stream_query(s).unwrap();
+    // No pacing: answering took no wall time to speak of.
+    assert!(t.elapsed() < Duration::from_millis(50));
+    // Another thread's clock did not move, and its work is not held back by this thread's
+    // polling: a stream of its own starts at 0.
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            assert_eq!(core.host_clock_ns(), 0);
+            let other = core
+                .stream_create(timeline::STREAM_NON_BLOCKING, 0)
+                .unwrap();
+            let (start, _) = core.enqueue(other, 1_000, Box::new(|| {})).unwrap();
+            assert_eq!(start, 0);
+        });
+    });
+    // This thread's later work starts no earlier than its clock, also on an idle stream;
+    // synchronising moves the host clock on.
+    let idle = core
+        .stream_create(timeline::STREAM_NON_BLOCKING, 0)
+        .unwrap();
+    let (start, _) = core.enqueue(idle, 1_000, Box::new(|| {})).unwrap();
+    assert_eq!(start, 70_000_000);
+    core.enqueue(s, 1_000, Box::new(|| {})).unwrap();
+    core.stream_synchronize(s).unwrap();
+    assert_eq!(core.host_clock_ns(), 70_001_000);
 }
 
 #[test]

@@ -192,7 +192,8 @@ impl Timeline {
     }
 
     /// Places `duration_ns` of work on stream `key`; returns its (start, end) virtual times.
-    /// `wall_ns` is the wall clock when pacing, which work cannot start before.
+    /// `wall_ns` is a time the work cannot start before: the wall clock when pacing, or what
+    /// the submitting thread polled for under the virtual clock.
     pub fn schedule(&mut self, key: u64, duration_ns: u64, wall_ns: Option<u64>) -> (u64, u64) {
         let s = &self.streams[&key];
         let mut start = s.clock_ns.max(self.host_clock_ns).max(wall_ns.unwrap_or(0));

@@ -439,6 +439,7 @@ impl Core {
         *st.vmm.used.entry(phys).or_default() += size;
         let now = used + size;
         st.peak[phys] = st.peak[phys].max(now);
+        self.publish_memory(&mut st, phys);
         Ok(st.vmm.insert(Physical {
             fd,
             device: phys,
@@ -456,6 +457,7 @@ impl Core {
         st.vmm.handle(handle)?;
         st.vmm.handles.get_mut(&handle).expect("checked").refs -= 1;
         st.vmm.reap(handle);
+        self.publish_all_memory(&mut st);
         Ok(())
     }
 
@@ -615,6 +617,7 @@ impl Core {
             st.vmm.handles.get_mut(&m.handle).expect("mapped").mappings -= 1;
             st.vmm.reap(m.handle);
         }
+        self.publish_all_memory(&mut st);
         Ok(())
     }
 

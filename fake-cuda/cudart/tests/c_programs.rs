@@ -41,6 +41,7 @@ fn command(args: &[&str]) -> Command {
     c.args(args)
         .env_remove("CUDA_VISIBLE_DEVICES")
         .env_remove("NCCLSIM_PACE")
+        .env_remove("NCCLSIM_CLOCK")
         .env_remove("NCCLSIM_STRICT_KERNELS")
         .env_remove("NCCLSIM_CUDA_CORE")
         .env_remove("NCCLSIM_REPORT")

@@ -72,6 +72,7 @@ fn with_clean_env(mut c: Command, args: &[&str]) -> Command {
     for var in [
         "CUDA_VISIBLE_DEVICES",
         "NCCLSIM_PACE",
+        "NCCLSIM_CLOCK",
         "NCCLSIM_STRICT_KERNELS",
         "NCCLSIM_CUDA_CORE",
         "NCCLSIM_REPORT",

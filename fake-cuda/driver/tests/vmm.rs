@@ -39,6 +39,7 @@ fn run(scenario: &str, expect: &[&str]) {
         "NCCLSIM_GPU",
         "NCCLSIM_NODE",
         "NCCLSIM_PACE",
+        "NCCLSIM_CLOCK",
         "NCCLSIM_CUDA_CORE",
         "NCCLSIM_REPORT",
     ] {

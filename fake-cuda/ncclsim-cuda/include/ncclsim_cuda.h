@@ -89,6 +89,9 @@ struct ncclsim_core_api_v1 {
     int (*price_launch)(uint64_t stream, double flops, double bytes, int unit, int precision,
                         uint64_t batch, uint64_t m, uint64_t n, uint64_t k, const char *name,
                         uint64_t *ns);
+    /* The host waited until virtual time clock_ns (ns since the core started): later work
+     * starts no earlier, and the virtual host clock reads at least it. */
+    int (*host_wait)(uint64_t clock_ns);
 };
 
 const struct ncclsim_core_api_v1 *ncclsim_cuda_core_v1(void);

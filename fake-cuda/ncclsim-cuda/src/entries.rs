@@ -132,6 +132,11 @@ pub(crate) fn price_launch(
     core()?.price_launch(stream, &cost, &name.to_string_lossy())
 }
 
+pub(crate) fn host_wait(clock_ns: u64) -> Result<()> {
+    core()?.host_wait_until(clock_ns);
+    Ok(())
+}
+
 /// A [`compute_model::KernelCost`] from the C boundary's codes; `gemm` is (batch, m, n, k) of a
 /// matrix product, zeros for other kernels.
 pub(crate) fn compute_cost(

@@ -23,6 +23,7 @@ use std::sync::OnceLock;
 
 mod entries;
 mod single;
+mod vclock;
 
 static CORE: OnceLock<Result<Core, CoreError>> = OnceLock::new();
 

@@ -93,6 +93,7 @@ macro_rules! nvml_fn {
     };
 }
 
+mod job;
 mod telemetry;
 pub use telemetry::{nvmlProcessInfo_t, nvmlProcessInfo_v1_t};
 
@@ -448,10 +449,14 @@ nvml_fn!(
     }
 );
 
-/// (total, used) bytes of a physical device; used is what this process allocated there.
+/// (total, used) bytes of a physical device: in an `ncclsim run` job what its processes hold
+/// there with their contexts (`job`), else what this process allocated there.
 fn memory(device: nvmlDevice_t) -> Result<(u64, u64)> {
     let c = core()?;
     let d = info(device)?;
+    if let Some(u) = job::device_usage(index(device)? as usize) {
+        return Ok((d.total_memory, u.used.min(d.total_memory)));
+    }
     for ordinal in 0..c.device_count()? {
         if c.device_info(ordinal)?.physical_index == d.physical_index {
             let (free, total) = c.mem_info(ordinal)?;

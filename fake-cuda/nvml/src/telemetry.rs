@@ -4,8 +4,9 @@
 //! The simulated boards have no sensors, so the values follow from the board's model and its
 //! utilization: an idle board sits at its idle clocks, a few degrees above 30 C and about an
 //! eighth of its power limit, and warms, draws and clocks up in proportion to its utilization.
-//! Utilization comes from the virtual timeline ([`utilization`]): a process sees the work it
-//! scheduled itself, so another process (`nvidia-smi`) reads its boards idle. Power limits are the boards' TDPs from `compute-model`. Features
+//! Utilization comes from the virtual timeline ([`utilization`]): in an `ncclsim run` job the
+//! recent busy fractions of all its processes (`job`), outside one the work this process
+//! scheduled itself. Power limits are the boards' TDPs from `compute-model`. Features
 //! a board of this model does not have (a fan on an SXM module, ECC on a GeForce card) answer
 //! `NVML_ERROR_NOT_SUPPORTED`, as the real library does.
 
@@ -66,6 +67,9 @@ const SAMPLE_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
 /// a second of wall time, then reads 0: nothing has run for a sampling period.
 pub(crate) fn utilization(device: nvmlDevice_t) -> Result<u32> {
     let i = index(device)?;
+    if let Some(u) = super::job::device_usage(i as usize) {
+        return Ok(u.percent);
+    }
     let (busy_ns, clock_ns) = core()?.physical_device_busy(i)?;
     let now = Instant::now();
     let mut samples = SAMPLES.lock().unwrap_or_else(|e| e.into_inner());
@@ -402,9 +406,12 @@ const _: () = {
     assert!(size_of::<nvmlProcessInfo_t>() == 24);
 };
 
-/// The compute processes NVML knows on `device`: this process, when it holds memory there.
-/// Other processes' allocations live in their own cores and are not visible here.
+/// The compute processes NVML knows on `device`: in an `ncclsim run` job each of its
+/// processes holding a context there (`job`), else this process when it holds memory there.
 fn processes(device: nvmlDevice_t) -> Result<Vec<(u32, u64)>> {
+    if let Some(u) = super::job::device_usage(index(device)? as usize) {
+        return Ok(u.processes);
+    }
     let (_, used) = memory(device)?;
     Ok(if used > 0 {
         vec![(std::process::id(), used)]
@@ -516,6 +523,95 @@ nvml_fn!(
         _infos: *mut c_void,
     ) {
         no_graphics(device, count)
+    }
+);
+nvml_fn!(
+    fn nvmlDeviceGetDriverModel(device: nvmlDevice_t, current: *mut c_int, pending: *mut c_int) {
+        // WDDM/TCC driver models exist on Windows only.
+        index(device)?;
+        let _ = (current, pending);
+        Err(err(NOT_SUPPORTED, "driver models are a Windows feature"))
+    }
+);
+nvml_fn!(
+    fn nvmlDeviceGetDriverModel_v2(device: nvmlDevice_t, current: *mut c_int, pending: *mut c_int) {
+        index(device)?;
+        let _ = (current, pending);
+        Err(err(NOT_SUPPORTED, "driver models are a Windows feature"))
+    }
+);
+
+/// `nvmlProcessUtilizationSample_t` (32 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct nvmlProcessUtilizationSample_t {
+    /// Process id.
+    pub pid: c_uint,
+    /// When the sample was taken, microseconds since the epoch.
+    pub timeStamp: c_ulonglong,
+    /// SM utilization, percent.
+    pub smUtil: c_uint,
+    /// Memory (bandwidth) utilization, percent.
+    pub memUtil: c_uint,
+    /// Encoder utilization, percent.
+    pub encUtil: c_uint,
+    /// Decoder utilization, percent.
+    pub decUtil: c_uint,
+}
+
+const _: () = assert!(size_of::<nvmlProcessUtilizationSample_t>() == 32);
+
+nvml_fn!(
+    /// One sample per compute process on the device, taken now: its share of the device's
+    /// recent busy time (in a job, each process's own; outside one, this process's).
+    fn nvmlDeviceGetProcessUtilization(
+        device: nvmlDevice_t,
+        samples: *mut nvmlProcessUtilizationSample_t,
+        count: *mut c_uint,
+        last_seen_us: c_ulonglong,
+    ) {
+        let i = index(device)?;
+        let list: Vec<(u32, u32)> = match super::job::device_usage(i as usize) {
+            Some(u) => u.process_percent,
+            None => {
+                let pct = utilization(device)?;
+                processes(device)?
+                    .into_iter()
+                    .map(|(pid, _)| (pid, pct))
+                    .collect()
+            }
+        };
+        let now_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
+        if list.is_empty() || now_us <= last_seen_us {
+            return Err(err(NOT_FOUND, "no process samples since the time given"));
+        }
+        if count.is_null() {
+            return Err(err(INVALID_ARGUMENT, "null count"));
+        }
+        // SAFETY: non-null, a readable `c_uint` by the API contract.
+        let room = unsafe { *count } as usize;
+        write_out(count, list.len() as c_uint)?;
+        if samples.is_null() || room < list.len() {
+            return Err(err(
+                INSUFFICIENT_SIZE,
+                format!("room for {room} samples, {} processes", list.len()),
+            ));
+        }
+        for (k, (pid, pct)) in list.into_iter().enumerate() {
+            let sample = nvmlProcessUtilizationSample_t {
+                pid,
+                timeStamp: now_us,
+                smUtil: pct,
+                memUtil: pct,
+                encUtil: 0,
+                decUtil: 0,
+            };
+            // SAFETY: `samples` has room for `room` >= this many elements (API contract).
+            unsafe { samples.add(k).write(sample) };
+        }
+        Ok(())
     }
 );
 nvml_fn!(

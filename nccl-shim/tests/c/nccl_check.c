@@ -35,6 +35,7 @@ const char *cudaGetErrorName(int);
 
 static const char *error_name(int code) { return ncclGetErrorString((ncclResult_t)code); }
 #include "ncclsim_check.h"
+#include "unique_id_file.h"
 
 #define H2D 1
 #define D2H 2
@@ -228,33 +229,10 @@ static void settle(ncclResult_t rc, ncclComm_t c) {
     }
 }
 
-static void write_id(const char *path, ncclUniqueId *id) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    CHECK(f && fwrite(id, sizeof *id, 1, f) == 1);
-    fclose(f);
-    CHECK(rename(tmp, path) == 0);
-}
-
-static void read_id(const char *path, ncclUniqueId *id) {
-    for (int tries = 0; tries < 6000; tries++) {
-        FILE *f = fopen(path, "rb");
-        if (f) {
-            size_t n = fread(id, sizeof *id, 1, f);
-            fclose(f);
-            if (n == 1) return;
-        }
-        usleep(10000);
-    }
-    fprintf(stderr, "FAIL no unique id in %s\n", path);
-    exit(1);
-}
-
 static ncclUniqueId shared_id(int rank, const char *path) {
     ncclUniqueId id;
     if (rank == 0) { OK(ncclGetUniqueId(&id)); write_id(path, &id); }
-    else read_id(path, &id);
+    else read_id(path, &id, 60);
     return id;
 }
 

@@ -42,6 +42,7 @@ int cudaStreamDestroy(void *);
 
 static const char *error_name(int code) { return ncclGetErrorString((ncclResult_t)code); }
 #include "ncclsim_check.h"
+#include "unique_id_file.h"
 
 static int R, N;
 
@@ -83,36 +84,13 @@ static void result(const char *name, int code, double since, const char *msg) {
     fflush(stdout);
 }
 
-static void write_id(const char *path, ncclUniqueId *id) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    CHECK(f && fwrite(id, sizeof *id, 1, f) == 1);
-    fclose(f);
-    CHECK(rename(tmp, path) == 0);
-}
-
-static void read_id(const char *path, ncclUniqueId *id) {
-    for (int tries = 0; tries < 3000; tries++) {
-        FILE *f = fopen(path, "rb");
-        if (f) {
-            size_t n = fread(id, sizeof *id, 1, f);
-            fclose(f);
-            if (n == 1) return;
-        }
-        usleep(10000);
-    }
-    fprintf(stderr, "FAIL no unique id in %s\n", path);
-    exit(1);
-}
-
 /* The id of communicator `gen` of the job (rank 0 makes it, the others read it). */
 static ncclUniqueId shared_id(const char *path, int gen) {
     char p[4096];
     snprintf(p, sizeof p, "%s.%d", path, gen);
     ncclUniqueId id;
     if (R == 0) { OK(ncclGetUniqueId(&id)); write_id(p, &id); }
-    else read_id(p, &id);
+    else read_id(p, &id, 30);
     return id;
 }
 

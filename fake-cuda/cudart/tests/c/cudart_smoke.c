@@ -11,6 +11,7 @@
 
 static const char *error_name(int code) { return cudaGetErrorName(code); }
 #include "ncclsim_check.h"
+#include "core_api.h"
 
 static int props(void) {
     int n = -1, v = 0;
@@ -284,19 +285,6 @@ static double now_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
-/* The core the runtime loaded: the same file opened again is the same instance. */
-static const struct ncclsim_core_api_v1 *core_api(void) {
-    const char *path = getenv("NCCLSIM_TEST_CORE");
-    void *lib = path ? dlopen(path, RTLD_NOW) : NULL;
-    CHECK(lib != NULL);
-    const struct ncclsim_core_api_v1 *(*get)(void) =
-        (const struct ncclsim_core_api_v1 *(*)(void))dlsym(lib, "ncclsim_cuda_core_v1");
-    CHECK(get != NULL);
-    const struct ncclsim_core_api_v1 *api = get();
-    CHECK(api->version == 1 && api->size == sizeof *api);
-    return api;
 }
 
 static void count_fn(void *n) { *(int *)n += 1; }

@@ -1,0 +1,305 @@
+//! The exported clock and timed-wait functions. Each export is a two-instruction trampoline
+//! that passes its caller's return address as one more argument to the body (a private
+//! `ffi_fn!` function, so panics stop at the C boundary): the body answers from the virtual
+//! clock, or moves an absolute deadline onto the real clock, and otherwise calls the C
+//! library's definition (`dlsym(RTLD_NEXT)`, resolved when this library is loaded).
+//!
+//! Only x86-64 and AArch64 are interposed (the trampolines are per architecture); elsewhere the
+//! virtual clock is refused by `ncclsim run` and the program's clocks stay real.
+
+use super::{ns_ts, real_deadline, virtual_ns};
+use crate::VtableError;
+use libc::{c_int, c_void, clockid_t, time_t, timespec, timeval};
+use std::sync::OnceLock;
+
+/// The C library's definitions this library stands in front of (0 where it has none).
+struct Real {
+    clock_gettime: usize,
+    gettimeofday: usize,
+    time: usize,
+    cond_timedwait: usize,
+    cond_clockwait: usize,
+    sem_timedwait: usize,
+    sem_clockwait: usize,
+    mutex_timedlock: usize,
+    mutex_clocklock: usize,
+    clock_nanosleep: usize,
+}
+
+fn real() -> &'static Real {
+    static REAL: OnceLock<Real> = OnceLock::new();
+    REAL.get_or_init(|| Real {
+        clock_gettime: super::next(c"clock_gettime"),
+        gettimeofday: super::next(c"gettimeofday"),
+        time: super::next(c"time"),
+        cond_timedwait: super::next(c"pthread_cond_timedwait"),
+        cond_clockwait: super::next(c"pthread_cond_clockwait"),
+        sem_timedwait: super::next(c"sem_timedwait"),
+        sem_clockwait: super::next(c"sem_clockwait"),
+        mutex_timedlock: super::next(c"pthread_mutex_timedlock"),
+        mutex_clocklock: super::next(c"pthread_mutex_clocklock"),
+        clock_nanosleep: super::next(c"clock_nanosleep"),
+    })
+}
+
+/// Resolves the C library's definitions while the library loads, so no later clock read
+/// calls the loader (a program's allocator may read the clock inside `dlsym`'s allocation).
+extern "C" fn resolve_at_load() {
+    if super::enabled() {
+        real();
+        super::real_clock_gettime();
+    }
+}
+
+#[used]
+#[unsafe(link_section = ".init_array")]
+static RESOLVE_AT_LOAD: extern "C" fn() = resolve_at_load;
+
+/// Calls the C library's `$field` as `$ty`, or returns `$missing` if it has none.
+macro_rules! call_real {
+    ($field:ident as $ty:ty, $missing:expr; $($arg:expr),*) => {{
+        let f = real().$field;
+        if f == 0 {
+            $missing
+        } else {
+            // SAFETY: the address dlsym returned for this function, which has type `$ty`; the
+            // arguments are the caller's, passed on unchanged or with a moved deadline.
+            unsafe { std::mem::transmute::<usize, $ty>(f)($($arg),*) }
+        }
+    }};
+}
+
+fn set_errno(e: c_int) -> c_int {
+    // SAFETY: the calling thread's errno location.
+    unsafe { *libc::__errno_location() = e };
+    -1
+}
+
+/// The trampoline of an export: moves the return address into the argument register after
+/// the export's own arguments and jumps to the body.
+macro_rules! trampoline {
+    ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty => $body:ident,
+     x86_64: $x86:literal, aarch64: $arm:literal) => {
+        $(#[$doc])*
+        #[cfg(target_arch = "x86_64")]
+        #[unsafe(naked)]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            core::arch::naked_asm!(
+                concat!("mov ", $x86, ", qword ptr [rsp]"),
+                "jmp {body}",
+                body = sym $body,
+            )
+        }
+        $(#[$doc])*
+        #[cfg(target_arch = "aarch64")]
+        #[unsafe(naked)]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            core::arch::naked_asm!(
+                concat!("mov ", $arm, ", x30"),
+                "b {body}",
+                body = sym $body,
+            )
+        }
+    };
+}
+
+type ClockGettime = unsafe extern "C" fn(clockid_t, *mut timespec) -> c_int;
+type Gettimeofday = unsafe extern "C" fn(*mut timeval, *mut c_void) -> c_int;
+type Time = unsafe extern "C" fn(*mut time_t) -> time_t;
+type CondTimedwait = unsafe extern "C" fn(*mut c_void, *mut c_void, *const timespec) -> c_int;
+type CondClockwait =
+    unsafe extern "C" fn(*mut c_void, *mut c_void, clockid_t, *const timespec) -> c_int;
+type Timed = unsafe extern "C" fn(*mut c_void, *const timespec) -> c_int;
+type Clocked = unsafe extern "C" fn(*mut c_void, clockid_t, *const timespec) -> c_int;
+type ClockNanosleep =
+    unsafe extern "C" fn(clockid_t, c_int, *const timespec, *mut timespec) -> c_int;
+
+trampoline!(
+    /// `clock_gettime`: the virtual clock for the program's realtime, monotonic, raw and
+    /// boot-time clocks.
+    clock_gettime(clk: clockid_t, ts: *mut timespec) -> c_int => vclock_gettime,
+    x86_64: "rdx", aarch64: "x2"
+);
+ffi_boundary::ffi_fn!(VtableError;
+    fn vclock_gettime(clk: clockid_t, ts: *mut timespec, caller: usize) -> c_int, panic = -1; {
+        match virtual_ns(clk, caller) {
+            Some(ns) if !ts.is_null() => {
+                // SAFETY: the caller's non-null out-pointer.
+                unsafe { *ts = ns_ts(ns) };
+                0
+            }
+            _ => call_real!(clock_gettime as ClockGettime, set_errno(libc::ENOSYS); clk, ts),
+        }
+    }
+);
+
+trampoline!(
+    /// `gettimeofday`: the virtual realtime clock in microseconds.
+    gettimeofday(tv: *mut timeval, tz: *mut c_void) -> c_int => vclock_gettimeofday,
+    x86_64: "rdx", aarch64: "x2"
+);
+ffi_boundary::ffi_fn!(VtableError;
+    fn vclock_gettimeofday(tv: *mut timeval, tz: *mut c_void, caller: usize) -> c_int,
+        panic = -1; {
+        match virtual_ns(libc::CLOCK_REALTIME, caller) {
+            Some(ns) if !tv.is_null() => {
+                let t = ns_ts(ns);
+                // SAFETY: the caller's non-null out-pointer.
+                unsafe {
+                    *tv = timeval {
+                        tv_sec: t.tv_sec,
+                        tv_usec: t.tv_nsec / 1000,
+                    }
+                };
+                if !tz.is_null() {
+                    // SAFETY: a `struct timezone` (two ints) the caller asked to be filled.
+                    unsafe { std::ptr::write_bytes(tz as *mut u8, 0, 2 * size_of::<c_int>()) };
+                }
+                0
+            }
+            _ => call_real!(gettimeofday as Gettimeofday, set_errno(libc::ENOSYS); tv, tz),
+        }
+    }
+);
+
+trampoline!(
+    /// `time`: the virtual realtime clock in seconds.
+    time(t: *mut time_t) -> time_t => vclock_time,
+    x86_64: "rsi", aarch64: "x1"
+);
+ffi_boundary::ffi_fn!(VtableError;
+    fn vclock_time(t: *mut time_t, caller: usize) -> time_t, panic = -1; {
+        match virtual_ns(libc::CLOCK_REALTIME, caller) {
+            Some(ns) => {
+                let secs = ns_ts(ns).tv_sec;
+                if !t.is_null() {
+                    // SAFETY: the caller's non-null out-pointer.
+                    unsafe { *t = secs };
+                }
+                secs
+            }
+            None => call_real!(time as Time, set_errno(libc::ENOSYS) as time_t; t),
+        }
+    }
+);
+
+trampoline!(
+    /// `pthread_cond_timedwait`: the deadline moved onto the real clock.
+    pthread_cond_timedwait(c: *mut c_void, m: *mut c_void, abs: *const timespec) -> c_int
+        => vclock_cond_timedwait,
+    x86_64: "rcx", aarch64: "x3"
+);
+ffi_boundary::ffi_fn!(VtableError;
+    fn vclock_cond_timedwait(c: *mut c_void, m: *mut c_void, abs: *const timespec, caller: usize)
+        -> c_int, panic = libc::EINVAL; {
+        let mut moved = ns_ts(0);
+        let abs = real_deadline(abs, None, caller, &mut moved);
+        call_real!(cond_timedwait as CondTimedwait, libc::ENOSYS; c, m, abs)
+    }
+);
+
+trampoline!(
+    /// `pthread_cond_clockwait`: the deadline moved onto the real clock.
+    pthread_cond_clockwait(c: *mut c_void, m: *mut c_void, clk: clockid_t, abs: *const timespec)
+        -> c_int => vclock_cond_clockwait,
+    x86_64: "r8", aarch64: "x4"
+);
+ffi_boundary::ffi_fn!(VtableError;
+    fn vclock_cond_clockwait(
+        c: *mut c_void,
+        m: *mut c_void,
+        clk: clockid_t,
+        abs: *const timespec,
+        caller: usize,
+    ) -> c_int, panic = libc::EINVAL; {
+        let mut moved = ns_ts(0);
+        let abs = real_deadline(abs, Some(clk), caller, &mut moved);
+        call_real!(cond_clockwait as CondClockwait, libc::ENOSYS; c, m, clk, abs)
+    }
+);
+
+trampoline!(
+    /// `sem_timedwait`: the deadline moved onto the real clock.
+    sem_timedwait(s: *mut c_void, abs: *const timespec) -> c_int => vclock_sem_timedwait,
+    x86_64: "rdx", aarch64: "x2"
+);
+ffi_boundary::ffi_fn!(VtableError;
+    fn vclock_sem_timedwait(s: *mut c_void, abs: *const timespec, caller: usize) -> c_int,
+        panic = -1; {
+        let mut moved = ns_ts(0);
+        let abs = real_deadline(abs, Some(libc::CLOCK_REALTIME), caller, &mut moved);
+        call_real!(sem_timedwait as Timed, set_errno(libc::ENOSYS); s, abs)
+    }
+);
+
+trampoline!(
+    /// `sem_clockwait`: the deadline moved onto the real clock.
+    sem_clockwait(s: *mut c_void, clk: clockid_t, abs: *const timespec) -> c_int
+        => vclock_sem_clockwait,
+    x86_64: "rcx", aarch64: "x3"
+);
+ffi_boundary::ffi_fn!(VtableError;
+    fn vclock_sem_clockwait(s: *mut c_void, clk: clockid_t, abs: *const timespec, caller: usize)
+        -> c_int, panic = -1; {
+        let mut moved = ns_ts(0);
+        let abs = real_deadline(abs, Some(clk), caller, &mut moved);
+        call_real!(sem_clockwait as Clocked, set_errno(libc::ENOSYS); s, clk, abs)
+    }
+);
+
+trampoline!(
+    /// `pthread_mutex_timedlock`: the deadline moved onto the real clock.
+    pthread_mutex_timedlock(m: *mut c_void, abs: *const timespec) -> c_int
+        => vclock_mutex_timedlock,
+    x86_64: "rdx", aarch64: "x2"
+);
+ffi_boundary::ffi_fn!(VtableError;
+    fn vclock_mutex_timedlock(m: *mut c_void, abs: *const timespec, caller: usize) -> c_int,
+        panic = libc::EINVAL; {
+        let mut moved = ns_ts(0);
+        let abs = real_deadline(abs, Some(libc::CLOCK_REALTIME), caller, &mut moved);
+        call_real!(mutex_timedlock as Timed, libc::ENOSYS; m, abs)
+    }
+);
+
+trampoline!(
+    /// `pthread_mutex_clocklock`: the deadline moved onto the real clock.
+    pthread_mutex_clocklock(m: *mut c_void, clk: clockid_t, abs: *const timespec) -> c_int
+        => vclock_mutex_clocklock,
+    x86_64: "rcx", aarch64: "x3"
+);
+ffi_boundary::ffi_fn!(VtableError;
+    fn vclock_mutex_clocklock(m: *mut c_void, clk: clockid_t, abs: *const timespec, caller: usize)
+        -> c_int, panic = libc::EINVAL; {
+        let mut moved = ns_ts(0);
+        let abs = real_deadline(abs, Some(clk), caller, &mut moved);
+        call_real!(mutex_clocklock as Clocked, libc::ENOSYS; m, clk, abs)
+    }
+);
+
+trampoline!(
+    /// `clock_nanosleep`: an absolute (`TIMER_ABSTIME`) wake-up time moved onto the real
+    /// clock; relative sleeps are real time already.
+    clock_nanosleep(clk: clockid_t, flags: c_int, req: *const timespec, rem: *mut timespec)
+        -> c_int => vclock_clock_nanosleep,
+    x86_64: "r8", aarch64: "x4"
+);
+ffi_boundary::ffi_fn!(VtableError;
+    fn vclock_clock_nanosleep(
+        clk: clockid_t,
+        flags: c_int,
+        req: *const timespec,
+        rem: *mut timespec,
+        caller: usize,
+    ) -> c_int, panic = libc::EINVAL; {
+        let mut moved = ns_ts(0);
+        let req = if flags & libc::TIMER_ABSTIME != 0 {
+            real_deadline(req, Some(clk), caller, &mut moved)
+        } else {
+            req
+        };
+        call_real!(clock_nanosleep as ClockNanosleep, libc::ENOSYS; clk, flags, req, rem)
+    }
+);
