@@ -433,88 +433,6 @@ struct Copy {
     env: BTreeMap<String, String>,
 }
 
-/// The user's `--env NCCLSIM_NODE=K`: it names the node of every process, so it only goes with
-/// one simulated node (any other count would be overruled, and is refused instead).
-fn user_node(base: &BTreeMap<String, String>, nodes: usize) -> Result<Option<String>, String> {
-    let inherited = std::env::var("NCCLSIM_NODE").ok();
-    let Some(v) = base.get("NCCLSIM_NODE") else {
-        if let Some(v) = inherited {
-            eprintln!(
-                "ncclsim run: NCCLSIM_NODE={v} from the environment is not used: the simulated \
-                 node comes from --nodes (or from --env NCCLSIM_NODE=K with --nodes 1)"
-            );
-        }
-        return Ok(None);
-    };
-    let k: usize = v
-        .trim()
-        .parse()
-        .ok()
-        .filter(|&k| k < topo::cluster::MAX_NODES)
-        .ok_or_else(|| format!("--env NCCLSIM_NODE={v:?}: not a node index"))?;
-    if nodes > 1 {
-        return Err(format!(
-            "--env NCCLSIM_NODE={k} would put every process on node {k}, but --nodes {nodes} \
-             places each process on its own node; drop one of them (with --nodes 1, \
-             NCCLSIM_NODE picks the node, e.g. this machine's node of a multi-machine job)"
-        ));
-    }
-    Ok(Some(k.to_string()))
-}
-
-/// An MPI launcher or srun, started once: its ranks place themselves (`launcher`).
-fn launched(
-    args: &RunArgs,
-    base: &BTreeMap<String, String>,
-    nodes: usize,
-    kind: Launcher,
-) -> Result<Vec<Copy>, String> {
-    if args.procs_per_node != 1 {
-        return Err(format!(
-            "--procs-per-node: {} starts the ranks itself (its -np / -n); --ranks-per-node says \
-             how many go on each simulated node",
-            quote(&args.command[0])
-        ));
-    }
-    let per = args
-        .ranks_per_node
-        .map(|p| checked_count("ranks-per-node", p, 4096))
-        .transpose()?;
-    if let Some(k) = launcher::requested_ranks(kind, &args.command) {
-        match per {
-            None if k % nodes != 0 => {
-                return Err(format!(
-                    "{}: {k} ranks do not divide over --nodes {nodes}; give --ranks-per-node",
-                    quote(&args.command[0])
-                ))
-            }
-            Some(p) if k > p * nodes => {
-                return Err(format!(
-                    "{}: {k} ranks do not fit on --nodes {nodes} x --ranks-per-node {p}",
-                    quote(&args.command[0])
-                ))
-            }
-            _ => {}
-        }
-    }
-    let mut env = base.clone();
-    env.insert("NCCLSIM_LAUNCHER".into(), kind.name().into());
-    env.insert("NCCLSIM_NODES".into(), nodes.to_string());
-    if let Some(p) = per {
-        env.insert("NCCLSIM_RANKS_PER_NODE".into(), p.to_string());
-    }
-    if nodes > 1 {
-        env.entry("NCCLSIM_HOSTNAMES".into())
-            .or_insert_with(|| "1".into());
-    }
-    Ok(vec![Copy {
-        node: 0,
-        rank: 0,
-        argv: args.command.clone(),
-        env,
-    }])
-}
-
 fn copies(
     args: &RunArgs,
     base: &BTreeMap<String, String>,
@@ -522,9 +440,9 @@ fn copies(
     kind: Launcher,
 ) -> Result<Vec<Copy>, String> {
     let nodes = checked_count("nodes", args.nodes, topo::cluster::MAX_NODES as i64)?;
-    let user_node = user_node(base, nodes)?;
+    let user_node = launcher::user_node(base, nodes)?;
     if kind.spreads_ranks() {
-        return launched(args, base, nodes, kind);
+        return launcher::launched(args, base, nodes, kind);
     }
     if args.ranks_per_node.is_some() {
         return Err(format!(
