@@ -128,6 +128,9 @@ pub struct RunArgs {
     command: Vec<String>,
 }
 
+/// The fake CUDA core (file and SONAME), which `--clock virtual` preloads first.
+const CORE: &str = "libncclsim_cuda.so";
+
 /// The built libraries: (file cargo writes, SONAME programs ask for, preloaded).
 ///
 /// Both CUDA runtimes are preloaded: their symbols carry version nodes (`libcudart.so.12`,
@@ -399,7 +402,7 @@ fn virtual_clock_env(env: &mut BTreeMap<String, String>, sonames: &Path) -> Resu
     if !cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
         return Err("--clock virtual: only x86-64 and AArch64 builds interpose the clock".into());
     }
-    let core = sonames.join(LIBS[0].1).display().to_string();
+    let core = sonames.join(CORE).display().to_string();
     let preload = env.get("LD_PRELOAD").cloned().unwrap_or_default();
     let joined = if preload.is_empty() {
         core
