@@ -48,6 +48,27 @@ fn bench(c: &mut Criterion) {
     c.bench_function("planner/world 1 x dgx-h100 (ring, tree, nvls)", |b| {
         b.iter(|| black_box(Planner::new(h.clone(), s.clone()).plan_world().unwrap()))
     });
+    // Multi-node NVLink: one GB200 NVL72 rack (18 trays fused into one 72-GPU topology), and
+    // two domains of two trays with a TP job inside the domains.
+    let rack = Cluster::load(&topology_file("gb200-nvl72-tray.xml"), 18, &s.topo, None).unwrap();
+    c.bench_function("planner/world 18 x gb200 tray (one NVL72 clique)", |b| {
+        b.iter(|| black_box(Planner::new(rack.clone(), s.clone()).plan_world().unwrap()))
+    });
+    let mut doms = Cluster::load(&topology_file("gb200-nvl72-tray.xml"), 4, &s.topo, None).unwrap();
+    doms.set_nvl_domains(topo::NvlDomains::Gpus(8)).unwrap();
+    let dom_members = planner::world_members(&doms);
+    c.bench_function(
+        "planner/tp8 dp2 job, 2 NVLink domains of 2 gb200 trays",
+        |b| {
+            b.iter(|| {
+                black_box(
+                    Planner::new(doms.clone(), s.clone())
+                        .plan_job(&dom_members, &spec)
+                        .unwrap(),
+                )
+            })
+        },
+    );
     let big = Cluster::load(&topology_file("dgx-a100.xml"), 1024, &s.topo, None).unwrap();
     let mut g = c.benchmark_group("planner-large");
     g.sample_size(10);

@@ -110,6 +110,11 @@ struct Input {
     /// NCCL settings, e.g. --env NCCL_P2P_LEVEL=SYS (the process environment is read too).
     #[arg(long = "env", value_name = "NAME=VALUE")]
     env: Vec<String>,
+    /// GPUs per NVLink domain spanning nodes (multi-node NVLink, e.g. 72 for an NVL72 rack).
+    /// Default: nodes whose NVLinks go to an external NVSwitch fabric (GB200/GB300 trays) form
+    /// domains of up to 72 GPUs; other nodes none. `--env NCCL_MNNVL_ENABLE=0` turns it off.
+    #[arg(long = "nvl-domain", value_name = "GPUS")]
+    nvl_domain: Option<usize>,
 }
 
 fn settings(input: &Input) -> Result<TopoSettings, String> {
@@ -125,7 +130,13 @@ fn load(input: &Input) -> Result<Cluster, String> {
         &s,
         input.gpu.as_deref(),
         input.nic_speed.as_deref(),
+        input.nvl_domain,
     )
+}
+
+/// `--nvl-domain`: how the nodes are grouped into NVLink domains.
+pub(crate) fn nvl_domains(gpus: Option<usize>) -> topo::NvlDomains {
+    gpus.map_or(topo::NvlDomains::Auto, topo::NvlDomains::Gpus)
 }
 
 /// `--nodes`: a whole number of nodes a cluster can have.
@@ -162,6 +173,7 @@ pub(crate) fn load_cluster(
     s: &TopoSettings,
     gpu: Option<&str>,
     nic_speed: Option<&str>,
+    nvl_domain: Option<usize>,
 ) -> Result<Cluster, String> {
     let gpu = gpu
         .map(topo::profiles::gpu_model)
@@ -176,7 +188,7 @@ pub(crate) fn load_cluster(
     let hosts: Vec<(String, Arc<topo::XmlElement>)> = (0..nodes)
         .map(|_| (file.to_string(), xml.clone()))
         .collect();
-    let c = Cluster::from_hosts(
+    let mut c = Cluster::from_hosts(
         &hosts,
         s,
         Completion {
@@ -185,6 +197,8 @@ pub(crate) fn load_cluster(
         },
     )
     .map_err(|e| e.to_string())?;
+    c.set_nvl_domains(nvl_domains(nvl_domain))
+        .map_err(|e| e.to_string())?;
     for n in &c.notes {
         eprintln!("note: {n}");
     }
@@ -238,6 +252,20 @@ fn summary(c: &Cluster) -> String {
     )
 }
 
+/// The line naming node 0's NVLink clique when the topology shown is fused across it.
+fn domain_summary(c: &Cluster, t: &topo::Topology) -> String {
+    let s = &t.system;
+    format!(
+        "# multi-node NVLink: node 0's clique fuses {} node(s) = {} GPUs ({} NVLink domain(s) in the cluster); NCCL's fused system: {} NVS node, {} CPU(s), {} NET(s)",
+        s.n_hosts(),
+        s.count(NodeKind::Gpu),
+        c.nvl_domains(),
+        s.count(NodeKind::Nvs),
+        s.count(NodeKind::Cpu),
+        s.count(NodeKind::Net)
+    )
+}
+
 fn json(c: &Cluster) -> serde_json::Value {
     let t = &c.nodes[0].topo;
     let s = &t.system;
@@ -286,8 +314,19 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 );
             } else {
                 println!("{}", summary(&c));
-                for line in topo::print::system(&c.nodes[0].topo) {
-                    println!("{line}");
+                let s = settings(&input)?;
+                match c.clique_topology(0, &s).map_err(|e| e.to_string())? {
+                    Some(t) => {
+                        println!("{}", domain_summary(&c, &t));
+                        for line in topo::print::system(&t) {
+                            println!("{line}");
+                        }
+                    }
+                    None => {
+                        for line in topo::print::system(&c.nodes[0].topo) {
+                            println!("{line}");
+                        }
+                    }
                 }
             }
         }

@@ -154,6 +154,7 @@ pub fn plan(args: &PlanArgs, pairs: &[(String, String)]) -> Result<(Cluster, Job
         &settings.topo,
         sys.gpu.as_deref(),
         sys.nic_speed.as_deref(),
+        sys.nvl_domain,
     )?;
     let gpus = args.gpus.as_deref().map(parse_gpus).transpose()?;
     let members = members(&cluster, gpus.as_deref())?;
@@ -200,6 +201,13 @@ pub fn summary(c: &CommPlan) -> String {
         g.tree.type_intra,
         g.tree.type_inter
     );
+    if let Some(m) = c.ranks.first().and_then(|r| r.mnnvl) {
+        let _ = write!(
+            s,
+            "; MNNVL clique of {} rank(s) (NVLink domain {})",
+            m.clique_size, m.nvl_domain_size
+        );
+    }
     if c.nvls_support {
         let _ = write!(
             s,

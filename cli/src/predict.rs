@@ -27,6 +27,11 @@ pub struct SystemArgs {
     /// NCCL settings, e.g. --env NCCL_ALGO=Ring (NCCL_* variables of the environment are read too).
     #[arg(long = "env", value_name = "NAME=VALUE")]
     pub env: Vec<String>,
+    /// GPUs per NVLink domain spanning nodes (multi-node NVLink, e.g. 72 for an NVL72 rack).
+    /// Default: nodes whose NVLinks go to an external NVSwitch fabric (GB200/GB300 trays) form
+    /// domains of up to 72 GPUs; other nodes none. `--env NCCL_MNNVL_ENABLE=0` turns it off.
+    #[arg(long = "nvl-domain", value_name = "GPUS")]
+    pub nvl_domain: Option<usize>,
 }
 
 /// Arguments of the size sweep.
@@ -173,8 +178,13 @@ pub fn build(
         gpu,
         nic_speed_mbps: nic,
     };
-    let plan = planner::Planner::from_hosts(&hosts, psettings, completion)
-        .and_then(|p| p.plan_world())
+    let mut cluster = topo::Cluster::from_hosts(&hosts, &psettings.topo, completion)
+        .map_err(|e| e.to_string())?;
+    cluster
+        .set_nvl_domains(crate::nvl_domains(sys.nvl_domain))
+        .map_err(|e| e.to_string())?;
+    let plan = planner::Planner::new(cluster, psettings)
+        .plan_world()
         .map_err(|e| e.to_string())?;
     let model = CostModel::from_plan(&plan, &tsettings, mode).map_err(|e| e.to_string())?;
     let gpu_name = |sm: i32| format!("sm{sm}");

@@ -19,10 +19,16 @@ pub struct WhatifArgs {
     /// Configuration B's topology (default: A's, edited by --set).
     #[arg(long)]
     pub vs: Option<String>,
-    /// Edit of B: nvlink.count=N, nic.speed=400G, nic.count=N, pcie.gen=N, nodes=N.
+    /// Configuration B's node count (default: A's; with --vs, e.g. 9 DGX H100 nodes against 18
+    /// NVL72 trays).
+    #[arg(long = "vs-nodes", value_parser = crate::parse_nodes)]
+    pub vs_nodes: Option<usize>,
+    /// Edit of B: nvlink.count=N, nic.speed=400G, nic.count=N, pcie.gen=N, nodes=N,
+    /// nvl-domain=GPUS (GPUs per NVLink domain spanning nodes).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
-    /// Sweep one key over values, computed in parallel: nodes=1,2,4,8 (any --set key).
+    /// Sweep one key over values, computed in parallel: nodes=1,2,4,8, nvl-domain=8,36,72 (any
+    /// --set key).
     #[arg(long = "sweep", value_name = "KEY=V1,V2,...")]
     pub sweep_key: Option<String>,
     /// Write the sweep (or the comparison) as CSV to this file (default: stdout).
@@ -74,14 +80,15 @@ pub fn run(args: &WhatifArgs) -> Result<(), String> {
     if let Some(sw) = &args.sweep_key {
         return sweep(args, sw, coll, &sizes, mode);
     }
-    let edits = args
-        .set
+    let (domain_b, set) = split_domain(&args.set)?;
+    let edits = set
         .iter()
         .map(|s| Edit::parse(s).map_err(|e| e.to_string()))
         .collect::<Result<Vec<_>, _>>()?;
     // With neither --vs nor --set, B is A under --env / --nccl-version; otherwise those apply to
     // both and B differs by its topology or edits.
-    let settings_only = args.vs.is_none() && edits.is_empty();
+    let settings_only =
+        args.vs.is_none() && edits.is_empty() && domain_b.is_none() && args.vs_nodes.is_none();
     let mut sys_a = args.system.clone();
     if settings_only {
         if args.system.env.is_empty() && args.system.nccl_version.is_none() {
@@ -95,6 +102,12 @@ pub fn run(args: &WhatifArgs) -> Result<(), String> {
     if let Some(vs) = &args.vs {
         sys_b.topo = vs.clone();
     }
+    if let Some(n) = args.vs_nodes {
+        sys_b.nodes = n;
+    }
+    if domain_b.is_some() {
+        sys_b.nvl_domain = domain_b;
+    }
     let b = build(&sys_b, &[], &edits, mode)?;
     let ra = rows(&a.model, coll, &sizes, dtype, op)?;
     let rb = rows(&b.model, coll, &sizes, dtype, op)?;
@@ -103,6 +116,9 @@ pub fn run(args: &WhatifArgs) -> Result<(), String> {
         println!("#{l}");
     }
     let mut bdesc = vec![sys_b.topo.clone()];
+    if let Some(n) = args.vs_nodes {
+        bdesc.push(format!("--vs-nodes {n}"));
+    }
     bdesc.extend(args.set.iter().cloned());
     bdesc.extend(args.system.env.iter().cloned());
     bdesc.extend(args.system.nccl_version.iter().map(|v| format!("NCCL {v}")));
@@ -181,17 +197,22 @@ fn sweep(
     let (key, values) = spec
         .split_once('=')
         .ok_or_else(|| format!("--sweep-key {spec}: expected KEY=V1,V2,..."))?;
-    let edits: Vec<(String, Edit)> = values
+    // Each value: an edit of the topology, or a domain size.
+    let edits: Vec<(String, Option<Edit>, Option<usize>)> = values
         .split(',')
         .filter(|v| !v.is_empty())
         .map(|v| {
-            Edit::from_key(key, v)
-                .map(|e| (v.to_string(), e))
-                .map_err(|e| e.to_string())
+            if key == NVL_DOMAIN {
+                parse_domain(v).map(|d| (v.to_string(), None, Some(d)))
+            } else {
+                Edit::from_key(key, v)
+                    .map(|e| (v.to_string(), Some(e), None))
+                    .map_err(|e| e.to_string())
+            }
         })
         .collect::<Result<_, _>>()?;
-    let fixed = args
-        .set
+    let (domain_fixed, set) = split_domain(&args.set)?;
+    let fixed = set
         .iter()
         .map(|s| Edit::parse(s).map_err(|e| e.to_string()))
         .collect::<Result<Vec<_>, _>>()?;
@@ -206,10 +227,14 @@ fn sweep(
     type Run = (String, Vec<(u64, cost_model::Prediction)>);
     let results: Vec<Result<Run, String>> = edits
         .par_iter()
-        .map(|(v, e)| {
+        .map(|(v, e, d)| {
             let mut all = fixed.clone();
-            all.push(e.clone());
-            let built = build(&args.system, &[], &all, mode)?;
+            all.extend(e.iter().cloned());
+            let mut system = args.system.clone();
+            if let Some(d) = d.or(domain_fixed) {
+                system.nvl_domain = Some(d);
+            }
+            let built = build(&system, &[], &all, mode)?;
             let r = rows(&built.model, coll, sizes, dtype, op)?;
             bar.inc(1);
             bar.set_message(format!("{key}={v}"));
@@ -245,4 +270,28 @@ fn sweep(
         eprintln!("wrote {path}");
     }
     Ok(())
+}
+
+/// The `--set` / `--sweep` key of the NVLink domain size (GPUs per domain).
+const NVL_DOMAIN: &str = "nvl-domain";
+
+fn parse_domain(v: &str) -> Result<usize, String> {
+    v.trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|&d| d > 0)
+        .ok_or_else(|| format!("{NVL_DOMAIN}={v}: expected a GPU count of at least 1"))
+}
+
+/// `--set` edits without the domain size, and the domain size if one is set (the last wins).
+fn split_domain(set: &[String]) -> Result<(Option<usize>, Vec<String>), String> {
+    let mut domain = None;
+    let mut rest = Vec::new();
+    for s in set {
+        match s.split_once('=') {
+            Some((k, v)) if k.trim() == NVL_DOMAIN => domain = Some(parse_domain(v)?),
+            _ => rest.push(s.clone()),
+        }
+    }
+    Ok((domain, rest))
 }

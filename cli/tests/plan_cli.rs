@@ -372,3 +372,69 @@ fn hostile_split_and_output_options_are_errors() {
         "{err}"
     );
 }
+
+/// GB200 NVL72 trays: one rack is one multi-node NVLink node by default (`--nvl-domain`
+/// changes the domain size, `NCCL_MNNVL_ENABLE=0` turns it off), in `plan` and `topo show`.
+#[test]
+fn nvl72_trays_are_one_nvlink_domain() {
+    let tray = "topologies/gb200-nvl72-tray.xml";
+    let comm = |out: &str| -> String {
+        let l = out
+            .lines()
+            .find(|l| l.contains(" nRanks "))
+            .unwrap_or_else(|| panic!("no comm line in {out}"));
+        l[l.find(" rank ").unwrap() + 1..].to_string()
+    };
+    let (code, out, err) = ncclsim(&["plan", "--topo", tray, "--nodes", "18"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        comm(&out),
+        "rank 0 nRanks 72 nNodes 1 localRanks 72 localRank 0 MNNVL 1"
+    );
+    assert!(out.contains("MNNVL 1 cliqueId 7ffe cliqueSize 72 cliqueRank 0 nvlDomainSize 72"));
+    let (_, out, _) = ncclsim(&[
+        "plan",
+        "--topo",
+        tray,
+        "--nodes",
+        "18",
+        "--env",
+        "NCCL_MNNVL_ENABLE=0",
+    ]);
+    assert_eq!(
+        comm(&out),
+        "rank 0 nRanks 72 nNodes 18 localRanks 4 localRank 0 MNNVL 0"
+    );
+    let (_, out, _) = ncclsim(&["plan", "--topo", tray, "--nodes", "4", "--nvl-domain", "8"]);
+    assert_eq!(
+        comm(&out),
+        "rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 1"
+    );
+    // A domain smaller than a tray, and a domain on hosts without NVSwitch links, are refused.
+    let (code, _, err) = ncclsim(&["plan", "--topo", tray, "--nodes", "2", "--nvl-domain", "2"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("has 4 GPUs, more than a domain holds"),
+        "{err}"
+    );
+    let (code, _, err) = ncclsim(&[
+        "plan",
+        "--topo",
+        "topologies/pcie-4xa100.xml",
+        "--nodes",
+        "2",
+        "--nvl-domain",
+        "8",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no NVLink to an NVSwitch"), "{err}");
+    // `topo show` prints the fused system of node 0's clique: 72 GPUs, one NVSwitch node.
+    let (code, out, err) = ncclsim(&["topo", "show", tray, "--nodes", "18"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("clique fuses 18 node(s) = 72 GPUs")
+            && out.contains("1 NVS node, 36 CPU(s), 72 NET(s)"),
+        "{out}"
+    );
+    assert!(out.matches("GPU/").count() >= 72);
+}

@@ -253,3 +253,66 @@ fn settings_nccl_would_replace_are_warned_about() {
         assert_eq!(err.matches("warning:").count(), 1, "{env}: {err}");
     }
 }
+
+/// "8-GPU H100 nodes or an NVL72 rack?": `whatif --vs ... --vs-nodes` compares 72 ranks on 9
+/// DGX H100 nodes with one NVL72 rack (one multi-node NVLink node), and `--sweep nvl-domain=`
+/// sweeps the NVLink domain size.
+#[test]
+fn whatif_compares_an_nvl72_rack_and_sweeps_the_domain() {
+    let (code, out, err) = ncclsim(&[
+        "whatif",
+        "--topo",
+        "topologies/dgx-h100.xml",
+        "--nodes",
+        "9",
+        "--vs",
+        "topologies/gb200-nvl72-tray.xml",
+        "--vs-nodes",
+        "18",
+        "-b",
+        "1G",
+        "-e",
+        "1G",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("# A: topologies/dgx-h100.xml (72 ranks on 9 node(s)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("--vs-nodes 18 (72 ranks on 1 node(s)"),
+        "{out}"
+    );
+    let (code, out, err) = ncclsim(&[
+        "whatif",
+        "--topo",
+        "topologies/gb200-nvl72-tray.xml",
+        "--nodes",
+        "18",
+        "--sweep",
+        "nvl-domain=8,72",
+        "-b",
+        "1G",
+        "-e",
+        "1G",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<&str> = out.lines().skip(1).collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    assert!(
+        rows[0].starts_with("8,") && rows[1].starts_with("72,"),
+        "{out}"
+    );
+    assert!(rows[1].ends_with(",NVLS,Simple,24"), "{out}");
+    let (code, _, err) = ncclsim(&[
+        "whatif",
+        "--topo",
+        "topologies/gb200-nvl72-tray.xml",
+        "--nodes",
+        "2",
+        "--sweep",
+        "nvl-domain=0",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("nvl-domain=0"), "{err}");
+}

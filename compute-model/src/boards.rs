@@ -179,6 +179,22 @@ pub fn spec(model_key: &str) -> GpuSpec {
             1200,
             Arch::Blackwell,
         ),
+        // GB300 NVL72 datasheet, per GPU (rack figures / 72, sparse halved): TF32 1,250,
+        // BF16/FP16 2,500, FP8 5,000 TFLOPS; FP64 1.25 and FP32 75 TFLOPS (HGX B300 figures);
+        // 8 TB/s; 1,400 W. SM count and clocks are not in those sources: the GB200's.
+        "GB300" => board(
+            148,
+            1965,
+            4000,
+            8192,
+            126,
+            228,
+            8000.0,
+            450.0,
+            peaks(1.25, 75.0, 1250.0, 2500.0, 2500.0, 5000.0),
+            1400,
+            Arch::Blackwell,
+        ),
         // A10 datasheet (A10G is AWS's A10): FP32 31.2, TF32 62.5, BF16/FP16 125 TFLOPS,
         // FP64 1/32 of FP32; 600 GB/s; 150 W (A10G: 300 W).
         "A10G" => board(

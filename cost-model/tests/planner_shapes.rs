@@ -65,3 +65,44 @@ fn worked_examples_from_the_planned_dgx_a100() {
         "{lines:#?}"
     );
 }
+
+/// One GB200 NVL72 rack with multi-node NVLink is one node of 72 ranks (NCCL 2.30.7 printed
+/// `nNodes 1 localRanks 72` and the NVLS graph `Pattern 5, nChannels 32, bw 20/40`,
+/// tests/nccl-2.30.7/mnnvl in the planner): the tuning takes the single-node rows, NVLSTree is
+/// off, and NVLS AllReduce gets `ncclTopoTuneModel`'s bandwidth worked by hand from that graph
+/// (`src/graph/tuning.cc`): per channel min(bwIntra x 0.74 (Blackwell NVLS efficiency) x 31/32
+/// x 2, bwInter) = min(20 x 0.74 x 31/32 x 2, 40) = 28.675 GB/s, x 32 channels = 917.6 GB/s of
+/// bus bandwidth, x nRanks / (2 (nRanks - 1)) = 72/142 for the algorithm bandwidth.
+#[test]
+fn an_nvl72_rack_is_tuned_as_one_node_with_nvls_over_the_rack() {
+    let p = plan("gb200-nvl72-tray.xml", 18);
+    assert_eq!((p.n_nodes, p.n_ranks), (1, 72));
+    let m = CostModel::from_plan(&p, &TunerSettings::default(), Mode::Nccl).unwrap();
+    let ar = Func::AllReduce as usize;
+    let simple = 2;
+    let nvls = m.nccl.bandwidths[ar][Algo::Nvls as usize][simple] as f64;
+    let hand = 32.0 * (20.0f64 * 0.74 * 31.0 / 32.0 * 2.0).min(40.0) * 72.0 / 142.0;
+    assert!((nvls - hand).abs() < 0.05, "{nvls} vs {hand}");
+    assert_eq!(m.nccl.bandwidths[ar][Algo::NvlsTree as usize][simple], 0.0);
+    let big = m
+        .predict(
+            Collective::AllReduce,
+            8 << 30,
+            DataType::Float32,
+            RedOp::Sum,
+        )
+        .unwrap();
+    assert_eq!(big.algo, "NVLS");
+    // With multi-node NVLink off, the same 18 trays are 18 nodes joined by their NICs.
+    let off = planner::PlannerSettings::from_lookup(|k| {
+        (k == "NCCL_MNNVL_ENABLE").then(|| "0".to_string())
+    })
+    .unwrap();
+    let path = format!(
+        "{}/../topologies/gb200-nvl72-tray.xml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let c = topo::Cluster::load(&path, 18, &off.topo, None).unwrap();
+    let p_off = planner::Planner::new(c, off).plan_world().unwrap();
+    assert_eq!(p_off.n_nodes, 18);
+}

@@ -110,7 +110,7 @@ impl Sim {
         let gpu = std::env::var("NCCLSIM_GPU")
             .ok()
             .and_then(|g| topo::profiles::gpu_model(&g).ok());
-        let cluster = Cluster::from_hosts(
+        let mut cluster = Cluster::from_hosts(
             &hosts,
             &self.planner.topo,
             Completion {
@@ -119,6 +119,11 @@ impl Sim {
             },
         )
         .map_err(|e| NcclError::invalid_usage(format!("{}: {e}", self.source)))?;
+        // The fake NVML reports no GPU fabric information, so NCCL would not turn multi-node
+        // NVLink on: every node is its own NVLink domain.
+        cluster
+            .set_nvl_domains(topo::NvlDomains::None)
+            .map_err(|e| NcclError::invalid_usage(format!("{}: {e}", self.source)))?;
         let p = Arc::new(Planner::new(cluster, self.planner.clone()));
         m.insert(nodes, p.clone());
         Ok(p)

@@ -121,6 +121,24 @@ pub fn info_lines_with(plan: &CommPlan, rank: usize, comm: u64, tuning: &[String
     let search = &plan.searches[me.node];
     let inter = plan.n_nodes > 1;
     let mut out = Vec::new();
+    // `src/init.cc` `fillInfo` and `src/mnnvl.cc` `ncclMnnvlCheck`.
+    if let Some(f) = &me.fabric {
+        out.push(format!(
+            "MNNVL busId 0x{:x} fabric UUID {:x}.{:x} cliqueId 0x{:x} state {} healthMask 0x{:x}",
+            topo::system::busid_to_int(&me.busid),
+            f.cluster_uuid[0],
+            f.cluster_uuid[1],
+            f.clique_id,
+            f.state,
+            f.health_mask
+        ));
+    }
+    if let Some(m) = &me.mnnvl {
+        out.push(format!(
+            "MNNVL 1 cliqueId {:x} cliqueSize {} cliqueRank {} nvlDomainSize {}",
+            m.clique_id, m.clique_size, m.clique_rank, m.nvl_domain_size
+        ));
+    }
     if plan.min_comp_cap >= 90 || plan.nvls_support {
         out.push(format!(
             "NVLS multicast support is {}available on dev {}",
@@ -138,14 +156,21 @@ pub fn info_lines_with(plan: &CommPlan, rank: usize, comm: u64, tuning: &[String
     }
     out.extend(search.notes.iter().cloned());
     out.push(format!(
-        "comm 0x{:x} rank {} nRanks {} nNodes {} localRanks {} localRank {} MNNVL 0",
+        "comm 0x{:x} rank {} nRanks {} nNodes {} localRanks {} localRank {} MNNVL {}",
         comm,
         rank,
         plan.n_ranks,
         plan.n_nodes,
         plan.node_ranks[me.node].len(),
-        me.local_rank
+        me.local_rank,
+        u8::from(me.mnnvl.is_some())
     ));
+    if let Some(m) = me.mnnvl.filter(|m| m.cross_clique) {
+        out.push(format!(
+            "Cross-clique P2P enabled: nvlDomainSize={} cliqueSize={}",
+            m.nvl_domain_size, m.clique_size
+        ));
+    }
     out.extend(plan.tree_lines.of(rank).iter().map(|t| {
         format!(
             "Tree {} : {} -> {} -> {}/{}/{}",

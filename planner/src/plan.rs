@@ -25,6 +25,11 @@ pub struct RankInfo {
     pub node: usize,
     /// Index among the ranks of its node (`comm->rankToLocalRank`).
     pub local_rank: usize,
+    /// The GPU's NVLink fabric information after NCCL's overrides (`None`: not reported).
+    pub fabric: Option<topo::FabricInfo>,
+    /// Multi-node NVLink state of this rank (`comm->MNNVL`, its clique and NVLink domain);
+    /// `None` when off.
+    pub mnnvl: Option<crate::comm::MnnvlRank>,
 }
 
 /// The graphs one node found (what that node's ranks print as `Pattern ...` lines), before the
@@ -205,6 +210,9 @@ pub struct CommPlan {
     pub n_ranks: usize,
     /// Number of nodes (distinct ring-0 entry ranks, as NCCL counts them).
     pub n_nodes: usize,
+    /// Whether multi-node NVLink is on (for rank 0; `comm->MNNVL`): the topology of each of its
+    /// nodes is fused across an NVLink clique of several hosts.
+    pub mnnvl: bool,
     /// Ranks.
     pub ranks: Vec<RankInfo>,
     /// `comm->nodeRanks[n].localRankToRank`.

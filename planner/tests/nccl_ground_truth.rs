@@ -24,25 +24,83 @@ fn kept(line: &str) -> bool {
         || graph_channel_line(line)
 }
 
+/// Lines some recordings hold and others do not (the multi-node NVLink cases keep the
+/// communicator line and the clique line `MNNVL 1 cliqueId ...`): compared only where the
+/// recording has them. The communicator line is compared from ` rank ` on (NCCL prints its own
+/// `comm %p`). The per-GPU `MNNVL busId ... fabric UUID` line is not compared: the UUIDs are the
+/// recording NVML's.
+const OPTIONAL: &[&str] = &["comm ", "MNNVL 1 "];
+
+/// Our lines of rank `rank` that the recording `expected` can be compared with.
+fn comparable(plan: &planner::CommPlan, rank: usize, expected: &[String]) -> Vec<String> {
+    let has = |k: &str| expected.iter().any(|l| l.starts_with(k));
+    planner::format::info_lines(plan, rank)
+        .into_iter()
+        .filter(|l| kept(l) || OPTIONAL.iter().any(|k| l.starts_with(k) && has(k)))
+        .map(|l| without_comm_pointer(&l))
+        .collect()
+}
+
+/// `comm 0x... rank ...` without the pointer.
+fn without_comm_pointer(line: &str) -> String {
+    match (line.strip_prefix("comm "), line.find(" rank ")) {
+        (Some(_), Some(at)) => format!("comm{}", &line[at..]),
+        _ => line.to_string(),
+    }
+}
+
+/// Rank 0's lines of every case in `dir` (at least `min` cases) against ours: the failures.
+fn rank0_failures(dir: &str, min: usize) -> (usize, Vec<String>) {
+    let cases = case_names(dir, min);
+    let mut failures = Vec::new();
+    for case in &cases {
+        let expected: Vec<String> = expected_lines(dir, case)
+            .iter()
+            .filter(|l| !l.starts_with("MNNVL busId"))
+            .map(|l| without_comm_pointer(l))
+            .collect();
+        let plan = plan_case(case);
+        let ours = comparable(&plan, 0, &expected);
+        failures.extend(first_difference(case, &expected, &ours));
+    }
+    (cases.len(), failures)
+}
+
+/// The lines of the ranks recorded in `dir` (`<case>@<rank>.txt`, at least `min` files) against
+/// ours: the failures.
+fn other_ranks_failures(dir: &str, min: usize) -> (usize, Vec<String>) {
+    let files = case_names(dir, min);
+    let mut failures = Vec::new();
+    let mut planned: Option<(String, planner::CommPlan)> = None;
+    for file in &files {
+        let (case, rank) = file.split_once('@').expect("<case>@<rank>");
+        let rank: usize = rank.parse().expect("rank number");
+        let expected: Vec<String> = expected_lines(dir, file)
+            .iter()
+            .filter(|l| !l.starts_with("MNNVL busId"))
+            .map(|l| without_comm_pointer(l))
+            .collect();
+        if planned.as_ref().is_none_or(|(c, _)| c != case) {
+            planned = Some((case.to_string(), plan_case(case)));
+        }
+        let plan = &planned.as_ref().expect("planned above").1;
+        let ours: Vec<String> = comparable(plan, rank, &expected)
+            .into_iter()
+            .filter(|l| !l.starts_with("Pattern ") && !graph_channel_line(l))
+            .collect();
+        failures.extend(first_difference(file, &expected, &ours));
+    }
+    (files.len(), failures)
+}
+
 #[test]
 fn rank0_lines_match_nccl() {
     let dir = format!("{}/tests/nccl-2.30.7", env!("CARGO_MANIFEST_DIR"));
-    let cases = case_names(&dir, 34);
-    let mut failures = Vec::new();
-    for case in &cases {
-        let expected = expected_lines(&dir, case);
-        let plan = plan_case(case);
-        let ours: Vec<String> = planner::format::info_lines(&plan, 0)
-            .into_iter()
-            .filter(|l| kept(l))
-            .collect();
-        failures.extend(first_difference(case, &expected, &ours));
-    }
+    let (n, failures) = rank0_failures(&dir, 34);
     assert!(
         failures.is_empty(),
-        "{} of {} cases differ:\n{}",
+        "{} of {n} cases differ:\n{}",
         failures.len(),
-        cases.len(),
         failures.join("\n")
     );
 }
@@ -53,28 +111,29 @@ fn rank0_lines_match_nccl() {
 #[test]
 fn other_ranks_lines_match_nccl() {
     let dir = format!("{}/tests/nccl-2.30.7/ranks", env!("CARGO_MANIFEST_DIR"));
-    let files = case_names(&dir, 64);
-    let mut failures = Vec::new();
-    let mut planned: Option<(String, planner::CommPlan)> = None;
-    for file in &files {
-        let (case, rank) = file.split_once('@').expect("<case>@<rank>");
-        let rank: usize = rank.parse().expect("rank number");
-        let expected = expected_lines(&dir, file);
-        if planned.as_ref().is_none_or(|(c, _)| c != case) {
-            planned = Some((case.to_string(), plan_case(case)));
-        }
-        let plan = &planned.as_ref().expect("planned above").1;
-        let ours: Vec<String> = planner::format::info_lines(plan, rank)
-            .into_iter()
-            .filter(|l| kept(l) && !l.starts_with("Pattern ") && !graph_channel_line(l))
-            .collect();
-        failures.extend(first_difference(file, &expected, &ours));
-    }
+    let (n, failures) = other_ranks_failures(&dir, 64);
     assert!(
         failures.is_empty(),
-        "{} of {} rank files differ:\n{}",
+        "{} of {n} rank files differ:\n{}",
         failures.len(),
-        files.len(),
+        failures.join("\n")
+    );
+}
+
+/// GB200 NVL72 trays as one multi-node NVLink domain (tests/nccl-2.30.7/mnnvl: 2, 4 and 18
+/// trays in one rack, two racks of two trays, two trays with `NCCL_MNNVL_ENABLE=0`), with the
+/// comm line and the `MNNVL 1 cliqueId ...` line: rank 0, rank 1 and the last rank.
+#[test]
+fn mnnvl_lines_match_nccl() {
+    let dir = format!("{}/tests/nccl-2.30.7/mnnvl", env!("CARGO_MANIFEST_DIR"));
+    let (n0, mut failures) = rank0_failures(&dir, 5);
+    let (n1, more) = other_ranks_failures(&format!("{dir}/ranks"), 10);
+    failures.extend(more);
+    assert!(
+        failures.is_empty(),
+        "{} of {} files differ:\n{}",
+        failures.len(),
+        n0 + n1,
         failures.join("\n")
     );
 }

@@ -2,10 +2,11 @@
 //! topology, so a 1024-node cluster of one node type costs one node's parse and paths.
 
 use crate::error::{Result, TopoError};
+use crate::mnnvl::{self, FabricInfo, HostShape, NvlDomains};
 use crate::paths::Topology;
 use crate::profiles::{self, GpuModel};
 use crate::settings::TopoSettings;
-use crate::system::{BuildOptions, NodeKind, System};
+use crate::system::{BuildOptions, CliqueRank, HostXml, NodeKind, System};
 use crate::xml::XmlElement;
 use std::sync::Arc;
 
@@ -31,6 +32,9 @@ pub struct ClusterNode {
     pub xml: Arc<XmlElement>,
     /// Global rank of the host's first GPU.
     pub first_rank: usize,
+    /// What NVML's GPU fabric information reports on this host's GPUs (`None`: no NVLink
+    /// fabric spanning hosts), see [`crate::mnnvl`].
+    pub fabric: Option<FabricInfo>,
 }
 
 /// A set of hosts.
@@ -104,10 +108,123 @@ impl Cluster {
                 topo,
                 xml: done_xml,
                 first_rank: rank,
+                fabric: None,
             });
             rank += ngpus;
         }
-        Ok(Cluster { nodes, notes })
+        let mut cluster = Cluster { nodes, notes };
+        cluster.set_nvl_domains(NvlDomains::Auto)?;
+        Ok(cluster)
+    }
+
+    /// Group the hosts into NVLink domains as `domains` says (replacing the grouping made when
+    /// the cluster was built, which is [`NvlDomains::Auto`]).
+    pub fn set_nvl_domains(&mut self, domains: NvlDomains) -> Result<()> {
+        let mut seen: Vec<(*const XmlElement, bool, bool)> = Vec::new();
+        let shapes: Vec<HostShape> = self
+            .nodes
+            .iter()
+            .map(|n| {
+                let p = Arc::as_ptr(&n.xml);
+                let (attached, nvswitch) = match seen.iter().find(|s| s.0 == p) {
+                    Some(s) => (s.1, s.2),
+                    None => {
+                        let a = (
+                            mnnvl::fabric_attached(&n.xml),
+                            mnnvl::has_nvswitch_links(&n.xml),
+                        );
+                        seen.push((p, a.0, a.1));
+                        a
+                    }
+                };
+                HostShape {
+                    source: &n.source,
+                    gpus: n.topo.system.count(NodeKind::Gpu),
+                    attached,
+                    nvswitch,
+                }
+            })
+            .collect();
+        let fabric = mnnvl::assign_domains(&shapes, domains)?;
+        for (n, f) in self.nodes.iter_mut().zip(fabric) {
+            n.fabric = f;
+        }
+        Ok(())
+    }
+
+    /// The topology the ranks of host `h` see when a communicator over every GPU of the cluster
+    /// has multi-node NVLink on: the hosts of `h`'s clique (same cluster UUID and clique id after
+    /// `NCCL_MNNVL_UUID` / `NCCL_MNNVL_CLIQUE_ID`), fused in host and `dev` order. `None` when `h`
+    /// has no fabric information, its clique is `h` alone, or `NCCL_MNNVL_ENABLE=0`.
+    pub fn clique_topology(&self, h: usize, settings: &TopoSettings) -> Result<Option<Topology>> {
+        if settings.mnnvl.enable == crate::settings::MnnvlEnable::Off {
+            return Ok(None);
+        }
+        let key = |n: &ClusterNode| {
+            n.fabric
+                .map(|f| f.with_overrides(&settings.mnnvl))
+                .map(|f| (f.cluster_uuid, f.clique_id))
+        };
+        let Some(mine) = self.nodes.get(h).and_then(key) else {
+            return Ok(None);
+        };
+        let hosts: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| key(&self.nodes[i]) == Some(mine))
+            .collect();
+        if hosts.len() < 2 {
+            return Ok(None);
+        }
+        let mut prepared: Vec<(usize, HostXml)> = Vec::new();
+        for &i in &hosts {
+            let n = &self.nodes[i];
+            if !prepared
+                .iter()
+                .any(|(j, _)| Arc::ptr_eq(&self.nodes[*j].xml, &n.xml))
+            {
+                prepared.push((
+                    i,
+                    HostXml::prepare(&n.xml, &n.source, &settings.nic_fusion, settings.version)?,
+                ));
+            }
+        }
+        let mut ranks = Vec::new();
+        for &i in &hosts {
+            let n = &self.nodes[i];
+            let host = &prepared
+                .iter()
+                .find(|(j, _)| Arc::ptr_eq(&self.nodes[*j].xml, &n.xml))
+                .expect("every host's XML was prepared")
+                .1;
+            for &dev in host.devs() {
+                ranks.push(CliqueRank {
+                    host,
+                    file: &n.source,
+                    dev,
+                    host_hash: i as u64 + 1,
+                });
+            }
+        }
+        let opts = BuildOptions {
+            version: settings.version,
+            gpus: None,
+            rank_base: 0,
+            inter: ranks.len() < self.n_gpus(),
+            fusion: settings.nic_fusion.clone(),
+        };
+        let sys = System::from_clique(&ranks, &opts)?;
+        Ok(Some(Topology::new(sys, settings)))
+    }
+
+    /// The number of distinct NVLink domains (cluster UUIDs) among the hosts.
+    pub fn nvl_domains(&self) -> usize {
+        let mut uuids: Vec<[u64; 2]> = self
+            .nodes
+            .iter()
+            .filter_map(|n| n.fabric.map(|f| f.cluster_uuid))
+            .collect();
+        uuids.sort_unstable();
+        uuids.dedup();
+        uuids.len()
     }
 
     /// `n` identical hosts of one file.

@@ -17,6 +17,7 @@ pub mod dot;
 pub mod error;
 pub mod fusion;
 pub mod lint;
+pub mod mnnvl;
 pub mod path;
 pub mod paths;
 pub mod print;
@@ -28,10 +29,11 @@ pub mod xml;
 
 pub use cluster::{Cluster, ClusterNode, Completion};
 pub use error::{Result, TopoError};
+pub use mnnvl::{FabricInfo, NvlDomains};
 pub use path::{LinkType, PathType};
 pub use paths::{GdrMode, Path, Topology};
 pub use settings::TopoSettings;
-pub use system::{BuildOptions, HostXml, NodeKind, System};
+pub use system::{BuildOptions, CliqueRank, HostXml, NodeKind, System};
 pub use version::NcclVersion;
 pub use xml::{XStr, XmlElement};
 

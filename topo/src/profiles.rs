@@ -67,7 +67,7 @@ const A100_SXM4_80GB: GpuModel = GpuModel {
 };
 
 /// The boards we know. Sources: NVIDIA product briefs and datasheets (V100, A100, H100, H200, B200,
-/// GB200, A10G, GeForce RTX 3090/4090), PCI ids from the public pci.ids database.
+/// GB200, GB300, A10G, GeForce RTX 3090/4090), PCI ids from the public pci.ids database.
 pub const GPU_MODELS: &[GpuModel] = &[
     GpuModel {
         keys: &["V100-SXM2", "v100"],
@@ -163,6 +163,22 @@ pub const GPU_MODELS: &[GpuModel] = &[
         pci_devices: &[0x2941],
         sm: 100,
         mem_gib: 186,
+        fabric: NvlinkFabric::NvSwitch(&[18]),
+        p2p: true,
+        gdr: true,
+        pcie_gen: 5,
+        c2c: Some((5, 44712)),
+        host_cpu: GRACE,
+    },
+    GpuModel {
+        // Blackwell Ultra in a GB300 NVL72 tray: compute capability 10.3, 18 NVLink5 links to the
+        // rack fabric, NVLink-C2C to Grace as on GB200; 288 GB HBM3e (NVML reports 278 GiB).
+        // The B300's PCI device id is not in the sources used: the board is found by sm.
+        keys: &["GB300", "gb300"],
+        name: "NVIDIA GB300",
+        pci_devices: &[],
+        sm: 103,
+        mem_gib: 278,
         fabric: NvlinkFabric::NvSwitch(&[18]),
         p2p: true,
         gdr: true,

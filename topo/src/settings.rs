@@ -101,6 +101,52 @@ pub struct TopoSettings {
     pub netdevs_policy: NetDevsPolicy,
     /// `NCCL_NET_MERGE_LEVEL`, `NCCL_NET_FORCE_MERGE`, `NCCL_NET_MERGE_POLICY`, `NCCL_IB_MERGE_NICS`.
     pub nic_fusion: NicFusion,
+    /// Multi-node NVLink: `NCCL_MNNVL_*`.
+    pub mnnvl: MnnvlSettings,
+}
+
+/// `NCCL_MNNVL_ENABLE`: whether ranks of NVLink domains spanning hosts are fused into one node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub enum MnnvlEnable {
+    /// 0: never.
+    Off,
+    /// 1: always check the fabric, even on one host.
+    On,
+    /// 2 (default): check when the communicator spans hosts and P2P is not disabled.
+    #[default]
+    Auto,
+}
+
+/// The multi-node NVLink settings of NCCL 2.30.7 (`src/init.cc`, `src/graph/search.cc`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct MnnvlSettings {
+    /// `NCCL_MNNVL_ENABLE` (0, 1, 2; default 2).
+    pub enable: MnnvlEnable,
+    /// `NCCL_MNNVL_UUID`: both halves of every GPU's cluster UUID set to this value (-1: unset).
+    pub uuid: Option<i64>,
+    /// `NCCL_MNNVL_CLIQUE_ID`: every GPU's clique id (-1: unset; -2: a hash of the rack serial).
+    pub clique_id: Option<i64>,
+    /// `NCCL_MNNVL_CROSS_CLIQUE` (default 0): CUDA P2P between cliques of one NVLink domain.
+    pub cross_clique: bool,
+    /// `NCCL_MNNVL_SCATTER_NETS_ENABLE` (default 1): on a topology fused from several hosts,
+    /// NICs are preferred GPU by GPU rather than channel by channel.
+    pub scatter_nets: bool,
+    /// `NCCL_MNNVL_RAIL_PER_HOST` (default 0): NICs of different hosts are on one rail when
+    /// their PCI id and port match (rather than their ASIC and port).
+    pub rail_per_host: bool,
+}
+
+impl Default for MnnvlSettings {
+    fn default() -> Self {
+        MnnvlSettings {
+            enable: MnnvlEnable::Auto,
+            uuid: None,
+            clique_id: None,
+            cross_clique: false,
+            scatter_nets: true,
+            rail_per_host: false,
+        }
+    }
 }
 
 impl Default for TopoSettings {
@@ -117,6 +163,7 @@ impl Default for TopoSettings {
             ignore_disabled_p2p: 0,
             netdevs_policy: NetDevsPolicy::Auto,
             nic_fusion: NicFusion::default(),
+            mnnvl: MnnvlSettings::default(),
         }
     }
 }
@@ -247,6 +294,25 @@ impl TopoSettings {
         if let Some(v) = int("NCCL_IB_MERGE_NICS")? {
             s.nic_fusion.ib_merge_nics = v != 0;
         }
+        if let Some(v) = int("NCCL_MNNVL_ENABLE")? {
+            // NCCL compares with 0 and 1; any other value behaves as the automatic 2.
+            s.mnnvl.enable = match v {
+                0 => MnnvlEnable::Off,
+                1 => MnnvlEnable::On,
+                _ => MnnvlEnable::Auto,
+            };
+        }
+        s.mnnvl.uuid = int("NCCL_MNNVL_UUID")?.filter(|&v| v != -1);
+        s.mnnvl.clique_id = int("NCCL_MNNVL_CLIQUE_ID")?.filter(|&v| v != -1);
+        if let Some(v) = int("NCCL_MNNVL_CROSS_CLIQUE")? {
+            s.mnnvl.cross_clique = v != 0;
+        }
+        if let Some(v) = int("NCCL_MNNVL_SCATTER_NETS_ENABLE")? {
+            s.mnnvl.scatter_nets = v != 0;
+        }
+        if let Some(v) = int("NCCL_MNNVL_RAIL_PER_HOST")? {
+            s.mnnvl.rail_per_host = v != 0;
+        }
         Ok(s)
     }
 
@@ -369,5 +435,36 @@ mod tests {
         assert_eq!(parse_c_int("0x10"), Some(16));
         assert_eq!(parse_c_int("-1"), Some(-1));
         assert_eq!(parse_c_int("12abc"), Some(12));
+    }
+    #[test]
+    fn mnnvl_settings_read_as_nccl_reads_them() {
+        let d = TopoSettings::default().mnnvl;
+        assert_eq!(d.enable, MnnvlEnable::Auto);
+        assert!(d.scatter_nets && !d.rail_per_host && !d.cross_clique);
+        let s = TopoSettings::from_lookup(|k| match k {
+            "NCCL_MNNVL_ENABLE" => Some("0".into()),
+            "NCCL_MNNVL_UUID" => Some("-1".into()),
+            "NCCL_MNNVL_CLIQUE_ID" => Some("-2".into()),
+            "NCCL_MNNVL_SCATTER_NETS_ENABLE" => Some("0".into()),
+            "NCCL_MNNVL_RAIL_PER_HOST" => Some("1".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(s.mnnvl.enable, MnnvlEnable::Off);
+        assert_eq!((s.mnnvl.uuid, s.mnnvl.clique_id), (None, Some(-2)));
+        assert!(!s.mnnvl.scatter_nets && s.mnnvl.rail_per_host);
+        let on = |v: &'static str| {
+            TopoSettings::from_lookup(move |k| (k == "NCCL_MNNVL_ENABLE").then(|| v.into()))
+                .unwrap()
+                .mnnvl
+                .enable
+        };
+        assert_eq!(
+            (on("1"), on("2"), on("7")),
+            (MnnvlEnable::On, MnnvlEnable::Auto, MnnvlEnable::Auto)
+        );
+        assert!(
+            TopoSettings::from_lookup(|k| (k == "NCCL_MNNVL_ENABLE").then(|| "x".into())).is_err()
+        );
     }
 }

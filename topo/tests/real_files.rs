@@ -328,6 +328,8 @@ fn write_then_parse_gives_the_same_model() {
             "dgx-h100.xml",
             "hgx-h200.xml",
             "gb200-nvl72-tray.xml",
+            "gb300-nvl72-tray.xml",
+            "hgx-b200.xml",
             "pcie-8x4090.xml",
             "pcie-4xa100.xml",
         ]

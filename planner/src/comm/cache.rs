@@ -18,6 +18,10 @@ pub(super) struct SearchKey {
     pub(super) devs: Vec<i32>,
     /// Whether the communicator spans hosts.
     pub(super) inter: bool,
+    /// For a topology fused across a multi-node NVLink clique: per rank (in `devs` order) the
+    /// index of its host's distinct XML and of its host among the clique's hosts; empty for
+    /// one host's search.
+    pub(super) clique: Vec<(usize, usize)>,
 }
 
 /// The host searches and prepared host XMLs a [`Planner`] has made.
@@ -49,7 +53,13 @@ impl Planner {
             xml: self.xml_of_host[h],
             devs,
             inter,
+            clique: Vec::new(),
         }
+    }
+
+    /// The index of host `h`'s XML among the cluster's distinct host XMLs.
+    pub(super) fn xml_of(&self, h: usize) -> usize {
+        self.xml_of_host[h]
     }
 
     /// The search for `key`, if made.
@@ -126,6 +136,14 @@ impl Planner {
         let mut groups: Vec<Group> = Vec::new();
         for members in comms {
             if members.iter().any(|m| m.host >= cluster.nodes.len()) {
+                continue;
+            }
+            // Communicators with multi-node NVLink search their cliques, not their hosts.
+            let fabric = super::mnnvl::fabric_of(cluster, members, settings);
+            if super::mnnvl::mnnvl_ranks(members, &fabric, settings)
+                .iter()
+                .any(Option::is_some)
+            {
                 continue;
             }
             let (hosts, ranks) = hosts_of(members);

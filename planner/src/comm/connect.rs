@@ -237,6 +237,7 @@ pub(super) fn assemble(
         nccl_version: version.to_string(),
         n_ranks: nranks,
         n_nodes,
+        mnnvl: false,
         ranks,
         node_ranks: nodes.node_ranks,
         min_local_ranks: min_local,
@@ -573,6 +574,8 @@ impl<'a> Comm<'a> {
                     world_rank: parent.map(|p| p.ranks_world(m)).unwrap_or(r),
                     node: nodes.rank_to_node[r],
                     local_rank: nodes.local_rank[r],
+                    fabric: None,
+                    mnnvl: None,
                 }
             })
             .collect()

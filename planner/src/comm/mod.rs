@@ -11,8 +11,10 @@
 //! communicator from its [`Member`]s.
 
 mod cache;
+mod clique;
 mod connect;
 mod host;
+mod mnnvl;
 mod nvls;
 mod p2p;
 mod trees;
@@ -21,6 +23,7 @@ use cache::{SearchCache, SearchKey};
 use connect::assemble;
 use host::{build_topology, search_topology};
 pub use host::{GpuNets, HostSearch};
+pub use mnnvl::MnnvlRank;
 pub use trees::{btree, dtree, DoubleTree, TreeLinks};
 
 use crate::error::{PlanError, Result};
@@ -154,6 +157,28 @@ impl Planner {
         parent: Option<&CommPlan>,
     ) -> Result<CommPlan> {
         check_members(&self.cluster, members, name)?;
+        let fabric = mnnvl::fabric_of(&self.cluster, members, &self.settings);
+        let mn = mnnvl::mnnvl_ranks(members, &fabric, &self.settings);
+        let mut plan = if mn.iter().all(Option::is_none) {
+            self.plan_by_host(members, name, parent)?
+        } else {
+            self.plan_mnnvl(members, name, parent, &mn)?
+        };
+        for (r, info) in plan.ranks.iter_mut().enumerate() {
+            info.fabric = fabric[r];
+            info.mnnvl = mn[r].as_ref().map(|x| x.0);
+        }
+        plan.mnnvl = plan.ranks.first().is_some_and(|r| r.mnnvl.is_some());
+        Ok(plan)
+    }
+
+    /// [`Self::plan`] when every rank fuses its topology with the ranks of its own host.
+    fn plan_by_host(
+        &self,
+        members: &[Member],
+        name: &str,
+        parent: Option<&CommPlan>,
+    ) -> Result<CommPlan> {
         let (host_order, host_ranks) = hosts_of(members);
         let inter = host_order.len() > 1;
         let keys: Vec<SearchKey> = host_order
@@ -243,7 +268,7 @@ fn check_members(cluster: &Cluster, members: &[Member], name: &str) -> Result<()
 
 impl CommPlan {
     /// World rank of a member of this communicator's parent (used when splitting).
-    fn ranks_world(&self, m: &Member) -> usize {
+    pub(super) fn ranks_world(&self, m: &Member) -> usize {
         self.ranks
             .iter()
             .find(|r| r.host == m.host && r.dev == m.dev)

@@ -72,6 +72,10 @@ pub struct Searcher<'a> {
     net_id: Vec<i64>,
     net_rail: Vec<i32>,
     net_plane: Vec<i32>,
+    /// Per NET: `net->net.pciId`.
+    net_pci: Vec<u64>,
+    /// `system->nHosts > 1 && NCCL_MNNVL_SCATTER_NETS_ENABLE`: NETs preferred GPU by GPU.
+    nets_gpu_first: bool,
     net_coll: Vec<bool>,
     net_latency: Vec<f32>,
     used: Vec<u64>,
@@ -185,6 +189,8 @@ impl<'a> Searcher<'a> {
             net_id: nets.iter().map(|&n| sys.node(n).id as i64).collect(),
             net_rail: netinfo.iter().map(|n| n.rail).collect(),
             net_plane: netinfo.iter().map(|n| n.plane).collect(),
+            net_pci: netinfo.iter().map(|n| n.pci_id).collect(),
+            nets_gpu_first: sys.n_hosts() > 1 && topo.settings.mnnvl.scatter_nets,
             net_coll: netinfo.iter().map(|n| n.coll).collect(),
             net_latency: netinfo.iter().map(|n| n.latency).collect(),
             nets,

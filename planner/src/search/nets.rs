@@ -22,7 +22,9 @@ impl Searcher<'_> {
         v
     }
 
-    /// `ncclTopoPrefNetsChannelFirst` + `ncclTopoSelectNets`.
+    /// `ncclTopoSelectNets`: the preferred NETs (`ncclTopoPrefNetsChannelFirst`, or on a
+    /// topology fused from several hosts `ncclTopoPrefNetsGpuFirst`), then the others by path
+    /// type.
     pub(super) fn select_nets_uncached(&self, type_inter: i32, gpu: Option<usize>) -> Vec<usize> {
         let mut nets: Vec<usize> = Vec::new();
         let push = |nets: &mut Vec<usize>, n: usize| {
@@ -30,12 +32,26 @@ impl Searcher<'_> {
                 nets.push(n);
             }
         };
-        for g in 0..self.ngpus {
-            if gpu.is_some_and(|x| x != g) {
-                continue;
+        let gpus: Vec<usize> = (0..self.ngpus)
+            .filter(|&g| gpu.is_none_or(|x| x == g))
+            .collect();
+        if self.nets_gpu_first {
+            // Channel by channel, each GPU's NET for that channel, until every GPU's NETs
+            // come round again.
+            let cycles: Vec<_> = gpus.iter().map(|&g| self.topo.local_net_cycle(g)).collect();
+            let longest = cycles.iter().map(|c| c.len()).max().unwrap_or(0);
+            for c in 0..longest {
+                for cycle in &cycles {
+                    if let Some(&n) = cycle.get(c) {
+                        push(&mut nets, n);
+                    }
+                }
             }
-            for n in self.topo.local_net_cycle(g) {
-                push(&mut nets, n);
+        } else {
+            for &g in &gpus {
+                for n in self.topo.local_net_cycle(g) {
+                    push(&mut nets, n);
+                }
             }
         }
         let mut max_dev = match self.topo.settings.netdevs_policy {
@@ -88,6 +104,15 @@ impl Searcher<'_> {
             let (r, rs) = (self.net_rail[n], self.net_rail[start]);
             if r != UNDEF && rs != UNDEF {
                 if r != rs {
+                    return false;
+                }
+            } else if self.topo.settings.mnnvl.rail_per_host
+                && self.net_id[n] >> 56 != self.net_id[start] >> 56
+            {
+                // NETs of different hosts of an NVLink domain: one rail per PCI slot and port.
+                if self.net_pci[n] != self.net_pci[start]
+                    || self.net_port[n] != self.net_port[start]
+                {
                     return false;
                 }
             } else if self.net_asic[n] != self.net_asic[start]

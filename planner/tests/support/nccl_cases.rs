@@ -4,7 +4,7 @@
 
 use planner::{CommPlan, Planner, PlannerSettings};
 use std::sync::Arc;
-use topo::{Cluster, Completion};
+use topo::{Cluster, Completion, NvlDomains};
 
 /// The case names (fixture files `<case>.txt` in `dir`), sorted; at least `min` of them.
 pub fn case_names(dir: &str, min: usize) -> Vec<String> {
@@ -32,9 +32,60 @@ pub fn expected_lines(dir: &str, case: &str) -> Vec<String> {
         .collect()
 }
 
+/// A multi-node NVLink case (`gb200-nvl72-tray-mnnvl-<variant>`): trays, GPUs per NVLink
+/// domain, and the NCCL settings the harness ran it with.
+pub struct MnnvlCase {
+    /// Trays (hosts).
+    pub trays: usize,
+    /// GPUs per NVLink domain.
+    pub domain: usize,
+    /// NCCL settings.
+    pub env: Vec<(&'static str, &'static str)>,
+}
+
+/// The multi-node NVLink variants: `2tray`, `4tray`, `18tray` (one domain), `2dom-2tray` (two
+/// domains of two trays) and `off-2tray` (two trays of one domain, `NCCL_MNNVL_ENABLE=0`).
+pub fn mnnvl_case(case: &str) -> Option<MnnvlCase> {
+    let variant = case.strip_prefix("gb200-nvl72-tray-mnnvl-")?;
+    Some(match variant {
+        "2tray" => MnnvlCase {
+            trays: 2,
+            domain: 72,
+            env: vec![],
+        },
+        "4tray" => MnnvlCase {
+            trays: 4,
+            domain: 72,
+            env: vec![],
+        },
+        "18tray" => MnnvlCase {
+            trays: 18,
+            domain: 72,
+            env: vec![],
+        },
+        "2dom-2tray" => MnnvlCase {
+            trays: 4,
+            domain: 8,
+            env: vec![],
+        },
+        "off-2tray" => MnnvlCase {
+            trays: 2,
+            domain: 72,
+            env: vec![("NCCL_MNNVL_ENABLE", "0")],
+        },
+        other => panic!("unknown multi-node NVLink case {other}"),
+    })
+}
+
 /// The topology file and node count of a case.
 fn topo_file(case: &str) -> (String, usize) {
     let root = env!("CARGO_MANIFEST_DIR");
+    if let Some(m) = mnnvl_case(case) {
+        return (
+            format!("{root}/../topologies/gb200-nvl72-tray.xml"),
+            m.trays,
+        );
+    }
     let (base, n) = case.rsplit_once('-').expect("case-<n>node");
     let n: usize = n.trim_end_matches("node").parse().expect("node count");
     let base = base.trim_end_matches("-p2pdisabled");
@@ -64,15 +115,25 @@ pub fn plan_case(case: &str) -> CommPlan {
 pub fn plan_case_as(case: &str, version: Option<&str>) -> CommPlan {
     let geforce =
         (case.contains("4090") || case.contains("rtx3090")) && !case.contains("p2pdisabled");
+    let mnnvl = mnnvl_case(case);
     let s = PlannerSettings::from_lookup(|k| match k {
         "NCCL_IGNORE_DISABLED_P2P" if geforce => Some("2".to_string()),
         "NCCLSIM_NCCL_VERSION" => version.map(String::from),
-        _ => None,
+        _ => mnnvl
+            .as_ref()
+            .and_then(|m| m.env.iter().find(|(n, _)| *n == k))
+            .map(|(_, v)| v.to_string()),
     })
     .unwrap();
     let (file, n) = topo_file(case);
     let xml = Arc::new(topo::read_xml(&file).unwrap());
     let hosts: Vec<_> = (0..n).map(|_| (file.clone(), xml.clone())).collect();
-    let c = Cluster::from_hosts(&hosts, &s.topo, Completion::default()).unwrap();
+    let mut c = Cluster::from_hosts(&hosts, &s.topo, Completion::default()).unwrap();
+    // The harness's NVML reports GPU fabric information only in the multi-node NVLink cases.
+    let domains = match &mnnvl {
+        Some(m) => NvlDomains::Gpus(m.domain),
+        None => NvlDomains::None,
+    };
+    c.set_nvl_domains(domains).unwrap();
     Planner::new(c, s).plan_world().unwrap()
 }

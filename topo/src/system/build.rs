@@ -204,7 +204,7 @@ impl<'f> Builder<'f> {
                             n
                         }
                     };
-                    self.add_nic(sub, nic, sid)?;
+                    self.add_nic(sub, nic, sid, None)?;
                 }
                 _ => {}
             }
@@ -249,7 +249,7 @@ impl<'f> Builder<'f> {
                     n
                 }
             };
-            self.add_nic(nic_x, nic, sid)?;
+            self.add_nic(nic_x, nic, sid, Some(busid_s))?;
         } else if ty == class::PCI {
             let n = self.create(
                 NodeKind::Pci,
@@ -327,7 +327,15 @@ impl<'f> Builder<'f> {
         Ok(())
     }
 
-    pub(super) fn add_nic(&mut self, x: &XmlElement, nic: usize, sid: u64) -> Result<()> {
+    /// `ncclTopoAddNic` / `ncclTopoAddNet`; `pci_busid` is the bus id of the PCI device the NIC
+    /// sits on (`None` for a NIC directly under a CPU).
+    pub(super) fn add_nic(
+        &mut self,
+        x: &XmlElement,
+        nic: usize,
+        sid: u64,
+        pci_busid: Option<&str>,
+    ) -> Result<()> {
         for n in x.subs("net") {
             if n.get("dev").is_none() {
                 continue;
@@ -367,6 +375,11 @@ impl<'f> Builder<'f> {
                     as i32,
                 rail: self.attr_int_default(n, "rail", -1) as i32,
                 plane: self.attr_int_default(n, "plane", -1) as i32,
+                // NCCL hashes the parent PCI bus id, else the ASIC id; only equality is used.
+                pci_id: match pci_busid {
+                    Some(b) => fnv1a(b.as_bytes()),
+                    None => fnv1a(&asic.to_le_bytes()),
+                },
             };
             if self.get_node(NodeKind::Net, id).is_some() {
                 return Err(self.err(
@@ -712,4 +725,11 @@ impl BNode {
             _ => 0,
         }
     }
+}
+
+/// A 64-bit FNV-1a hash (stands for NCCL's `eatHash`/`digestHash`, compared only for equality).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
 }

@@ -226,6 +226,51 @@ pub(super) fn claim_and_trim(
     Ok(fused.expect("at least two ranks"))
 }
 
+/// One rank of a clique whose topology is fused across hosts: its host's prepared XML, where
+/// that came from, its GPU and its host's hash (`host_hash` of every `<cpu>` it contributes).
+#[derive(Debug, Clone, Copy)]
+pub struct CliqueRank<'a> {
+    /// The rank's host XML, checked and NIC-fused.
+    pub host: &'a HostXml,
+    /// Where the host XML came from.
+    pub file: &'a str,
+    /// The rank's GPU (`dev`).
+    pub dev: i32,
+    /// The rank's host hash.
+    pub host_hash: u64,
+}
+
+/// NCCL's XML fusion across a multi-node NVLink clique (NCCL 2.30.7 `src/graph/topo.cc`
+/// `ncclTopoGetSystem` with `comm->MNNVL`): every rank trims its host's XML to its own GPU
+/// (plus the NICs), stamps its host's hash on every `<cpu>`, and the ranks' XMLs are fused in
+/// clique-rank order. CPUs of different hosts differ by `host_hash`, so each host keeps its own
+/// CPUs, PCI trees and NICs; GPUs of one host fuse under their host's CPUs.
+///
+/// NICs keep the GUIDs of their host's file: hosts described by one file share them, and NCCL,
+/// which takes the GUID as the NIC's ASIC identity (`ncclTopoAddNet`), then treats the same port
+/// of every such host as one ASIC when it shares NIC bandwidth during the search.
+pub(super) fn fuse_clique(ranks: &[CliqueRank]) -> Result<XmlElement> {
+    let mut fused: Option<XmlElement> = None;
+    for (i, r) in ranks.iter().enumerate() {
+        if !r.host.devs.contains(&r.dev) {
+            return Err(TopoError::Model(format!(
+                "{}: GPU dev {} is not in the topology (it has devs {:?})",
+                r.file, r.dev, r.host.devs
+            )));
+        }
+        let mut mine = claimed_copy(&r.host.root, &[r.dev], i as i32);
+        let hash = format!("0x{:x}", r.host_hash);
+        for c in mine.children.iter_mut().filter(|c| c.name == "cpu") {
+            c.set("host_hash", hash.as_str());
+        }
+        match &mut fused {
+            None => fused = Some(mine),
+            Some(dst) => fuse(dst, &mine),
+        }
+    }
+    fused.ok_or_else(|| TopoError::Model("a clique needs at least one rank".into()))
+}
+
 /// `xmlTopoFuseXmlRecursive`: merge `src`'s children into `dst`, matching children with the same
 /// name and exactly the same attributes (the first such child of `dst`, which may be one an
 /// earlier child of `src` added).

@@ -15,8 +15,8 @@ mod host_xml;
 mod types;
 
 use build::Builder;
-pub use host_xml::HostXml;
-use host_xml::{check_and_fuse, claim_and_trim};
+use host_xml::{check_and_fuse, claim_and_trim, fuse_clique};
+pub use host_xml::{CliqueRank, HostXml};
 pub use types::{CpuInfo, GpuInfo, NetInfo, NodeData, NodeKind, TopoLink, TopoNode};
 
 use crate::error::Result;
@@ -72,6 +72,39 @@ impl System {
             return Self::from_host_xml(&again, file, opts);
         }
         Self::from_claimable(&host.root, &host.devs, file, opts)
+    }
+
+    /// The topology of a multi-node NVLink clique: the ranks' hosts' XMLs trimmed to each
+    /// rank's GPU and fused in clique-rank order ([`CliqueRank`]), built as one system (one
+    /// NVSwitch node for every fabric NVLink, node ids keyed by host). `opts.gpus` and
+    /// `opts.rank_base` are not used: rank labels are the clique ranks 0..k.
+    pub fn from_clique(ranks: &[CliqueRank], opts: &BuildOptions) -> Result<System> {
+        for r in ranks {
+            if r.host.version != opts.version || r.host.fusion != opts.fusion {
+                return Err(crate::error::TopoError::Model(format!(
+                    "{}: host XML prepared for another NCCL release or NIC fusion",
+                    r.file
+                )));
+            }
+        }
+        let xml = fuse_clique(ranks)?;
+        let file = ranks.first().map(|r| r.file).unwrap_or("");
+        let mut b = Builder::new(file, opts.version);
+        b.build(&xml)?;
+        Ok(b.finish(opts.inter))
+    }
+
+    /// The number of hosts the system was fused from (`system->nHosts`: distinct `host_hash`
+    /// values of its CPUs).
+    pub fn n_hosts(&self) -> usize {
+        let mut ids: Vec<u64> = self
+            .nodes(NodeKind::Cpu)
+            .iter()
+            .map(|&c| self.graph[c].id >> 56)
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.len().max(1)
     }
 
     /// Claim and trim a checked, NIC-fused host XML whose claimable GPU devs are `devs`, then

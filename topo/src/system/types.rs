@@ -110,6 +110,10 @@ pub struct NetInfo {
     pub rail: i32,
     /// Plane id (-1 undefined).
     pub plane: i32,
+    /// `net->net.pciId`: identifies the PCI device the port sits on (a hash of its bus id, or
+    /// of the ASIC id without one); rails are matched by it across hosts of an NVLink domain
+    /// under `NCCL_MNNVL_RAIL_PER_HOST`.
+    pub pci_id: u64,
 }
 
 /// Type-specific node data.
