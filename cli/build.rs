@@ -12,7 +12,8 @@ fn collect(dir: &Path, root: &Path, out: &mut Vec<PathBuf>) {
     entries.sort();
     for p in entries {
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name.starts_with('.') || name == "__pycache__" {
+        // Not what pip's in-tree build leaves (`ncclsim.egg-info/`, with its own entry points).
+        if name.starts_with('.') || name == "__pycache__" || name.ends_with(".egg-info") {
             continue;
         }
         if p.is_dir() {

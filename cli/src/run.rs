@@ -10,9 +10,12 @@
 //! wheels) is searched before `LD_LIBRARY_PATH`, so the libraries are also preloaded: a preloaded
 //! object satisfies every later `DT_NEEDED` of the same SONAME, whatever the search path says.
 //!
-//! Nodes: with `--nodes N` the command is started N times, once per simulated node, each with
-//! `NCCLSIM_NODE` set (the fake CUDA core's node, which the runtime also reports as its host),
-//! and `--procs-per-node P` starts P copies per node. Every copy gets the launch environment of
+//! Nodes: with `--nodes N` a torchrun or plain command is started N times, once per simulated
+//! node, each with `NCCLSIM_NODE` set (the fake CUDA core's node, which the runtime also
+//! reports as its host), and `--procs-per-node P` starts P copies per node. An MPI launcher
+//! (`mpirun`, `mpiexec`) or Slurm's `srun` is started once, and each of its ranks finds its node
+//! from the launcher's rank variables (`launcher`, and the preloaded `libncclsim_launch.so`).
+//! With more than one node, each node shows its own host name (`NCCLSIM_HOSTNAMES`). Every copy gets the launch environment of
 //! torchrun's workers and of `torchrun` itself (`PET_NNODES`, `PET_NODE_RANK`, `PET_MASTER_ADDR`,
 //! `PET_MASTER_PORT`: the defaults of its `--nnodes`, `--node_rank`, ... options), and the
 //! placeholders `{node}`, `{nodes}`, `{rank}`, `{local_rank}`, `{nranks}` in its arguments are
@@ -28,7 +31,11 @@
 //! time, so NVML in any process of the run (nvidia-smi, a monitor) sees the whole job.
 
 mod job;
+mod launcher;
+mod stubs;
 mod watch;
+
+use launcher::Launcher;
 
 use clap::Args;
 use std::collections::BTreeMap;
@@ -43,9 +50,20 @@ pub struct RunArgs {
     /// Topology XML of one node (default: the fake CUDA core's bundled DGX A100 node).
     #[arg(long)]
     topo: Option<String>,
-    /// Simulated nodes: the command is started once per node, with NCCLSIM_NODE set.
+    /// Simulated nodes: a torchrun or plain command is started once per node, with
+    /// NCCLSIM_NODE set; an MPI launcher or srun is started once and its ranks are spread over
+    /// the nodes (each with its own host name).
     #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     nodes: i64,
+    /// How the command launches ranks: mpi (mpirun/mpiexec) and slurm (srun) are started once
+    /// and their ranks placed by OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK or SLURM_PROCID;
+    /// torchrun and plain are started once per node. auto: from the command's program name.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "mpi", "slurm", "torchrun", "plain"])]
+    launcher: String,
+    /// Ranks of an MPI or Slurm launch per simulated node (default: the job's ranks / --nodes);
+    /// rank r is on node r / this.
+    #[arg(long, allow_negative_numbers = true)]
+    ranks_per_node: Option<i64>,
     /// Copies of the command per node (ranks of a program that does not launch its own).
     #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     procs_per_node: i64,
@@ -95,10 +113,15 @@ pub struct RunArgs {
     /// directory, else ../lib/ncclsim beside it).
     #[arg(long)]
     lib_dir: Option<PathBuf>,
-    /// More directories for the loader after ncclsim's, e.g. the stub libraries
-    /// scripts/torch-venv.sh makes for a torch installed without NVIDIA's wheels (repeatable).
+    /// More directories for the loader after ncclsim's, e.g. stub libraries of one's own for
+    /// a torch installed without NVIDIA's wheels (repeatable).
     #[arg(long, value_name = "DIR")]
     lib_path: Vec<PathBuf>,
+    /// Stand-ins for the NVIDIA libraries a torch without NVIDIA's wheels links: auto makes
+    /// them once per torch build when the command runs Python or torchrun (cached under
+    /// ~/.cache/ncclsim) and puts them on the loader's path after --lib-path; off does not.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "off"])]
+    torch_stubs: String,
     /// Seconds the other processes get to finish after one failed, before they are stopped
     /// (SIGTERM, then SIGKILL after as long again).
     #[arg(long, default_value_t = 10.0)]
@@ -111,6 +134,9 @@ pub struct RunArgs {
     command: Vec<String>,
 }
 
+/// The fake CUDA core (file and SONAME), which `--clock virtual` preloads first.
+const CORE: &str = "libncclsim_cuda.so";
+
 /// The built libraries: (file cargo writes, SONAME programs ask for, preloaded).
 ///
 /// Both CUDA runtimes are preloaded: their symbols carry version nodes (`libcudart.so.12`,
@@ -119,7 +145,11 @@ pub struct RunArgs {
 /// cuBLAS and cuBLASLt libraries follow the same rule, and being preloaded they win over
 /// NVIDIA's (a pip-installed torch's RPATH names its wheels) and over stub directories given
 /// with `--lib-path`.
+///
+/// The launch library comes first, so that its `gethostname` and `uname` are the ones every
+/// program binds to.
 const LIBS: &[(&str, &str, bool)] = &[
+    ("libncclsim_launch.so", "libncclsim_launch.so", true),
     ("libncclsim_cuda.so", "libncclsim_cuda.so", false),
     ("libnccl.so", "libnccl.so.2", true),
     ("libcudart13.so", "libcudart.so.13", true),
@@ -276,6 +306,7 @@ fn base_env(
     args: &RunArgs,
     sonames: &Path,
     tools: &Path,
+    torch_stubs: Option<&Path>,
 ) -> Result<BTreeMap<String, String>, String> {
     let mut env = BTreeMap::new();
     let mut bin = vec![tools.display().to_string()];
@@ -287,6 +318,7 @@ fn base_env(
     env.insert("PATH".into(), bin.join(":"));
     let mut path: Vec<String> = vec![sonames.display().to_string()];
     path.extend(args.lib_path.iter().map(|p| p.display().to_string()));
+    path.extend(torch_stubs.map(|p| p.display().to_string()));
     if let Ok(old) = std::env::var("LD_LIBRARY_PATH") {
         if !old.is_empty() {
             path.push(old);
@@ -389,7 +421,7 @@ fn virtual_clock_env(env: &mut BTreeMap<String, String>, sonames: &Path) -> Resu
     if !cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
         return Err("--clock virtual: only x86-64 and AArch64 builds interpose the clock".into());
     }
-    let core = sonames.join(LIBS[0].1).display().to_string();
+    let core = sonames.join(CORE).display().to_string();
     let preload = env.get("LD_PRELOAD").cloned().unwrap_or_default();
     let joined = if preload.is_empty() {
         core
@@ -423,8 +455,24 @@ struct Copy {
     env: BTreeMap<String, String>,
 }
 
-fn copies(args: &RunArgs, base: &BTreeMap<String, String>, port: u16) -> Result<Vec<Copy>, String> {
+fn copies(
+    args: &RunArgs,
+    base: &BTreeMap<String, String>,
+    port: u16,
+    kind: Launcher,
+) -> Result<Vec<Copy>, String> {
     let nodes = checked_count("nodes", args.nodes, topo::cluster::MAX_NODES as i64)?;
+    let user_node = launcher::user_node(base, nodes)?;
+    if kind.spreads_ranks() {
+        return launcher::launched(args, base, nodes, kind);
+    }
+    if args.ranks_per_node.is_some() {
+        return Err(format!(
+            "--ranks-per-node is for MPI and Slurm launchers (--launcher {} here): use \
+             --procs-per-node to start copies of the command on each node",
+            kind.name()
+        ));
+    }
     let per = checked_count("procs-per-node", args.procs_per_node, 4096)?;
     let nranks = nodes
         .checked_mul(per)
@@ -463,8 +511,13 @@ fn copies(args: &RunArgs, base: &BTreeMap<String, String>, port: u16) -> Result<
                 set("LOCAL_WORLD_SIZE", per.to_string());
                 set("NODE_RANK", node.to_string());
             }
-            // The node is the simulation's, never inherited.
-            env.insert("NCCLSIM_NODE".into(), node.to_string());
+            if nodes > 1 {
+                set("NCCLSIM_HOSTNAMES", "1".into());
+            }
+            // The node is the simulation's (or the user's own --env with one node), never
+            // inherited.
+            let node_env = user_node.clone().unwrap_or_else(|| node.to_string());
+            env.insert("NCCLSIM_NODE".into(), node_env);
             out.push(Copy {
                 node,
                 rank,
@@ -527,10 +580,32 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
     let dir = lib_dir(args)?;
     let sonames = soname_dir(&dir)?;
     let tools = tool_dir(&sonames, &nvidia_smi(&dir)?)?;
-    let base = base_env(args, &sonames, &tools)?;
+    let torch_stubs = match (args.torch_stubs.as_str(), args.dry_run) {
+        ("auto", false) => stubs::interpreter(&args.command).and_then(|py| {
+            let package = crate::python::package_dir().ok()?;
+            stubs::for_python(&py, &package)
+                .map_err(|e| {
+                    eprintln!(
+                        "ncclsim run: going on without stand-ins for torch's NVIDIA libraries: {e}"
+                    )
+                })
+                .ok()
+                .flatten()
+        }),
+        _ => None,
+    };
+    let base = base_env(args, &sonames, &tools, torch_stubs.as_deref())?;
     let port = free_port()?;
-    let copies = copies(args, &base, port)?;
+    let kind = Launcher::from_arg(&args.launcher, &args.command);
+    let copies = copies(args, &base, port, kind)?;
     if args.dry_run {
+        if kind.spreads_ranks() {
+            println!(
+                "# launcher {}: started once; each rank finds its simulated node from its rank \
+                 variables",
+                kind.name()
+            );
+        }
         for (k, v) in &base {
             println!("{k}={}", quote(v));
         }
@@ -563,6 +638,10 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
         cmd.args(&c.argv[1..])
             .envs(&c.env)
             .env(fake_cuda_abi::telemetry::JOB_DIR_ENV, job.path());
+        if !c.env.contains_key("NCCLSIM_NODE") {
+            // The launcher's ranks place themselves; an inherited node would stop them.
+            cmd.env_remove("NCCLSIM_NODE");
+        }
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let pipe = watcher.pipe();
         // SAFETY: the hook runs in the child between fork and exec and only makes
@@ -642,6 +721,13 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
         None => Ok(ExitCode::SUCCESS),
         Some((i, what, code, _)) => {
             let c = &copies[i];
+            if kind.spreads_ranks() {
+                eprintln!(
+                    "ncclsim run: the launcher ({}) ended with {what}",
+                    quote(&c.argv[0])
+                );
+                return Ok(ExitCode::from(code));
+            }
             eprintln!(
                 "ncclsim run: node {} rank {} ({}) ended with {what}",
                 c.node,
@@ -649,6 +735,26 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
                 quote(&c.argv[0])
             );
             Ok(ExitCode::from(code))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// `pip install` (setup.py) must put every library `ncclsim run` looks for beside the binary.
+    #[test]
+    fn the_python_package_build_ships_every_library() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../setup.py");
+        let setup = std::fs::read_to_string(path).expect("setup.py");
+        for file in super::LIBS
+            .iter()
+            .map(|(f, _, _)| *f)
+            .chain(["ncclsim", "nvidia-smi"])
+        {
+            assert!(
+                setup.contains(&format!("\"{file}\"")),
+                "setup.py lacks {file}"
+            );
         }
     }
 }

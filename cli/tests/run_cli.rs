@@ -313,7 +313,8 @@ fn bad_options_are_refused() {
     let log = text(&out);
     assert_eq!(out.status.code(), Some(2), "{log}");
     assert!(
-        log.contains("missing libncclsim_cuda.so") && log.contains("cargo build --release"),
+        log.contains("missing libncclsim_launch.so, libncclsim_cuda.so")
+            && log.contains("cargo build --release"),
         "{log}"
     );
 }

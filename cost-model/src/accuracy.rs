@@ -11,6 +11,9 @@ use statrs::statistics::{Data, Median, OrderStatistics};
 use std::sync::OnceLock;
 use topo::NcclVersion;
 
+mod nvl72;
+pub use nvl72::{nvl72_checks, nvl72_section, nvl72_summary, Nvl72Check};
+
 /// A calibration row priced by both modes.
 #[derive(Debug, Clone, Serialize)]
 pub struct Scored {
@@ -237,6 +240,7 @@ pub fn accuracy_report() -> String {
     s += &held_out_tables(rows);
     s += &limits();
     s += &class_table(rows);
+    s += &nvl72_section();
     s += &rows_table(rows);
     s += &parameters(fitted());
     s += &systems();

@@ -88,17 +88,21 @@ pub enum HwClass {
     NvLinkDirect,
     /// One node, PCIe only.
     Pcie,
+    /// One NVLink domain spanning hosts (multi-node NVLink: the trays of an NVL72 rack behind
+    /// the rack's NVLink5 switch trays), as one NCCL node.
+    Mnnvl,
     /// Several nodes.
     MultiNode,
 }
 
 impl HwClass {
     /// All classes.
-    pub const ALL: [HwClass; 5] = [
+    pub const ALL: [HwClass; 6] = [
         HwClass::NvSwitchAmpere,
         HwClass::NvSwitchHopper,
         HwClass::NvLinkDirect,
         HwClass::Pcie,
+        HwClass::Mnnvl,
         HwClass::MultiNode,
     ];
     /// Short name.
@@ -108,6 +112,7 @@ impl HwClass {
             HwClass::NvSwitchHopper => "nvswitch-hopper",
             HwClass::NvLinkDirect => "nvlink-direct",
             HwClass::Pcie => "pcie",
+            HwClass::Mnnvl => "mnnvl",
             HwClass::MultiNode => "multi-node",
         }
     }
@@ -115,6 +120,8 @@ impl HwClass {
     pub fn of(s: &CommShape) -> HwClass {
         if s.n_nodes > 1 {
             HwClass::MultiNode
+        } else if s.mnnvl {
+            HwClass::Mnnvl
         } else if s.ring.type_intra == PathType::Nvl {
             if s.has_nvswitch {
                 if s.min_comp_cap >= 90 {

@@ -19,6 +19,11 @@ use crate::types::Collective;
 use planner::Pattern;
 use topo::PathType;
 
+mod nvl72;
+pub use nvl72::{
+    held_out_row, racks_from_one_tray_file, RackGraphs, HELD_OUT_NVL72, NVL72_CHECK_SIZES,
+};
+
 /// A system the measurements ran on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum System {
@@ -59,6 +64,13 @@ pub enum System {
     /// GB200 NVL72 compute tray: 4 B200 GPUs, 18 NVLink5 links each to the rack's NVSwitches,
     /// Grace (Arm) hosts.
     Gb200Tray,
+    /// GB200 NVL72 trays in multi-node NVLink domains (`MNNVL 1`): each NCCL node is one domain
+    /// of `ppn / 4` trays behind the rack's NVSwitch trays; several nodes are several domains
+    /// (racks, or partitions on different racks) joined by the trays' 4x 400G InfiniBand NICs.
+    Gb200Nvl,
+    /// GB300 NVL72 trays in multi-node NVLink domains: the same NVLink5 fabric and NICs as
+    /// `Gb200Nvl`, Blackwell Ultra GPUs (sm103).
+    Gb300Nvl,
 }
 
 impl System {
@@ -85,6 +97,7 @@ impl System {
             System::Rtx4090DualRome { .. } => "PCIe Gen4 x16 (24 GB/s); every GPU on its own NUMA node, so the ring crosses CPU links (AMD, 16 GB/s in NCCL): ring 2x8",
             System::Rtx5090DualTurin => "PCIe Gen5 x16 (48 GB/s); 8 GPUs on two sockets, the ring crosses the CPU link (AMD, 16 GB/s in NCCL): ring 2x8",
             System::Rtx5090Genoa => "PCIe Gen5 x16 (48 GB/s) through the host bridge, 4 GPUs taken as on one socket (bus ids 01-61; sockets not stated): ring 2x24",
+            System::Gb200Nvl | System::Gb300Nvl => "what NCCL 2.30.7 printed for topologies/gb200-nvl72-tray.xml in one NVLink domain (planner/tests/nccl-2.30.7/mnnvl): ring 16x45, tree 16x45, 32 channels, 24 NVLS channels; NVLS 8x80/90 for 2 trays, 16x40/80 for 4, 32x20/40 for 18 (the 18-tray graph for other domain sizes); three domains of 1 or 2 trays on different racks joined by NET: the planner's graphs with each tray's NICs given GUIDs of their own, as real trays have (one tray each: ring 8x24, tree 8x48/24, NVLS 4x48/48; two trays each: ring 8x48, tree 8x96/48, NVLS 8x48/48; 16 channels); racks of 18 trays joined by NET: the planner's graphs for copies of the tray file whose NICs are given GUIDs of their own per tray, as real trays have (ring 16x45.1, tree 16x45.1, NVLS 32x20/40, 32 channels; with the file's GUIDs shared by every tray: ring 8x24, NVLS 32x6/6)",
             System::Gb200Tray => "what NCCL 2.30.7 printed for topologies/gb200-nvl72-tray.xml (planner/tests/nccl-2.30.7/gb200-nvl72-tray-1node.txt): ring 16x45, tree 16x50, NVLS 4x90, 32 channels, 24 NVLS channels",
         }
     }
@@ -109,6 +122,8 @@ impl System {
                 | System::H100Eight200G
                 | System::A100FourNic
                 | System::Gb200Tray
+                | System::Gb200Nvl
+                | System::Gb300Nvl
         );
         // GPU PCIe links (NCCL's bandwidth: 1.2 GB/s per GT/s-lane unit, Gen4 x16 24, Gen5 x16 48).
         s.gpu_pci_bw = match self {
@@ -123,7 +138,9 @@ impl System {
             | System::Rtx5090Box
             | System::Rtx5090DualTurin
             | System::Rtx5090Genoa
-            | System::Gb200Tray => 48.0,
+            | System::Gb200Tray
+            | System::Gb200Nvl
+            | System::Gb300Nvl => 48.0,
             System::Rtx2080TiBridge => 12.0,
         };
         // GeForce boards with NVIDIA's driver have no PCIe peer-to-peer: NCCL goes through host
@@ -245,6 +262,7 @@ impl System {
                     s
                 }
             }
+            System::Gb200Nvl | System::Gb300Nvl => self.mnnvl_shape(n_nodes, ppn, nvls),
             System::Rtx4090Box => CommShape::uniform(
                 1,
                 ppn,
@@ -400,6 +418,13 @@ const CHLC: &str = "blog.chlc.cc/p/rtx4090-gpudirect-p2p-unlocked";
 const AIKI: &str = "aikitoria/open-gpu-kernel-modules README.md";
 const NT287: &str = "NVIDIA/nccl-tests issue 287";
 use System::Rtx4090DualRome as Rome4090;
+/// Verda's GB300 NVL72 report: one `mpirun` over the 18 trays of a rack, one GPU per process,
+/// NCCL's defaults (no environment, release not stated), 1000 iterations; out-of-place busbw.
+const VERDA: &str = "datacrunch-research/blogs gb300-technical-report/gb300_technical_report.md";
+/// GB200 NVL72 partitions of 1 or 2 trays on three different racks, IB between them,
+/// `NCCL_NVLS_ENABLE=0`, NCCL 2.27.3; ring is NCCL's choice, tree forced; out-of-place busbw.
+const N1801: &str = "NVIDIA/nccl issue 1801";
+use System::{Gb200Nvl, Gb300Nvl};
 
 /// Every published measurement of the set that names a size (ranges use their ends).
 #[rustfmt::skip]
@@ -603,6 +628,13 @@ pub const ROWS: &[Row] = &[
     r("8x RTX 5090 PCIe 5, 2x EPYC 9575F, P2P driver", System::Rtx5090DualTurin, 1, 8, AR, 128 * MB, B(43.86), None, false, Some("2.29.7"), AIKI),
     r("4x RTX 5090 PCIe 5, EPYC Genoa, no P2P", System::Rtx5090Genoa, 1, 4, AR, 32 * MB, B(27.06), None, false, None, NT287),
     r("4x RTX 5090 PCIe 5, EPYC Genoa, no P2P", System::Rtx5090Genoa, 1, 4, AR, 128 * MB, B(27.26), None, false, None, NT287),
+    r("Verda GB300 NVL72 rack (18 trays)", Gb300Nvl, 1, 72, AR, GB, B(726.71), None, true, None, VERDA),
+    r("Verda GB300 NVL72 rack (18 trays)", Gb300Nvl, 1, 72, AR, 2 * GB, B(806.13), None, true, None, VERDA),
+    r("Verda GB300 NVL72 rack (18 trays)", Gb300Nvl, 1, 72, AR, 4 * GB, B(849.36), None, true, None, VERDA),
+    r("Verda GB300 NVL72 rack (18 trays)", Gb300Nvl, 1, 72, AR, 8 * GB, B(883.45), None, true, None, VERDA),
+    r("Verda GB300 NVL72 rack (18 trays)", Gb300Nvl, 1, 72, AR, 16 * GB, B(918.77), None, true, None, VERDA),
+    r("GB200 NVL4 x3 racks, IB, NVLS off", Gb200Nvl, 3, 4, AR, 16 * GB, B(196.72), None, false, Some("2.27.3"), N1801),
+    r("GB200 NVL8 x3 racks, IB, NVLS off", Gb200Nvl, 3, 8, AR, 16 * GB, B(393.66), None, false, Some("2.27.3"), N1801),
 ];
 
 /// Size label as nccl-tests users write it.

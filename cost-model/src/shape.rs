@@ -136,6 +136,9 @@ pub struct CommShape {
     /// disables P2P, such as GeForce cards, or `NCCL_P2P_DISABLE`), as the plan says for rank
     /// 0's node.
     pub gpu_p2p: bool,
+    /// Multi-node NVLink (`comm->MNNVL`): each node is an NVLink domain fused across several
+    /// hosts (the trays of an NVL72 rack).
+    pub mnnvl: bool,
 }
 
 impl CommShape {
@@ -194,6 +197,7 @@ impl CommShape {
             has_nvswitch: p.nvs_count > 0,
             gpu_pci_bw: p.gpu_pci_bw,
             gpu_p2p: p.gpu_p2p,
+            mnnvl: p.mnnvl,
         }
     }
 
@@ -232,6 +236,7 @@ impl CommShape {
             has_nvswitch: ring.type_intra <= PathType::Nvl && ppn > 2,
             gpu_pci_bw: 0.0,
             gpu_p2p: true,
+            mnnvl: false,
         }
     }
     /// Add an NVLS graph (`nvls_channels` launched).

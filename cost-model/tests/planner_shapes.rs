@@ -106,3 +106,60 @@ fn an_nvl72_rack_is_tuned_as_one_node_with_nvls_over_the_rack() {
     let p_off = planner::Planner::new(c, off).plan_world().unwrap();
     assert_eq!(p_off.n_nodes, 18);
 }
+
+/// The NVL72 shapes of the calibration set are the planner's: one rack of 18 GB200 trays (one
+/// NVLink domain), three domains of two trays (NICs with GUIDs of their own per tray, as the
+/// measured trays have: with the file's GUIDs shared the two trays' NICs count as one and the
+/// ring gets 8x24 instead of 8x48), and two racks from copies of the tray file with its NIC
+/// GUIDs shared (as the file is) or made distinct per tray.
+#[test]
+fn nvl72_calibration_shapes_match_the_planner() {
+    use planner::Planner;
+    let path = format!(
+        "{}/../topologies/gb200-nvl72-tray.xml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let s = PlannerSettings::default();
+    let xml = topo::read_xml(&path).unwrap();
+    let cluster = |trays: usize, distinct: bool| {
+        let hosts: Vec<(String, std::sync::Arc<topo::XmlElement>)> = (0..trays)
+            .map(|h| {
+                let mut x = xml.clone();
+                if distinct {
+                    own_guids(&mut x, h);
+                }
+                (path.clone(), std::sync::Arc::new(x))
+            })
+            .collect();
+        topo::Cluster::from_hosts(&hosts, &s.topo, Default::default()).unwrap()
+    };
+    let world =
+        |c: topo::Cluster| CommShape::from_plan(&Planner::new(c, s.clone()).plan_world().unwrap());
+    let rack = world(cluster(18, false));
+    assert!(rack.mnnvl && rack.n_nodes == 1 && rack.n_ranks == 72);
+    assert_eq!(key(&rack), key(&System::Gb200Nvl.shape(1, 72, true)));
+    let mut c = cluster(6, true);
+    c.set_nvl_domains(topo::NvlDomains::Gpus(8)).unwrap();
+    let three = world(c);
+    assert_eq!(key(&three), key(&System::Gb200Nvl.shape(3, 8, true)));
+    let shared = world(cluster(36, false));
+    assert_eq!(
+        key(&shared),
+        key(&cost_model::calibration::racks_from_one_tray_file(2))
+    );
+    let distinct = world(cluster(36, true));
+    assert_eq!(key(&distinct), key(&System::Gb200Nvl.shape(2, 72, true)));
+}
+
+/// Give a host's NICs GUIDs of their own (the file's with the host number in the top bits).
+fn own_guids(e: &mut topo::XmlElement, host: usize) {
+    if e.name.as_str() == "net" {
+        if let Some(g) = e.get("guid") {
+            let v = u64::from_str_radix(g.trim_start_matches("0x"), 16).unwrap();
+            e.set("guid", format!("0x{:x}", v ^ ((host as u64 + 1) << 48)));
+        }
+    }
+    for c in e.children.iter_mut() {
+        own_guids(c, host);
+    }
+}

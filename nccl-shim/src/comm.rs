@@ -85,13 +85,15 @@ fn fnv(bytes: &[u8]) -> u64 {
     std::hash::Hasher::finish(&h)
 }
 
-/// This process's host hash: `NCCL_HOSTID`, else the host name and the kernel's boot id.
+/// This process's host hash: `NCCL_HOSTID`, else the machine's host name and the kernel's
+/// boot id. The kernel's name, not the one `gethostname` shows the program: simulated nodes of
+/// one machine (each with its own name under `ncclsim run`) share memory.
 pub fn host_hash() -> u64 {
     if let Ok(id) = std::env::var("NCCL_HOSTID") {
         return fnv(id.as_bytes());
     }
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-    fnv(format!("{}{}", crate::error::host_name(), boot.trim()).as_bytes())
+    fnv(format!("{}{}", crate::error::machine_name(), boot.trim()).as_bytes())
 }
 
 fn env_node() -> Option<i32> {

@@ -134,6 +134,29 @@ fn hostname() -> String {
     name.split('.').next().unwrap_or("localhost").to_string()
 }
 
+/// The kernel's short host name (the `uname` system call, bypassing the C library and any
+/// interposer): which real machine this process runs on, whatever name the program is shown
+/// (`ncclsim run` gives each simulated node its own `gethostname`).
+pub fn machine_name() -> &'static str {
+    static H: OnceLock<String> = OnceLock::new();
+    H.get_or_init(|| {
+        // SAFETY: utsname is plain bytes; all-zero is a valid value.
+        let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+        // SAFETY: `u` is a writable utsname, which is what the system call fills.
+        if unsafe { libc::syscall(libc::SYS_uname, &mut u) } != 0 {
+            return hostname();
+        }
+        let bytes: Vec<u8> = u
+            .nodename
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        let name = String::from_utf8_lossy(&bytes).into_owned();
+        name.split('.').next().unwrap_or("localhost").to_string()
+    })
+}
+
 /// The short host name NCCL prints.
 pub fn host_name() -> &'static str {
     static H: OnceLock<String> = OnceLock::new();

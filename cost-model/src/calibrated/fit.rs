@@ -354,6 +354,26 @@ fn fit_classes(prepared: &[Prepared], lat_fixed: f64) -> Vec<ClassParams> {
             .or_else(|| ratios(&|_| true));
     }
 
+    // One NVLink domain across hosts: its own efficiencies and its own stage size on the same
+    // grid. A rack's AllReduce still climbs from 1 to 16 GB (726 to 919 GB/s on a GB300 rack),
+    // far more slowly than one NVSwitch node's: a slice crosses the rack's switch trays and 72
+    // GPUs' NVLS channels, so each stage holds more before the next runs at full rate. Without
+    // rows the class takes the single-node stage size.
+    let mut mnnvl = ClassParams {
+        stage_bytes,
+        ..base(HwClass::Mnnvl)
+    };
+    let mnnvl_rows = rows_of(HwClass::Mnnvl);
+    if !mnnvl_rows.is_empty() {
+        let probes = grid(STAGE_GRID).chain([0.0]).map(|k| ClassParams {
+            stage_bytes: k,
+            ..mnnvl
+        });
+        if let Some((v, probe)) = best_of(&mnnvl_rows, probes, lat_fixed, false) {
+            mnnvl = with_solution(&v, probe);
+        }
+    }
+
     // Several nodes: the fill time and its node exponent on a grid, the data per tree level with
     // the efficiencies.
     let mn_rows = rows_of(HwClass::MultiNode);
@@ -382,6 +402,7 @@ fn fit_classes(prepared: &[Prepared], lat_fixed: f64) -> Vec<ClassParams> {
     }
     let mut classes = single_fit;
     classes.push(pcie);
+    classes.push(mnnvl);
     classes.push(multi);
     classes.sort_by_key(|p| HwClass::ALL.iter().position(|&c| c == p.class));
     classes

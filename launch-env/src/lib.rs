@@ -1,0 +1,150 @@
+//! `libncclsim_launch.so`, preloaded first by `ncclsim run` into every process of a job.
+//!
+//! Placement: when `ncclsim run` starts an MPI or Slurm launcher once for N simulated nodes
+//! (`NCCLSIM_LAUNCHER=mpi|slurm`, `NCCLSIM_NODES=N`), each rank decides its own node before
+//! its `main` runs: a constructor reads the launcher's rank variables ([`place`]), sets
+//! `NCCLSIM_NODE` (what the fake CUDA core and the NCCL runtime read) and rewrites the
+//! launcher's per-host variables the process has (`OMPI_COMM_WORLD_LOCAL_RANK`,
+//! `SLURM_LOCALID`, ...) to the simulated node's values. A process that already has
+//! `NCCLSIM_NODE` keeps it. A rank the layout cannot place (a job size that does not divide
+//! over the nodes) stops with a message naming the variable, before it does anything else.
+//!
+//! Host names: with `NCCLSIM_HOSTNAMES=1` (`ncclsim run` sets it for more than one node),
+//! `gethostname` and `uname` report a name of the simulated node (`host-node<k>`, see
+//! [`place::host_name`]), so programs that find their local ranks by host name (nccl-tests
+//! hashes the host name and boot id; MPI programs compare `gethostname`) see one host per
+//! node. The kernel's name is read with the `uname` system call, so the NCCL runtime, which
+//! asks the kernel directly, still finds the processes of one real machine and moves their
+//! data through shared memory.
+
+pub mod place;
+
+use std::ffi::{c_char, c_int};
+
+#[used]
+#[link_section = ".init_array"]
+static INIT: extern "C" fn() = init;
+
+extern "C" fn init() {
+    // Nothing may unwind out of a constructor.
+    let _ = std::panic::catch_unwind(setup);
+}
+
+fn setup() {
+    let Some(kind) = std::env::var("NCCLSIM_LAUNCHER")
+        .ok()
+        .as_deref()
+        .and_then(place::Kind::parse)
+    else {
+        return;
+    };
+    if std::env::var_os("NCCLSIM_NODE").is_some() {
+        return;
+    }
+    let count = |name: &str| -> Result<Option<usize>, String> {
+        match std::env::var(name) {
+            Err(_) => Ok(None),
+            Ok(v) => v
+                .trim()
+                .parse()
+                .map(Some)
+                .map_err(|_| format!("{name}={v:?} is not a number")),
+        }
+    };
+    let placed = count("NCCLSIM_NODES").and_then(|nodes| {
+        let per = count("NCCLSIM_RANKS_PER_NODE")?;
+        place::place(kind, nodes.unwrap_or(1), per, |k| std::env::var(k).ok())
+    });
+    match placed {
+        Ok(None) => {}
+        Ok(Some(p)) => {
+            std::env::set_var("NCCLSIM_NODE", p.node.to_string());
+            for (k, v) in &p.rewrites {
+                std::env::set_var(k, v);
+            }
+        }
+        Err(e) => {
+            eprintln!("ncclsim: cannot place this rank on a simulated node: {e}");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// The kernel's `uname`, bypassing every interposer (this library's included).
+fn kernel_uname(buf: *mut libc::utsname) -> c_int {
+    // SAFETY: the caller passes a writable utsname (or null, which the kernel refuses with
+    // EFAULT).
+    unsafe { libc::syscall(libc::SYS_uname, buf) as c_int }
+}
+
+fn field_text(f: &[c_char]) -> String {
+    let bytes: Vec<u8> = f
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The simulated node's host name, when this process should show one.
+fn simulated_name(real: &str, max: usize) -> Option<String> {
+    if std::env::var_os("NCCLSIM_HOSTNAMES")? != "1" {
+        return None;
+    }
+    let node: usize = std::env::var("NCCLSIM_NODE").ok()?.trim().parse().ok()?;
+    Some(place::host_name(real, node, max))
+}
+
+/// `uname(2)` with the simulated node's name in `nodename`.
+///
+/// # Safety
+/// `buf` must be null or point to a writable `struct utsname`.
+#[no_mangle]
+pub unsafe extern "C" fn uname(buf: *mut libc::utsname) -> c_int {
+    let rc = kernel_uname(buf);
+    if rc != 0 {
+        return rc;
+    }
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: the kernel filled `buf`, so it is a valid, writable utsname.
+        let node = unsafe { &mut (*buf).nodename };
+        if let Some(name) = simulated_name(&field_text(node), node.len() - 1) {
+            node.fill(0);
+            for (d, s) in node.iter_mut().zip(name.bytes()) {
+                *d = s as c_char;
+            }
+        }
+    });
+    0
+}
+
+/// `gethostname(2)` as glibc implements it (the `uname` node name copied into `name`; a
+/// name of `len` bytes or more is copied without its NUL and fails with `ENAMETOOLONG`), with
+/// the simulated node's name.
+///
+/// # Safety
+/// `name` must point to `len` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn gethostname(name: *mut c_char, len: libc::size_t) -> c_int {
+    // SAFETY: utsname is plain bytes; all-zero is a valid value.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    if kernel_uname(&mut u) != 0 {
+        return -1;
+    }
+    let real = field_text(&u.nodename);
+    let host = std::panic::catch_unwind(|| simulated_name(&real, u.nodename.len() - 1))
+        .ok()
+        .flatten()
+        .unwrap_or(real);
+    let mut bytes = host.into_bytes();
+    bytes.push(0);
+    let n = bytes.len().min(len);
+    // SAFETY: the caller's buffer holds `len` bytes and `n <= len`; `bytes` holds `n` or more.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr().cast::<c_char>(), name, n) };
+    if bytes.len() > len {
+        // SAFETY: errno is this thread's.
+        unsafe { *libc::__errno_location() = libc::ENAMETOOLONG };
+        return -1;
+    }
+    0
+}
