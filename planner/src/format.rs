@@ -83,19 +83,22 @@ pub fn ring_line(
         }
         return line;
     }
+    // NCCL writes each " %*d" into the rest of its 128-byte buffer (127 characters): an entry
+    // that does not fit is cut by snprintf, and only a visibly cut entry turns the line's end
+    // into "..."; an entry that would start at the very end leaves the full line as it is.
     let mut line = format!("Channel {c:02}/{nrings:02} :");
     let width = format!("{}", nranks.saturating_sub(1)).len();
-    let mut truncated = false;
     for r in ring {
-        if line.len() >= 127 {
-            truncated = true;
-            break;
+        let entry = format!(" {r:>width$}");
+        if line.len() + entry.len() <= 127 {
+            line.push_str(&entry);
+            continue;
         }
-        line.push_str(&format!(" {r:>width$}"));
-    }
-    if truncated || line.len() > 127 {
-        line.truncate(124);
-        line.push_str("...");
+        if line.len() < 127 {
+            line.truncate(124);
+            line.push_str("...");
+        }
+        break;
     }
     line
 }

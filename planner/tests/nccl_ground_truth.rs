@@ -120,14 +120,14 @@ fn other_ranks_lines_match_nccl() {
     );
 }
 
-/// GB200 NVL72 trays as one multi-node NVLink domain (tests/nccl-2.30.7/mnnvl: 2, 4 and 18
-/// trays in one rack, two racks of two trays, two trays with `NCCL_MNNVL_ENABLE=0`), with the
+/// GB200 NVL72 trays as one multi-node NVLink domain (tests/nccl-2.30.7/mnnvl: 2, 4, 9 and 18
+/// trays in one rack, two racks of 2, 4 and 18 trays, two trays with `NCCL_MNNVL_ENABLE=0`), with the
 /// comm line and the `MNNVL 1 cliqueId ...` line: rank 0, rank 1 and the last rank.
 #[test]
 fn mnnvl_lines_match_nccl() {
     let dir = format!("{}/tests/nccl-2.30.7/mnnvl", env!("CARGO_MANIFEST_DIR"));
-    let (n0, mut failures) = rank0_failures(&dir, 5);
-    let (n1, more) = other_ranks_failures(&format!("{dir}/ranks"), 10);
+    let (n0, mut failures) = rank0_failures(&dir, 8);
+    let (n1, more) = other_ranks_failures(&format!("{dir}/ranks"), 16);
     failures.extend(more);
     assert!(
         failures.is_empty(),

@@ -43,8 +43,9 @@ pub struct MnnvlCase {
     pub env: Vec<(&'static str, &'static str)>,
 }
 
-/// The multi-node NVLink variants: `2tray`, `4tray`, `18tray` (one domain), `2dom-2tray` (two
-/// domains of two trays) and `off-2tray` (two trays of one domain, `NCCL_MNNVL_ENABLE=0`).
+/// The multi-node NVLink variants: `2tray`, `4tray`, `9tray`, `18tray` (one domain),
+/// `2dom-2tray`, `2dom-4tray`, `2dom-18tray` (two domains of 2, 4 or 18 trays) and `off-2tray`
+/// (two trays of one domain, `NCCL_MNNVL_ENABLE=0`).
 pub fn mnnvl_case(case: &str) -> Option<MnnvlCase> {
     let variant = case.strip_prefix("gb200-nvl72-tray-mnnvl-")?;
     Some(match variant {
@@ -63,9 +64,24 @@ pub fn mnnvl_case(case: &str) -> Option<MnnvlCase> {
             domain: 72,
             env: vec![],
         },
+        "9tray" => MnnvlCase {
+            trays: 9,
+            domain: 72,
+            env: vec![],
+        },
         "2dom-2tray" => MnnvlCase {
             trays: 4,
             domain: 8,
+            env: vec![],
+        },
+        "2dom-4tray" => MnnvlCase {
+            trays: 8,
+            domain: 16,
+            env: vec![],
+        },
+        "2dom-18tray" => MnnvlCase {
+            trays: 36,
+            domain: 72,
             env: vec![],
         },
         "off-2tray" => MnnvlCase {
