@@ -4,42 +4,21 @@
 //! same host name), so it only runs when each simulated node shows its own host name; every
 //! AllReduce result is checked by the program against the sum it computes itself.
 
+mod common;
+
+use common::{repo, text};
 use fake_cuda_test_support as support;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ncclsim"))
-        .arg("run")
-        .arg("--lib-dir")
-        .arg(support::deps_dir())
+    common::ncclsim_run()
         .args(args)
-        .current_dir(repo())
-        .env_remove("CUDA_VISIBLE_DEVICES")
-        .env_remove("NCCLSIM_TOPO")
-        .env_remove("NCCL_TOPO_FILE")
-        .env_remove("NCCLSIM_NODE")
-        .env_remove("NCCLSIM_HOSTNAMES")
-        .env_remove("NCCLSIM_TRACE")
-        .env_remove("NCCL_HOSTID")
-        .env_remove("LD_PRELOAD")
         // OpenMPI refuses to run as root without both.
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .output()
         .expect("run ncclsim")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// The machine's short host name, as the kernel has it.

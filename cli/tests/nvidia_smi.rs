@@ -2,32 +2,21 @@
 //! simulated node through the preloaded fake NVML; its `topo -m` against `ncclsim topo paths`
 //! on the bundled and vendor topologies; refused options.
 
+mod common;
+
+use common::repo;
 use fake_cuda_test_support as support;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 /// `ncclsim run [run options] -- COMMAND` on the libraries cargo built for this test, with a
 /// clean simulation environment.
 fn ncclsim_run<S: AsRef<std::ffi::OsStr>>(run_options: &[&str], command: &[S]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ncclsim"))
-        .arg("run")
-        .arg("--lib-dir")
-        .arg(support::deps_dir())
+    common::ncclsim_run()
         .args(run_options)
         .arg("--")
         .args(command)
-        .current_dir(repo())
-        .env_remove("CUDA_VISIBLE_DEVICES")
-        .env_remove("NCCLSIM_TOPO")
-        .env_remove("NCCL_TOPO_FILE")
-        .env_remove("NCCLSIM_NODE")
-        .env_remove("NCCLSIM_GPU")
-        .env_remove("LD_PRELOAD")
         .output()
         .expect("run ncclsim")
 }

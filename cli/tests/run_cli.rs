@@ -3,43 +3,21 @@
 //! the failing rank named and the others stopped, every copy and its children ended when
 //! `ncclsim run` itself is killed, and bad options refused.
 
+mod common;
+
+use common::{repo, text};
 use fake_cuda_test_support as support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 /// `ncclsim run` on the libraries cargo built for this test, with a clean simulation
 /// environment (no node, topology or trace settings of the caller's).
 fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ncclsim"))
-        .arg("run")
-        .arg("--lib-dir")
-        .arg(support::deps_dir())
+    common::ncclsim_run()
         .args(args)
-        .current_dir(repo())
-        .env_remove("CUDA_VISIBLE_DEVICES")
-        .env_remove("NCCLSIM_TOPO")
-        .env_remove("NCCL_TOPO_FILE")
-        .env_remove("NCCLSIM_NODE")
-        .env_remove("NCCLSIM_NVL_DOMAIN")
-        .env_remove("NCCL_MNNVL_ENABLE")
-        .env_remove("NCCLSIM_TRACE")
-        .env_remove("NCCL_HOSTID")
-        .env_remove("LD_PRELOAD")
         .output()
         .expect("run ncclsim")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// The C program compiled against the real names but linked to nothing of ours at run time

@@ -5,14 +5,13 @@
 //! place), 8 processes, and 16 processes on 2 simulated nodes. The host work between calls takes no virtual time, so the
 //! two agree to rounding (checked within 1%).
 
+mod common;
+
+use common::{repo, text};
 use fake_cuda_test_support as support;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 /// The C program compiled against the real names; at run time its libraries come from
 /// `ncclsim run` only.
@@ -36,29 +35,7 @@ fn program(dir: &Path) -> PathBuf {
 }
 
 fn ncclsim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ncclsim"))
-        .args(args)
-        .current_dir(repo())
-        .env_remove("CUDA_VISIBLE_DEVICES")
-        .env_remove("NCCLSIM_TOPO")
-        .env_remove("NCCL_TOPO_FILE")
-        .env_remove("NCCLSIM_NODE")
-        .env_remove("NCCLSIM_TRACE")
-        .env_remove("NCCLSIM_PACE")
-        .env_remove("NCCLSIM_CLOCK")
-        .env_remove("NCCLSIM_CLOCK_EPOCH")
-        .env_remove("NCCL_HOSTID")
-        .env_remove("LD_PRELOAD")
-        .output()
-        .expect("run ncclsim")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    common::ncclsim().args(args).output().expect("run ncclsim")
 }
 
 /// (collective, size in bytes) -> (time in µs, busbw in GB/s) from `ncclsim predict --format json`.
