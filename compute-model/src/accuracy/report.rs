@@ -31,7 +31,7 @@ pub struct Scored {
     pub gemm_fit: super::Fit,
     pub gemm_skipped: Vec<(usize, String)>,
     pub training: Vec<TrainingScore>,
-    pub sustained: (std::collections::BTreeMap<Arch, f64>, f64),
+    pub sustained: super::training::Sustained,
     pub training_skipped: Vec<(usize, String)>,
 }
 

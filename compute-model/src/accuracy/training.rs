@@ -64,6 +64,8 @@ pub struct TrainingCase {
     pub unit: String,
     /// The publication (`measurements::source`).
     pub source: String,
+    /// The ops of one step of the workload (its file, read once).
+    ops: std::sync::Arc<[OpLine]>,
 }
 
 /// The bundled workload files, by name.
@@ -196,7 +198,6 @@ pub fn cases(rows: &[Row]) -> (Vec<TrainingCase>, Vec<(usize, String)>) {
             let board = board_key(&row.gpu).ok_or("board not modelled")?;
             let (workload, checkpointing, fp8) = recipe(row)?;
             let (params, lines) = ops(self::workload(workload).ok_or("no workload file")?)?;
-            let _ = lines;
             let gpus: f64 = row
                 .gpus
                 .trim()
@@ -232,6 +233,7 @@ pub fn cases(rows: &[Row]) -> (Vec<TrainingCase>, Vec<(usize, String)>) {
                 measured: row.value.trim().parse().map_err(|_| "value")?,
                 unit: row.unit.clone(),
                 source: super::measurements::source(&row.source_url),
+                ops: lines.into(),
             })
         })();
         match case {
@@ -276,9 +278,8 @@ fn op_ns(gpu: &crate::GpuSpec, o: &OpLine, fp8: bool) -> f64 {
 /// second per GPU), before the sustained-rate factor of `calibration`.
 pub fn kernel_rate(c: &TrainingCase) -> f64 {
     let gpu = spec(c.board);
-    let (_, lines) = ops(workload(c.workload).expect("bundled")).expect("bundled workload parses");
     let (mut fwd, mut bwd, mut opt, mut fwd_heavy) = (0.0, 0.0, 0.0, 0.0);
-    for o in &lines {
+    for o in c.ops.iter() {
         let ns = op_ns(&gpu, o, c.fp8);
         match o.phase.as_str() {
             "fwd" => {
@@ -317,6 +318,9 @@ mod tests {
     }
 }
 
+/// Fitted sustained-rate factors: per architecture, and over all rows.
+pub type Sustained = (std::collections::BTreeMap<crate::Arch, f64>, f64);
+
 /// One training row scored.
 #[derive(Debug, Clone)]
 pub struct TrainingScore {
@@ -347,7 +351,7 @@ pub fn fit_sustained(
     cases: &[TrainingCase],
     rates: &[f64],
     skip: impl Fn(&TrainingCase) -> bool,
-) -> (std::collections::BTreeMap<crate::Arch, f64>, f64) {
+) -> Sustained {
     let mut by_arch: std::collections::BTreeMap<crate::Arch, Vec<f64>> = Default::default();
     let mut all = Vec::new();
     for (c, r) in cases.iter().zip(rates) {
@@ -372,15 +376,10 @@ pub fn fit_sustained(
 
 /// Every training case scored (leave-one-source-out for the sustained factor), and the fit
 /// to all of them.
-pub fn score(
-    cases: &[TrainingCase],
-) -> (
-    Vec<TrainingScore>,
-    (std::collections::BTreeMap<crate::Arch, f64>, f64),
-) {
+pub fn score(cases: &[TrainingCase]) -> (Vec<TrainingScore>, Sustained) {
     let rates: Vec<f64> = cases.iter().map(kernel_rate).collect();
     let all = fit_sustained(cases, &rates, |_| false);
-    let get = |fit: &(std::collections::BTreeMap<crate::Arch, f64>, f64), c: &TrainingCase| {
+    let get = |fit: &Sustained, c: &TrainingCase| {
         let f = fit.0.get(&spec(c.board).arch).copied().unwrap_or(fit.1);
         if f.is_finite() {
             f
