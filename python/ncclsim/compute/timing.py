@@ -108,35 +108,15 @@ _warned: list = []
 _CAPTURE_VIOLATION = 14
 
 
-def _mm_flops(*args, out_val=None, **kwargs):
-    a, b = args[0], args[1]
-    return 2 * a.shape[-2] * a.shape[-1] * b.shape[-1]
-
-
-def _addmm_flops(*args, out_val=None, **kwargs):
-    a, b = args[1], args[2]
-    return 2 * a.shape[-2] * a.shape[-1] * b.shape[-1]
-
-
-def _bmm_flops(*args, out_val=None, **kwargs):
-    a, b = args[0], args[1]
-    return 2 * a.shape[0] * a.shape[1] * a.shape[2] * b.shape[2]
-
-
-def _baddbmm_flops(*args, out_val=None, **kwargs):
-    a, b = args[1], args[2]
-    return 2 * a.shape[0] * a.shape[1] * a.shape[2] * b.shape[2]
-
-
-# The matrix products by their shapes directly (torch's formulas give the same counts, through a
-# slower generic wrapper); every other formula is torch's.
-_FAST = {"mm": _mm_flops, "addmm": _addmm_flops, "bmm": _bmm_flops, "baddbmm": _baddbmm_flops}
+# The matrix products whose FLOPs come from their GEMM shape directly (torch's formulas give the
+# same counts, through a slower generic wrapper); every other formula is torch's.
+_GEMMS = ("mm", "addmm", "bmm", "baddbmm")
 
 
 class Priced:
     """What pricing needs of one op, worked out once per overload."""
 
-    __slots__ = ("name", "name_b", "base", "formula")
+    __slots__ = ("name", "name_b", "base", "formula", "by_shape")
 
     def __init__(self, op, name: str) -> None:
         self.name = name
@@ -144,8 +124,7 @@ class Priced:
         self.base = name[len("aten::"):].split(".")[0]
         self.formula = flop_registry.get(op._overloadpacket)
         overload = name.split(".", 1)[1] if "." in name else "default"
-        if self.formula is not None and self.base in _FAST and overload in ("default", "out"):
-            self.formula = _FAST[self.base]
+        self.by_shape = self.formula is not None and self.base in _GEMMS and overload in ("default", "out")
 
 
 class _Out(threading.local):
@@ -229,13 +208,16 @@ def cost(info: Priced, args: tuple, kwargs: dict, result) -> tuple:
             nbytes += _nbytes(t)
     gemm = (0, 0, 0, 0)
     if info.formula is not None:
-        try:
-            flops = float(info.formula(*args, out_val=result, **kwargs))
-        except Exception:  # a formula that does not know this overload's arguments
-            flops = float(sum(t.numel() for t in outs))
+        gemm = _gemm_shape(info.base, args, result)
+        if info.by_shape and gemm[0]:
+            flops = 2.0 * gemm[0] * gemm[1] * gemm[2] * gemm[3]
+        else:
+            try:
+                flops = float(info.formula(*args, out_val=result, **kwargs))
+            except Exception:  # a formula that does not know this overload's arguments
+                flops = float(sum(t.numel() for t in outs))
         first = next((t for t in ins if t.is_floating_point()), None)
         unit, precision = _TENSOR, _precision(first.dtype if first is not None else torch.float32, info.base)
-        gemm = _gemm_shape(info.base, args, result)
     else:
         flops = float(sum(t.numel() for t in outs) or sum(t.numel() for t in ins))
         first = next((t for t in outs + ins if t.is_floating_point()), None)
