@@ -240,19 +240,7 @@ pub fn spec(model_key: &str) -> GpuSpec {
             450,
             Arch::Ada,
         ),
-        _ => board(
-            108,
-            1410,
-            1593,
-            5120,
-            40,
-            164,
-            2039.0,
-            24.0,
-            A100,
-            400,
-            Arch::Ampere,
-        ),
+        _ => spec("A100-SXM4"),
     }
 }
 
