@@ -151,13 +151,17 @@ for mnnvl in auto 0; do
         NCCL_MNNVL_ENABLE=0 python3 scripts/torch/check_outputs.py info "$ncclsim" "$tray" 2 "$rank0"
     fi
 done
+# Both nodes write to one log: each process writes its lines in one write(2), so they do not
+# interleave (an unbuffered print writes each field on its own).
 fabric='import os, pynvml
 pynvml.nvmlInit()
+lines = []
 for i in range(pynvml.nvmlDeviceGetCount()):
     f = pynvml.c_nvmlGpuFabricInfoV_t()
     f.version = pynvml.nvmlGpuFabricInfo_v2
     pynvml.nvmlDeviceGetGpuFabricInfoV(pynvml.nvmlDeviceGetHandleByIndex(i), pynvml.byref(f))
-    print("fabric", bytes(f.clusterUuid).hex(), hex(f.cliqueId), f.state, f.status, hex(f.healthMask))'
+    lines.append(f"fabric {bytes(f.clusterUuid).hex()} {hex(f.cliqueId)} {f.state} {f.status} {hex(f.healthMask)}\n")
+os.write(1, "".join(lines).encode())'
 "$ncclsim" run --topo "$tray" --nodes 2 --lib-path "$venv/ncclsim-stubs" -- python -c "$fabric" \
     > "$logs/mnnvl-fabric.log" 2>&1 || fail "pynvml's fabric info on GB200 trays"
 [ "$(grep -c "^fabric " "$logs/mnnvl-fabric.log")" = 8 ] || fail "fabric info: not 8 GPUs"
