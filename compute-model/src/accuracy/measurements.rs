@@ -22,12 +22,15 @@ pub struct Row {
 /// The bundled measurements.
 pub const CSV: &str = include_str!("../../data/measurements.csv");
 
-/// Every row of `csv` (1-based data line numbers in errors).
-pub fn parse(csv_text: &str) -> Result<Vec<Row>, String> {
+/// Measurements from the sets kept out of the fit (same columns): they only check it.
+pub const CHECKS_CSV: &str = include_str!("../../data/checks.csv");
+
+/// Every row of `csv_text`, the file `name` (1-based data line numbers in errors).
+pub fn parse(csv_text: &str, name: &str) -> Result<Vec<Row>, String> {
     let mut r = csv::Reader::from_reader(csv_text.as_bytes());
     r.deserialize()
         .enumerate()
-        .map(|(i, row)| row.map_err(|e| format!("measurements.csv row {}: {e}", i + 1)))
+        .map(|(i, row)| row.map_err(|e| format!("{name} row {}: {e}", i + 1)))
         .collect()
 }
 
@@ -50,7 +53,12 @@ pub fn source(url: &str) -> String {
 
 /// The `topo` profile key of a board as the sources name it.
 pub fn board_key(gpu: &str) -> Option<&'static str> {
-    let g = gpu.to_ascii_uppercase();
+    let mut g = gpu.trim().to_ascii_uppercase();
+    for prefix in ["NVIDIA ", "GEFORCE ", "TESLA "] {
+        if let Some(rest) = g.strip_prefix(prefix) {
+            g = rest.to_string();
+        }
+    }
     Some(if g.starts_with("GH200") || g.starts_with("H200") {
         "H200"
     } else if g.starts_with("H100") {
@@ -107,6 +115,21 @@ pub fn gemm_unit(dtype: &str) -> Option<Unit> {
 pub fn gemm_shapes(text: &str) -> Option<Vec<Gemm>> {
     let one = |m: u64, n: u64, k: u64| Some(vec![Gemm { batch: 1, m, n, k }]);
     if let Some(range) = text.split("best of ").nth(1) {
+        if !range.contains("..") {
+            // An explicit list of square sizes.
+            return range
+                .split_whitespace()
+                .map(|n| {
+                    n.parse::<u64>().ok().map(|n| Gemm {
+                        batch: 1,
+                        m: n,
+                        n,
+                        k: n,
+                    })
+                })
+                .collect::<Option<Vec<_>>>()
+                .filter(|v| !v.is_empty());
+        }
         let (a, b) = range.split_once("..")?;
         let (a, b) = (a.trim().parse::<u64>().ok()?, b.trim().parse::<u64>().ok()?);
         return Some(
