@@ -193,6 +193,11 @@ def workloads():
         w[f"resnet50-b512-{tag}"] = ("resnet", (3, 4, 6, 3), 512, cl)
         w[f"resnet101-b256-{tag}"] = ("resnet", (3, 4, 23, 3), 256, cl)
         w[f"vit-b16-b192-{tag}"] = ("vit", None, 192, cl)
+    # The batch sizes of NVIDIA's ResNet-50 v1.5 recipes: 256 for mixed precision (channels
+    # last) and TF32, 112 for FP32 on 16 GB V100s; "-fp32" workloads keep the model in FP32.
+    w["resnet50-b256-nhwc"] = ("resnet", (3, 4, 6, 3), 256, True)
+    w["resnet50-b256-nchw-fp32"] = ("resnet", (3, 4, 6, 3), 256, False)
+    w["resnet50-b112-nchw-fp32"] = ("resnet", (3, 4, 6, 3), 112, False)
     return w
 
 
@@ -204,6 +209,7 @@ NEEDED = {
     "llama3-8b-mb1-s8192", "llama3-70b-mb1-s8192", "llama2-13b-mb2-s4096", "llama2-70b-mb1-s4096",
     "resnet50-b512-nchw", "resnet101-b256-nchw", "vit-b16-b192-nchw",
     "resnet50-b512-nhwc", "resnet101-b256-nhwc", "vit-b16-b192-nhwc",
+    "resnet50-b256-nhwc", "resnet50-b256-nchw-fp32", "resnet50-b112-nchw-fp32",
 }
 
 
@@ -244,8 +250,9 @@ def record(name, spec):
             model = Decoder(cfg).to(torch.bfloat16)
             inputs = (torch.zeros(batch, extra, dtype=torch.long),)
         else:
-            model = (ResNetLoss(cfg) if kind == "resnet" else ViT()).to(torch.float16)
-            x = torch.zeros(batch, 3, 224, 224, dtype=torch.float16)
+            dtype = torch.float32 if name.endswith("-fp32") else torch.float16
+            model = (ResNetLoss(cfg) if kind == "resnet" else ViT()).to(dtype)
+            x = torch.zeros(batch, 3, 224, 224, dtype=dtype)
             if extra:
                 model = model.to(memory_format=torch.channels_last)
                 x = x.to(memory_format=torch.channels_last)

@@ -48,6 +48,8 @@ pub struct TrainingCase {
     pub line: usize,
     pub board: &'static str,
     pub label: String,
+    /// The precision (and memory format) as the source states it.
+    pub dtype: String,
     pub workload: &'static str,
     /// Parameters of the model; the optimizer of one GPU updates `params / shards`.
     pub params: f64,
@@ -103,6 +105,9 @@ const WORKLOADS: &[(&str, &str)] = workloads!(
     "resnet50-b512-nhwc",
     "resnet101-b256-nhwc",
     "vit-b16-b192-nhwc",
+    "resnet50-b256-nhwc",
+    "resnet50-b256-nchw-fp32",
+    "resnet50-b112-nchw-fp32",
 );
 
 fn ops(text: &str) -> Result<(f64, Vec<OpLine>), String> {
@@ -164,7 +169,11 @@ fn recipe(row: &Row) -> Result<(&'static str, Checkpointing, bool), &'static str
         (m, _) if m.starts_with("Llama 2 70B") => "llama2-70b-mb1-s4096",
         (m, _) if m.starts_with("resnet50") || m.starts_with("resnet101") || m.starts_with("vit_base") => {
             let nhwc = row.dtype.contains("NHWC");
+            let fp32 = row.dtype.starts_with("FP32") || row.dtype.starts_with("TF32");
             match (m.split_whitespace().next(), nhwc) {
+                (Some("resnet50"), _) if b.trim() == "256" && nhwc => "resnet50-b256-nhwc",
+                (Some("resnet50"), _) if b.trim() == "256" && fp32 => "resnet50-b256-nchw-fp32",
+                (Some("resnet50"), _) if b.trim() == "112" && fp32 => "resnet50-b112-nchw-fp32",
                 (Some("resnet50"), false) => "resnet50-b512-nchw",
                 (Some("resnet50"), true) => "resnet50-b512-nhwc",
                 (Some("resnet101"), false) => "resnet101-b256-nchw",
@@ -223,6 +232,7 @@ pub fn cases(rows: &[Row]) -> (Vec<TrainingCase>, Vec<(usize, String)>) {
                 line,
                 board,
                 label: format!("{} {} ({})", row.gpu, row.shape_or_model, row.dtype),
+                dtype: row.dtype.clone(),
                 workload,
                 params,
                 shards: if image { 1.0 } else { gpus },
