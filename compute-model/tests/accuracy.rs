@@ -82,10 +82,10 @@ fn sets_kept_out_of_the_fit_check_it() {
     let checks = report::checks_target(&s);
     println!("GEMM on the sets kept out of the fit: median {checks:.1}%");
     assert!(checks <= 10.0, "{checks}");
-    // ResNet-50 v1.5 on A100 and V100 (one GPU): the target is 15%; the model stands at 16.3%
-    // today and must not lose ground.
-    assert_eq!(s.training_checks.len(), 6);
+    // ResNet-50 on one GPU (NVIDIA's tables and Lambda's runs): the target is 15%; the model
+    // stands at 32.2% today and must not lose ground.
+    assert_eq!(s.training_checks.len(), 18);
     let training = report::training_checks_target(&s);
     println!("training on the sets kept out of the fit: median {training:.1}%");
-    assert!(training <= 17.0, "{training}");
+    assert!(training <= 33.0, "{training}");
 }

@@ -450,7 +450,12 @@ fn checks_part(w: &mut String, s: &Scored) {
     let all: Vec<f64> = s.checks.iter().map(|c| c.error()).collect();
     writeln!(w, "| **all** | | {} | | | {} |\n", all.len(), band(&all)).unwrap();
     writeln!(w, "Training rows: NVIDIA DeepLearningExamples' ResNet-50 v1.5 tables (one GPU, the README's recipe: batch, precision,").unwrap();
-    writeln!(w, "memory format), priced as the training rows above with the sustained-rate factors fitted to all of them.\n").unwrap();
+    writeln!(w, "memory format) and Lambda's deep learning benchmark (the same training script, one GPU, FP16), priced as the").unwrap();
+    writeln!(
+        w,
+        "training rows above with the sustained-rate factors fitted to all of them.\n"
+    )
+    .unwrap();
     writeln!(
         w,
         "| board | workload | precision | measured | predicted | error |"

@@ -239,7 +239,17 @@ pub fn cases(rows: &[Row]) -> (Vec<TrainingCase>, Vec<(usize, String)>) {
                 accumulation: (global / (micro * gpus)).max(1.0),
                 checkpointing,
                 fp8,
-                per_step: if image { micro } else { micro * seq },
+                // An image workload's op list is one step at its own batch (its name's
+                // `-b<N>`), which a row at another batch is priced by: images per second do
+                // not depend on the batch in the model at these sizes.
+                per_step: if image {
+                    workload
+                        .split('-')
+                        .find_map(|p| p.strip_prefix('b').and_then(|n| n.parse().ok()))
+                        .unwrap_or(micro)
+                } else {
+                    micro * seq
+                },
                 measured: row.value.trim().parse().map_err(|_| "value")?,
                 unit: row.unit.clone(),
                 source: super::measurements::source(&row.source_url),
