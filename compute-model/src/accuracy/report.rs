@@ -183,7 +183,13 @@ pub fn section(s: &Scored) -> String {
     writeln!(w, "run (`-- --svg docs/compute-accuracy.svg`).\n").unwrap();
     writeln!(w, "- **Kernel model** (`compute-model`): a GEMM takes waves of output tiles over the multiprocessors at the fitted").unwrap();
     writeln!(w, "  fraction of peak of its architecture and precision class; other kernels a roofline over the datasheet peaks").unwrap();
-    writeln!(w, "  (vector arithmetic at {:.0}% of peak, memory at {:.0}% of bandwidth), and every kernel at least {:.0} µs.", calibration::DEFAULT_EFFICIENCY * 100.0, calibration::BYTES_EFFICIENCY * 100.0, calibration::FLOOR_NS / 1e3).unwrap();
+    writeln!(w, "  (vector arithmetic at {:.0}% of peak, memory at {:.0}% of bandwidth), and every kernel at least {:.0} µs. A", calibration::DEFAULT_EFFICIENCY * 100.0, calibration::BYTES_EFFICIENCY * 100.0, calibration::FLOOR_NS / 1e3).unwrap();
+    writeln!(w, "  half-precision convolution in NCHW layout also reads and writes each operand and result once more for").unwrap();
+    writeln!(
+        w,
+        "  cuDNN's transposes to and from NHWC (no parameter: the tensors' bytes)."
+    )
+    .unwrap();
     writeln!(w, "- **Sustained rate**: in a program, kernels run at a per-architecture fraction of the kernel model's rate, fitted").unwrap();
     writeln!(w, "  to the training rows (the step rate a training loop reaches over the sum of its kernels timed alone).").unwrap();
     writeln!(w, "- **source held out** (the headline): the row's prediction with every parameter fitted without the rows of its own").unwrap();

@@ -244,7 +244,7 @@ pub fn cases(rows: &[Row]) -> (Vec<TrainingCase>, Vec<(usize, String)>) {
                 // not depend on the batch in the model at these sizes.
                 per_step: if image {
                     workload
-                        .split('-')
+                        .rsplit('-')
                         .find_map(|p| p.strip_prefix('b').and_then(|n| n.parse().ok()))
                         .unwrap_or(micro)
                 } else {
