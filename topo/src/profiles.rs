@@ -246,6 +246,11 @@ pub fn gpu_model(key: &str) -> Result<&'static GpuModel> {
         })
 }
 
+/// Find a model by the name the driver reports for it (`cudaDeviceProp::name`, NVML's).
+pub fn gpu_by_name(name: &str) -> Option<&'static GpuModel> {
+    GPU_MODELS.iter().find(|m| m.name == name)
+}
+
 /// Find a model by PCI device id.
 pub fn gpu_by_pci_device(device: u32) -> Option<&'static GpuModel> {
     GPU_MODELS.iter().find(|m| m.pci_devices.contains(&device))

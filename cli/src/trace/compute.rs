@@ -14,6 +14,8 @@ pub struct ComputeOp {
     pub dur_us: f64,
     /// The `cudaProfilerStart` range it ran in.
     pub range: Option<u64>,
+    /// The board it ran on, as the driver names it (`args.gpu`), when the trace says.
+    pub gpu: Option<String>,
     /// What it did.
     pub cost: KernelCost,
 }
@@ -61,6 +63,7 @@ pub fn read(dir: &str) -> Result<Vec<ComputeOp>, String> {
                 ts_us: e["ts"].as_f64().unwrap_or(0.0),
                 dur_us: e["dur"].as_f64().unwrap_or(0.0),
                 range: a["range"].as_u64(),
+                gpu: a["gpu"].as_str().map(str::to_string),
                 cost: KernelCost {
                     flops: a["flops"].as_f64().unwrap_or(0.0),
                     bytes: a["bytes"].as_f64().unwrap_or(0.0),
@@ -102,6 +105,23 @@ pub fn gpu_of(path: &str) -> Result<GpuSpec, String> {
     Ok(compute_model::spec(model.keys[0]))
 }
 
+/// One op's duration on `gpu`, µs: its traced duration scaled by the model's ratio between
+/// `gpu` and the board it ran on, so a duration the run took from a kernel-time table
+/// (`NCCLSIM_KERNEL_TIMES`, measured on a real GPU) carries over as the measurement scaled;
+/// an op whose board the trace does not name is priced by the model alone.
+fn repriced_us(o: &ComputeOp, gpu: &GpuSpec) -> f64 {
+    let new = compute_model::price(gpu, &o.cost) as f64 / 1e3;
+    let old = o
+        .gpu
+        .as_deref()
+        .and_then(topo::profiles::gpu_by_name)
+        .map(|m| compute_model::price(&compute_model::spec(m.keys[0]), &o.cost) as f64 / 1e3);
+    match old {
+        Some(old) if old > 0.0 => o.dur_us * new / old,
+        _ => new,
+    }
+}
+
 /// (traced, repriced) compute time per process, µs (averaged over the processes that computed).
 pub fn reprice(ops: &[ComputeOp], gpu: &GpuSpec) -> (f64, f64) {
     let procs = ops
@@ -111,10 +131,7 @@ pub fn reprice(ops: &[ComputeOp], gpu: &GpuSpec) -> (f64, f64) {
         .len()
         .max(1) as f64;
     let traced: f64 = ops.iter().map(|o| o.dur_us).sum();
-    let repriced: f64 = ops
-        .iter()
-        .map(|o| compute_model::price(gpu, &o.cost) as f64 / 1e3)
-        .sum();
+    let repriced: f64 = ops.iter().map(|o| repriced_us(o, gpu)).sum();
     (traced / procs, repriced / procs)
 }
 
@@ -133,6 +150,7 @@ mod tests {
             ts_us: 0.0,
             dur_us: 10.0,
             range: None,
+            gpu: None,
             cost: KernelCost {
                 flops: 2e12,
                 bytes: 0.0,
@@ -148,5 +166,35 @@ mod tests {
             (on_h100 - (2e12 / (e * 989.5e12) * 1e6 + 3.0) / s).abs() < 1e-3,
             "{on_h100}"
         );
+    }
+
+    /// A duration measured on an A100 (twice what the model gives there) moves to the H100
+    /// as the measurement times the model's A100-to-H100 ratio, not as the model's H100 time.
+    #[test]
+    fn a_measured_duration_is_scaled_not_replaced() {
+        let a100 = compute_model::spec("A100-SXM4");
+        let h100 = gpu_of("../topologies/dgx-h100.xml").unwrap();
+        let cost = KernelCost {
+            flops: 4e12,
+            bytes: 1e9,
+            unit: Unit::Tensor(Precision::Bf16),
+            gemm: None,
+        };
+        let model = |g: &GpuSpec| compute_model::price(g, &cost) as f64 / 1e3;
+        let op = |gpu: Option<&str>| ComputeOp {
+            pid: 1,
+            ts_us: 0.0,
+            dur_us: 2.0 * model(&a100),
+            range: None,
+            gpu: gpu.map(str::to_string),
+            cost,
+        };
+        let named = [op(Some("NVIDIA A100-SXM4-80GB"))];
+        let (_, scaled) = reprice(&named, &h100);
+        let want = 2.0 * model(&h100);
+        assert!((scaled - want).abs() < 1e-6 * want, "{scaled} vs {want}");
+        // Without the board, the model prices the op on the H100 by itself.
+        let (_, modelled) = reprice(&[op(None)], &h100);
+        assert!((modelled - model(&h100)).abs() < 1e-9, "{modelled}");
     }
 }

@@ -252,6 +252,17 @@ def cost(info: Priced, args: tuple, kwargs: dict, result) -> tuple:
     return flops, nbytes, unit, precision, first, gemm, ins
 
 
+_names: dict = {}
+
+
+def _device_name(index: int) -> str:
+    """The board of device `index` as the driver names it (what `trace reprice` scales from)."""
+    name = _names.get(index)
+    if name is None:
+        name = _names[index] = torch.cuda.get_device_name(index)
+    return name
+
+
 def _price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device | None) -> int:
     """Prices one op; returns the core's status (0, or why it refused)."""
     global total_ns
@@ -280,7 +291,8 @@ def _price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device
             "name": info.name, "cat": "compute", "ph": "X", "pid": _pid, "tid": stream,
             "ts": out.start.value / 1e3, "dur": ns / 1e3,
             "args": {
-                "device": index, "stream": stream, "flops": flops, "bytes": nbytes,
+                "device": index, "gpu": _device_name(index), "stream": stream,
+                "flops": flops, "bytes": nbytes,
                 "unit": "tensor" if unit == _TENSOR else "vector", "precision": _NAMES[precision],
                 "shapes": [list(t.shape) for t in ins],
                 "dtype": str(first.dtype).removeprefix("torch.") if first is not None else None,

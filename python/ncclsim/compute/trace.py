@@ -3,7 +3,7 @@
 Each process that computes on the simulated GPUs writes `DIR/compute-<host>-<pid>.json`, a
 Chrome-trace / Perfetto JSON array of complete events (category `compute`) beside the NCCL
 trace of the same process: the op, its stream's virtual start and modelled duration, the
-device, stream, shapes, dtype, FLOPs, bytes, the units and precision it was priced on, and the
+device and its board's name, stream, shapes, dtype, FLOPs, bytes, the units and precision it was priced on, and the
 `cudaProfilerStart` range it ran in. Events are buffered and the file is rewritten complete
 (valid JSON) at every flush and at exit. `ncclsim trace kernels DIR` lists them with the NCCL
 operations in nsys's GPU trace columns.
