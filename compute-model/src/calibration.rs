@@ -105,11 +105,11 @@ pub const CLASS_EFFICIENCY: &[(Class, f64)] = &[
 pub const SUSTAINED: &[(Arch, f64)] = &[
     (Arch::Ampere, 0.817),
     (Arch::AmpereGa10x, 1.000),
-    (Arch::Hopper, 0.623),
+    (Arch::Hopper, 0.610),
 ];
 
 /// The sustained-rate factor of architectures without training rows (over all rows).
-pub const SUSTAINED_ALL: f64 = 0.812;
+pub const SUSTAINED_ALL: f64 = 0.803;
 
 /// The sustained-rate factor of `arch`.
 pub fn sustained(arch: Arch) -> f64 {

@@ -186,7 +186,7 @@ def workloads():
         for mb, seq in ((1, 2048), (2, 2048), (3, 2048), (4, 2048), (6, 2048), (8, 2048), (10, 2048),
                         (12, 2048), (14, 2048), (24, 2048), (32, 2048), (40, 2048), (56, 512)):
             w[f"mpt-{size}-mb{mb}-s{seq}"] = ("lm", mpt(size), mb, seq)
-    for name, seq, mb in (("llama3-8b", 8192, 1), ("llama3-70b", 8192, 1), ("llama2-13b", 4096, 2),
+    for name, seq, mb in (("llama3-8b", 8192, 1), ("llama3-8b", 8192, 2), ("llama3-70b", 8192, 1), ("llama2-13b", 4096, 2),
                           ("llama2-70b", 4096, 1)):
         w[f"{name}-mb{mb}-s{seq}"] = ("lm", llama(name), mb, seq)
     for cl in (False, True):
@@ -207,7 +207,7 @@ NEEDED = {
     "mpt-1b-mb14-s2048", "mpt-7b-mb6-s2048", "mpt-13b-mb2-s2048", "mpt-30b-mb3-s2048", "mpt-70b-mb8-s2048",
     "mpt-760m-mb24-s2048", "mpt-3b-mb10-s2048", "mpt-1b-mb56-s512", "mpt-125m-mb40-s2048",
     "mpt-350m-mb32-s2048", "mpt-760m-mb24-s2048", "mpt-3b-mb6-s2048", "mpt-7b-mb12-s2048", "mpt-13b-mb4-s2048",
-    "llama3-8b-mb1-s8192", "llama3-70b-mb1-s8192", "llama2-13b-mb2-s4096", "llama2-70b-mb1-s4096",
+    "llama3-8b-mb1-s8192", "llama3-8b-mb2-s8192", "llama3-70b-mb1-s8192", "llama2-13b-mb2-s4096", "llama2-70b-mb1-s4096",
     "resnet50-b512-nchw", "resnet101-b256-nchw", "vit-b16-b192-nchw",
     "resnet50-b512-nhwc", "resnet101-b256-nhwc", "vit-b16-b192-nhwc",
     "resnet50-b256-nhwc", "resnet50-b256-nchw-fp32", "resnet50-b112-nchw-fp32",

@@ -96,6 +96,7 @@ const WORKLOADS: &[(&str, &str)] = workloads!(
     "mpt-30b-mb3-s2048",
     "mpt-70b-mb8-s2048",
     "llama3-8b-mb1-s8192",
+    "llama3-8b-mb2-s8192",
     "llama3-70b-mb1-s8192",
     "llama2-13b-mb2-s4096",
     "llama2-70b-mb1-s4096",
@@ -163,6 +164,7 @@ fn recipe(row: &Row) -> Result<(&'static str, Checkpointing, bool), &'static str
         return Ok((w.2, ac, fp8));
     }
     let w = match (m, row.kind.as_str()) {
+        (m, _) if m.starts_with("Llama 3.1 8B") && b.starts_with("local 2,") => "llama3-8b-mb2-s8192",
         (m, _) if m.starts_with("Llama 3 8B") => "llama3-8b-mb1-s8192",
         ("Llama 3 70B", _) => "llama3-70b-mb1-s8192",
         (m, _) if m.starts_with("Llama 2 13B") => "llama2-13b-mb2-s4096",
