@@ -29,7 +29,6 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
-from torch.utils._pytree import tree_map  # noqa: E402
 
 from ncclsim.compute import kernels, timing  # noqa: E402
 
@@ -216,18 +215,11 @@ NEEDED = {
 
 # ---------------------------------------------------------------- recording
 
-def _keep_channels_last(t):
-    if isinstance(t, torch.Tensor) and t.dim() == 4 and t.is_floating_point():
-        return t.contiguous(memory_format=torch.channels_last)
-    return t
-
-
 class Recorder(TorchDispatchMode):
     """Prices every op the runtime would (ops with a CUDA kernel, not views or allocations)."""
 
-    def __init__(self, channels_last: bool = False):
+    def __init__(self):
         super().__init__()
-        self.channels_last = channels_last
         self.phase = "fwd"
         self.ops = Counter()
         self.priced = {}
@@ -236,10 +228,10 @@ class Recorder(TorchDispatchMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         name = func.name()
-        if self.channels_last and name.startswith("aten::convolution"):
-            # cuDNN's convolutions give a channels-last input's results in that layout; the
-            # meta device's give NCHW, so the layout is carried on here as the GPU would.
-            out = tree_map(_keep_channels_last, out)
+        if name in kernels._CONVOLUTIONS:
+            # The layout cuDNN gives the results (the meta kernels' is always NCHW), as
+            # `--compute time` keeps it.
+            out = kernels._conv_layout(name, list(args), out)
         info = self.priced.get(func)
         if info is None:
             # A forward convolution runs on the meta device as itself; on CUDA it decomposes
@@ -270,7 +262,7 @@ def record(name, spec):
                 x = x.to(memory_format=torch.channels_last)
             inputs = (x, torch.zeros(batch, dtype=torch.long))
         params = sum(p.numel() for p in model.parameters())
-        rec = Recorder(channels_last=kind != "lm" and bool(extra))
+        rec = Recorder()
         with rec:
             loss = model(*inputs)
             rec.phase = "bwd"

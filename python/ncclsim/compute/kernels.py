@@ -223,7 +223,10 @@ def _run(info: _Op, args: tuple, kwargs: dict, meta: bool):
     if info.outs:
         return _run_outs(info, fn, call, kwargs, cargs, ckwargs, meta)
     try:
-        return call.back(fn(*cargs, **ckwargs), not meta)
+        r = fn(*cargs, **ckwargs)
+        if meta and info.name in _CONVOLUTIONS:
+            r = _conv_layout(info.name, cargs, r)
+        return call.back(r, not meta)
     except RuntimeError as e:
         if meta or info.writes or info.fft or not _no_half_kernel(e):
             raise
@@ -231,6 +234,31 @@ def _run(info: _Op, args: tuple, kwargs: dict, meta: bool):
 
 
 _HALF = (torch.float16, torch.bfloat16)
+
+_CONVOLUTIONS = {"aten::convolution", "aten::_convolution", "aten::cudnn_convolution",
+                 "aten::convolution_backward", "aten::cudnn_convolution_transpose"}
+
+
+def _channels_last(t) -> bool:
+    return (isinstance(t, torch.Tensor) and t.dim() == 4 and not t.is_contiguous()
+            and t.is_contiguous(memory_format=torch.channels_last))
+
+
+def _conv_layout(name: str, cargs: list, r):
+    """A convolution's shaped-only results in the layout cuDNN gives them: channels-last when
+    its input or weight is (torch's `cudnn_conv_suggest_memory_format`); the meta kernels
+    return NCHW whatever the inputs, which would make every later convolution of a
+    channels-last model look like an NCHW one."""
+    first = 1 if name == "aten::convolution_backward" else 0
+    if not any(_channels_last(a) for a in cargs[first:first + 2]):
+        return r
+
+    def keep(x):
+        if isinstance(x, torch.Tensor) and x.dim() == 4 and x.is_floating_point():
+            return x.contiguous(memory_format=torch.channels_last)
+        return x
+
+    return tuple(keep(x) for x in r) if isinstance(r, tuple) else keep(r)
 
 
 def _no_half_kernel(e: RuntimeError) -> bool:
