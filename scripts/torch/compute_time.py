@@ -4,6 +4,7 @@ that nothing writes costs no host memory.
 Run in one process under `ncclsim run --compute time`. Checks:
 - a training step of a small CNN and an MLP runs, and every result has the shape, dtype and
   device the same ops give on the CPU;
+- a channels-last convolution's output and input gradient are channels-last, as on the CPU;
 - ops whose output shape depends on the data (`nonzero`, boolean indexing) are still computed,
   so on inputs copied in from the host their shapes are right (on inputs that other ops
   produced in this mode the values, and so those shapes, are undefined);
@@ -60,6 +61,23 @@ F.cross_entropy(out, y.to(dev)).backward()
 for n, p in gnet.named_parameters():
     same_meta(f"gradient of {n}", p.grad, p.detach().cpu())
 opt.step()
+
+# A channels-last convolution gives channels-last results (the layout torch gives on the CPU and
+# cuDNN on a GPU), forward and backward, so the next convolution is priced as channels-last too.
+conv = nn.Conv2d(8, 8, 3, padding=1).to(memory_format=torch.channels_last)
+xc = torch.randn(2, 8, 12, 12).to(memory_format=torch.channels_last).requires_grad_()
+want_c = conv(xc)
+want_c.sum().backward()
+gconv = conv.to(dev)
+gx = xc.detach().to(dev).requires_grad_()
+got_c = gconv(gx)
+got_c.sum().backward()
+cl = torch.channels_last
+for name, got, ref in (("output", got_c, want_c), ("input gradient", gx.grad, xc.grad)):
+    same_meta(f"channels-last convolution {name}", got, ref)
+    if got.is_contiguous(memory_format=cl) != ref.is_contiguous(memory_format=cl):
+        fail(f"channels-last convolution {name}: strides {got.stride()}, the CPU gives {ref.stride()}")
+    checks += 1
 
 # Data-dependent output shapes are computed for real.
 v = torch.tensor([0.0, 1.0, 0.0, 2.0, 3.0], device=dev)
