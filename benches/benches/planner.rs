@@ -54,21 +54,36 @@ fn bench(c: &mut Criterion) {
     c.bench_function("planner/world 18 x gb200 tray (one NVL72 clique)", |b| {
         b.iter(|| black_box(Planner::new(rack.clone(), s.clone()).plan_world().unwrap()))
     });
-    let mut doms = Cluster::load(&topology_file("gb200-nvl72-tray.xml"), 4, &s.topo, None).unwrap();
-    doms.set_nvl_domains(topo::NvlDomains::Gpus(8)).unwrap();
-    let dom_members = planner::world_members(&doms);
-    c.bench_function(
-        "planner/tp8 dp2 job, 2 NVLink domains of 2 gb200 trays",
-        |b| {
-            b.iter(|| {
-                black_box(
-                    Planner::new(doms.clone(), s.clone())
-                        .plan_job(&dom_members, &spec)
-                        .unwrap(),
-                )
-            })
-        },
-    );
+    // Trays' NICs their own (the default) and the tray file's GUIDs on every tray.
+    for (guids, label) in [
+        (topo::NicGuids::PerHost, "per-tray NICs"),
+        (topo::NicGuids::AsFile, "--nic-guids as-file"),
+    ] {
+        let mut doms =
+            Cluster::load(&topology_file("gb200-nvl72-tray.xml"), 4, &s.topo, None).unwrap();
+        doms.set_nvl_domains(topo::NvlDomains::Gpus(8)).unwrap();
+        doms.nic_guids = guids;
+        let dom_members = planner::world_members(&doms);
+        c.bench_function(
+            &format!("planner/tp8 dp2 job, 2 NVLink domains of 2 gb200 trays, {label}"),
+            |b| {
+                b.iter(|| {
+                    black_box(
+                        Planner::new(doms.clone(), s.clone())
+                            .plan_job(&dom_members, &spec)
+                            .unwrap(),
+                    )
+                })
+            },
+        );
+        let mut racks =
+            Cluster::load(&topology_file("gb200-nvl72-tray.xml"), 36, &s.topo, None).unwrap();
+        racks.nic_guids = guids;
+        c.bench_function(
+            &format!("planner/world 36 x gb200 tray (two NVL72 racks), {label}"),
+            |b| b.iter(|| black_box(Planner::new(racks.clone(), s.clone()).plan_world().unwrap())),
+        );
+    }
     let big = Cluster::load(&topology_file("dgx-a100.xml"), 1024, &s.topo, None).unwrap();
     let mut g = c.benchmark_group("planner-large");
     g.sample_size(10);

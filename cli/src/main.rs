@@ -115,6 +115,12 @@ struct Input {
     /// domains of up to 72 GPUs; other nodes none. `--env NCCL_MNNVL_ENABLE=0` turns it off.
     #[arg(long = "nvl-domain", value_name = "GPUS")]
     nvl_domain: Option<usize>,
+    /// Identity of the NICs of nodes built from one file when an NVLink domain's nodes are
+    /// fused: per-host (default: each node's NICs are its own, as on real trays) or as-file (the
+    /// file's `guid`s on every node, as NCCL reads one NCCL_TOPO_FILE given to every host; equal
+    /// GUIDs are one NIC to NCCL's search).
+    #[arg(long = "nic-guids", value_name = "MODE", default_value = "per-host", value_parser = ["per-host", "as-file"])]
+    nic_guids: String,
 }
 
 fn settings(input: &Input) -> Result<TopoSettings, String> {
@@ -131,7 +137,16 @@ fn load(input: &Input) -> Result<Cluster, String> {
         input.gpu.as_deref(),
         input.nic_speed.as_deref(),
         input.nvl_domain,
+        nic_guids(&input.nic_guids),
     )
+}
+
+/// `--nic-guids`: the identity of the NICs of nodes built from one file.
+pub(crate) fn nic_guids(mode: &str) -> topo::NicGuids {
+    match mode {
+        "as-file" => topo::NicGuids::AsFile,
+        _ => topo::NicGuids::PerHost,
+    }
 }
 
 /// `--nvl-domain`: how the nodes are grouped into NVLink domains.
@@ -174,6 +189,7 @@ pub(crate) fn load_cluster(
     gpu: Option<&str>,
     nic_speed: Option<&str>,
     nvl_domain: Option<usize>,
+    nic_guids: topo::NicGuids,
 ) -> Result<Cluster, String> {
     let gpu = gpu
         .map(topo::profiles::gpu_model)
@@ -199,6 +215,7 @@ pub(crate) fn load_cluster(
     .map_err(|e| e.to_string())?;
     c.set_nvl_domains(nvl_domains(nvl_domain))
         .map_err(|e| e.to_string())?;
+    c.nic_guids = nic_guids;
     for n in &c.notes {
         eprintln!("note: {n}");
     }

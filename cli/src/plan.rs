@@ -155,6 +155,7 @@ pub fn plan(args: &PlanArgs, pairs: &[(String, String)]) -> Result<(Cluster, Job
         sys.gpu.as_deref(),
         sys.nic_speed.as_deref(),
         sys.nvl_domain,
+        crate::nic_guids(&sys.nic_guids),
     )?;
     let gpus = args.gpus.as_deref().map(parse_gpus).transpose()?;
     let members = members(&cluster, gpus.as_deref())?;

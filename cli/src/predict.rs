@@ -32,6 +32,12 @@ pub struct SystemArgs {
     /// domains of up to 72 GPUs; other nodes none. `--env NCCL_MNNVL_ENABLE=0` turns it off.
     #[arg(long = "nvl-domain", value_name = "GPUS")]
     pub nvl_domain: Option<usize>,
+    /// Identity of the NICs of nodes built from one file when an NVLink domain's nodes are
+    /// fused: per-host (default: each node's NICs are its own, as on real trays) or as-file (the
+    /// file's `guid`s on every node, as NCCL reads one NCCL_TOPO_FILE given to every host; equal
+    /// GUIDs are one NIC to NCCL's search).
+    #[arg(long = "nic-guids", value_name = "MODE", default_value = "per-host", value_parser = ["per-host", "as-file"])]
+    pub nic_guids: String,
 }
 
 /// Arguments of the size sweep.
@@ -183,6 +189,7 @@ pub fn build(
     cluster
         .set_nvl_domains(crate::nvl_domains(sys.nvl_domain))
         .map_err(|e| e.to_string())?;
+    cluster.nic_guids = crate::nic_guids(&sys.nic_guids);
     let plan = planner::Planner::new(cluster, psettings)
         .plan_world()
         .map_err(|e| e.to_string())?;

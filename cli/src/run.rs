@@ -356,7 +356,7 @@ fn base_env(
             let nodes = usize::try_from(args.nodes).unwrap_or(1).max(1);
             let s = topo::TopoSettings::default();
             // The grouping's errors name the flag, its value and the file.
-            crate::load_cluster(t, nodes, &s, None, None, Some(d))?;
+            crate::load_cluster(t, nodes, &s, None, None, Some(d), topo::NicGuids::PerHost)?;
         } else if d == 0 {
             return Err("--nvl-domain 0: an NVLink domain needs at least one GPU".into());
         }

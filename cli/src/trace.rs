@@ -326,7 +326,15 @@ fn reprice(a: &RepriceArgs) -> Result<(), String> {
     if nodes < used {
         return Err(format!("--nodes {nodes}: the run used {used} nodes"));
     }
-    let cluster = crate::load_cluster(&a.topo, nodes, &psettings.topo, None, None, None)?;
+    let cluster = crate::load_cluster(
+        &a.topo,
+        nodes,
+        &psettings.topo,
+        None,
+        None,
+        None,
+        topo::NicGuids::PerHost,
+    )?;
     let planner = planner::Planner::new(cluster, psettings);
     let devs = planner.host_devs();
     let mut models: BTreeMap<String, CostModel> = BTreeMap::new();

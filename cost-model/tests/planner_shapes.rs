@@ -111,7 +111,8 @@ fn an_nvl72_rack_is_tuned_as_one_node_with_nvls_over_the_rack() {
 /// NVLink domain), three domains of two trays (NICs with GUIDs of their own per tray, as the
 /// measured trays have: with the file's GUIDs shared the two trays' NICs count as one and the
 /// ring gets 8x24 instead of 8x48), and two racks from copies of the tray file with its NIC
-/// GUIDs shared (as the file is) or made distinct per tray.
+/// GUIDs shared (`NicGuids::AsFile`) or each tray's own: the cluster's default, and the same plan
+/// as copies of the file whose GUIDs were edited per tray.
 #[test]
 fn nvl72_calibration_shapes_match_the_planner() {
     use planner::Planner;
@@ -121,34 +122,40 @@ fn nvl72_calibration_shapes_match_the_planner() {
     );
     let s = PlannerSettings::default();
     let xml = topo::read_xml(&path).unwrap();
-    let cluster = |trays: usize, distinct: bool| {
+    // `edited`: each tray a copy of the file with GUIDs of its own; `guids`: the cluster's mode.
+    let cluster = |trays: usize, edited: bool, guids: topo::NicGuids| {
         let hosts: Vec<(String, std::sync::Arc<topo::XmlElement>)> = (0..trays)
             .map(|h| {
                 let mut x = xml.clone();
-                if distinct {
+                if edited {
                     own_guids(&mut x, h);
                 }
                 (path.clone(), std::sync::Arc::new(x))
             })
             .collect();
-        topo::Cluster::from_hosts(&hosts, &s.topo, Default::default()).unwrap()
+        let mut c = topo::Cluster::from_hosts(&hosts, &s.topo, Default::default()).unwrap();
+        c.nic_guids = guids;
+        c
     };
+    use topo::NicGuids::{AsFile, PerHost};
     let world =
         |c: topo::Cluster| CommShape::from_plan(&Planner::new(c, s.clone()).plan_world().unwrap());
-    let rack = world(cluster(18, false));
+    let rack = world(cluster(18, false, PerHost));
     assert!(rack.mnnvl && rack.n_nodes == 1 && rack.n_ranks == 72);
     assert_eq!(key(&rack), key(&System::Gb200Nvl.shape(1, 72, true)));
-    let mut c = cluster(6, true);
+    let mut c = cluster(6, false, PerHost);
     c.set_nvl_domains(topo::NvlDomains::Gpus(8)).unwrap();
     let three = world(c);
     assert_eq!(key(&three), key(&System::Gb200Nvl.shape(3, 8, true)));
-    let shared = world(cluster(36, false));
+    let shared = world(cluster(36, false, AsFile));
     assert_eq!(
         key(&shared),
         key(&cost_model::calibration::racks_from_one_tray_file(2))
     );
-    let distinct = world(cluster(36, true));
-    assert_eq!(key(&distinct), key(&System::Gb200Nvl.shape(2, 72, true)));
+    let edited = world(cluster(36, true, AsFile));
+    assert_eq!(key(&edited), key(&System::Gb200Nvl.shape(2, 72, true)));
+    let default = world(cluster(36, false, PerHost));
+    assert_eq!(key(&default), key(&edited));
 }
 
 /// Give a host's NICs GUIDs of their own (the file's with the host number in the top bits).

@@ -2,7 +2,7 @@
 //! topology, so a 1024-node cluster of one node type costs one node's parse and paths.
 
 use crate::error::{Result, TopoError};
-use crate::mnnvl::{self, FabricInfo, HostShape, NvlDomains};
+use crate::mnnvl::{self, FabricInfo, HostShape, NicGuids, NvlDomains};
 use crate::paths::Topology;
 use crate::profiles::{self, GpuModel};
 use crate::settings::TopoSettings;
@@ -44,6 +44,9 @@ pub struct Cluster {
     pub nodes: Vec<ClusterNode>,
     /// Notes about guesses made while completing skeletons.
     pub notes: Vec<String>,
+    /// The identity of NICs of hosts built from one file when a clique's hosts are fused
+    /// (default: each host's NICs its own, as on real hardware).
+    pub nic_guids: NicGuids,
 }
 
 /// The most hosts a cluster may have (131,072 hosts of 8 GPUs are a million ranks; NCCL's rank
@@ -88,6 +91,7 @@ impl Cluster {
                         rank_base: 0,
                         inter,
                         fusion: settings.nic_fusion.clone(),
+                        nic_guids: NicGuids::default(),
                     };
                     let sys = System::from_xml(&x, source, &opts)?;
                     if sys.count(NodeKind::Gpu) == 0 {
@@ -112,7 +116,11 @@ impl Cluster {
             });
             rank += ngpus;
         }
-        let mut cluster = Cluster { nodes, notes };
+        let mut cluster = Cluster {
+            nodes,
+            notes,
+            nic_guids: NicGuids::default(),
+        };
         cluster.set_nvl_domains(NvlDomains::Auto)?;
         Ok(cluster)
     }
@@ -210,6 +218,7 @@ impl Cluster {
             rank_base: 0,
             inter: ranks.len() < self.n_gpus(),
             fusion: settings.nic_fusion.clone(),
+            nic_guids: self.nic_guids,
         };
         let sys = System::from_clique(&ranks, &opts)?;
         Ok(Some(Topology::new(sys, settings)))

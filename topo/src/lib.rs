@@ -29,7 +29,7 @@ pub mod xml;
 
 pub use cluster::{Cluster, ClusterNode, Completion};
 pub use error::{Result, TopoError};
-pub use mnnvl::{FabricInfo, NvlDomains};
+pub use mnnvl::{FabricInfo, NicGuids, NvlDomains};
 pub use path::{LinkType, PathType};
 pub use paths::{GdrMode, Path, Topology};
 pub use settings::TopoSettings;

@@ -137,6 +137,41 @@ pub enum NvlDomains {
     None,
 }
 
+/// Which identity the NICs of hosts built from one topology file get when the hosts' XMLs are
+/// fused into one multi-node NVLink system.
+///
+/// NCCL 2.30.7 takes a `<net>`'s `guid` as the identity of the NIC's ASIC (`src/graph/topo.cc`
+/// `ncclTopoAddNet`: `net.asic`), and during the search takes a channel's bandwidth from every
+/// NET with the same ASIC and port (`src/graph/search.cc` `ncclTopoSearchRecNet`), on a system
+/// that, for a clique, holds every host's NICs (`ncclTopoGetSystem` fuses the ranks' XMLs, each
+/// host's nodes keyed by its `host_hash`, NET ids by `NCCL_TOPO_ID(systemId, dev)`). Without a
+/// topology file the GUID comes from the net plugin (`ncclTopoFillNet` via
+/// `xmlInitAttrUint64(netNode, "guid", props.guid)`; the IB plugin reports the HCA's node GUID),
+/// so on real trays every host's NICs are distinct ASICs. Only a topology file that carries
+/// `guid` attributes overrides it (`xmlInitAttr` keeps an attribute already present), so the same
+/// file given to every host (`NCCL_TOPO_FILE`) makes every host's NIC k one ASIC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NicGuids {
+    /// Real hardware: a GUID a host shares with an earlier host of the clique (its file is a copy
+    /// of that host's) is replaced, on that host, by one of its own; NICs of one host that share
+    /// a GUID (ports of one ASIC) still share it.
+    #[default]
+    PerHost,
+    /// The GUIDs of each host's file as written, as NCCL reads them when every host is given
+    /// that file as `NCCL_TOPO_FILE`.
+    AsFile,
+}
+
+/// The GUID host `host_hash` gives its NIC whose file says `guid` when an earlier host of the
+/// clique already has that GUID (SplitMix64 of both: any value works as long as it is the same
+/// for every rank of the host and unlikely to equal another NIC's).
+pub fn host_guid(guid: u64, host_hash: u64) -> u64 {
+    let mut z = guid ^ host_hash.rotate_left(29) ^ 0x9e37_79b9_7f4a_7c15;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 /// One host as the domain assignment sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct HostShape<'a> {

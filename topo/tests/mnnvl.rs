@@ -14,6 +14,10 @@ fn tray() -> (Arc<topo::XmlElement>, String) {
 }
 
 fn rack(trays: usize) -> Topology {
+    rack_with(trays, topo::NicGuids::PerHost)
+}
+
+fn rack_with(trays: usize, nic_guids: topo::NicGuids) -> Topology {
     let (xml, file) = tray();
     let s = TopoSettings::default();
     let host = HostXml::prepare(&xml, &file, &s.nic_fusion, s.version).unwrap();
@@ -32,6 +36,7 @@ fn rack(trays: usize) -> Topology {
     let opts = BuildOptions {
         version: s.version,
         fusion: s.nic_fusion.clone(),
+        nic_guids,
         ..Default::default()
     };
     let sys = System::from_clique(&ranks, &opts).unwrap();
@@ -83,7 +88,7 @@ fn a_rack_fuses_into_one_system_with_one_nvswitch() {
 
 #[test]
 fn two_trays_keep_their_nics_apart() {
-    let t = rack(2);
+    let t = rack_with(2, topo::NicGuids::AsFile);
     let sys = &t.system;
     assert_eq!(
         (
@@ -96,12 +101,44 @@ fn two_trays_keep_their_nics_apart() {
     let nets = sys.nodes(NodeKind::Net);
     let ids: Vec<u64> = nets.iter().map(|&n| sys.node(n).id >> 56).collect();
     assert_eq!(ids, [0, 0, 0, 0, 1, 1, 1, 1]);
-    // Both trays come from one file: their NICs keep its GUIDs, so NCCL sees port k of each
-    // tray as one ASIC.
+    // Both trays come from one file whose GUIDs are kept (`NicGuids::AsFile`), so NCCL sees
+    // port k of each tray as one ASIC.
     let asic = |i: usize| sys.node(nets[i]).net().unwrap().asic;
     assert_eq!(asic(0), 0x1330_f000_03ae_6d94);
     assert_eq!(
         (0..4).map(asic).collect::<Vec<_>>(),
         (4..8).map(asic).collect::<Vec<_>>()
     );
+}
+
+/// The tray file gives its four NICs four GUIDs. Fused from copies of it, the trays' NICs are
+/// distinct ASICs by default (each tray keeps four, and no GUID is on two trays), and with
+/// `NicGuids::AsFile` NIC k of every tray is one ASIC (four GUIDs over twelve NETs).
+#[test]
+fn each_tray_has_nics_of_its_own_unless_the_file_guids_are_kept() {
+    let asics = |t: &Topology| -> Vec<(u64, u64)> {
+        let sys = &t.system;
+        sys.nodes(NodeKind::Net)
+            .iter()
+            .map(|&n| (sys.node(n).id >> 56, sys.node(n).net().unwrap().asic))
+            .collect()
+    };
+    let distinct = |v: &[(u64, u64)]| {
+        let mut a: Vec<u64> = v.iter().map(|x| x.1).collect();
+        a.sort_unstable();
+        a.dedup();
+        a.len()
+    };
+    let own = asics(&rack_with(3, topo::NicGuids::PerHost));
+    assert_eq!((own.len(), distinct(&own)), (12, 12));
+    let file = asics(&rack_with(3, topo::NicGuids::AsFile));
+    assert_eq!((file.len(), distinct(&file)), (12, 4));
+    // The first tray keeps the file's GUIDs either way.
+    let first = |v: &[(u64, u64)]| -> Vec<u64> {
+        let h = v[0].0;
+        let mut a: Vec<u64> = v.iter().filter(|x| x.0 == h).map(|x| x.1).collect();
+        a.sort_unstable();
+        a
+    };
+    assert_eq!(first(&own), first(&file));
 }

@@ -121,7 +121,8 @@ impl RackGraphs {
 }
 
 /// `racks` GB200 NVL72 racks with NVLS, planned from copies of the tray file (shared NIC GUIDs):
-/// what `ncclsim predict --topo topologies/gb200-nvl72-tray.xml --nodes 18*racks` plans.
+/// what `ncclsim predict --topo topologies/gb200-nvl72-tray.xml --nodes 18*racks --nic-guids
+/// as-file` plans (without `--nic-guids`, each tray's NICs are its own: `System::Gb200Nvl`).
 pub fn racks_from_one_tray_file(racks: usize) -> CommShape {
     let (mut s, nvls, ch) = RackGraphs::of(false, racks).shape(racks, 72, 100);
     s.mnnvl = true;

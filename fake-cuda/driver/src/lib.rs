@@ -718,4 +718,5 @@ unsupported!(
     cuTensorMapEncodeTiled,
 );
 
+mod fabric;
 mod vmm;

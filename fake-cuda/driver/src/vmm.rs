@@ -11,8 +11,7 @@ use std::ffi::{c_int, c_uint, c_void};
 const ALLOCATION_PINNED: c_int = 1;
 /// `CU_MEM_LOCATION_TYPE_DEVICE`.
 const LOCATION_DEVICE: c_int = 1;
-/// `CU_MEM_HANDLE_TYPE_FABRIC`.
-const HANDLE_TYPE_FABRIC: c_int = 8;
+use crate::fabric::{self, FABRIC_HANDLE_BYTES, HANDLE_TYPE_FABRIC};
 
 /// `CUmemLocation`.
 #[repr(C)]
@@ -86,9 +85,6 @@ fn check_prop(prop: *const CUmemAllocationProp) -> Result<CUmemAllocationProp> {
     Ok(p)
 }
 
-/// `CUDA_ERROR_NOT_PERMITTED`.
-const NOT_PERMITTED: crate::CUresult = 800;
-
 /// Whether this process's simulated node is in an NVLink domain spanning nodes (what NVML's GPU
 /// fabric information reports, `topo::mnnvl::process_fabric`): its GPUs then report fabric
 /// handle support, as GB200/GB300 NVL72 GPUs do.
@@ -129,18 +125,22 @@ drv_fn!(
             return Err(invalid());
         }
         let types = p.requested_handle_types as u32;
-        if p.requested_handle_types & HANDLE_TYPE_FABRIC != 0 && node_has_fabric()? {
-            // What a GPU of an NVL72 tray answers when the host is not in an IMEX domain:
-            // fabric handles are not simulated, and callers fall back to POSIX descriptors.
-            return Err(DriverError::Code(NOT_PERMITTED));
-        }
-        let h = core()?.mem_create(p.location.id, size as u64, types)?;
+        let h = if p.requested_handle_types & HANDLE_TYPE_FABRIC != 0 {
+            if types & !(HANDLE_TYPE_FABRIC as u32 | HANDLE_TYPE_POSIX_FD) != 0 {
+                return Err(DriverError::Code(NOT_SUPPORTED));
+            }
+            fabric::create(p.location.id, size as u64, types)?
+        } else {
+            core()?.mem_create(p.location.id, size as u64, types)?
+        };
         write_out(handle, h)
     }
 );
 drv_fn!(
     fn cuMemRelease(handle: u64) {
-        Ok(core()?.mem_release(handle)?)
+        core()?.mem_release(handle)?;
+        fabric::released(handle);
+        Ok(())
     }
 );
 drv_fn!(
@@ -198,10 +198,17 @@ drv_fn!(
         }
         match kind {
             1 => {
+                // A fabric allocation is exportable as a descriptor only when asked for.
+                if fabric::requested_types(handle).is_some_and(|t| t & HANDLE_TYPE_POSIX_FD == 0) {
+                    return Err(invalid());
+                }
                 let fd = core()?.mem_export(handle)?;
                 write_out(shareable.cast::<c_int>(), fd)
             }
-            HANDLE_TYPE_FABRIC => Err(DriverError::Code(NOT_SUPPORTED)),
+            HANDLE_TYPE_FABRIC => {
+                let bytes = fabric::export(handle)?;
+                write_out(shareable.cast::<[u8; FABRIC_HANDLE_BYTES]>(), bytes)
+            }
             _ => Err(invalid()),
         }
     }
@@ -214,7 +221,11 @@ drv_fn!(
         match kind {
             // The descriptor travels in the pointer-sized argument.
             1 => write_out(handle, core()?.mem_import(os_handle as usize as c_int)?),
-            HANDLE_TYPE_FABRIC => Err(DriverError::Code(NOT_SUPPORTED)),
+            // The handle's 64 bytes are at the pointer.
+            HANDLE_TYPE_FABRIC => {
+                let bytes = read_in(os_handle.cast::<[u8; FABRIC_HANDLE_BYTES]>().cast_const())?;
+                write_out(handle, fabric::import(&bytes)?)
+            }
             _ => Err(invalid()),
         }
     }
@@ -234,7 +245,9 @@ drv_fn!(
             prop,
             CUmemAllocationProp {
                 kind: ALLOCATION_PINNED,
-                requested_handle_types: (i.handle_types & HANDLE_TYPE_POSIX_FD) as c_int,
+                requested_handle_types: fabric::requested_types(handle)
+                    .unwrap_or(i.handle_types & HANDLE_TYPE_POSIX_FD)
+                    as c_int,
                 location: CUmemLocation {
                     kind: LOCATION_DEVICE,
                     id: i.device,

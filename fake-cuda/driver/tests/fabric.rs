@@ -1,10 +1,12 @@
 //! Fabric handle support on GPUs of an NVLink domain spanning nodes: GB200 NVL72 trays report
 //! `CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED` (128 in the CUDA driver API's
-//! `CUdevice_attribute`) as 1, other nodes as 0; creating an allocation with fabric handles on
-//! a tray fails as on a tray outside an IMEX domain (`CUDA_ERROR_NOT_PERMITTED`).
+//! `CUdevice_attribute`) as 1, other nodes as 0; allocations with fabric handles are shared
+//! between processes of different simulated trays of one rack by their 64-byte handle
+//! (`c/fabric.c`), and refused to a tray of another rack.
 
 use fake_cuda_test_support as support;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 fn run(env: &[(&str, String)]) -> String {
     let dir = support::scratch_dir("driver-fabric");
@@ -34,11 +36,61 @@ fn run(env: &[(&str, String)]) -> String {
 fn nvl72_trays_report_fabric_handle_support() {
     let tray = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/gb200-nvl72-tray.xml");
     let tray = tray.display().to_string();
-    // A tray: supported, creation refused with CUDA_ERROR_NOT_PERMITTED (800).
-    assert_eq!(run(&[("NCCLSIM_TOPO", tray.clone())]), "0 1 800");
+    // A tray: supported, and the allocation is made.
+    assert_eq!(run(&[("NCCLSIM_TOPO", tray.clone())]), "0 1 0");
     // The bundled DGX A100 (NVSwitches inside the node): not supported, CUDA_ERROR_NOT_SUPPORTED.
     assert_eq!(run(&[]), "0 0 801");
     // A domain smaller than the tray: both calls refused.
     let text = run(&[("NCCLSIM_TOPO", tray), ("NCCLSIM_NVL_DOMAIN", "2".into())]);
     assert_eq!(text, "1 -1 1", "both refused with CUDA_ERROR_INVALID_VALUE");
+}
+
+fn program() -> PathBuf {
+    let dir = support::scratch_dir("driver-fabric-c");
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    support::build_c(
+        &dir,
+        &[
+            ("libcudart12.so", "libcudart.so.12"),
+            ("libcuda_driver.so", "libcuda.so.1"),
+        ],
+        &here.join("tests/c/fabric.c"),
+        &[here.join("../cudart/tests/c")],
+        &[],
+        "fabric",
+        0,
+    )
+}
+
+/// Node 0 of a rack of GB200 trays exports a fabric allocation; node 1 (same rack) imports it
+/// from the 64 bytes alone, sees the data and writes its own; node 18 (the next rack) is refused.
+#[test]
+fn fabric_handles_share_memory_within_one_nvlink_domain() {
+    let tray = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/gb200-nvl72-tray.xml");
+    let mut c = Command::new(program());
+    c.arg("export");
+    for var in [
+        "CUDA_VISIBLE_DEVICES",
+        "NCCL_TOPO_FILE",
+        "NCCLSIM_GPU",
+        "NCCLSIM_NVL_DOMAIN",
+        "NCCLSIM_PACE",
+        "NCCLSIM_CLOCK",
+        "NCCLSIM_CUDA_CORE",
+        "NCCLSIM_REPORT",
+    ] {
+        c.env_remove(var);
+    }
+    c.env("NCCLSIM_TOPO", &tray).env("NCCLSIM_NODE", "0");
+    let out = c.output().expect("run the fabric program");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success()
+            && ["PASS export", "PASS import", "PASS refused"]
+                .iter()
+                .all(|e| stdout.contains(e)),
+        "{}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -147,6 +147,7 @@ impl Planner {
             rank_base: 0,
             inter,
             fusion: self.settings.topo.nic_fusion.clone(),
+            nic_guids: self.cluster.nic_guids,
         };
         let sys = System::from_clique(&parts, &opts)?;
         debug_assert_eq!(sys.count(NodeKind::Gpu), group.len());

@@ -182,6 +182,7 @@ pub(super) fn build_topology(
         rank_base: 0,
         inter,
         fusion: settings.topo.nic_fusion.clone(),
+        ..BuildOptions::default()
     };
     let sys = System::from_host_xml(host_xml, &node.source, &opts)?;
     if sys.count(NodeKind::Gpu) != devs.len() {

@@ -41,56 +41,75 @@ pub struct MnnvlCase {
     pub domain: usize,
     /// NCCL settings.
     pub env: Vec<(&'static str, &'static str)>,
+    /// NIC GUIDs: each tray's own (`hostguids-` cases: the harness's topology file had no
+    /// `guid`s and its net plugin reported different GUIDs per tray, as real trays' HCAs do) or
+    /// the file's on every tray (the others: every tray was given the file as NCCL_TOPO_FILE).
+    pub nic_guids: topo::NicGuids,
 }
 
 /// The multi-node NVLink variants: `2tray`, `4tray`, `9tray`, `18tray` (one domain),
 /// `2dom-2tray`, `2dom-4tray`, `2dom-18tray` (two domains of 2, 4 or 18 trays) and `off-2tray`
-/// (two trays of one domain, `NCCL_MNNVL_ENABLE=0`).
+/// (two trays of one domain, `NCCL_MNNVL_ENABLE=0`); `hostguids-2dom-<n>tray` are the two-domain
+/// cases with each tray's NICs given GUIDs of their own.
 pub fn mnnvl_case(case: &str) -> Option<MnnvlCase> {
     let variant = case.strip_prefix("gb200-nvl72-tray-mnnvl-")?;
-    Some(match variant {
+    let (variant, nic_guids) = match variant.strip_prefix("hostguids-") {
+        Some(v) => (v, topo::NicGuids::PerHost),
+        None => (variant, topo::NicGuids::AsFile),
+    };
+    let mut case = match variant {
         "2tray" => MnnvlCase {
             trays: 2,
             domain: 72,
             env: vec![],
+            nic_guids: topo::NicGuids::AsFile,
         },
         "4tray" => MnnvlCase {
             trays: 4,
             domain: 72,
             env: vec![],
+            nic_guids: topo::NicGuids::AsFile,
         },
         "18tray" => MnnvlCase {
             trays: 18,
             domain: 72,
             env: vec![],
+            nic_guids: topo::NicGuids::AsFile,
         },
         "9tray" => MnnvlCase {
             trays: 9,
             domain: 72,
             env: vec![],
+            nic_guids: topo::NicGuids::AsFile,
         },
         "2dom-2tray" => MnnvlCase {
             trays: 4,
             domain: 8,
             env: vec![],
+            nic_guids: topo::NicGuids::AsFile,
         },
         "2dom-4tray" => MnnvlCase {
             trays: 8,
             domain: 16,
             env: vec![],
+            nic_guids: topo::NicGuids::AsFile,
         },
         "2dom-18tray" => MnnvlCase {
             trays: 36,
             domain: 72,
             env: vec![],
+            nic_guids: topo::NicGuids::AsFile,
         },
         "off-2tray" => MnnvlCase {
             trays: 2,
             domain: 72,
             env: vec![("NCCL_MNNVL_ENABLE", "0")],
+            nic_guids: topo::NicGuids::AsFile,
         },
         other => panic!("unknown multi-node NVLink case {other}"),
-    })
+    };
+    case.nic_guids = nic_guids;
+    Some(case)
 }
 
 /// The topology file and node count of a case.
@@ -145,6 +164,9 @@ pub fn plan_case_as(case: &str, version: Option<&str>) -> CommPlan {
     let xml = Arc::new(topo::read_xml(&file).unwrap());
     let hosts: Vec<_> = (0..n).map(|_| (file.clone(), xml.clone())).collect();
     let mut c = Cluster::from_hosts(&hosts, &s.topo, Completion::default()).unwrap();
+    if let Some(m) = &mnnvl {
+        c.nic_guids = m.nic_guids;
+    }
     // The harness's NVML reports GPU fabric information only in the multi-node NVLink cases.
     let domains = match &mnnvl {
         Some(m) => NvlDomains::Gpus(m.domain),

@@ -4,6 +4,7 @@
 
 use super::BuildOptions;
 use crate::error::{Result, TopoError};
+use crate::mnnvl::{host_guid, NicGuids};
 use crate::version::NcclVersion;
 use crate::xml::{XStr, XmlElement};
 use std::collections::hash_map::Entry;
@@ -246,11 +247,16 @@ pub struct CliqueRank<'a> {
 /// clique-rank order. CPUs of different hosts differ by `host_hash`, so each host keeps its own
 /// CPUs, PCI trees and NICs; GPUs of one host fuse under their host's CPUs.
 ///
-/// NICs keep the GUIDs of their host's file: hosts described by one file share them, and NCCL,
-/// which takes the GUID as the NIC's ASIC identity (`ncclTopoAddNet`), then treats the same port
-/// of every such host as one ASIC when it shares NIC bandwidth during the search.
-pub(super) fn fuse_clique(ranks: &[CliqueRank]) -> Result<XmlElement> {
+/// With [`NicGuids::AsFile`] NICs keep the GUIDs of their host's file: hosts described by one
+/// file share them, and NCCL, which takes the GUID as the NIC's ASIC identity
+/// (`ncclTopoAddNet`), then treats the same port of every such host as one ASIC when it shares
+/// NIC bandwidth during the search. With [`NicGuids::PerHost`] (real trays, whose net plugin
+/// reports each HCA's own GUID) a GUID an earlier host already has is replaced by one of the
+/// host's own.
+pub(super) fn fuse_clique(ranks: &[CliqueRank], guids: NicGuids) -> Result<XmlElement> {
     let mut fused: Option<XmlElement> = None;
+    // The host each GUID was first seen on.
+    let mut owner: HashMap<String, u64> = HashMap::new();
     for (i, r) in ranks.iter().enumerate() {
         if !r.host.devs.contains(&r.dev) {
             return Err(TopoError::Model(format!(
@@ -259,6 +265,9 @@ pub(super) fn fuse_clique(ranks: &[CliqueRank]) -> Result<XmlElement> {
             )));
         }
         let mut mine = claimed_copy(&r.host.root, &[r.dev], i as i32);
+        if guids == NicGuids::PerHost {
+            own_guids(&mut mine, r.host_hash, &mut owner);
+        }
         let hash = format!("0x{:x}", r.host_hash);
         for c in mine.children.iter_mut().filter(|c| c.name == "cpu") {
             c.set("host_hash", hash.as_str());
@@ -269,6 +278,29 @@ pub(super) fn fuse_clique(ranks: &[CliqueRank]) -> Result<XmlElement> {
         }
     }
     fused.ok_or_else(|| TopoError::Model("a clique needs at least one rank".into()))
+}
+
+/// Give the `<net>`s of `e` (one rank's claimed copy of host `host_hash`'s XML) whose GUID an
+/// earlier host owns a GUID of this host's own ([`host_guid`]).
+fn own_guids(e: &mut XmlElement, host_hash: u64, owner: &mut HashMap<String, u64>) {
+    if e.name == "net" {
+        if let Some(g) = e.get("guid") {
+            let first = *owner.entry(g.to_string()).or_insert(host_hash);
+            if first != host_hash {
+                let v = g.trim();
+                let hex = v
+                    .strip_prefix("0x")
+                    .or_else(|| v.strip_prefix("0X"))
+                    .unwrap_or(v);
+                // An unreadable GUID is NCCL's 0 (`strtoull`), shared the same way.
+                let n = u64::from_str_radix(hex, 16).unwrap_or(0);
+                e.set("guid", format!("0x{:x}", host_guid(n, host_hash)));
+            }
+        }
+    }
+    for c in &mut e.children {
+        own_guids(c, host_hash, owner);
+    }
 }
 
 /// `xmlTopoFuseXmlRecursive`: merge `src`'s children into `dst`, matching children with the same

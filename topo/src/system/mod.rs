@@ -55,6 +55,8 @@ pub struct BuildOptions {
     pub inter: bool,
     /// How NIC ports are fused into virtual NICs (2.30+).
     pub fusion: crate::settings::NicFusion,
+    /// NIC identities across the hosts of a clique ([`System::from_clique`]).
+    pub nic_guids: crate::mnnvl::NicGuids,
 }
 
 impl System {
@@ -87,7 +89,7 @@ impl System {
                 )));
             }
         }
-        let xml = fuse_clique(ranks)?;
+        let xml = fuse_clique(ranks, opts.nic_guids)?;
         let file = ranks.first().map(|r| r.file).unwrap_or("");
         let mut b = Builder::new(file, opts.version);
         b.build(&xml)?;
