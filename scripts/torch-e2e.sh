@@ -242,7 +242,8 @@ grep "^ok " "$logs/compute.log" | sort -u
 "$ncclsim" trace kernels "$logs/trace-compute" > "$logs/kernels.csv"
 head -1 "$logs/kernels.csv"
 # Per step: compute, the communication it does not hide, idle time (GPT-2's DDP steps).
-"$ncclsim" trace summarize "$logs/trace-compute" --steps | tee "$logs/steps-compute.txt" | head -4
+"$ncclsim" trace summarize "$logs/trace-compute" --steps > "$logs/steps-compute.txt"
+head -4 "$logs/steps-compute.txt"
 grep -q "compute_us" "$logs/steps-compute.txt" || fail "summarize --steps: no compute columns"
 for k in '"aten::addmm"' '"aten::mm"' ncclDevKernel_AllReduce; do
     n=$(grep -c "$k" "$logs/kernels.csv" || true)
