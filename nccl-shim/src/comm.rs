@@ -271,6 +271,15 @@ fn local_processes(members: &[Member], rank: usize) -> Vec<(usize, u32, String)>
     out
 }
 
+/// An offer of a descriptor to the members, withdrawn when dropped.
+struct Offer((u32, u64));
+
+impl Drop for Offer {
+    fn drop(&mut self) {
+        crate::cuda::fd_withdraw(self.0 .0);
+    }
+}
+
 /// Creates a communicator once every member's info is known (`members`) and the hub is
 /// formed: sets up this host's shared segment.
 fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> Result<Comm> {
@@ -285,35 +294,48 @@ fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> R
         .position(|&r| r == j.rank)
         .expect("invariant: a rank is on its own host");
     let len = crate::exec::segment_len(local_ranks.len());
-    // The host's first rank creates the segment; everyone learns (pid, fd) through the hub.
+    // The host's first rank creates the segment and offers its descriptor to the members (the
+    // core's descriptor broker); everyone learns (pid, key, secret) through the hub, and the
+    // others receive the descriptor from the creator.
     let created = if index == 0 {
         let m = Mapping::create("ncclsim-comm", len)?;
         crate::exec::init_segment(&m, magic, local_ranks.len());
-        Some(m)
+        let fd = m
+            .fd()
+            .ok_or_else(|| NcclError::internal("a created segment has a descriptor"))?;
+        let offer = Offer(crate::cuda::fd_offer(fd)?);
+        Some((m, offer))
     } else {
         None
     };
     let mut mine = Enc::default();
-    if let Some(m) = &created {
-        mine.u64(std::process::id() as u64).i64(m.raw_fd() as i64);
+    if let Some((_, Offer((key, secret)))) = &created {
+        mine.u64(std::process::id() as u64)
+            .u64(u64::from(*key))
+            .u64(*secret);
     }
     let all = hub.allgather(&mine.0)?;
-    let opened = match created {
-        Some(m) => Ok(m),
-        None => (|| {
-            let mut d = Dec::new(&all[local_ranks[0]]);
-            let (pid, fd) = (d.u64()? as u32, d.i64()? as i32);
-            let m = Mapping::open_peer(pid, fd, len, "ncclsim-comm")?;
-            crate::exec::check_segment(&m, magic, local_ranks.len())?;
-            Ok(m)
-        })(),
+    let (opened, offer) = match created {
+        Some((m, offer)) => (Ok(m), Some(offer)),
+        None => (
+            (|| {
+                let mut d = Dec::new(&all[local_ranks[0]]);
+                let (pid, key, secret) = (d.u64()? as u32, d.u64()? as u32, d.u64()?);
+                let m = Mapping::open_peer(pid, key, secret, Some(len), "ncclsim-comm")?;
+                crate::exec::check_segment(&m, magic, local_ranks.len())?;
+                Ok(m)
+            })(),
+            None,
+        ),
     };
     // No rank leaves init before every rank of its host mapped the segment: the creator could
-    // otherwise destroy the communicator, closing the descriptor the others open it by. A
-    // rank that could not map it fails every rank alike.
+    // otherwise destroy the communicator, closing the descriptor the others fetch. A rank that
+    // could not map it fails every rank alike. Then the offer ends: nobody else may fetch it.
     let mut flag = Enc::default();
     flag.u64(u64::from(opened.is_ok()));
-    let flags = hub.allgather(&flag.0)?;
+    let flags = hub.allgather(&flag.0);
+    drop(offer);
+    let flags = flags?;
     let segment = opened?;
     if let Some(r) = flags.iter().position(|b| Dec::new(b).u64().ok() != Some(1)) {
         return Err(NcclError::remote(format!(

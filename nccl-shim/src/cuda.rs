@@ -102,6 +102,32 @@ pub fn arena_location(ptr: usize) -> Result<CArenaLocation> {
         .map_err(|e| NcclError::invalid_argument(format!("buffer {ptr:#x}: {e}")))
 }
 
+/// Offers a copy of `fd` to the processes that present the returned (key, secret) to this
+/// process's descriptor broker, until [`fd_withdraw`].
+pub fn fd_offer(fd: std::os::fd::BorrowedFd<'_>) -> Result<(u32, u64)> {
+    use std::os::fd::AsRawFd;
+    core()?
+        .fd_offer(fd.as_raw_fd())
+        .map_err(|e| NcclError::cuda("offering a memory descriptor to the communicator", e))
+}
+
+/// Withdraws an offer of [`fd_offer`].
+pub fn fd_withdraw(key: u32) {
+    if let Ok(c) = core() {
+        let _ = c.fd_withdraw(key);
+    }
+}
+
+/// The descriptor process `pid` offered under `key` with `secret`, received from it.
+pub fn fd_fetch(pid: u32, key: u32, secret: u64) -> Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let fd = core()?
+        .fd_fetch(pid, key, secret)
+        .map_err(|e| NcclError::remote(format!("memory of pid {pid}: {e}")))?;
+    // SAFETY: the core passed us a fresh descriptor we own.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
 /// Device allocation on `dev` (`ncclMemAlloc`).
 pub fn malloc(dev: i32, size: usize) -> Result<usize> {
     core()?

@@ -4,10 +4,12 @@
 //!
 //! A process that joins a communicator shares with the communicator's other processes on the
 //! same host the device buffers it passes to the communicator's operations: for each
-//! operation it publishes, in the segment, the arena memfd (`/proc/<pid>/fd/<n>`) and offset of
-//! its buffers, and peers map that arena once (checking it is an ncclsim arena of that
-//! process) and read or write the buffers in place, as NCCL's P2P transport does with CUDA IPC
-//! handles. Nothing is mapped from a process that has not published it.
+//! operation it publishes, in the segment, the arena memfd's broker grant (key and secret, see
+//! `fake_cuda_core::broker`) and offset of its buffers, and peers fetch that arena's descriptor
+//! from the owner once (over a Unix socket, `SCM_RIGHTS`), check it is an ncclsim arena of that
+//! process, map it and read or write the buffers in place, as NCCL's P2P transport does with
+//! CUDA IPC handles. Nothing is mapped from a process that has not published it, and no memfd
+//! is opened through `/proc`: they are `chmod 000`, so only passed descriptors reach them.
 
 use crate::error::{NcclError, Result};
 use std::collections::HashMap;
@@ -42,6 +44,10 @@ impl Mapping {
         }
         // SAFETY: a fresh descriptor we own.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: valid descriptor. Mode 000: reached only through passed descriptors.
+        if unsafe { libc::fchmod(fd.as_raw_fd(), 0) } != 0 {
+            return Err(NcclError::system("fchmod", std::io::Error::last_os_error()));
+        }
         // SAFETY: valid descriptor.
         if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
             return Err(NcclError::system(
@@ -57,31 +63,42 @@ impl Mapping {
         })
     }
 
-    /// Maps `/proc/<pid>/fd/<fd>` whole after checking its length is `len`; `name_prefix` must
-    /// start the memfd's name.
-    pub fn open_peer(pid: u32, fd: i32, len: usize, name_prefix: &str) -> Result<Mapping> {
-        let path = format!("/proc/{pid}/fd/{fd}");
-        let target = std::fs::read_link(&path)
-            .map_err(|e| NcclError::system(&format!("readlink {path}"), e))?;
+    /// Maps the memfd offer `key` of process `pid` whole, fetched from it with `secret`,
+    /// after checking its length is `len` (when given); `name_prefix` must start the memfd's
+    /// name.
+    pub fn open_peer(
+        pid: u32,
+        key: u32,
+        secret: u64,
+        len: Option<usize>,
+        name_prefix: &str,
+    ) -> Result<Mapping> {
+        let file = std::fs::File::from(crate::cuda::fd_fetch(pid, key, secret)?);
+        let what = format!("memory descriptor {key} of pid {pid}");
+        // Our own descriptor table names the file (the link of a received descriptor).
+        let target = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+            .map_err(|e| NcclError::system(&format!("readlink of {what}"), e))?;
         let target = target.to_string_lossy();
         if !target.starts_with(&format!("/memfd:{name_prefix}")) {
             return Err(NcclError::remote(format!(
-                "{path} is {target}, not a memfd {name_prefix}*"
+                "{what} is {target}, not a memfd {name_prefix}*"
             )));
         }
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .map_err(|e| NcclError::system(&format!("open {path}"), e))?;
         let actual = file
             .metadata()
-            .map_err(|e| NcclError::system(&format!("fstat {path}"), e))?
+            .map_err(|e| NcclError::system(&format!("fstat of {what}"), e))?
             .len();
-        if actual != len as u64 {
-            return Err(NcclError::remote(format!(
-                "{path}: {actual} bytes, expected {len}"
-            )));
+        let len = match len {
+            Some(len) if actual != len as u64 => {
+                return Err(NcclError::remote(format!(
+                    "{what}: {actual} bytes, expected {len}"
+                )))
+            }
+            _ => usize::try_from(actual)
+                .map_err(|_| NcclError::remote(format!("{what}: {actual} bytes")))?,
+        };
+        if len == 0 {
+            return Err(NcclError::remote(format!("{what} is empty")));
         }
         let ptr = map(file.as_raw_fd(), len)?;
         Ok(Mapping {
@@ -89,6 +106,12 @@ impl Mapping {
             len,
             _fd: None,
         })
+    }
+
+    /// The descriptor of a mapping this process created.
+    pub fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        self._fd.as_ref().map(|f| f.as_fd())
     }
 
     /// Start of the mapping.
@@ -104,11 +127,6 @@ impl Mapping {
     /// Whether the mapping is empty.
     pub fn is_empty(&self) -> bool {
         self.len == 0
-    }
-
-    /// The descriptor of a mapping this process created.
-    pub fn raw_fd(&self) -> i32 {
-        self._fd.as_ref().map_or(-1, |f| f.as_raw_fd())
     }
 
     /// The atomic u32 at byte `offset`.
@@ -287,34 +305,37 @@ const POLL: Duration = Duration::from_micros(200);
 
 use fake_cuda_abi::shm::{ArenaHeader, ARENA_MAGIC, MEMFD_PREFIX as ARENA_PREFIX};
 
-/// Peers' device arenas mapped by this process, shared by its communicators.
+/// Peers' device arenas mapped by this process, shared by its communicators: by (pid, arena),
+/// with the secret of the offer they were fetched with (a new process that reuses the pid has
+/// other secrets, so its arenas are fetched anew).
 #[derive(Default)]
 pub struct PeerArenas {
-    maps: HashMap<(u32, u32), Mapping>,
+    maps: HashMap<(u32, u32), (u64, Mapping)>,
 }
 
 impl PeerArenas {
-    /// The local address of `offset` bytes into arena `arena_id` of process `pid` (whose
-    /// descriptor for it is `fd`, `file_len` bytes long), mapping it on first use.
+    /// The local address of `offset` bytes into arena `arena_id` of process `pid` (offered
+    /// by it under `key` with `secret`), fetching and mapping the arena whole on first use.
     pub fn address(
         &mut self,
         pid: u32,
         arena_id: u32,
-        fd: i32,
-        file_len: u64,
+        (key, secret): (u32, u64),
         offset: u64,
     ) -> Result<usize> {
-        if offset >= file_len {
-            return Err(NcclError::remote(format!(
+        let outside = || {
+            NcclError::remote(format!(
                 "offset {offset} outside arena {arena_id} of pid {pid}"
-            )));
-        }
-        if let Some(m) = self.maps.get(&(pid, arena_id)) {
-            if m.len() as u64 == file_len {
-                return Ok(m.ptr() as usize + offset as usize);
+            ))
+        };
+        if let Some((s, m)) = self.maps.get(&(pid, arena_id)) {
+            if *s == secret {
+                return (offset < m.len() as u64)
+                    .then(|| m.ptr() as usize + offset as usize)
+                    .ok_or_else(outside);
             }
         }
-        let m = Mapping::open_peer(pid, fd, file_len as usize, ARENA_PREFIX)?;
+        let m = Mapping::open_peer(pid, key, secret, None, ARENA_PREFIX)?;
         // The header names its owner and number: refuse anything else.
         if m.len() < std::mem::size_of::<ArenaHeader>() {
             return Err(NcclError::remote(format!(
@@ -326,11 +347,14 @@ impl PeerArenas {
         let (magic, owner, id) = (h.magic, h.owner_pid, h.arena_id);
         if magic != ARENA_MAGIC || owner != pid || id != arena_id {
             return Err(NcclError::remote(format!(
-                "/proc/{pid}/fd/{fd} is not arena {arena_id} of pid {pid}"
+                "memory descriptor {key} of pid {pid} is not its arena {arena_id}"
             )));
         }
+        if offset >= m.len() as u64 {
+            return Err(outside());
+        }
         let addr = m.ptr() as usize + offset as usize;
-        self.maps.insert((pid, arena_id), m);
+        self.maps.insert((pid, arena_id), (secret, m));
         Ok(addr)
     }
 }

@@ -574,3 +574,107 @@ fn calls_that_disagree_across_hosts_fail_alike_and_the_communicator_recovers() {
     disagreeing_calls(|r| Some(["host-a", "host-b", "host-c"][r]));
     disagreeing_calls(|r| Some(["host-a", "host-a", "host-b"][r]));
 }
+
+/// `c` run as an unprivileged user when the tests run as root (root opens any process's
+/// descriptors whatever their mode), with its TMPDIR and the job's directory open to it.
+fn as_one_user(c: &mut Command) {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    let tmp = c
+        .get_envs()
+        .find(|(k, _)| *k == "TMPDIR")
+        .and_then(|(_, v)| v);
+    let dirs = tmp
+        .map(PathBuf::from)
+        .into_iter()
+        .chain(program().parent().map(Path::to_path_buf));
+    for d in dirs {
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+    }
+    c.uid(65534).gid(65534);
+}
+
+/// Whether the shell `script` succeeds as the ranks' user, and its stderr.
+fn probe(script: &str) -> (bool, String) {
+    let mut c = Command::new("sh");
+    c.args(["-c", script]);
+    as_one_user(&mut c);
+    let out = c.output().expect("run sh");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The memfds of process `pid` whose names start with one of `prefixes`.
+fn memfds(pid: u32, prefixes: &[&str]) -> Vec<(PathBuf, String)> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let target = std::fs::read_link(e.path()).ok()?;
+            let target = target.to_string_lossy().into_owned();
+            prefixes
+                .iter()
+                .any(|p| target.starts_with(&format!("/memfd:{p}")))
+                .then(|| (e.path(), target))
+        })
+        .collect()
+}
+
+/// A process of the ranks' user that is not a member tries to open, through
+/// `/proc/<pid>/fd/<n>`, the device-memory memfds of a running job's ranks and the
+/// communicator's segment (which holds the secrets that fetch the ranks' buffers). Ranks used
+/// to share memory by opening exactly those paths, so the memfds had mode 0777 and the opens
+/// succeeded; now the ranks pass descriptors to each other (`SCM_RIGHTS`), the memfds have
+/// mode 000 and every open is refused, while the job keeps working.
+#[test]
+fn a_process_outside_the_communicator_cannot_open_its_memory() {
+    let job = Job::start("hold", 2, |_, c| as_one_user(c));
+    let pids: Vec<u32> = job.children.iter().map(|c| c.id()).collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let found = loop {
+        let arenas: Vec<_> = pids
+            .iter()
+            .map(|&p| memfds(p, &["ncclsim-arena-"]))
+            .collect();
+        let segment = memfds(pids[0], &["ncclsim-comm"]);
+        if arenas.iter().all(|a| !a.is_empty()) && !segment.is_empty() {
+            break arenas
+                .into_iter()
+                .flatten()
+                .chain(segment)
+                .collect::<Vec<_>>();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the ranks never held their memory"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    for (path, what) in &found {
+        let p = path.display();
+        for (how, script) in [
+            ("read-write", format!("exec 3<>'{p}'")),
+            ("read-only", format!("exec 3<'{p}'")),
+        ] {
+            let (opened, err) = probe(&script);
+            assert!(
+                !opened && err.contains("Permission denied"),
+                "{p} ({what}) opened {how} by a non-member: {err}"
+            );
+        }
+    }
+    std::fs::write(format!("{}.go", job.id.display()), b"").expect("go file");
+    let ranks = job.finish(Duration::from_secs(60));
+    for r in &ranks {
+        assert!(r.output.status.success(), "{}", r.text());
+        assert_eq!(r.result("hold").1, 0, "{}", r.text());
+        r.no_leaks();
+    }
+}

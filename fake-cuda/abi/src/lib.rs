@@ -126,8 +126,8 @@ pub struct CBufferExtent {
 }
 
 /// Where a device allocation lives, in C form: enough for another process of a communicator
-/// to map the owner's whole arena memfd once (`/proc/<owner_pid>/fd/<fd>`) and find the
-/// allocation in it.
+/// to fetch the owner's whole arena memfd once from the owner's descriptor broker (`fd_fetch`
+/// with `owner_pid`, `key`, `secret`), map it and find the allocation in it.
 #[repr(C)]
 #[derive(Clone, Copy, Default, Debug)]
 pub struct CArenaLocation {
@@ -135,8 +135,8 @@ pub struct CArenaLocation {
     pub owner_pid: u32,
     /// Arena number within the owner (checked against the arena header).
     pub arena_id: u32,
-    /// The owner's descriptor of the arena memfd.
-    pub fd: i32,
+    /// The arena memfd's offer key in the owner's descriptor broker.
+    pub key: u32,
     /// Physical device the arena backs.
     pub device: i32,
     /// Length of the memfd (header and data).
@@ -147,6 +147,8 @@ pub struct CArenaLocation {
     pub alloc_offset: u64,
     /// Size of the containing allocation.
     pub alloc_size: u64,
+    /// The secret that fetches the arena memfd from the owner's descriptor broker.
+    pub secret: u64,
 }
 
 /// Stream properties in C form.
@@ -531,6 +533,16 @@ macro_rules! core_api {
             /// The host waited until virtual time `clock_ns` (ns since the core started): later
             /// work starts no earlier, and the virtual host clock reads at least it.
             fn host_wait(clock_ns: u64) -> ();
+            /// Offers a copy of descriptor `fd` (the caller keeps its own) to other processes
+            /// through this process's descriptor broker until `fd_withdraw(key)`: a process of
+            /// this user that presents `key` and `secret` to `fd_fetch` receives it.
+            fn fd_offer(fd: i32) -> (key: u32, secret: u64);
+            /// Withdraws an offer of `fd_offer` (descriptors already passed stay valid).
+            fn fd_withdraw(key: u32) -> ();
+            /// Fetches offer `key` from the descriptor broker of process `owner_pid` of this
+            /// host with its `secret`; gives a new descriptor the caller owns. Fails, never
+            /// hangs, if the owner is gone, refuses or stalls.
+            fn fd_fetch(owner_pid: u32, key: u32, secret: u64) -> (fd: i32);
         }
     };
 }

@@ -1,6 +1,6 @@
 //! The layout of an arena memfd's header, which other processes read: the core's IPC importers
-//! validate handles against it, and `nccl-shim` checks an arena it maps through
-//! `/proc/<pid>/fd/<n>` is one (`ArenaHeader`, `ARENA_MAGIC`, `MEMFD_PREFIX`).
+//! validate handles against it, and `nccl-shim` checks an arena descriptor it received from
+//! the owner is one (`ArenaHeader`, `ARENA_MAGIC`, `MEMFD_PREFIX`).
 
 use std::sync::atomic::AtomicU64;
 
@@ -24,7 +24,7 @@ pub const ARENA_VERSION: u32 = 2;
 /// `offset` of an export slot that publishes an IPC event instead of an allocation (never a
 /// valid, granule-aligned offset, so no memory handle can match it); `size` holds the event.
 pub const EVENT_SLOT: u64 = u64::MAX;
-/// Prefix of arena memfd names, as `/proc/<pid>/fd/<n>` shows them (`/memfd:<name> (deleted)`).
+/// Prefix of arena memfd names, as the link `/proc/<pid>/fd/<n>` shows them (`/memfd:<name> (deleted)`).
 pub const MEMFD_PREFIX: &str = "ncclsim-arena-";
 
 /// Fixed fields at offset 0 of an arena memfd.

@@ -23,6 +23,11 @@
 //! it drops that importer's count, so a killed importer does not hold ranges forever (if the
 //! table is full an importer maps without a lease, and its count then lasts until the owner
 //! exits).
+//!
+//! Other processes never open the memfd by path: it is `chmod 000` (an open of
+//! `/proc/<pid>/fd/<n>` is refused) and offered to this process's descriptor broker
+//! ([`crate::broker`]) at creation; IPC handles and communicator members carry the offer's key
+//! and secret and receive the descriptor from the owner.
 
 use crate::error::{CoreError, Result};
 use crate::intervals::IntervalSet;
@@ -53,6 +58,8 @@ pub struct Arena {
     id: u32,
     device: u32,
     fd: OwnedFd,
+    /// The memfd's offer to the broker, or why there is none (other processes cannot map it).
+    grant: std::result::Result<crate::broker::Grant, String>,
     map: *mut u8,
     capacity: u64,
     used: u64,
@@ -96,6 +103,11 @@ impl Arena {
         if unsafe { libc::ftruncate(fd.as_raw_fd(), total as libc::off_t) } != 0 {
             return Err(CoreError::last_os("ftruncate"));
         }
+        // Nobody opens it by path, not even its owner: members receive the descriptor itself.
+        rustix::fs::fchmod(&fd, rustix::fs::Mode::empty()).map_err(|e| CoreError::Os {
+            call: "fchmod",
+            errno: std::io::Error::from(e).to_string(),
+        })?;
         // SAFETY: mapping a descriptor we own; the kernel picks the address.
         let map = unsafe {
             libc::mmap(
@@ -126,9 +138,11 @@ impl Arena {
         if capacity > 0 {
             free.insert(0, capacity);
         }
+        let grant = crate::broker::offer(std::os::fd::AsFd::as_fd(&fd)).map_err(|e| e.to_string());
         Ok(Arena {
             id,
             device,
+            grant,
             fd,
             map,
             capacity,
@@ -153,9 +167,20 @@ impl Arena {
         self.device
     }
 
-    /// The memfd's descriptor number (importers open `/proc/<pid>/fd/<n>`).
+    /// The memfd's descriptor number.
     pub fn raw_fd(&self) -> i32 {
         self.fd.as_raw_fd()
+    }
+
+    /// The key and secret with which another process fetches the memfd from this process's
+    /// broker (see [`crate::broker`]).
+    pub fn grant(&self) -> Result<crate::broker::Grant> {
+        self.grant.clone().map_err(|why| {
+            CoreError::IpcMapFailed(format!(
+                "arena {} cannot be shared with other processes: {why}",
+                self.id
+            ))
+        })
     }
 
     /// Capacity in bytes.
@@ -432,6 +457,9 @@ pub fn slot_ptr(map: *const u8, index: u32) -> *const ExportSlot {
 
 impl Drop for Arena {
     fn drop(&mut self) {
+        if let Ok(g) = &self.grant {
+            crate::broker::withdraw(g.key);
+        }
         if self.retired {
             return;
         }

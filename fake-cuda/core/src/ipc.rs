@@ -1,24 +1,26 @@
 //! IPC handles: the 64 bytes of `cudaIpcMemHandle_t` / `cudaIpcEventHandle_t`.
 //!
 //! A memory handle names an allocation by where it lives, not by what it contains:
-//! {magic, version, kind, owner pid, arena fd number, arena id, export slot, offset, size,
-//! owner's device address, allocation serial, physical device, checksum}. Another process maps
-//! it by opening `/proc/<owner>/fd/<fd>` (the owner's arena memfd) and checking the arena header
-//! and export slot there (see [`crate::arena`]); the checksum only catches accidental
-//! corruption early, the slot check is what makes forged handles harmless.
+//! {magic, version, kind, owner pid, arena id, export slot, physical device, offset, size,
+//! allocation serial, the arena's broker grant (secret, key), checksum}. Another process maps
+//! it by fetching the owner's arena memfd from the owner's descriptor broker with the grant
+//! (see [`crate::broker`]; the owner hands it only to a holder of the secret) and checking the
+//! arena header and export slot there (see [`crate::arena`]); the checksum only catches
+//! accidental corruption early, the slot check is what makes stale or altered handles
+//! harmless.
 
 use crate::arena::{self, ArenaHeader, ARENA_MAGIC, ARENA_VERSION, HEADER_BYTES, SLOT_COUNT};
+use crate::broker::{self, Grant};
 use crate::error::{CoreError, Result};
-use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 
 /// Size of a CUDA IPC handle.
 pub const HANDLE_BYTES: usize = 64;
 /// "NSIM" little-endian: first four bytes of every ncclsim handle.
 pub const HANDLE_MAGIC: u32 = 0x4d49_534e;
-/// Layout version of handles.
-pub const HANDLE_VERSION: u16 = 1;
+/// Layout version of handles (2: the arena is reached through the owner's broker grant).
+pub const HANDLE_VERSION: u16 = 2;
 const KIND_MEM: u16 = 1;
 const KIND_EVENT: u16 = 2;
 
@@ -27,8 +29,6 @@ const KIND_EVENT: u16 = 2;
 pub struct MemHandle {
     /// Owner process id.
     pub owner_pid: u32,
-    /// Arena memfd descriptor number in the owner.
-    pub arena_fd: u32,
     /// Arena number in the owner.
     pub arena_id: u32,
     /// Export slot in the arena header.
@@ -37,12 +37,12 @@ pub struct MemHandle {
     pub offset: u64,
     /// Size of the allocation.
     pub size: u64,
-    /// The allocation's address in the owner.
-    pub device_address: u64,
     /// Allocation serial number.
     pub serial: u64,
     /// Physical device index.
     pub device: u32,
+    /// The arena memfd's offer in the owner's broker.
+    pub grant: Grant,
 }
 
 /// The decoded contents of an event handle. The owner publishes every exported event in an
@@ -56,14 +56,14 @@ pub struct EventHandle {
     pub event: u64,
     /// Physical device index.
     pub device: u32,
-    /// Arena memfd descriptor number in the owner.
-    pub arena_fd: u32,
     /// Arena number in the owner.
     pub arena_id: u32,
     /// Export slot in the arena header.
     pub slot: u32,
     /// Export serial number (never 0).
     pub serial: u64,
+    /// The arena memfd's offer in the owner's broker.
+    pub grant: Grant,
 }
 
 fn checksum(bytes: &[u8]) -> u32 {
@@ -106,6 +106,20 @@ impl Reader<'_> {
         self.1 += 8;
         v
     }
+    fn grant(&mut self) -> Grant {
+        let secret = self.u64();
+        Grant {
+            secret,
+            key: self.u32(),
+        }
+    }
+}
+
+impl Writer {
+    fn grant(&mut self, g: Grant) {
+        self.put(&g.secret.to_le_bytes());
+        self.put(&g.key.to_le_bytes());
+    }
 }
 
 fn open_header(bytes: &[u8; HANDLE_BYTES], kind: u16) -> Result<Reader<'_>> {
@@ -141,16 +155,13 @@ impl MemHandle {
     pub fn encode(&self) -> [u8; HANDLE_BYTES] {
         let mut w = Writer::new(KIND_MEM);
         w.put(&self.owner_pid.to_le_bytes());
-        w.put(&self.arena_fd.to_le_bytes());
         w.put(&self.arena_id.to_le_bytes());
         w.put(&self.slot.to_le_bytes());
+        w.put(&self.device.to_le_bytes());
         w.put(&self.offset.to_le_bytes());
         w.put(&self.size.to_le_bytes());
-        w.put(&self.device_address.to_le_bytes());
         w.put(&self.serial.to_le_bytes());
-        // 4 bytes of device + checksum at 60.
-        let dev = self.device.to_le_bytes();
-        w.0[56..60].copy_from_slice(&dev);
+        w.grant(self.grant);
         w.finish()
     }
 
@@ -159,14 +170,13 @@ impl MemHandle {
         let mut r = open_header(bytes, KIND_MEM)?;
         let h = MemHandle {
             owner_pid: r.u32(),
-            arena_fd: r.u32(),
             arena_id: r.u32(),
             slot: r.u32(),
+            device: r.u32(),
             offset: r.u64(),
             size: r.u64(),
-            device_address: r.u64(),
             serial: r.u64(),
-            device: u32::from_le_bytes(bytes[56..60].try_into().expect("4 bytes")),
+            grant: r.grant(),
         };
         if h.serial == 0 || h.size == 0 || h.slot as usize >= SLOT_COUNT {
             return Err(CoreError::InvalidIpcHandle(format!(
@@ -191,10 +201,10 @@ impl EventHandle {
         w.put(&self.owner_pid.to_le_bytes());
         w.put(&self.device.to_le_bytes());
         w.put(&self.event.to_le_bytes());
-        w.put(&self.arena_fd.to_le_bytes());
         w.put(&self.arena_id.to_le_bytes());
         w.put(&self.slot.to_le_bytes());
         w.put(&self.serial.to_le_bytes());
+        w.grant(self.grant);
         w.finish()
     }
 
@@ -206,10 +216,10 @@ impl EventHandle {
             owner_pid: r.u32(),
             device: r.u32(),
             event: r.u64(),
-            arena_fd: r.u32(),
             arena_id: r.u32(),
             slot: r.u32(),
             serial: r.u64(),
+            grant: r.grant(),
         };
         if h.serial == 0 || h.slot as usize >= SLOT_COUNT {
             return Err(CoreError::InvalidIpcHandle(format!(
@@ -223,8 +233,7 @@ impl EventHandle {
     /// Checks that process `owner_pid` is alive and publishes this event in the named slot
     /// of its arena (header and slot agree with every field of the handle).
     pub fn check_foreign(&self) -> Result<()> {
-        let path = format!("/proc/{}/fd/{}", self.owner_pid, self.arena_fd);
-        let fd = open_arena(&path, self.owner_pid, self.arena_id)?;
+        let fd = broker::fetch(self.owner_pid, self.grant)?;
         let header = Mapping::new(fd.as_raw_fd(), 0, HEADER_BYTES, libc::PROT_READ)?;
         // SAFETY: the header mapping is HEADER_BYTES long and page-aligned.
         let head = unsafe { &*(header.addr as *const ArenaHeader) };
@@ -283,8 +292,7 @@ impl ForeignMapping {
     /// arena header and export slot agree with every field of the handle, and counts this
     /// process as an importer of it.
     pub fn open(h: &MemHandle) -> Result<ForeignMapping> {
-        let path = format!("/proc/{}/fd/{}", h.owner_pid, h.arena_fd);
-        let fd = open_arena(&path, h.owner_pid, h.arena_id)?;
+        let fd = broker::fetch(h.owner_pid, h.grant)?;
         let header = Mapping::new(
             fd.as_raw_fd(),
             0,
@@ -420,33 +428,6 @@ fn take_lease(header: *const u8, slot: u32) -> Option<usize> {
     })
 }
 
-/// Opens `/proc/<owner>/fd/<n>` after checking it is the owner's arena memfd `arena_id`.
-fn open_arena(path: &str, owner_pid: u32, arena_id: u32) -> Result<OwnedFd> {
-    let target = std::fs::read_link(path).map_err(|e| {
-        CoreError::IpcMapFailed(format!(
-            "owner process {owner_pid} is gone or not accessible ({path}: {e})"
-        ))
-    })?;
-    let target = target.to_string_lossy();
-    let expect = format!("/memfd:{}{owner_pid}-{arena_id}", arena::MEMFD_PREFIX);
-    if !(target == expect || target.starts_with(&format!("{expect} "))) {
-        return Err(CoreError::InvalidIpcHandle(format!(
-            "{path} is {target:?}, not the owner's arena {arena_id}"
-        )));
-    }
-    let cpath = CString::new(path).expect("invariant: /proc path has no NUL");
-    // SAFETY: valid path; read-write so the mapping can be shared writable.
-    let raw = unsafe { libc::open(cpath.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-    if raw < 0 {
-        return Err(CoreError::IpcMapFailed(format!(
-            "open {path}: {}",
-            std::io::Error::last_os_error()
-        )));
-    }
-    // SAFETY: fresh descriptor we own; closing it later keeps the mappings alive.
-    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
-}
-
 /// An owned `mmap` region, unmapped on drop.
 struct Mapping {
     addr: usize,
@@ -496,14 +477,16 @@ mod tests {
     fn sample() -> MemHandle {
         MemHandle {
             owner_pid: 1234,
-            arena_fd: 7,
             arena_id: 2,
             slot: 5,
             offset: 0x10000,
             size: 0x2000,
-            device_address: 0x7f00_0000_0000,
             serial: 99,
             device: 3,
+            grant: Grant {
+                key: 7,
+                secret: 0x0123_4567_89ab_cdef,
+            },
         }
     }
 
@@ -531,10 +514,10 @@ mod tests {
             owner_pid: 1,
             event: 2,
             device: 0,
-            arena_fd: 3,
             arena_id: 4,
             slot: 5,
             serial: 6,
+            grant: Grant { key: 3, secret: 8 },
         }
         .encode();
         assert!(MemHandle::decode(&ev).is_err());
@@ -543,7 +526,7 @@ mod tests {
 
     #[test]
     fn maps_a_live_export_and_rejects_forgeries() {
-        // The same process can map its own arena through /proc/self-equivalent paths.
+        // The same process can map its own arena as another process would: through its broker.
         let mut a = arena::Arena::create(40, 1, 1 << 24).unwrap();
         let x = a.alloc(8192, 4242).unwrap();
         let e = a.export(x.offset).unwrap();
@@ -552,14 +535,13 @@ mod tests {
         unsafe { (base as *mut u32).write(0xfeed_beef) };
         let h = MemHandle {
             owner_pid: std::process::id(),
-            arena_fd: a.raw_fd() as u32,
             arena_id: a.id(),
             slot: e.slot.unwrap(),
             offset: x.offset,
             size: x.size,
-            device_address: base as u64,
             serial: x.serial,
             device: a.device(),
+            grant: a.grant().unwrap(),
         };
         let m = ForeignMapping::open(&h).unwrap();
         // SAFETY: mapping of 8192 bytes.
@@ -574,7 +556,13 @@ mod tests {
             MemHandle { offset: 4096, ..h },
             MemHandle { serial: 1, ..h },
             MemHandle { arena_id: 41, ..h },
-            MemHandle { arena_fd: 0, ..h },
+            MemHandle {
+                grant: Grant {
+                    secret: h.grant.secret ^ 1,
+                    ..h.grant
+                },
+                ..h
+            },
             MemHandle {
                 owner_pid: u32::MAX - 1,
                 ..h
@@ -604,14 +592,13 @@ mod tests {
         let e = a.export(x.offset).unwrap();
         let h = MemHandle {
             owner_pid: std::process::id(),
-            arena_fd: a.raw_fd() as u32,
             arena_id: a.id(),
             slot: e.slot.unwrap(),
             offset: x.offset,
             size: x.size,
-            device_address: (a.data_base() + x.offset as usize) as u64,
             serial: x.serial,
             device: a.device(),
+            grant: a.grant().unwrap(),
         };
         let m = ForeignMapping::open(&h).unwrap();
         a.free(x.offset).unwrap();

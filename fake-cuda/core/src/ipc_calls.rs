@@ -11,14 +11,13 @@ impl Core {
             let e = a.export(alloc.offset)?;
             let h = MemHandle {
                 owner_pid: std::process::id(),
-                arena_fd: a.raw_fd() as u32,
                 arena_id: a.id(),
                 slot: e.slot.expect("export assigns a slot"),
                 offset: e.offset,
                 size: e.size,
-                device_address: (a.data_base() + e.offset as usize) as u64,
                 serial: e.serial,
                 device: a.device(),
+                grant: a.grant()?,
             };
             return Ok(h.encode());
         }
@@ -41,14 +40,13 @@ impl Core {
                 .flatten()
                 .find(|a| a.id() == h.arena_id)
                 .ok_or_else(|| CoreError::InvalidIpcHandle(format!("no arena {}", h.arena_id)))?;
-            let ok = a.allocation_at(h.device_address as usize).is_some_and(|x| {
-                x.serial == h.serial
-                    && x.offset == h.offset
-                    && x.size == h.size
-                    && a.data_base() + x.offset as usize == h.device_address as usize
-            });
-            return if ok {
-                Ok(h.device_address as usize)
+            let address = (h.offset < a.capacity()).then(|| a.data_base() + h.offset as usize);
+            let ok = h.grant == a.grant()?
+                && address.and_then(|p| a.allocation_at(p)).is_some_and(|x| {
+                    x.serial == h.serial && x.offset == h.offset && x.size == h.size
+                });
+            return if let (true, Some(address)) = (ok, address) {
+                Ok(address)
             } else {
                 Err(CoreError::InvalidIpcHandle(format!(
                     "allocation {} of this process is not live (freed, stale or forged)",
@@ -130,10 +128,10 @@ impl Core {
             owner_pid: std::process::id(),
             event,
             device: phys as u32,
-            arena_fd: a.raw_fd() as u32,
             arena_id: a.id(),
             slot,
             serial,
+            grant: a.grant()?,
         }
         .encode())
     }
@@ -152,15 +150,16 @@ impl Core {
         let h = EventHandle::decode(bytes).map_err(invalid)?;
         if h.owner_pid == std::process::id() {
             let st = self.lock();
-            let ok = st
-                .event_exports
-                .get(&h.event)
-                .is_some_and(|&(p, slot, serial)| {
-                    st.arenas[p].as_ref().is_some_and(|a| a.id() == h.arena_id)
-                        && p as u32 == h.device
-                        && slot == h.slot
-                        && serial == h.serial
-                });
+            let ok =
+                st.event_exports
+                    .get(&h.event)
+                    .is_some_and(|&(p, slot, serial)| {
+                        st.arenas[p].as_ref().is_some_and(|a| {
+                            a.id() == h.arena_id && a.grant().ok() == Some(h.grant)
+                        }) && p as u32 == h.device
+                            && slot == h.slot
+                            && serial == h.serial
+                    });
             return if ok {
                 Ok(h.event)
             } else {

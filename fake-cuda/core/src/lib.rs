@@ -1,7 +1,7 @@
 //! The fake CUDA core: devices, memory arenas, streams, events, kernels and virtual clocks of
 //! one process, in safe Rust except where it maps memory and copies.
 //!
-//! This crate holds no global state. [`Core`] is the whole state of a process; exactly one is
+//! This crate holds no global state but the process's descriptor broker ([`broker`]). [`Core`] is the whole state of a process; exactly one is
 //! created per process, by `libncclsim_cuda.so` (crate `ncclsim-cuda`), and the ABI front-ends
 //! (`libcudart.so.12`, later `.13`, `libcuda.so.1`, `libnvidia-ml.so.1`, `libnccl.so.2`) reach it
 //! through the C vtable in [`abi`]. Front-ends link this crate only for the vtable's types (and
@@ -18,6 +18,7 @@
 
 pub use fake_cuda_abi as abi;
 pub mod arena;
+pub mod broker;
 pub mod device;
 pub use fake_cuda_abi::error;
 pub mod graph;

@@ -274,10 +274,12 @@ impl Core {
         let mut st = self.lock();
         if let Some((a, alloc)) = st.live_allocation(ptr)? {
             let header = arena::HEADER_BYTES as u64;
+            let grant = a.grant()?;
             return Ok(abi::CArenaLocation {
                 owner_pid: std::process::id(),
                 arena_id: a.id(),
-                fd: a.raw_fd(),
+                key: grant.key,
+                secret: grant.secret,
                 device: a.device() as i32,
                 file_len: header + a.capacity(),
                 offset: header + (ptr - a.data_base()) as u64,

@@ -420,6 +420,12 @@ impl Core {
         }
         // SAFETY: a fresh descriptor we own.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // Reached only through descriptors the program passes, never by path (see
+        // `crate::broker`).
+        rustix::fs::fchmod(&fd, rustix::fs::Mode::empty()).map_err(|e| CoreError::Os {
+            call: "fchmod",
+            errno: std::io::Error::from(e).to_string(),
+        })?;
         let header = Header {
             magic: MAGIC,
             device: phys as u32,

@@ -115,7 +115,11 @@ struct Peer {
 
 impl Peer {
     fn spawn(args: &[&str]) -> Peer {
-        let mut child = command(args)
+        Peer::start(command(args))
+    }
+
+    fn start(mut c: Command) -> Peer {
+        let mut child = c
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -201,6 +205,111 @@ fn copies_through_a_closed_ipc_mapping_fail_cleanly() {
     let handle = owner.line();
     pass(
         &mut command(&["stale-after-close", &handle]),
+        "stale-after-close",
+    );
+    owner.send("go");
+    owner.finish("ipc-hold");
+}
+
+/// `c` run as an unprivileged user when the tests run as root: root opens any process's
+/// descriptors and memory whatever the process does, so isolation between the processes of
+/// one user shows only below root. Owner, member and probe then all run as that user.
+fn as_one_user(mut c: Command) -> Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        c.uid(65534).gid(65534);
+    }
+    c
+}
+
+/// Runs the shell `script` as the owner's user: whether it succeeded, and its stderr.
+fn probe(script: &str) -> (bool, String) {
+    let mut c = Command::new("sh");
+    c.args(["-c", script]);
+    let out = as_one_user(c).output().expect("run sh");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The device-memory memfds of process `pid`, as its descriptor table names them.
+fn arena_memfds(pid: u32) -> Vec<PathBuf> {
+    let dir = format!("/proc/{pid}/fd");
+    std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{dir}: {e}"))
+        .filter_map(|e| {
+            let path = e.ok()?.path();
+            let target = std::fs::read_link(&path).ok()?;
+            target
+                .to_string_lossy()
+                .starts_with("/memfd:ncclsim-arena-")
+                .then_some(path)
+        })
+        .collect()
+}
+
+/// A process of the same user that is given no IPC handle tries to reach a running process's
+/// device memory the way the memfd design used to allow: opening the owner's arena memfd
+/// through `/proc/<pid>/fd/<n>` for reading and writing (then it could map it). That open used
+/// to succeed (the memfd had mode 0777, and importers themselves mapped arenas that way),
+/// giving the caller every byte of the device. The memfds now have mode 000 and reach members
+/// only as descriptors their owner passes over a Unix socket, so the open is refused, while a
+/// process holding the IPC handle still maps, writes and closes the allocation.
+#[test]
+fn another_process_of_the_user_cannot_open_device_memory_through_proc() {
+    let mut owner = Peer::start(as_one_user(command(&["ipc-hold"])));
+    let handle = owner.line();
+    let memfds = arena_memfds(owner.child.id());
+    assert!(!memfds.is_empty(), "the owner holds an arena memfd");
+    for path in &memfds {
+        let p = path.display();
+        for (how, script) in [
+            ("read-write", format!("exec 3<>'{p}'")),
+            ("read-only", format!("exec 3<'{p}'")),
+        ] {
+            let (opened, err) = probe(&script);
+            assert!(
+                !opened && err.contains("Permission denied"),
+                "{p} opened {how} by a process without the handle: {err}"
+            );
+        }
+    }
+    pass(
+        &mut as_one_user(command(&["stale-after-close", &handle])),
+        "stale-after-close",
+    );
+    owner.send("go");
+    owner.finish("ipc-hold");
+}
+
+/// With `NCCLSIM_HARDEN=1` the owner is not dumpable: another process of the user can no
+/// longer list or follow its descriptors (so not even `chmod` a memfd back through
+/// `/proc/<pid>/fd/<n>`), nor read its memory through `/proc/<pid>/mem` (ptrace attach is
+/// refused by the same kernel check, `ptrace_may_access`); its state stays public for
+/// liveness checks, and members still map what they hold a handle to.
+#[test]
+fn a_hardened_process_closes_its_descriptors_and_memory_to_the_user() {
+    let mut c = as_one_user(command(&["ipc-hold"]));
+    c.env("NCCLSIM_HARDEN", "1");
+    let mut owner = Peer::start(c);
+    let handle = owner.line();
+    let pid = owner.child.id();
+    for (what, script) in [
+        ("its descriptors", format!("ls /proc/{pid}/fd")),
+        ("its memory", format!("exec 3</proc/{pid}/mem")),
+    ] {
+        let (ok, err) = probe(&script);
+        assert!(
+            !ok && err.contains("Permission denied"),
+            "{what} open to another process of the user: {err}"
+        );
+    }
+    let (ok, err) = probe(&format!("grep -q '^{pid} (' /proc/{pid}/stat"));
+    assert!(ok, "/proc/{pid}/stat: {err}");
+    pass(
+        &mut as_one_user(command(&["stale-after-close", &handle])),
         "stale-after-close",
     );
     owner.send("go");

@@ -35,7 +35,7 @@ struct ncclsim_core_api_v1 {
     ncclsim_fn begin_capture, end_capture, capture_info, graph_create, graph_destroy;
     ncclsim_fn graph_node_count, graph_write_dot, graph_instantiate, graph_exec_destroy;
     ncclsim_fn graph_launch, device_reset;
-    ncclsim_fn pointer_arena; /* (uintptr_t ptr, struct { uint32_t owner_pid, arena_id; int32_t fd, device; uint64_t file_len, offset, alloc_offset, alloc_size; } *out) */
+    ncclsim_fn pointer_arena; /* (uintptr_t ptr, struct { uint32_t owner_pid, arena_id, key; int32_t device; uint64_t file_len, offset, alloc_offset, alloc_size, secret; } *out) */
     /* Like enqueue, but the core owns `data`: release(data) runs once when no work (and no
      * captured graph) needs it any more. */
     int (*enqueue_owned)(uint64_t stream, uint64_t duration_ns, ncclsim_work_fn work, void *data,
@@ -92,6 +92,14 @@ struct ncclsim_core_api_v1 {
     /* The host waited until virtual time clock_ns (ns since the core started): later work
      * starts no earlier, and the virtual host clock reads at least it. */
     int (*host_wait)(uint64_t clock_ns);
+    /* Offers a copy of descriptor fd to other processes through this process's descriptor
+     * broker until fd_withdraw(key): a process of this user presenting key and secret to
+     * fd_fetch receives it (SCM_RIGHTS). */
+    int (*fd_offer)(int32_t fd, uint32_t *key, uint64_t *secret);
+    int (*fd_withdraw)(uint32_t key);
+    /* Fetches offer key of process owner_pid with its secret: a new descriptor the caller
+     * owns. Fails, never hangs, if the owner is gone, refuses or stalls. */
+    int (*fd_fetch)(uint32_t owner_pid, uint32_t key, uint64_t secret, int32_t *fd);
 };
 
 const struct ncclsim_core_api_v1 *ncclsim_cuda_core_v1(void);

@@ -470,6 +470,27 @@ pub(crate) fn mem_export(handle: u64) -> Result<i32> {
     Ok(std::os::fd::IntoRawFd::into_raw_fd(fd))
 }
 
+pub(crate) fn fd_offer(fd: i32) -> Result<(u32, u64)> {
+    if fd < 0 {
+        return Err(CoreError::InvalidValue(format!("descriptor {fd}")));
+    }
+    // SAFETY: the caller's descriptor, borrowed for this call only; `offer` duplicates it.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    let g = fake_cuda_core::broker::offer(fd)?;
+    Ok((g.key, g.secret))
+}
+
+pub(crate) fn fd_withdraw(key: u32) -> Result<()> {
+    fake_cuda_core::broker::withdraw(key);
+    Ok(())
+}
+
+pub(crate) fn fd_fetch(owner_pid: u32, key: u32, secret: u64) -> Result<i32> {
+    let fd =
+        fake_cuda_core::broker::fetch(owner_pid, fake_cuda_core::broker::Grant { key, secret })?;
+    Ok(std::os::fd::IntoRawFd::into_raw_fd(fd))
+}
+
 pub(crate) fn mem_import(fd: i32) -> Result<u64> {
     core()?.mem_import(fd)
 }

@@ -93,14 +93,18 @@ pub fn check_segment(m: &Mapping, magic: u64, n: usize) -> Result<()> {
 pub(super) struct BufRef {
     pid: u32,
     arena: u32,
-    fd: i32,
+    /// The arena's offer in the owner's descriptor broker: key and secret.
+    key: u32,
     _pad: u32,
-    file_len: u64,
+    secret: u64,
     offset: u64,
     addr: u64,
 }
 
 const NO_ARENA: u32 = u32::MAX;
+
+// A send/receive entry holds one in 40 bytes (`p2p`).
+const _: () = assert!(std::mem::size_of::<BufRef>() == 40);
 
 impl BufRef {
     fn of(ptr: usize) -> BufRef {
@@ -113,8 +117,8 @@ impl BufRef {
         if ptr != 0 {
             if let Ok(loc) = crate::cuda::arena_location(ptr) {
                 r.arena = loc.arena_id;
-                r.fd = loc.fd;
-                r.file_len = loc.file_len;
+                r.key = loc.key;
+                r.secret = loc.secret;
                 r.offset = loc.offset;
             }
         }
@@ -137,7 +141,7 @@ impl BufRef {
         comm.peers
             .lock()
             .map_err(|_| NcclError::internal("peer map lock poisoned"))?
-            .address(self.pid, self.arena, self.fd, self.file_len, self.offset)
+            .address(self.pid, self.arena, (self.key, self.secret), self.offset)
     }
 }
 

@@ -18,6 +18,9 @@
  *   nccl_faults invalid 0 2 -         every invalid argument on a 2-rank ncclCommInitAll
  *   nccl_faults mismatch R N IDFILE   different counts, types, reductions, collectives and roots
  *                                     across the ranks of a call, then a checked AllReduce
+ *   nccl_faults hold R N IDFILE       a communicator formed and used, kept until IDFILE.go
+ *                                     exists (the test probes its memory from outside), then
+ *                                     used again and destroyed
  *
  * Each outcome is a line "result rank=R case=NAME code=C ms=T msg=TEXT"; the test checks the
  * codes and messages. Before the first communicator and after the last one is gone the
@@ -319,6 +322,23 @@ int main(int argc, char **argv) {
         CHECK(n == 1);
         for (int r = 0; r < 2; r++) OK(ncclCommDestroy(part[r]));
         for (int r = 0; r < 2; r++) OK(ncclCommDestroy(all[r]));
+        leaks(before);
+        return 0;
+    }
+    if (strcmp(what, "hold") == 0) {
+        ncclUniqueId id = shared_id(path, 1);
+        ncclComm_t comm;
+        double t = now_ms();
+        OK(ncclCommInitRank(&comm, N, id, R));
+        checked_allreduce(comm);
+        printf("holding rank=%d\n", R);
+        fflush(stdout);
+        char go[4096];
+        snprintf(go, sizeof go, "%s.go", path);
+        for (int i = 0; i < 3000 && access(go, F_OK) != 0; i++) usleep(10000);
+        checked_allreduce(comm);
+        OK(ncclCommDestroy(comm));
+        result(what, 0, t, "held and used");
         leaks(before);
         return 0;
     }
