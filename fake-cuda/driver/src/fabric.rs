@@ -7,10 +7,11 @@
 //! and that `cuMemImportFromShareableHandle` turns back into an allocation handle in any process
 //! on a GPU of the same NVLink fabric (IMEX domain), on the same host or another one; the bytes
 //! travel however the program likes (MPI, sockets, files). Here the simulated nodes of a domain
-//! are processes of one machine, so the handle names the exporting process and the descriptor
-//! of the allocation's memory file it keeps open for the handle's lifetime; the importer opens
-//! that descriptor through `/proc` and hands it to the core's ordinary import, which checks it
-//! is an allocation file. The handle also carries the exporter's NVLink domain (cluster UUID and
+//! are processes of one machine, so the handle names the exporting process and an offer of the
+//! allocation's memory file in that process's descriptor broker (its key and secret, kept while
+//! the allocation lives); the importer fetches the descriptor from the broker (`SCM_RIGHTS`)
+//! and hands it to the core's ordinary import, which checks it is an allocation file. The
+//! handle also carries the exporter's NVLink domain (cluster UUID and
 //! clique id, as NVML's GPU fabric information reports them): a process of another domain, or of
 //! a node outside any domain, is refused, as GPUs outside the fabric are.
 
@@ -20,6 +21,14 @@ use fake_cuda_core::vmm::HANDLE_TYPE_POSIX_FD;
 use std::collections::HashMap;
 use std::ffi::c_int;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// A memory file offered through this process's descriptor broker.
+struct Offer {
+    /// Kept open while the allocation may be imported.
+    _file: OwnedFd,
+    key: u32,
+    secret: u64,
+}
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// `CU_MEM_HANDLE_TYPE_FABRIC`.
@@ -35,8 +44,8 @@ const MAGIC: &[u8; 8] = b"ncsfab01";
 struct Fabric {
     /// Handle -> the handle types the caller asked for (fabric, and maybe POSIX descriptors).
     types: HashMap<u64, u32>,
-    /// Handle -> the descriptor of its memory file kept open while it may be imported.
-    exported: HashMap<u64, OwnedFd>,
+    /// Handle -> its memory file, offered while it may be imported.
+    exported: HashMap<u64, Offer>,
 }
 
 fn state() -> MutexGuard<'static, Fabric> {
@@ -87,7 +96,11 @@ pub(crate) fn released(h: u64) {
     if gone {
         let mut s = state();
         s.types.remove(&h);
-        s.exported.remove(&h);
+        if let Some(offer) = s.exported.remove(&h) {
+            if let Ok(c) = core() {
+                let _ = c.fd_withdraw(offer.key);
+            }
+        }
     }
 }
 
@@ -105,20 +118,20 @@ pub(crate) fn export(h: u64) -> Result<[u8; FABRIC_HANDLE_BYTES]> {
             return Err(DriverError::Code(INVALID_VALUE));
         }
         // SAFETY: the core hands the caller a descriptor of its own.
-        slot.insert(unsafe { OwnedFd::from_raw_fd(fd) });
+        let file = unsafe { OwnedFd::from_raw_fd(fd) };
+        let (key, secret) = core()?.fd_offer(file.as_raw_fd())?;
+        slot.insert(Offer {
+            _file: file,
+            key,
+            secret,
+        });
     }
-    let fd = s.exported[&h].as_raw_fd();
-    // SAFETY: `libc::stat` is plain C data; all zeroes is a valid value.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: a descriptor we hold and a valid out-pointer.
-    if unsafe { libc::fstat(fd, &mut st) } != 0 {
-        return Err(DriverError::Code(INVALID_VALUE));
-    }
+    let offer = &s.exported[&h];
     let mut b = [0u8; FABRIC_HANDLE_BYTES];
     b[..8].copy_from_slice(MAGIC);
     b[8..12].copy_from_slice(&std::process::id().to_le_bytes());
-    b[12..16].copy_from_slice(&fd.to_le_bytes());
-    b[16..24].copy_from_slice(&st.st_ino.to_le_bytes());
+    b[12..16].copy_from_slice(&offer.key.to_le_bytes());
+    b[16..24].copy_from_slice(&offer.secret.to_le_bytes());
     b[24..32].copy_from_slice(&dom.cluster_uuid[0].to_le_bytes());
     b[32..40].copy_from_slice(&dom.cluster_uuid[1].to_le_bytes());
     b[40..44].copy_from_slice(&dom.clique_id.to_le_bytes());
@@ -144,23 +157,17 @@ pub(crate) fn import(b: &[u8; FABRIC_HANDLE_BYTES]) -> Result<u64> {
         // Another NVLink domain: its memory is not reachable over this fabric.
         return Err(DriverError::Code(NOT_PERMITTED));
     }
-    let (pid, fd, ino) = (le32(&b[8..12]), le32(&b[12..16]) as i32, le64(&b[16..24]));
-    let path = std::ffi::CString::new(format!("/proc/{pid}/fd/{fd}")).expect("no NUL");
-    // SAFETY: a valid path; the result is checked.
-    let raw = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    let (pid, key, secret) = (le32(&b[8..12]), le32(&b[12..16]), le64(&b[16..24]));
+    // The exporter's broker passes the memory file to a holder of the offer's secret; an
+    // exporter that has exited or released the allocation has nothing to pass.
+    let raw = core()?
+        .fd_fetch(pid, key, secret)
+        .map_err(|_| DriverError::Code(INVALID_VALUE))?;
     if raw < 0 {
-        // The exporter has exited or released the allocation.
         return Err(DriverError::Code(INVALID_VALUE));
     }
-    // SAFETY: a fresh descriptor we own.
+    // SAFETY: the core hands the caller a descriptor of its own.
     let file = unsafe { OwnedFd::from_raw_fd(raw) };
-    // SAFETY: `libc::stat` is plain C data; all zeroes is a valid value.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: a descriptor we hold and a valid out-pointer.
-    if unsafe { libc::fstat(raw, &mut st) } != 0 || st.st_ino != ino {
-        // The descriptor number now names another file: the allocation is gone.
-        return Err(DriverError::Code(INVALID_VALUE));
-    }
     let h = core()?.mem_import(file.as_raw_fd())?;
     state().types.insert(h, HANDLE_TYPE_FABRIC as u32);
     Ok(h)
