@@ -148,7 +148,7 @@ fn collective(
             .map_err(|_| NcclError::internal("redop lock poisoned"))?
             .resolve(op, dtype, c.nranks)?
     } else {
-        crate::types::Reduction::Sum
+        crate::types::Reduction::SUM
     };
     let (se, re) = kind.extents(count, c.nranks, c.rank, root);
     device_buffer(send, se, dtype, "sendbuff", c.cuda_dev)?;

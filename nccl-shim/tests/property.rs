@@ -5,7 +5,7 @@
 
 use nccl::api::*;
 use nccl::reduce;
-use nccl::types::{Collective, DataType, Reduction};
+use nccl::types::{Collective, DataType, RedOp, Reduction};
 use proptest::prelude::*;
 use std::ffi::c_void;
 
@@ -123,13 +123,7 @@ fn run_case(
     let inputs: Vec<Vec<u8>> = (0..n)
         .map(|r| input(dtype, seed ^ (r as u64 * 0x9e37_79b9), send_elems))
         .collect();
-    let red = match op {
-        4 => reduce::average(dtype, n),
-        0 => Reduction::Sum,
-        1 => Reduction::Prod,
-        2 => Reduction::Max,
-        _ => Reduction::Min,
-    };
+    let red = Reduction::builtin(RedOp::try_from(op).expect("a built-in op"), dtype, n);
     let want = reference(kind, dtype, red, n, count, root, &inputs);
     let mut bufs = Vec::new();
     for (r, inp) in inputs.iter().enumerate() {
