@@ -15,6 +15,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+use topo::hash::fnv1a;
 
 /// One member of a communicator.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,22 +79,15 @@ impl Member {
     }
 }
 
-/// FNV-1a of `bytes`.
-fn fnv(bytes: &[u8]) -> u64 {
-    let mut h = fnv::FnvHasher::default();
-    std::hash::Hasher::write(&mut h, bytes);
-    std::hash::Hasher::finish(&h)
-}
-
 /// This process's host hash: `NCCL_HOSTID`, else the machine's host name and the kernel's
 /// boot id. The kernel's name, not the one `gethostname` shows the program: simulated nodes of
 /// one machine (each with its own name under `ncclsim run`) share memory.
 pub fn host_hash() -> u64 {
     if let Ok(id) = std::env::var("NCCL_HOSTID") {
-        return fnv(id.as_bytes());
+        return fnv1a(id.as_bytes());
     }
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-    fnv(format!("{}{}", crate::error::machine_name(), boot.trim()).as_bytes())
+    fnv1a(format!("{}{}", crate::error::machine_name(), boot.trim()).as_bytes())
 }
 
 fn env_node() -> Option<i32> {
@@ -509,12 +503,14 @@ fn join(id: &crate::types::UniqueId, j: Joining) -> Result<Comm> {
 /// Mixes a parent's magic with a child number (children of one parent get distinct magics
 /// that every member computes alike).
 fn child_magic(parent: u64, child: u32, color: i32) -> u64 {
-    fnv(&[
-        parent.to_le_bytes(),
-        (child as u64).to_le_bytes(),
-        (color as i64).to_le_bytes(),
-    ]
-    .concat())
+    fnv1a(
+        &[
+            parent.to_le_bytes(),
+            (child as u64).to_le_bytes(),
+            (color as i64).to_le_bytes(),
+        ]
+        .concat(),
+    )
 }
 
 /// `ncclCommSplit` (and `ncclCommShrink`): collective over `parent`. Members with the same
