@@ -378,22 +378,18 @@ fn simulate(
                 }
             }
             if crate::trace::enabled() {
-                let list: Vec<String> = m.iter().map(|(n, g)| format!("[{n},{g}]")).collect();
                 let g = &c.plan.graphs;
-                crate::trace::instant(
-                    "comm_init",
-                    0,
-                    &format!(
-                        "\"comm\":\"{:#x}\",\"rank\":{rank},\"nranks\":{},\"nodes\":{},\"members\":[{}],\"ring_channels\":{},\"tree_channels\":{},\"coll_channels\":{}",
-                        magic,
-                        m.len(),
-                        c.plan.n_nodes,
-                        list.join(","),
-                        g.ring.n_channels,
-                        g.tree.n_channels,
-                        c.plan.n_channels
-                    ),
-                );
+                let args = crate::trace::args(serde_json::json!({
+                    "comm": format!("{magic:#x}"),
+                    "rank": rank,
+                    "nranks": m.len(),
+                    "nodes": c.plan.n_nodes,
+                    "members": m,
+                    "ring_channels": g.ring.n_channels,
+                    "tree_channels": g.tree.n_channels,
+                    "coll_channels": c.plan.n_channels,
+                }));
+                crate::trace::instant("comm_init", 0, &args);
             }
             let topo_rank = std::env::var("NCCL_TOPO_DUMP_FILE_RANK")
                 .ok()
