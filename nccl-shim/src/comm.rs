@@ -147,9 +147,24 @@ pub struct Comm {
     pub sim: Option<Arc<crate::sim::CommSim>>,
     /// The `ncclComm_t` the program holds for it.
     pub handle: usize,
+    /// Set when an operation could not be priced (reported once).
+    pub prediction_failed: AtomicBool,
 }
 
 impl Comm {
+    /// Reports that the cost model could not price an operation (it then takes no simulated
+    /// time): a warning, the first time on this communicator.
+    pub fn prediction_failed(&self, kind: crate::types::Collective, e: &dyn std::fmt::Display) {
+        if !self.prediction_failed.swap(true, Ordering::Relaxed) {
+            crate::error::warn(&format!(
+                "comm {:#x} rank {}: {} has no predicted time ({e}); operations the model cannot price take no simulated time (reported once per communicator)",
+                self.magic,
+                self.rank,
+                kind.nccl_name()
+            ));
+        }
+    }
+
     /// A waiter for this communicator's operations.
     pub fn waiter(&self, what: impl Into<String>) -> Waiter {
         Waiter {
@@ -350,6 +365,7 @@ fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> R
         done_ns: AtomicU64::new(0),
         child_count: AtomicU32::new(0),
         redops: Mutex::new(Default::default()),
+        prediction_failed: AtomicBool::new(false),
     })
 }
 

@@ -192,7 +192,8 @@ impl Sim {
     }
 }
 
-/// The cost model's view of a collective call: its collective and its nccl-tests size.
+/// The cost model's view of a collective call: its collective and its nccl-tests size. An
+/// error names what the model could not price.
 pub fn predict(
     c: &CommSim,
     kind: Collective,
@@ -200,7 +201,7 @@ pub fn predict(
     dtype: DataType,
     op: i32,
     nranks: usize,
-) -> Option<Prediction> {
+) -> std::result::Result<Prediction, cost_model::CostError> {
     let per_rank = count as u64 * dtype.size() as u64;
     let bytes = match kind {
         Collective::AllReduce | Collective::Reduce | Collective::Broadcast => per_rank,
@@ -208,7 +209,6 @@ pub fn predict(
     };
     c.model
         .predict(kind, bytes, dtype, RedOp::from_nccl(op as i64))
-        .ok()
 }
 
 /// The price of a group's sends and receives: NCCL runs them concurrently on its p2p channels,

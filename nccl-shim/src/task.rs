@@ -130,7 +130,13 @@ fn price(comm: &Comm, work: &Work) -> Option<Priced> {
     let tracing = trace::enabled();
     match work {
         Work::Coll(c) => {
-            let p = crate::sim::predict(sim, c.kind, c.count, c.dtype, c.op, comm.nranks)?;
+            let p = match crate::sim::predict(sim, c.kind, c.count, c.dtype, c.op, comm.nranks) {
+                Ok(p) => p,
+                Err(e) => {
+                    comm.prediction_failed(c.kind, &e);
+                    return None;
+                }
+            };
             let args = if tracing {
                 trace::args(serde_json::json!({
                     "comm": format!("{:#x}", comm.magic),
