@@ -10,8 +10,11 @@
 //! handles. Nothing is mapped from a process that has not published it.
 
 use crate::error::{NcclError, Result};
+use rustix::fs::{ftruncate, memfd_create, MemfdFlags};
+use rustix::mm::{mmap, munmap, MapFlags, ProtFlags};
+use rustix::thread::futex;
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -32,24 +35,10 @@ impl Mapping {
     pub fn create(name: &str, len: usize) -> Result<Mapping> {
         let cname =
             std::ffi::CString::new(name).map_err(|_| NcclError::internal("memfd name with NUL"))?;
-        // SAFETY: valid NUL-terminated name.
-        let raw = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) };
-        if raw < 0 {
-            return Err(NcclError::system(
-                "memfd_create",
-                std::io::Error::last_os_error(),
-            ));
-        }
-        // SAFETY: a fresh descriptor we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        // SAFETY: valid descriptor.
-        if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
-            return Err(NcclError::system(
-                "ftruncate",
-                std::io::Error::last_os_error(),
-            ));
-        }
-        let ptr = map(fd.as_raw_fd(), len)?;
+        let fd = memfd_create(&cname, MemfdFlags::CLOEXEC)
+            .map_err(|e| NcclError::system("memfd_create", e.into()))?;
+        ftruncate(&fd, len as u64).map_err(|e| NcclError::system("ftruncate", e.into()))?;
+        let ptr = map(&fd, len)?;
         Ok(Mapping {
             ptr,
             len,
@@ -83,7 +72,7 @@ impl Mapping {
                 "{path}: {actual} bytes, expected {len}"
             )));
         }
-        let ptr = map(file.as_raw_fd(), len)?;
+        let ptr = map(&file, len)?;
         Ok(Mapping {
             ptr,
             len,
@@ -122,54 +111,45 @@ impl Mapping {
     }
 }
 
-fn map(fd: i32, len: usize) -> Result<*mut u8> {
-    // SAFETY: mapping a valid descriptor; the kernel picks the address.
+fn map(fd: impl AsFd, len: usize) -> Result<*mut u8> {
+    // SAFETY: a new shared mapping of a descriptor at an address the kernel picks; it overlaps
+    // no existing memory.
     let p = unsafe {
-        libc::mmap(
+        mmap(
             std::ptr::null_mut(),
             len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_NORESERVE,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::SHARED | MapFlags::NORESERVE,
             fd,
             0,
         )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(NcclError::system("mmap", std::io::Error::last_os_error()));
     }
+    .map_err(|e| NcclError::system("mmap", e.into()))?;
     Ok(p.cast())
 }
 
 impl Drop for Mapping {
     fn drop(&mut self) {
-        // SAFETY: unmapping exactly what `map` mapped.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+        // SAFETY: unmapping exactly what `map` mapped; no reference into it outlives `self`.
+        let _ = unsafe { munmap(self.ptr.cast(), self.len) };
     }
 }
 
 /// Waits while `word == value`, at most `timeout`, without spinning (futex; works across
 /// processes on shared mappings).
 pub fn futex_wait(word: &AtomicU32, value: u32, timeout: Duration) {
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs() as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    let ts = futex::Timespec {
+        tv_sec: timeout.as_secs() as futex::Secs,
+        tv_nsec: timeout.subsec_nanos() as futex::Nsecs,
     };
-    // SAFETY: a valid aligned u32 in memory that outlives the call; FUTEX_WAIT only reads it.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT,
-            value,
-            &ts as *const libc::timespec,
-        )
-    };
+    // Not private: the word may be shared with other processes. A wake, a changed word, a
+    // signal or the timeout all end the wait; the caller looks at the word again.
+    let _ = futex::wait(word, futex::Flags::empty(), value, Some(&ts));
 }
 
 /// Wakes every waiter on `word`.
 pub fn futex_wake(word: &AtomicU32) {
-    // SAFETY: a valid aligned u32; FUTEX_WAKE does not touch memory.
-    unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX) };
+    let _ = futex::wake(word, futex::Flags::empty(), i32::MAX as u32);
 }
 
 /// How long waits may last and how to stop them early.
