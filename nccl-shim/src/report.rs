@@ -16,12 +16,14 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::{Mutex, OnceLock};
 
-/// One communicator of this process, as planned.
+/// One communicator of this process, as planned; its fields in the order the `nccl` section
+/// gives them.
+#[derive(Serialize)]
 struct CommEntry {
+    name: String,
     nranks: usize,
     rank: usize,
     nodes: usize,
-    name: String,
     coll_channels: usize,
     ring_channels: i32,
     tree_channels: i32,
@@ -29,6 +31,7 @@ struct CommEntry {
     p2p_channels: usize,
     destroyed: bool,
     /// Per operation name: calls, bytes, predicted ns, waited ns.
+    #[serde(skip)]
     ops: BTreeMap<&'static str, [u64; 4]>,
 }
 
@@ -163,16 +166,8 @@ struct OpJson<'a> {
 #[derive(Serialize)]
 struct CommJson<'a> {
     comm: String,
-    name: &'a str,
-    nranks: usize,
-    rank: usize,
-    nodes: usize,
-    coll_channels: usize,
-    ring_channels: i32,
-    tree_channels: i32,
-    nvls_channels: usize,
-    p2p_channels: usize,
-    destroyed: bool,
+    #[serde(flatten)]
+    entry: &'a CommEntry,
     calls: u64,
     bytes: u64,
     predicted_us: f64,
@@ -214,16 +209,7 @@ pub fn section_json() -> String {
                 .fold((0, 0, 0), |a, t| (a.0 + t[0], a.1 + t[1], a.2 + t[2]));
             CommJson {
                 comm: format!("{magic:#x}"),
-                name: &e.name,
-                nranks: e.nranks,
-                rank: e.rank,
-                nodes: e.nodes,
-                coll_channels: e.coll_channels,
-                ring_channels: e.ring_channels,
-                tree_channels: e.tree_channels,
-                nvls_channels: e.nvls_channels,
-                p2p_channels: e.p2p_channels,
-                destroyed: e.destroyed,
+                entry: e,
                 calls,
                 bytes,
                 predicted_us: micros(ns),
