@@ -90,11 +90,6 @@ impl Mapping {
         self.len
     }
 
-    /// Whether the mapping is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// The descriptor of a mapping this process created.
     pub fn raw_fd(&self) -> i32 {
         self._fd.as_ref().map_or(-1, |f| f.as_raw_fd())

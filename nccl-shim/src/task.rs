@@ -166,7 +166,7 @@ fn price(comm: &Comm, work: &Work) -> Option<Priced> {
         Work::P2p(ops) => {
             let sent: u64 = ops.iter().filter(|o| o.send).map(|o| o.bytes as u64).sum();
             let recv: u64 = ops.iter().filter(|o| !o.send).map(|o| o.bytes as u64).sum();
-            let sides = crate::sim::p2p_sides(comm, ops);
+            let sides = crate::sim::p2p_sides(&comm.members, comm.rank, ops);
             let p = crate::sim::predict_p2p(sim, sides);
             let args = if tracing {
                 let peers: Vec<String> = ops
