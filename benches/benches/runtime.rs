@@ -240,7 +240,7 @@ fn init(c: &mut Criterion) {
 /// What the simulation adds to each call after the first: pricing one collective on its
 /// communicator's plan (the plan itself is made once, at init).
 fn pricing(c: &mut Criterion) {
-    let sim = nccl::sim::sim().expect("the simulation loads the bundled topology");
+    let sim = nccl::testing::sim::sim().expect("the simulation loads the bundled topology");
     let members: Vec<(usize, i32)> = (0..16).map(|r| (r / 8, (r % 8) as i32)).collect();
     let comm = sim.plan(&members, "world").expect("plan");
     let mut g = c.benchmark_group("runtime_per_call");
@@ -252,11 +252,11 @@ fn pricing(c: &mut Criterion) {
     });
     g.bench_function("price_allreduce_4MiB", |b| {
         b.iter(|| {
-            nccl::sim::predict(
+            nccl::testing::sim::predict(
                 &comm,
-                nccl::types::Collective::AllReduce,
+                nccl::testing::types::Collective::AllReduce,
                 std::hint::black_box(1 << 20),
-                nccl::types::DataType::Float32,
+                nccl::testing::types::DataType::Float32,
                 0,
                 16,
             )

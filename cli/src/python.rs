@@ -17,14 +17,10 @@ mod files {
 
 /// A 64-bit FNV-1a hash of every file's path and contents.
 fn digest() -> u64 {
-    use std::hash::Hasher;
-    let mut h = fnv::FnvHasher::default();
-    for (path, text) in files::FILES {
-        for part in [path.as_bytes(), &[0], text.as_bytes(), &[0]] {
-            h.write(part);
-        }
-    }
-    h.finish()
+    let parts = files::FILES
+        .iter()
+        .flat_map(|(path, text)| [path.as_bytes(), &[0], text.as_bytes(), &[0]]);
+    topo::hash::fnv1a_parts(topo::hash::FNV1A_BASIS, parts)
 }
 
 fn cache_base() -> PathBuf {

@@ -231,11 +231,7 @@ fn soname_dir(dir: &Path) -> Result<PathBuf, String> {
                 .map(PathBuf::from)
                 .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
                 .ok_or_else(|| format!("{}: {first}", local.display()))?;
-            let tag = {
-                let mut h = fnv::FnvHasher::default();
-                std::hash::Hasher::write(&mut h, dir.to_string_lossy().as_bytes());
-                std::hash::Hasher::finish(&h)
-            };
+            let tag = topo::hash::fnv1a(dir.to_string_lossy().as_bytes());
             let cache = base.join(format!("ncclsim/sonames-{tag:016x}"));
             try_in(&cache).map_err(|e| {
                 format!(

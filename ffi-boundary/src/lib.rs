@@ -11,8 +11,8 @@
 //!   `ncclsim <library>: <function>: <message>`.
 //!
 //! C callbacks a library hands to others (`atexit` handlers, host work the CUDA core runs)
-//! have no C code to return; their bodies run under [`callback`], which also keeps panics
-//! from crossing into C. No other library crate calls `catch_unwind`.
+//! have no C code to return; their bodies run under [`callback`] (or [`guard`], for a library
+//! without an error type), which also keeps panics from crossing into C. No other library crate calls `catch_unwind`.
 //!
 //! [`non_null!`] writes through (or reads from) a C pointer after checking it is not null,
 //! returning the caller's error otherwise; [`write_c_string`] fills C string buffers.
@@ -207,10 +207,22 @@ pub fn callback<E: FfiError, T>(
     fallback: impl FnOnce() -> T,
     body: impl FnOnce() -> T,
 ) -> T {
+    guard(E::LIBRARY.name, function, fallback, body)
+}
+
+/// [`callback`] for a library without an error type (a constructor in `.init_array`, an
+/// interposed libc function): runs `body`, and after a panic yields `fallback()`, printing the
+/// first panic of each `function` of `library` when `NCCLSIM_DEBUG` is set.
+pub fn guard<T>(
+    library: &'static str,
+    function: &'static str,
+    fallback: impl FnOnce() -> T,
+    body: impl FnOnce() -> T,
+) -> T {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|payload| {
-        if first_panic_of(E::LIBRARY.name, function) {
+        if first_panic_of(library, function) {
             let message = format!("{PANIC_LOG}: {}", panic_message(payload.as_ref()));
-            log_failure(E::LIBRARY.name, function, &message);
+            log_failure(library, function, &message);
         }
         fallback()
     })

@@ -21,13 +21,16 @@ pub mod place;
 
 use std::ffi::{c_char, c_int};
 
+/// This library's name in logged panics.
+const LIBRARY: &str = "launch";
+
 #[used]
 #[link_section = ".init_array"]
 static INIT: extern "C" fn() = init;
 
 extern "C" fn init() {
     // Nothing may unwind out of a constructor.
-    let _ = std::panic::catch_unwind(setup);
+    ffi_boundary::guard(LIBRARY, "init", || (), setup);
 }
 
 fn setup() {
@@ -105,16 +108,21 @@ pub unsafe extern "C" fn uname(buf: *mut libc::utsname) -> c_int {
     if rc != 0 {
         return rc;
     }
-    let _ = std::panic::catch_unwind(|| {
-        // SAFETY: the kernel filled `buf`, so it is a valid, writable utsname.
-        let node = unsafe { &mut (*buf).nodename };
-        if let Some(name) = simulated_name(&field_text(node), node.len() - 1) {
-            node.fill(0);
-            for (d, s) in node.iter_mut().zip(name.bytes()) {
-                *d = s as c_char;
+    ffi_boundary::guard(
+        LIBRARY,
+        "uname",
+        || (),
+        || {
+            // SAFETY: the kernel filled `buf`, so it is a valid, writable utsname.
+            let node = unsafe { &mut (*buf).nodename };
+            if let Some(name) = simulated_name(&field_text(node), node.len() - 1) {
+                node.fill(0);
+                for (d, s) in node.iter_mut().zip(name.bytes()) {
+                    *d = s as c_char;
+                }
             }
-        }
-    });
+        },
+    );
     0
 }
 
@@ -132,10 +140,13 @@ pub unsafe extern "C" fn gethostname(name: *mut c_char, len: libc::size_t) -> c_
         return -1;
     }
     let real = field_text(&u.nodename);
-    let host = std::panic::catch_unwind(|| simulated_name(&real, u.nodename.len() - 1))
-        .ok()
-        .flatten()
-        .unwrap_or(real);
+    let host = ffi_boundary::guard(
+        LIBRARY,
+        "gethostname",
+        || None,
+        || simulated_name(&real, u.nodename.len() - 1),
+    )
+    .unwrap_or(real);
     let mut bytes = host.into_bytes();
     bytes.push(0);
     let n = bytes.len().min(len);

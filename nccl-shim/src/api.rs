@@ -148,7 +148,7 @@ fn collective(
             .map_err(|_| NcclError::internal("redop lock poisoned"))?
             .resolve(op, dtype, c.nranks)?
     } else {
-        crate::types::Reduction::Sum
+        crate::types::Reduction::SUM
     };
     let (se, re) = kind.extents(count, c.nranks, c.rank, root);
     device_buffer(send, se, dtype, "sendbuff", c.cuda_dev)?;
@@ -636,7 +636,11 @@ fn ncclGroupEnd | pncclGroupEnd() {
 }
 fn ncclGroupSimulateEnd | pncclGroupSimulateEnd(sim_info: *mut SimInfo) {
     let ops = group::end_simulated()?;
-    let t = crate::sim::simulate_group(&ops)?;
+    let group: Vec<_> = ops
+        .iter()
+        .map(|(c, o)| (std::sync::Arc::as_ptr(c) as usize, c.sim.as_deref(), o))
+        .collect();
+    let t = crate::sim::simulate_group(&group)?;
     if !sim_info.is_null() {
         // SAFETY: not null (checked above); the caller's ncclSimInfo_t, not aliased during the call.
         let info = unsafe { &mut *sim_info };

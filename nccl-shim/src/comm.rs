@@ -15,6 +15,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+use topo::hash::fnv1a;
 
 /// One member of a communicator.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,22 +79,15 @@ impl Member {
     }
 }
 
-/// FNV-1a of `bytes`.
-fn fnv(bytes: &[u8]) -> u64 {
-    let mut h = fnv::FnvHasher::default();
-    std::hash::Hasher::write(&mut h, bytes);
-    std::hash::Hasher::finish(&h)
-}
-
 /// This process's host hash: `NCCL_HOSTID`, else the machine's host name and the kernel's
 /// boot id. The kernel's name, not the one `gethostname` shows the program: simulated nodes of
 /// one machine (each with its own name under `ncclsim run`) share memory.
 pub fn host_hash() -> u64 {
     if let Ok(id) = std::env::var("NCCL_HOSTID") {
-        return fnv(id.as_bytes());
+        return fnv1a(id.as_bytes());
     }
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-    fnv(format!("{}{}", crate::error::machine_name(), boot.trim()).as_bytes())
+    fnv1a(format!("{}{}", crate::error::machine_name(), boot.trim()).as_bytes())
 }
 
 fn env_node() -> Option<i32> {
@@ -153,9 +147,24 @@ pub struct Comm {
     pub sim: Option<Arc<crate::sim::CommSim>>,
     /// The `ncclComm_t` the program holds for it.
     pub handle: usize,
+    /// Set when an operation could not be priced (reported once).
+    pub prediction_failed: AtomicBool,
 }
 
 impl Comm {
+    /// Reports that the cost model could not price an operation (it then takes no simulated
+    /// time): a warning, the first time on this communicator.
+    pub fn prediction_failed(&self, kind: crate::types::Collective, e: &dyn std::fmt::Display) {
+        if !self.prediction_failed.swap(true, Ordering::Relaxed) {
+            crate::error::warn(&format!(
+                "comm {:#x} rank {}: {} has no predicted time ({e}); operations the model cannot price take no simulated time (reported once per communicator)",
+                self.magic,
+                self.rank,
+                kind.nccl_name()
+            ));
+        }
+    }
+
     /// A waiter for this communicator's operations.
     pub fn waiter(&self, what: impl Into<String>) -> Waiter {
         Waiter {
@@ -378,6 +387,7 @@ fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> R
         done_ns: AtomicU64::new(0),
         child_count: AtomicU32::new(0),
         redops: Mutex::new(Default::default()),
+        prediction_failed: AtomicBool::new(false),
     })
 }
 
@@ -406,22 +416,18 @@ fn simulate(
                 }
             }
             if crate::trace::enabled() {
-                let list: Vec<String> = m.iter().map(|(n, g)| format!("[{n},{g}]")).collect();
                 let g = &c.plan.graphs;
-                crate::trace::instant(
-                    "comm_init",
-                    0,
-                    &format!(
-                        "\"comm\":\"{:#x}\",\"rank\":{rank},\"nranks\":{},\"nodes\":{},\"members\":[{}],\"ring_channels\":{},\"tree_channels\":{},\"coll_channels\":{}",
-                        magic,
-                        m.len(),
-                        c.plan.n_nodes,
-                        list.join(","),
-                        g.ring.n_channels,
-                        g.tree.n_channels,
-                        c.plan.n_channels
-                    ),
-                );
+                let args = crate::trace::args(serde_json::json!({
+                    "comm": format!("{magic:#x}"),
+                    "rank": rank,
+                    "nranks": m.len(),
+                    "nodes": c.plan.n_nodes,
+                    "members": m,
+                    "ring_channels": g.ring.n_channels,
+                    "tree_channels": g.tree.n_channels,
+                    "coll_channels": c.plan.n_channels,
+                }));
+                crate::trace::instant("comm_init", 0, &args);
             }
             let topo_rank = std::env::var("NCCL_TOPO_DUMP_FILE_RANK")
                 .ok()
@@ -531,12 +537,14 @@ fn join(id: &crate::types::UniqueId, j: Joining) -> Result<Comm> {
 /// Mixes a parent's magic with a child number (children of one parent get distinct magics
 /// that every member computes alike).
 fn child_magic(parent: u64, child: u32, color: i32) -> u64 {
-    fnv(&[
-        parent.to_le_bytes(),
-        (child as u64).to_le_bytes(),
-        (color as i64).to_le_bytes(),
-    ]
-    .concat())
+    fnv1a(
+        &[
+            parent.to_le_bytes(),
+            (child as u64).to_le_bytes(),
+            (color as i64).to_le_bytes(),
+        ]
+        .concat(),
+    )
 }
 
 /// `ncclCommSplit` (and `ncclCommShrink`): collective over `parent`. Members with the same

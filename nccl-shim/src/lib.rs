@@ -13,19 +13,46 @@
 //!   section (`NCCLSIM_REPORT`).
 //! - [`shm`]: shared mappings, futex waits, peers' arenas; [`cuda`]: the fake CUDA core.
 
-pub mod api;
-pub mod bootstrap;
-pub mod comm;
-pub mod cuda;
-pub mod error;
-pub mod exec;
-pub mod group;
-pub mod net;
-pub mod ops;
-pub mod reduce;
-pub mod report;
-pub mod shm;
-pub mod sim;
-pub mod task;
-pub mod trace;
-pub mod types;
+pub(crate) mod api;
+pub(crate) mod bootstrap;
+pub(crate) mod comm;
+pub(crate) mod cuda;
+pub(crate) mod error;
+pub(crate) mod exec;
+pub(crate) mod group;
+pub(crate) mod net;
+pub(crate) mod ops;
+pub(crate) mod reduce;
+pub(crate) mod report;
+pub(crate) mod shm;
+pub(crate) mod sim;
+pub(crate) mod task;
+pub(crate) mod trace;
+pub(crate) mod types;
+
+/// What the package's integration tests and benchmarks call directly: the exports as Rust
+/// functions, the calls into the fake CUDA core, the arithmetic, the simulation and the C
+/// types. Not an API: programs use the C exports.
+#[doc(hidden)]
+pub mod testing {
+    /// The exports.
+    pub mod api {
+        pub use crate::api::*;
+    }
+    /// The calls into the fake CUDA core.
+    pub mod cuda {
+        pub use crate::cuda::*;
+    }
+    /// The arithmetic.
+    pub mod reduce {
+        pub use crate::reduce::*;
+    }
+    /// Each communicator's plan and cost model.
+    pub mod sim {
+        pub use crate::sim::*;
+    }
+    /// NCCL's C types.
+    pub mod types {
+        pub use crate::types::*;
+    }
+}

@@ -14,9 +14,9 @@
 
 use crate::bootstrap::{self, Dec, Enc, Hub};
 use crate::error::{NcclError, Result};
+use rustix::event::{PollFd, PollFlags};
 use std::io::{Read, Write};
 use std::net::{SocketAddrV4, TcpStream};
-use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 /// Connections to the ranks on other hosts (None for ranks of this host).
@@ -330,15 +330,15 @@ pub fn exchange(
     let mut sp: Vec<Progress> = out.iter().map(Progress::outgoing).collect();
     let mut rp: Vec<Progress> = inc.iter().map(|_| Progress::incoming()).collect();
     loop {
-        let mut fds: Vec<libc::pollfd> = Vec::new();
+        let mut fds: Vec<PollFd<'_>> = Vec::new();
         let mut what: Vec<Polled> = Vec::new();
         let sends = out.iter().map(|o| (o.peer, HEADER + o.len));
         let recvs = inc.iter().map(|m| (m.peer, HEADER + m.payload()));
-        for (i, fd) in first_per_peer(links, sends, &sp, libc::POLLOUT)? {
+        for (i, fd) in first_per_peer(links, sends, &sp, PollFlags::OUT)? {
             fds.push(fd);
             what.push((true, i));
         }
-        for (i, fd) in first_per_peer(links, recvs, &rp, libc::POLLIN)? {
+        for (i, fd) in first_per_peer(links, recvs, &rp, PollFlags::IN)? {
             fds.push(fd);
             what.push((false, i));
         }
@@ -360,7 +360,7 @@ pub fn exchange(
             continue;
         }
         for (fd, &(sending, i)) in fds.iter().zip(&what) {
-            if fd.revents == 0 {
+            if fd.revents().is_empty() {
                 continue;
             }
             if sending {
@@ -375,12 +375,12 @@ pub fn exchange(
 /// The first unfinished message per connection in one direction, with the pollfd that waits
 /// for its connection to be ready for `events`. `msgs` gives each message's peer and total
 /// bytes (header included).
-fn first_per_peer(
-    links: &Links,
+fn first_per_peer<'a>(
+    links: &'a Links,
     msgs: impl Iterator<Item = (usize, usize)>,
     progress: &[Progress],
-    events: libc::c_short,
-) -> Result<Vec<(usize, libc::pollfd)>> {
+    events: PollFlags,
+) -> Result<Vec<(usize, PollFd<'a>)>> {
     let mut seen: Vec<usize> = Vec::new();
     let mut polled = Vec::new();
     for (i, (peer, total)) in msgs.enumerate() {
@@ -391,28 +391,22 @@ fn first_per_peer(
         let s = links.conns[peer]
             .as_ref()
             .ok_or_else(|| NcclError::internal(format!("no connection to rank {peer}")))?;
-        let fd = libc::pollfd {
-            fd: s.as_raw_fd(),
-            events,
-            revents: 0,
-        };
-        polled.push((i, fd));
+        polled.push((i, PollFd::new(s, events)));
     }
     Ok(polled)
 }
 
 /// Waits up to 100 ms for any of `fds`; false when a signal interrupted the wait.
-fn poll(fds: &mut [libc::pollfd]) -> Result<bool> {
-    // SAFETY: `fds` is a valid array of pollfd of the given length.
-    let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 100) };
-    if rc >= 0 {
-        return Ok(true);
+fn poll(fds: &mut [PollFd<'_>]) -> Result<bool> {
+    let timeout = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: 100_000_000,
+    };
+    match rustix::event::poll(fds, Some(&timeout)) {
+        Ok(_) => Ok(true),
+        Err(rustix::io::Errno::INTR) => Ok(false),
+        Err(e) => Err(NcclError::system("poll", e.into())),
     }
-    let e = std::io::Error::last_os_error();
-    if e.kind() == std::io::ErrorKind::Interrupted {
-        return Ok(false);
-    }
-    Err(NcclError::system("poll", e))
 }
 
 /// Writes as much of an outgoing message as its connection takes without blocking.

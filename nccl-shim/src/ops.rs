@@ -121,11 +121,7 @@ impl RedOps {
     /// The reduction `op` means for `dtype` on `nranks` ranks.
     pub fn resolve(&self, op: i32, dtype: DataType, nranks: usize) -> Result<Reduction> {
         Ok(match RedOp::try_from(op) {
-            Ok(RedOp::Sum) => Reduction::Sum,
-            Ok(RedOp::Prod) => Reduction::Prod,
-            Ok(RedOp::Max) => Reduction::Max,
-            Ok(RedOp::Min) => Reduction::Min,
-            Ok(RedOp::Avg) => crate::reduce::average(dtype, nranks),
+            Ok(builtin) => Reduction::builtin(builtin, dtype, nranks),
             Err(_) => {
                 let d = self.ops.get(&op).ok_or_else(|| {
                     NcclError::invalid_argument(format!(

@@ -9,7 +9,7 @@
 //! nranks (truncating) on integer types, as NCCL 2.30.7 builds it (`src/enqueue.cc`,
 //! `hostToDevRedOp`).
 
-use crate::types::{DataType, Reduction};
+use crate::types::{DataType, RedOp, Reduction};
 use half::{bf16, f16};
 
 /// One element type's arithmetic.
@@ -234,12 +234,12 @@ fp8_elem!(F8E5M2, e5m2);
 #[inline]
 fn combine<T: Elem>(acc: &mut [T], x: &[T], red: Reduction, scalar: u64) {
     match red {
-        Reduction::Sum | Reduction::SumPostDiv { .. } => {
+        Reduction::Op(RedOp::Sum | RedOp::Avg) | Reduction::SumPostDiv { .. } => {
             acc.iter_mut().zip(x).for_each(|(a, b)| *a = T::add(*a, *b))
         }
-        Reduction::Prod => acc.iter_mut().zip(x).for_each(|(a, b)| *a = T::mul(*a, *b)),
-        Reduction::Max => acc.iter_mut().zip(x).for_each(|(a, b)| *a = T::max(*a, *b)),
-        Reduction::Min => acc.iter_mut().zip(x).for_each(|(a, b)| *a = T::min(*a, *b)),
+        Reduction::Op(RedOp::Prod) => acc.iter_mut().zip(x).for_each(|(a, b)| *a = T::mul(*a, *b)),
+        Reduction::Op(RedOp::Max) => acc.iter_mut().zip(x).for_each(|(a, b)| *a = T::max(*a, *b)),
+        Reduction::Op(RedOp::Min) => acc.iter_mut().zip(x).for_each(|(a, b)| *a = T::min(*a, *b)),
         Reduction::PreMulSum { .. } => {
             let s = T::from_bits(scalar);
             acc.iter_mut()
@@ -347,19 +347,6 @@ pub fn scalar_bits(dtype: DataType, value: f64) -> u64 {
     }
 }
 
-/// The reduction ncclAvg stands for on `dtype` with `nranks` ranks.
-pub fn average(dtype: DataType, nranks: usize) -> Reduction {
-    if dtype.is_integer() {
-        Reduction::SumPostDiv {
-            divisor: nranks as u64,
-        }
-    } else {
-        Reduction::PreMulSum {
-            scalar: scalar_bits(dtype, 1.0 / nranks as f64),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -380,7 +367,7 @@ mod tests {
         let o = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), 8) };
         reduce(
             DataType::Float32,
-            Reduction::Sum,
+            Reduction::SUM,
             o,
             &[&bytes(&a), &bytes(&b), &bytes(&c)],
             &[],
@@ -394,7 +381,7 @@ mod tests {
 
     #[test]
     fn integer_average_divides_after_summing() {
-        let red = average(DataType::Int32, 3);
+        let red = Reduction::builtin(RedOp::Avg, DataType::Int32, 3);
         let mut out = vec![0u64; 1];
         // SAFETY: `out` is a live vector of at least that many bytes; u8 has no alignment or validity needs.
         let o = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), 4) };

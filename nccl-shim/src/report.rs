@@ -11,16 +11,19 @@
 //!
 //! Operations are counted when they run: a captured operation at each replay of its graph.
 
-use crate::trace::json_str;
+use crate::trace::{micros, round3};
+use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::{Mutex, OnceLock};
 
-/// One communicator of this process, as planned.
+/// One communicator of this process, as planned; its fields in the order the `nccl` section
+/// gives them.
+#[derive(Serialize)]
 struct CommEntry {
+    name: String,
     nranks: usize,
     rank: usize,
     nodes: usize,
-    name: String,
     coll_channels: usize,
     ring_channels: i32,
     tree_channels: i32,
@@ -28,6 +31,7 @@ struct CommEntry {
     p2p_channels: usize,
     destroyed: bool,
     /// Per operation name: calls, bytes, predicted ns, waited ns.
+    #[serde(skip)]
     ops: BTreeMap<&'static str, [u64; 4]>,
 }
 
@@ -147,42 +151,78 @@ fn share(part: u64, total: u64) -> f64 {
     }
 }
 
+/// One operation of a communicator in the `nccl` section.
+#[derive(Serialize)]
+struct OpJson<'a> {
+    op: &'a str,
+    calls: u64,
+    bytes: u64,
+    predicted_us: f64,
+    waited_us: f64,
+    share_pct: f64,
+}
+
+/// One communicator rank in the `nccl` section.
+#[derive(Serialize)]
+struct CommJson<'a> {
+    comm: String,
+    #[serde(flatten)]
+    entry: &'a CommEntry,
+    calls: u64,
+    bytes: u64,
+    predicted_us: f64,
+    share_pct: f64,
+    ops: Vec<OpJson<'a>>,
+}
+
+/// The `nccl` section.
+#[derive(Serialize)]
+struct SectionJson<'a> {
+    communicators: Vec<CommJson<'a>>,
+    predicted_us: f64,
+}
+
 /// The `nccl` section: communicators with their operations, and the process's total.
 pub fn section_json() -> String {
     let Ok(r) = registry().lock() else {
         return "null".into();
     };
     let total = total_ns(&r);
-    let comms: Vec<String> = r
+    let communicators = r
         .iter()
         .map(|((magic, _), e)| {
-            let ops: Vec<String> = e
+            let ops = e
                 .ops
                 .iter()
-                .map(|(op, t)| {
-                    format!(
-                        "{{\"op\":{},\"calls\":{},\"bytes\":{},\"predicted_us\":{:.3},\"waited_us\":{:.3},\"share_pct\":{:.3}}}",
-                        json_str(op), t[0], t[1], t[2] as f64 / 1e3, t[3] as f64 / 1e3, share(t[2], total)
-                    )
+                .map(|(op, t)| OpJson {
+                    op,
+                    calls: t[0],
+                    bytes: t[1],
+                    predicted_us: micros(t[2]),
+                    waited_us: micros(t[3]),
+                    share_pct: round3(share(t[2], total)),
                 })
                 .collect();
             let (calls, bytes, ns) = e
                 .ops
                 .values()
                 .fold((0, 0, 0), |a, t| (a.0 + t[0], a.1 + t[1], a.2 + t[2]));
-            format!(
-                "{{\"comm\":\"{magic:#x}\",\"name\":{},\"nranks\":{},\"rank\":{},\"nodes\":{},\"coll_channels\":{},\"ring_channels\":{},\"tree_channels\":{},\"nvls_channels\":{},\"p2p_channels\":{},\"destroyed\":{},\"calls\":{calls},\"bytes\":{bytes},\"predicted_us\":{:.3},\"share_pct\":{:.3},\"ops\":[{}]}}",
-                json_str(&e.name), e.nranks, e.rank, e.nodes, e.coll_channels, e.ring_channels,
-                e.tree_channels, e.nvls_channels, e.p2p_channels, e.destroyed,
-                ns as f64 / 1e3, share(ns, total), ops.join(",")
-            )
+            CommJson {
+                comm: format!("{magic:#x}"),
+                entry: e,
+                calls,
+                bytes,
+                predicted_us: micros(ns),
+                share_pct: round3(share(ns, total)),
+                ops,
+            }
         })
         .collect();
-    format!(
-        "{{\"communicators\":[{}],\"predicted_us\":{:.3}}}",
-        comms.join(","),
-        total as f64 / 1e3
-    )
+    serde_json::to_string(&SectionJson {
+        communicators,
+        predicted_us: micros(total),
+    })
+    .unwrap_or_else(|_| "null".into())
 }
 
 /// The report as text lines (what `NCCL_DEBUG=INFO` prints at exit).

@@ -12,8 +12,11 @@
 //! is opened through `/proc`: they are `chmod 000`, so only passed descriptors reach them.
 
 use crate::error::{NcclError, Result};
+use rustix::fs::{fchmod, ftruncate, memfd_create, MemfdFlags, Mode};
+use rustix::mm::{mmap, munmap, MapFlags, ProtFlags};
+use rustix::thread::futex;
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -34,28 +37,12 @@ impl Mapping {
     pub fn create(name: &str, len: usize) -> Result<Mapping> {
         let cname =
             std::ffi::CString::new(name).map_err(|_| NcclError::internal("memfd name with NUL"))?;
-        // SAFETY: valid NUL-terminated name.
-        let raw = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) };
-        if raw < 0 {
-            return Err(NcclError::system(
-                "memfd_create",
-                std::io::Error::last_os_error(),
-            ));
-        }
-        // SAFETY: a fresh descriptor we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        // SAFETY: valid descriptor. Mode 000: reached only through passed descriptors.
-        if unsafe { libc::fchmod(fd.as_raw_fd(), 0) } != 0 {
-            return Err(NcclError::system("fchmod", std::io::Error::last_os_error()));
-        }
-        // SAFETY: valid descriptor.
-        if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
-            return Err(NcclError::system(
-                "ftruncate",
-                std::io::Error::last_os_error(),
-            ));
-        }
-        let ptr = map(fd.as_raw_fd(), len)?;
+        let fd = memfd_create(&cname, MemfdFlags::CLOEXEC)
+            .map_err(|e| NcclError::system("memfd_create", e.into()))?;
+        // Mode 000: reached only through passed descriptors.
+        fchmod(&fd, Mode::empty()).map_err(|e| NcclError::system("fchmod", e.into()))?;
+        ftruncate(&fd, len as u64).map_err(|e| NcclError::system("ftruncate", e.into()))?;
+        let ptr = map(&fd, len)?;
         Ok(Mapping {
             ptr,
             len,
@@ -100,7 +87,7 @@ impl Mapping {
         if len == 0 {
             return Err(NcclError::remote(format!("{what} is empty")));
         }
-        let ptr = map(file.as_raw_fd(), len)?;
+        let ptr = map(&file, len)?;
         Ok(Mapping {
             ptr,
             len,
@@ -124,10 +111,6 @@ impl Mapping {
         self.len
     }
 
-    /// Whether the mapping is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
 
     /// The atomic u32 at byte `offset`.
     pub fn atomic_u32(&self, offset: usize) -> &AtomicU32 {
@@ -140,54 +123,45 @@ impl Mapping {
     }
 }
 
-fn map(fd: i32, len: usize) -> Result<*mut u8> {
-    // SAFETY: mapping a valid descriptor; the kernel picks the address.
+fn map(fd: impl AsFd, len: usize) -> Result<*mut u8> {
+    // SAFETY: a new shared mapping of a descriptor at an address the kernel picks; it overlaps
+    // no existing memory.
     let p = unsafe {
-        libc::mmap(
+        mmap(
             std::ptr::null_mut(),
             len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_NORESERVE,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::SHARED | MapFlags::NORESERVE,
             fd,
             0,
         )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(NcclError::system("mmap", std::io::Error::last_os_error()));
     }
+    .map_err(|e| NcclError::system("mmap", e.into()))?;
     Ok(p.cast())
 }
 
 impl Drop for Mapping {
     fn drop(&mut self) {
-        // SAFETY: unmapping exactly what `map` mapped.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+        // SAFETY: unmapping exactly what `map` mapped; no reference into it outlives `self`.
+        let _ = unsafe { munmap(self.ptr.cast(), self.len) };
     }
 }
 
 /// Waits while `word == value`, at most `timeout`, without spinning (futex; works across
 /// processes on shared mappings).
 pub fn futex_wait(word: &AtomicU32, value: u32, timeout: Duration) {
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs() as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    let ts = futex::Timespec {
+        tv_sec: timeout.as_secs() as futex::Secs,
+        tv_nsec: timeout.subsec_nanos() as futex::Nsecs,
     };
-    // SAFETY: a valid aligned u32 in memory that outlives the call; FUTEX_WAIT only reads it.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT,
-            value,
-            &ts as *const libc::timespec,
-        )
-    };
+    // Not private: the word may be shared with other processes. A wake, a changed word, a
+    // signal or the timeout all end the wait; the caller looks at the word again.
+    let _ = futex::wait(word, futex::Flags::empty(), value, Some(&ts));
 }
 
 /// Wakes every waiter on `word`.
 pub fn futex_wake(word: &AtomicU32) {
-    // SAFETY: a valid aligned u32; FUTEX_WAKE does not touch memory.
-    unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX) };
+    let _ = futex::wake(word, futex::Flags::empty(), i32::MAX as u32);
 }
 
 /// How long waits may last and how to stop them early.

@@ -192,7 +192,8 @@ impl Sim {
     }
 }
 
-/// The cost model's view of a collective call: its collective and its nccl-tests size.
+/// The cost model's view of a collective call: its collective and its nccl-tests size. An
+/// error names what the model could not price.
 pub fn predict(
     c: &CommSim,
     kind: Collective,
@@ -200,7 +201,7 @@ pub fn predict(
     dtype: DataType,
     op: i32,
     nranks: usize,
-) -> Option<Prediction> {
+) -> std::result::Result<Prediction, cost_model::CostError> {
     let per_rank = count as u64 * dtype.size() as u64;
     let bytes = match kind {
         Collective::AllReduce | Collective::Reduce | Collective::Broadcast => per_rank,
@@ -208,7 +209,6 @@ pub fn predict(
     };
     c.model
         .predict(kind, bytes, dtype, RedOp::from_nccl(op as i64))
-        .ok()
 }
 
 /// The price of a group's sends and receives: NCCL runs them concurrently on its p2p channels,
@@ -221,11 +221,15 @@ pub fn predict_p2p(c: &CommSim, sides: (u64, u64)) -> Prediction {
 /// A group's bytes with peers on this rank's node and with peers elsewhere, each side the
 /// larger of what is sent and what is received (the two directions travel on separate
 /// channels).
-pub fn p2p_sides(comm: &crate::comm::Comm, ops: &[crate::ops::P2p]) -> (u64, u64) {
-    let me = comm.members[comm.rank].node;
+pub fn p2p_sides(
+    members: &[crate::comm::Member],
+    rank: usize,
+    ops: &[crate::ops::P2p],
+) -> (u64, u64) {
+    let me = members[rank].node;
     let (mut sent, mut recv) = ([0u64; 2], [0u64; 2]);
     for o in ops {
-        let remote = usize::from(comm.members.get(o.peer).is_some_and(|m| m.node != me));
+        let remote = usize::from(members.get(o.peer).is_some_and(|m| m.node != me));
         let side = if o.send { &mut sent } else { &mut recv };
         side[remote] += o.bytes as u64;
     }
@@ -234,24 +238,25 @@ pub fn p2p_sides(comm: &crate::comm::Comm, ops: &[crate::ops::P2p]) -> (u64, u64
 
 /// `ncclGroupSimulateEnd`'s estimate (µs) for a group's operations: each communicator's
 /// collectives as NCCL groups and tunes them (`estimatedTime` is the last aggregate's time, as
-/// NCCL leaves it); 0 without the simulation or collectives.
-pub fn simulate_group(ops: &[(Arc<crate::comm::Comm>, crate::ops::Op)]) -> Result<f64> {
+/// NCCL leaves it); 0 without the simulation or collectives. `ops` are the group's operations,
+/// each with its communicator (any key that tells communicators apart) and that communicator's
+/// simulation.
+pub fn simulate_group(ops: &[(usize, Option<&CommSim>, &crate::ops::Op)]) -> Result<f64> {
     use crate::ops::Op;
     let mut t = 0.0;
-    let mut done: Vec<*const crate::comm::Comm> = Vec::new();
-    for (comm, _) in ops {
-        let key = Arc::as_ptr(comm);
+    let mut done: Vec<usize> = Vec::new();
+    for &(key, sim, _) in ops {
         if done.contains(&key) {
             continue;
         }
         done.push(key);
-        let Some(sim) = comm.sim.as_ref() else {
+        let Some(sim) = sim else {
             continue;
         };
         let group: Vec<cost_model::GroupOp> = ops
             .iter()
-            .filter(|(c, _)| Arc::ptr_eq(c, comm))
-            .filter_map(|(_, o)| match o {
+            .filter(|(k, _, _)| *k == key)
+            .filter_map(|(_, _, o)| match o {
                 // NCCL groups and tunes only its tuned functions.
                 Op::Coll(c) if c.kind.func().is_some() => Some(cost_model::GroupOp {
                     coll: c.kind,

@@ -34,7 +34,7 @@ struct Priced {
     name: &'static str,
     predicted: u64,
     bytes: u64,
-    args: String,
+    args: trace::Args,
 }
 
 struct Task {
@@ -85,15 +85,12 @@ impl Task {
             waited,
         );
         if trace::enabled() {
-            let step =
-                crate::cuda::profiler_range().map_or(String::new(), |s| format!(",\"step\":{s}"));
-            trace::span(
-                p.name,
-                stream,
-                start,
-                p.predicted,
-                &format!("{},\"waited_us\":{:.3}{step}", p.args, waited as f64 / 1e3),
-            );
+            let mut args = p.args.clone();
+            args.insert("waited_us".into(), trace::micros(waited).into());
+            if let Some(step) = crate::cuda::profiler_range() {
+                args.insert("step".into(), step.into());
+            }
+            trace::span(p.name, stream, start, p.predicted, &args);
         }
         Ok(())
     }
@@ -133,15 +130,31 @@ fn price(comm: &Comm, work: &Work) -> Option<Priced> {
     let tracing = trace::enabled();
     match work {
         Work::Coll(c) => {
-            let p = crate::sim::predict(sim, c.kind, c.count, c.dtype, c.op, comm.nranks)?;
+            let p = match crate::sim::predict(sim, c.kind, c.count, c.dtype, c.op, comm.nranks) {
+                Ok(p) => p,
+                Err(e) => {
+                    comm.prediction_failed(c.kind, &e);
+                    return None;
+                }
+            };
             let args = if tracing {
-                format!(
-                    "\"comm\":\"{:#x}\",\"rank\":{},\"nranks\":{},\"count\":{},\"bytes\":{},\"type\":{:?},\"op\":{},\"root\":{},\"algo\":{},\"proto\":{},\"channels\":{},\"predicted_us\":{:.3},\"busbw_GBs\":{:.3}",
-                    comm.magic, comm.rank, comm.nranks, c.count, p.bytes, format!("{:?}", c.dtype), c.op, c.root,
-                    trace::json_str(p.algo), trace::json_str(p.proto), p.channels, p.time_us, p.busbw
-                )
+                trace::args(serde_json::json!({
+                    "comm": format!("{:#x}", comm.magic),
+                    "rank": comm.rank,
+                    "nranks": comm.nranks,
+                    "count": c.count,
+                    "bytes": p.bytes,
+                    "type": format!("{:?}", c.dtype),
+                    "op": c.op,
+                    "root": c.root,
+                    "algo": p.algo,
+                    "proto": p.proto,
+                    "channels": p.channels,
+                    "predicted_us": trace::round3(p.time_us),
+                    "busbw_GBs": trace::round3(p.busbw),
+                }))
             } else {
-                String::new()
+                trace::Args::new()
             };
             Some(Priced {
                 name: c.kind.nccl_name(),
@@ -153,19 +166,27 @@ fn price(comm: &Comm, work: &Work) -> Option<Priced> {
         Work::P2p(ops) => {
             let sent: u64 = ops.iter().filter(|o| o.send).map(|o| o.bytes as u64).sum();
             let recv: u64 = ops.iter().filter(|o| !o.send).map(|o| o.bytes as u64).sum();
-            let sides = crate::sim::p2p_sides(comm, ops);
+            let sides = crate::sim::p2p_sides(&comm.members, comm.rank, ops);
             let p = crate::sim::predict_p2p(sim, sides);
             let args = if tracing {
                 let peers: Vec<String> = ops
                     .iter()
                     .map(|o| format!("{}{}", if o.send { "send:" } else { "recv:" }, o.peer))
                     .collect();
-                format!(
-                    "\"comm\":\"{:#x}\",\"rank\":{},\"nranks\":{},\"sent_bytes\":{sent},\"received_bytes\":{recv},\"peers\":{},\"node_bytes\":{},\"network_bytes\":{},\"channels\":{},\"predicted_us\":{:.3}",
-                    comm.magic, comm.rank, comm.nranks, trace::json_str(&peers.join(",")), sides.0, sides.1, p.channels, p.time_us
-                )
+                trace::args(serde_json::json!({
+                    "comm": format!("{:#x}", comm.magic),
+                    "rank": comm.rank,
+                    "nranks": comm.nranks,
+                    "sent_bytes": sent,
+                    "received_bytes": recv,
+                    "peers": peers.join(","),
+                    "node_bytes": sides.0,
+                    "network_bytes": sides.1,
+                    "channels": p.channels,
+                    "predicted_us": trace::round3(p.time_us),
+                }))
             } else {
-                String::new()
+                trace::Args::new()
             };
             Some(Priced {
                 name: "SendRecv",

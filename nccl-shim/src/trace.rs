@@ -45,25 +45,52 @@ pub fn enabled() -> bool {
     writer().is_some()
 }
 
-/// Escapes a string for JSON.
-pub fn json_str(s: &str) -> String {
-    let mut o = String::with_capacity(s.len() + 2);
-    o.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
+/// Event arguments: a JSON object.
+pub type Args = serde_json::Map<String, serde_json::Value>;
+
+/// One Chrome-trace event (the Trace Event Format's field names).
+#[derive(serde::Serialize)]
+struct Event<'a> {
+    name: &'a str,
+    cat: &'static str,
+    ph: &'static str,
+    /// An instant event's scope ("p": the process).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    s: Option<&'static str>,
+    pid: u32,
+    tid: u64,
+    /// Microseconds of virtual time.
+    ts: f64,
+    /// A complete event's length in microseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dur: Option<f64>,
+    args: &'a Args,
 }
 
-/// Appends one event (a JSON object) to the process's trace.
-pub fn event(json: &str) {
+/// The arguments a `json!({...})` object literal gives (anything else gives none).
+pub fn args(v: serde_json::Value) -> Args {
+    match v {
+        serde_json::Value::Object(m) => m,
+        _ => Args::new(),
+    }
+}
+
+/// Nanoseconds of virtual time as the trace's microseconds.
+pub fn micros(ns: u64) -> f64 {
+    ns as f64 / 1e3
+}
+
+/// `x` rounded to three decimals, the precision the trace and report give.
+pub fn round3(x: f64) -> f64 {
+    (x * 1e3).round() / 1e3
+}
+
+/// Appends one event to the process's trace.
+fn event(e: &Event<'_>) {
     let Some(w) = writer() else { return };
+    let Ok(json) = serde_json::to_string(e) else {
+        return;
+    };
     let Ok(mut w) = w.lock() else { return };
     let sep = if w.events == 0 { "" } else { ",\n" };
     // Overwrite the closing "]\n" (2 bytes) and write it again after the event.
@@ -77,23 +104,31 @@ pub fn event(json: &str) {
 }
 
 /// A complete event ("ph":"X") on a stream's timeline, times in nanoseconds of virtual time.
-pub fn span(name: &str, stream: u64, start_ns: u64, dur_ns: u64, args: &str) {
-    event(&format!(
-        "{{\"name\":{},\"cat\":\"nccl\",\"ph\":\"X\",\"pid\":{},\"tid\":{},\"ts\":{:.3},\"dur\":{:.3},\"args\":{{{args}}}}}",
-        json_str(name),
-        std::process::id(),
-        stream,
-        start_ns as f64 / 1e3,
-        dur_ns as f64 / 1e3
-    ));
+pub fn span(name: &str, stream: u64, start_ns: u64, dur_ns: u64, args: &Args) {
+    event(&Event {
+        name,
+        cat: "nccl",
+        ph: "X",
+        s: None,
+        pid: std::process::id(),
+        tid: stream,
+        ts: micros(start_ns),
+        dur: Some(micros(dur_ns)),
+        args,
+    });
 }
 
 /// An instant event ("ph":"i") with arguments, e.g. a communicator's plan at init.
-pub fn instant(name: &str, ts_ns: u64, args: &str) {
-    event(&format!(
-        "{{\"name\":{},\"cat\":\"nccl\",\"ph\":\"i\",\"s\":\"p\",\"pid\":{},\"tid\":0,\"ts\":{:.3},\"args\":{{{args}}}}}",
-        json_str(name),
-        std::process::id(),
-        ts_ns as f64 / 1e3
-    ));
+pub fn instant(name: &str, ts_ns: u64, args: &Args) {
+    event(&Event {
+        name,
+        cat: "nccl",
+        ph: "i",
+        s: Some("p"),
+        pid: std::process::id(),
+        tid: 0,
+        ts: micros(ts_ns),
+        dur: None,
+        args,
+    });
 }

@@ -52,17 +52,15 @@ pub fn error_string(code: i32) -> &'static std::ffi::CStr {
 
 pub use cost_model::types::{Collective, DataType, RedOp};
 
-/// A reduction as the data path applies it.
+/// A reduction as the data path applies it: NCCL's device-side form of an `ncclRedOp_t`
+/// (`ncclDevRedOpFull` in NCCL 2.30.7 `src/include/device.h`, built by `hostToDevRedOp` in
+/// `src/enqueue.cc`). The operation itself is [`RedOp`]; ncclAvg and created PreMulSum
+/// operations become a sum with a scale.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Reduction {
-    /// Elementwise sum in rank order.
-    Sum,
-    /// Elementwise product in rank order.
-    Prod,
-    /// Elementwise maximum.
-    Max,
-    /// Elementwise minimum.
-    Min,
+    /// A built-in operation applied elementwise as it is (sum and product in rank order).
+    /// [`Reduction::builtin`] never gives `Op(RedOp::Avg)`; were one built, it sums.
+    Op(RedOp),
     /// Each input scaled by `scalar` (converted to the element type), then summed in rank
     /// order (NCCL's PreMulSum; ncclAvg on floating types with 1/nranks).
     PreMulSum {
@@ -74,6 +72,26 @@ pub enum Reduction {
         /// The number of ranks.
         divisor: u64,
     },
+}
+
+impl Reduction {
+    /// ncclSum as it is: what non-reducing operations carry.
+    pub const SUM: Reduction = Reduction::Op(RedOp::Sum);
+
+    /// The reduction a built-in `op` means for `dtype` on `nranks` ranks: ncclAvg is a
+    /// PreMulSum by 1/nranks on floating types and a sum divided by nranks on integers
+    /// (`hostToDevRedOp`), the others are themselves.
+    pub fn builtin(op: RedOp, dtype: DataType, nranks: usize) -> Reduction {
+        match op {
+            RedOp::Avg if dtype.is_integer() => Reduction::SumPostDiv {
+                divisor: nranks as u64,
+            },
+            RedOp::Avg => Reduction::PreMulSum {
+                scalar: crate::reduce::scalar_bits(dtype, 1.0 / nranks as f64),
+            },
+            op => Reduction::Op(op),
+        }
+    }
 }
 
 /// `ncclScalarResidence_t`.

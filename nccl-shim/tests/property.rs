@@ -3,9 +3,9 @@
 //! block-sized), random input bits; every rank's output must equal a reference computed
 //! here in rank order with the library's arithmetic, bit for bit.
 
-use nccl::api::*;
-use nccl::reduce;
-use nccl::types::{Collective, DataType, Reduction};
+use nccl::testing::api::*;
+use nccl::testing::reduce;
+use nccl::testing::types::{Collective, DataType, RedOp, Reduction};
 use proptest::prelude::*;
 use std::ffi::c_void;
 
@@ -21,8 +21,8 @@ const KINDS: [Collective; 8] = [
 ];
 
 fn dev_alloc(dev: i32, bytes: usize) -> usize {
-    nccl::cuda::set_device(dev).expect("set device");
-    nccl::cuda::malloc(dev, bytes.max(1)).expect("malloc")
+    nccl::testing::cuda::set_device(dev).expect("set device");
+    nccl::testing::cuda::malloc(dev, bytes.max(1)).expect("malloc")
 }
 
 /// Random bits that are valid (non-NaN) values of the type, so max/min comparisons are
@@ -123,13 +123,7 @@ fn run_case(
     let inputs: Vec<Vec<u8>> = (0..n)
         .map(|r| input(dtype, seed ^ (r as u64 * 0x9e37_79b9), send_elems))
         .collect();
-    let red = match op {
-        4 => reduce::average(dtype, n),
-        0 => Reduction::Sum,
-        1 => Reduction::Prod,
-        2 => Reduction::Max,
-        _ => Reduction::Min,
-    };
+    let red = Reduction::builtin(RedOp::try_from(op).expect("a built-in op"), dtype, n);
     let want = reference(kind, dtype, red, n, count, root, &inputs);
     let mut bufs = Vec::new();
     for (r, inp) in inputs.iter().enumerate() {
@@ -184,9 +178,9 @@ fn run_case(
         );
     }
     for (r, (s, d, _)) in bufs.into_iter().enumerate() {
-        nccl::cuda::set_device(r as i32).expect("device");
-        nccl::cuda::free(s).expect("free");
-        nccl::cuda::free(d).expect("free");
+        nccl::testing::cuda::set_device(r as i32).expect("device");
+        nccl::testing::cuda::free(s).expect("free");
+        nccl::testing::cuda::free(d).expect("free");
         // SAFETY: test buffers and handles come from the calls above and outlive this use; lengths match their allocations.
         prop_assert_eq!(unsafe { ncclCommDestroy(comms[r]) }, 0);
     }

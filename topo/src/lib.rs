@@ -16,6 +16,7 @@ pub mod consts;
 pub mod dot;
 pub mod error;
 pub mod fusion;
+pub mod hash;
 pub mod lint;
 pub mod mnnvl;
 pub mod path;

@@ -85,10 +85,10 @@ impl FabricInfo {
 
 /// A 32-bit hash standing for NCCL's hash of the rack serial: equal for equal racks.
 fn rack_hash(uuid: [u64; 2]) -> u32 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in uuid.iter().flat_map(|x| x.to_le_bytes()) {
-        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-    }
+    let h = crate::hash::fnv1a_parts(
+        crate::hash::FNV1A_BASIS,
+        [&uuid[0].to_le_bytes()[..], &uuid[1].to_le_bytes()],
+    );
     (h ^ (h >> 32)) as u32
 }
 

@@ -89,14 +89,17 @@ pub fn for_python(python: &Path, package: &Path) -> Result<Option<PathBuf>, Stri
         return Ok(None);
     };
     let key = {
-        use std::hash::Hasher;
         use std::os::unix::fs::MetadataExt;
-        let mut h = fnv::FnvHasher::default();
-        h.write(lib.to_string_lossy().as_bytes());
-        h.write_u64(meta.size());
-        h.write_i64(meta.mtime());
-        h.write_i64(meta.mtime_nsec());
-        h.finish()
+        let path = lib.to_string_lossy();
+        topo::hash::fnv1a_parts(
+            topo::hash::FNV1A_BASIS,
+            [
+                path.as_bytes(),
+                &meta.size().to_ne_bytes(),
+                &meta.mtime().to_ne_bytes(),
+                &meta.mtime_nsec().to_ne_bytes(),
+            ],
+        )
     };
     let base = cache_base();
     let dir = base.join(format!("torch-stubs-{key:016x}"));

@@ -192,11 +192,7 @@ pub fn synthetic_uuid(node: &str, pci: PciBusId) -> [u8; 16] {
     // Two FNV-1a passes with different seeds give 16 well-mixed bytes; not cryptographic, only
     // stable and distinct per (node, bus id).
     let text = format!("{node}/{pci}");
-    let fnv = |seed: u64| {
-        let mut h = fnv::FnvHasher::with_key(seed);
-        std::hash::Hasher::write(&mut h, text.as_bytes());
-        std::hash::Hasher::finish(&h)
-    };
+    let fnv = |seed: u64| topo::hash::fnv1a_parts(seed, [text.as_bytes()]);
     let mut out = [0u8; 16];
     out[..8].copy_from_slice(&fnv(0xcbf2_9ce4_8422_2325).to_be_bytes());
     out[8..].copy_from_slice(&fnv(0x8422_2325_cbf2_9ce4).to_be_bytes());

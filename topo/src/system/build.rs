@@ -375,10 +375,11 @@ impl<'f> Builder<'f> {
                     as i32,
                 rail: self.attr_int_default(n, "rail", -1) as i32,
                 plane: self.attr_int_default(n, "plane", -1) as i32,
-                // NCCL hashes the parent PCI bus id, else the ASIC id; only equality is used.
+                // NCCL hashes the parent PCI bus id, else the ASIC id (`eatHash`/`digestHash`);
+                // only equality is used.
                 pci_id: match pci_busid {
-                    Some(b) => fnv1a(b.as_bytes()),
-                    None => fnv1a(&asic.to_le_bytes()),
+                    Some(b) => crate::hash::fnv1a(b.as_bytes()),
+                    None => crate::hash::fnv1a(&asic.to_le_bytes()),
                 },
             };
             if self.get_node(NodeKind::Net, id).is_some() {
@@ -725,11 +726,4 @@ impl BNode {
             _ => 0,
         }
     }
-}
-
-/// A 64-bit FNV-1a hash (stands for NCCL's `eatHash`/`digestHash`, compared only for equality).
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    })
 }
