@@ -531,6 +531,11 @@ macro_rules! core_api {
             /// The host waited until virtual time `clock_ns` (ns since the core started): later
             /// work starts no earlier, and the virtual host clock reads at least it.
             fn host_wait(clock_ns: u64) -> ();
+            /// Commits `[ptr, ptr + len)` of device memory against the host's memory before a
+            /// caller writes it directly (collectives into their receive buffers): fails with
+            /// `Status::OutOfMemory` when the host cannot back it. Memory outside the core's
+            /// allocation arenas is left as it is.
+            fn commit_memory(ptr: usize, len: usize) -> ();
         }
     };
 }
