@@ -42,6 +42,9 @@ def commit(ptr: int, nbytes: int) -> None:
     f = _committer()
     if not f or nbytes == 0:
         return
+    if f(ptr, nbytes, None, 0) == 0:
+        return
+    # Refused: again, for the message (a buffer per call would cost every op).
     msg = ctypes.create_string_buffer(512)
     if f(ptr, nbytes, msg, len(msg)) != 0:
         raise torch.OutOfMemoryError(f"CUDA out of memory: {msg.value.decode(errors='replace')}")
