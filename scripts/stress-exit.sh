@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Exit stress: RUNS short torch jobs (2 processes under torchrun, a GPT-like model under DDP,
-# two AdamW steps inside torch.profiler, no destroy_process_group, so the process group and
-# its watchdog threads are torn down at interpreter exit) under
+# two AdamW steps inside torch.profiler, a daemon thread still running torch ops when the
+# program ends, as a metrics or prefetch thread does, and no destroy_process_group, so the
+# process group and its watchdog threads are torn down at interpreter exit) under
 # `ncclsim run --report --trace`. Each run must exit 0, print no "terminate called" (a C++
 # std::terminate, SIGABRT) and leave a complete report for each of its 3 processes (torchrun's
 # agent and the 2 ranks). Prints one line per run and a summary; exits 1 if any run failed.
@@ -11,13 +12,15 @@
 #   NCCLSIM_TORCH_VENV   the venv with torch (default target/torch-venv)
 #   NCCLSIM_STRESS_DIR   where runs go (default target/stress-exit; failed runs are kept)
 #   NCCLSIM_STRESS_SCRIPT a script of your own to run instead of the built-in one
+#   NCCLSIM_BIN          the ncclsim binary (default target/release/ncclsim; its directory's
+#                        libraries are the ones run)
 set -uo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 runs="${1:-200}"
 parallel="${2:-1}"
 venv="${NCCLSIM_TORCH_VENV:-$repo/target/torch-venv}"
 out="${NCCLSIM_STRESS_DIR:-$repo/target/stress-exit}"
-ncclsim="$repo/target/release/ncclsim"
+ncclsim="${NCCLSIM_BIN:-$repo/target/release/ncclsim}"
 [ -x "$ncclsim" ] || { echo "no $ncclsim: cargo build --release" >&2; exit 2; }
 [ -x "$venv/bin/python" ] || { echo "no venv at $venv (scripts/torch-venv.sh)" >&2; exit 2; }
 rm -rf "$out"
@@ -26,6 +29,7 @@ script="${NCCLSIM_STRESS_SCRIPT:-$out/gpt_profile.py}"
 if [ -z "${NCCLSIM_STRESS_SCRIPT:-}" ]; then
     cat > "$script" <<'EOF'
 import os
+import threading
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -50,6 +54,14 @@ class Block(torch.nn.Module):
         return x + self.mlp(self.ln2(x))
 
 
+def metrics():
+    # Still inside a torch op (GIL released) when the interpreter finalizes.
+    m = torch.randn(256, 256)
+    while True:
+        m = (m @ m).tanh()
+
+
+threading.Thread(target=metrics, daemon=True).start()
 model = torch.nn.Sequential(torch.nn.Embedding(128, 64), Block(), Block(), torch.nn.Linear(64, 128))
 net = DDP(model.to(dev), device_ids=[local])
 opt = torch.optim.AdamW(net.parameters())
