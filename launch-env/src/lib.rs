@@ -16,7 +16,11 @@
 //! node. The kernel's name is read with the `uname` system call, so the NCCL runtime, which
 //! asks the kernel directly, still finds the processes of one real machine and moves their
 //! data through shared memory.
+//!
+//! Interpreter exit: threads that CPython ends during finalization wait for the process to end
+//! rather than unwind into `std::terminate` ([`finalizing`]).
 
+pub mod finalizing;
 pub mod place;
 
 use std::ffi::{c_char, c_int};

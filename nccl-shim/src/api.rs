@@ -67,8 +67,16 @@ fn not_implemented(name: &str) -> Result<()> {
 /// allocation `ptr` points into as the program made it (a `cudaMalloc` allocation up to the
 /// size asked for, or the mappings `cuMemMap` put side by side in one reserved range, as
 /// PyTorch's expandable segments do), never the allocation granule's slack or an adjacent
-/// allocation.
-fn device_buffer(ptr: usize, elems: usize, dtype: DataType, what: &str, dev: i32) -> Result<()> {
+/// allocation. A buffer the operation writes (`write`) is committed against the host's memory
+/// first, so a host that cannot back it gives an error rather than the OOM killer.
+fn device_buffer(
+    ptr: usize,
+    elems: usize,
+    dtype: DataType,
+    what: &str,
+    dev: i32,
+    write: bool,
+) -> Result<()> {
     if elems == 0 {
         return Ok(());
     }
@@ -112,6 +120,9 @@ fn device_buffer(ptr: usize, elems: usize, dtype: DataType, what: &str, dev: i32
             end - b.end
         )));
     }
+    if write {
+        crate::cuda::commit(ptr, need)?;
+    }
     Ok(())
 }
 
@@ -151,8 +162,8 @@ fn collective(
         crate::types::Reduction::SUM
     };
     let (se, re) = kind.extents(count, c.nranks, c.rank, root);
-    device_buffer(send, se, dtype, "sendbuff", c.cuda_dev)?;
-    device_buffer(recv, re, dtype, "recvbuff", c.cuda_dev)?;
+    device_buffer(send, se, dtype, "sendbuff", c.cuda_dev, false)?;
+    device_buffer(recv, re, dtype, "recvbuff", c.cuda_dev, true)?;
     let coll = Coll {
         kind,
         dtype,
@@ -189,6 +200,7 @@ fn p2p(
         dtype,
         if send { "sendbuff" } else { "recvbuff" },
         c.cuda_dev,
+        !send,
     )?;
     group::op(
         c,
@@ -498,7 +510,7 @@ fn ncclCommUserRank | pncclCommUserRank(comm: Comm, rank: *mut i32) {
 }
 fn ncclCommRegister | pncclCommRegister(comm: Comm, buff: *mut c_void, size: usize, handle: *mut *mut c_void) {
     let c = group::comm(comm)?;
-    device_buffer(buff as usize, size, DataType::Uint8, "buff", c.cuda_dev)?;
+    device_buffer(buff as usize, size, DataType::Uint8, "buff", c.cuda_dev, false)?;
     let h = Box::into_raw(Box::new((buff as usize, size))) as *mut c_void;
     out(handle, h, "handle")
 }
@@ -513,7 +525,7 @@ fn ncclCommDeregister | pncclCommDeregister(comm: Comm, handle: *mut c_void) {
 }
 fn ncclCommWindowRegister | pncclCommWindowRegister(comm: Comm, buff: *mut c_void, size: usize, win: *mut *mut c_void, _flags: i32) {
     let c = group::comm(comm)?;
-    device_buffer(buff as usize, size, DataType::Uint8, "buff", c.cuda_dev)?;
+    device_buffer(buff as usize, size, DataType::Uint8, "buff", c.cuda_dev, false)?;
     let h = Box::into_raw(Box::new((buff as usize, size))) as *mut c_void;
     out(win, h, "win")
 }

@@ -95,6 +95,14 @@ pub fn buffer_extent(ptr: usize) -> Result<fake_cuda_abi::CBufferExtent> {
         .map_err(|e| NcclError::cuda("the buffer's allocation", e))
 }
 
+/// Commits device memory a collective is about to write against the host's memory (see
+/// `fake_cuda_core::backing`): a CUDA out-of-memory error when the host cannot back it.
+pub fn commit(ptr: usize, len: usize) -> Result<()> {
+    core()?
+        .commit_memory(ptr, len)
+        .map_err(|e| NcclError::cuda(&format!("device memory at {ptr:#x} (+{len} bytes)"), e))
+}
+
 /// Where a device allocation of this process lives (arena memfd and offsets).
 pub fn arena_location(ptr: usize) -> Result<CArenaLocation> {
     core()?

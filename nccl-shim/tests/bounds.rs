@@ -10,6 +10,7 @@ use std::path::Path;
 use std::process::Command;
 
 const INVALID_ARGUMENT: i32 = 4;
+const UNHANDLED_CUDA_ERROR: i32 = 1;
 
 /// The result lines as (case, code, message).
 fn results(out: &str) -> Vec<(String, i32, String)> {
@@ -51,7 +52,8 @@ fn buffers_are_checked_against_their_exact_allocation() {
             .env_remove("NCCL_TOPO_FILE")
             .env_remove("NCCLSIM_NODE")
             .env_remove("NCCL_DEBUG")
-            .env("NCCLSIM_TIMEOUT", "30"),
+            .env("NCCLSIM_TIMEOUT", "30")
+            .env("NCCLSIM_HOST_MEMORY", "64M"),
     );
     let got = results(&out);
     let case = |name: &str| {
@@ -59,7 +61,7 @@ fn buffers_are_checked_against_their_exact_allocation() {
             .find(|r| r.0 == name)
             .unwrap_or_else(|| panic!("no result {name}:\n{out}"))
     };
-    for ok in ["exact", "vmm_chain"] {
+    for ok in ["exact", "vmm_chain", "host_memory_fits"] {
         assert_eq!(case(ok).1, 0, "{ok}: {}", case(ok).2);
     }
     // (case, what the message must name)
@@ -84,6 +86,16 @@ fn buffers_are_checked_against_their_exact_allocation() {
             assert!(msg.contains(n), "{name}: '{msg}' lacks '{n}'");
         }
         eprintln!("{name}: {msg}");
+    }
+    // Device memory the host cannot back: a CUDA error, as a failed allocation inside NCCL.
+    let (_, code, msg) = case("host_memory");
+    assert_eq!(*code, UNHANDLED_CUDA_ERROR, "host_memory: {msg}");
+    for n in [
+        "out of host memory",
+        "134217728 bytes",
+        "NCCLSIM_HOST_MEMORY",
+    ] {
+        assert!(msg.contains(n), "host_memory: '{msg}' lacks '{n}'");
     }
     assert_eq!(
         case("next_intact").1,

@@ -32,6 +32,21 @@ pub enum CoreError {
         /// Capacity of the device.
         total: u64,
     },
+    /// Device memory about to be touched that the host cannot back: committing it would
+    /// exceed the memory the process's cgroup or the machine has left, and the kernel's OOM
+    /// killer would end the process at the first touch instead.
+    #[error(
+        "out of host memory backing device memory: {requested} bytes of device memory to \
+         commit, {available} bytes available ({limit})"
+    )]
+    HostMemory {
+        /// Bytes that would be newly committed.
+        requested: u64,
+        /// Bytes the host can still back (less a reserve for the process itself).
+        available: u64,
+        /// Where the limit comes from (cgroup file, `MemAvailable`, `NCCLSIM_HOST_MEMORY`).
+        limit: String,
+    },
     /// An argument is invalid; the message names it.
     #[error("invalid value: {0}")]
     InvalidValue(String),
@@ -105,7 +120,7 @@ pub enum Status {
     InvalidDevice = 1,
     /// [`CoreError::NoDevice`].
     NoDevice = 2,
-    /// [`CoreError::OutOfMemory`].
+    /// [`CoreError::OutOfMemory`] and [`CoreError::HostMemory`].
     OutOfMemory = 3,
     /// [`CoreError::InvalidValue`].
     InvalidValue = 4,
@@ -195,7 +210,7 @@ impl CoreError {
         match self {
             CoreError::InvalidDevice { .. } => Status::InvalidDevice,
             CoreError::NoDevice => Status::NoDevice,
-            CoreError::OutOfMemory { .. } => Status::OutOfMemory,
+            CoreError::OutOfMemory { .. } | CoreError::HostMemory { .. } => Status::OutOfMemory,
             CoreError::InvalidValue(_) => Status::InvalidValue,
             CoreError::InvalidPointer { .. } => Status::InvalidPointer,
             CoreError::InvalidHandle { .. } => Status::InvalidHandle,

@@ -543,6 +543,11 @@ macro_rules! core_api {
             /// host with its `secret`; gives a new descriptor the caller owns. Fails, never
             /// hangs, if the owner is gone, refuses or stalls.
             fn fd_fetch(owner_pid: u32, key: u32, secret: u64) -> (fd: i32);
+            /// Commits `[ptr, ptr + len)` of device memory against the host's memory before a
+            /// caller writes it directly (collectives into their receive buffers): fails with
+            /// `Status::OutOfMemory` when the host cannot back it. Memory outside the core's
+            /// allocation arenas is left as it is.
+            fn commit_memory(ptr: usize, len: usize) -> ();
         }
     };
 }

@@ -69,6 +69,9 @@ pub struct Arena {
     zombies: Vec<Allocation>,
     /// Free ranges whose pages may still be committed (freed, not trimmed since).
     cached: IntervalSet,
+    /// Ranges whose pages were committed against the host's memory ([`Arena::commit`]) and not
+    /// trimmed since.
+    committed: IntervalSet,
     free_slots: Vec<u32>,
     next_slot: u32,
     /// The mapping was replaced by a reservation ([`Arena::retire`]): nothing to unmap.
@@ -151,6 +154,7 @@ impl Arena {
             allocs: BTreeMap::new(),
             zombies: Vec::new(),
             cached: IntervalSet::default(),
+            committed: IntervalSet::default(),
             free_slots: Vec::new(),
             next_slot: 0,
             retired: false,
@@ -327,6 +331,7 @@ impl Arena {
         let mut bytes = 0;
         for (offset, len) in self.cached.take() {
             bytes += len;
+            self.committed.remove(offset, len);
             // A failure only costs memory, so it is ignored.
             // SAFETY: the range lies inside our mapping and belongs to no live allocation.
             unsafe {
@@ -338,6 +343,37 @@ impl Arena {
             }
         }
         bytes
+    }
+
+    /// Bytes committed against the host's memory (see [`crate::backing`]).
+    pub fn committed(&self) -> u64 {
+        self.committed.total()
+    }
+
+    /// Commits the pages of data range `[offset, offset + len)` not committed yet, after
+    /// `check(bytes)` accepted their byte count (see [`crate::backing`]).
+    pub fn commit(
+        &mut self,
+        offset: u64,
+        len: u64,
+        check: impl FnOnce(u64) -> Result<()>,
+    ) -> Result<()> {
+        let page = 4096;
+        let start = offset / page * page;
+        let end = offset
+            .saturating_add(len)
+            .min(self.capacity)
+            .next_multiple_of(page);
+        if end <= start {
+            return Ok(());
+        }
+        let gaps = self.committed.gaps(start, end - start);
+        check(gaps.iter().map(|g| g.1).sum())?;
+        for (s, l) in gaps {
+            crate::backing::fallocate(self.fd.as_raw_fd(), HEADER_BYTES as u64 + s, l)?;
+            self.committed.insert(s, l);
+        }
+        Ok(())
     }
 
     /// Bytes of freed allocations still reserved because other processes map them.

@@ -129,6 +129,11 @@ impl Core {
             let key = self.resolve(&mut st, stream)?;
             let stream_device = st.timeline.stream_info(key).device;
             let mut ns = self.price(&st, &op, stream_device)?;
+            if let Some((dst, len)) = op.device_write_extent() {
+                if st.touches_device_space(dst, len) {
+                    self.commit_device(&mut st, dst, len)?;
+                }
+            }
             if let Op::Kernel { host_fun } = op {
                 if self.config.strict_kernels {
                     return Err(CoreError::KernelRefused(st.kernels.name_of(host_fun)));

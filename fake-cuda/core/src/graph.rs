@@ -102,6 +102,29 @@ pub enum Op {
 }
 
 impl Op {
+    /// The destination range an operation writes, `(start, bytes)`, for copies and fills.
+    pub fn device_write_extent(&self) -> Option<(usize, usize)> {
+        match *self {
+            Op::Copy {
+                dst,
+                dpitch,
+                width,
+                height,
+                ..
+            } => Some((
+                dst,
+                dpitch
+                    .saturating_mul(height.saturating_sub(1))
+                    .saturating_add(width),
+            )),
+            Op::Memset { dst, n, .. } => Some((dst, n)),
+            Op::Fill {
+                dst, elem, count, ..
+            } => Some((dst, elem.saturating_mul(count))),
+            Op::Kernel { .. } | Op::Host { .. } => None,
+        }
+    }
+
     /// A short label for graph dumps.
     pub fn label(&self) -> String {
         match self {

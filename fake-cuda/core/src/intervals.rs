@@ -62,6 +62,28 @@ impl IntervalSet {
         removed
     }
 
+    /// The parts of `[start, start + len)` the set does not cover, in order, as (start, len).
+    pub fn gaps(&self, start: u64, len: u64) -> Vec<(u64, u64)> {
+        let end = start.saturating_add(len);
+        let mut out = Vec::new();
+        let mut at = start;
+        // The range starting before `start` that may reach into it, then those inside.
+        let before = self.ranges.range(..start).next_back();
+        for (&s, &l) in before.into_iter().chain(self.ranges.range(start..end)) {
+            if s > at {
+                out.push((at, s.min(end) - at));
+            }
+            at = at.max(s + l);
+            if at >= end {
+                return out;
+            }
+        }
+        if at < end {
+            out.push((at, end - at));
+        }
+        out
+    }
+
     /// Empties the set, returning its ranges as (start, len).
     pub fn take(&mut self) -> Vec<(u64, u64)> {
         self.total = 0;
@@ -89,5 +111,18 @@ mod tests {
         assert_eq!(s.total(), 15);
         assert_eq!(s.remove(100, 5), 0);
         assert_eq!(s.take(), vec![(0, 15)]);
+    }
+
+    #[test]
+    fn gaps_are_the_uncovered_parts() {
+        let mut s = IntervalSet::default();
+        assert_eq!(s.gaps(5, 10), vec![(5, 10)]);
+        s.insert(0, 10);
+        s.insert(20, 5);
+        s.insert(30, 5);
+        assert_eq!(s.gaps(0, 10), vec![]);
+        assert_eq!(s.gaps(5, 30), vec![(10, 10), (25, 5)]);
+        assert_eq!(s.gaps(22, 20), vec![(25, 5), (35, 7)]);
+        assert_eq!(s.gaps(12, 3), vec![(12, 3)]);
     }
 }

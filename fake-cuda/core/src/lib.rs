@@ -18,6 +18,7 @@
 
 pub use fake_cuda_abi as abi;
 pub mod arena;
+pub mod backing;
 pub mod broker;
 pub mod device;
 pub use fake_cuda_abi::error;
@@ -83,6 +84,8 @@ pub struct Config {
     /// `NCCLSIM_CACHE_LIMIT`: most bytes of freed device memory whose pages are kept committed
     /// for reuse, over all devices; past it, free ranges are trimmed.
     pub cache_limit: u64,
+    /// `NCCLSIM_HOST_MEMORY`: the most host memory this process's device memory may commit.
+    pub host_memory: Option<u64>,
 }
 
 impl Default for Config {
@@ -93,12 +96,14 @@ impl Default for Config {
             virtual_clock: false,
             strict_kernels: false,
             cache_limit: u64::MAX,
+            host_memory: None,
         }
     }
 }
 
 impl Config {
-    /// Reads `NCCLSIM_PACE`, `NCCLSIM_CLOCK`, `NCCLSIM_STRICT_KERNELS` and `NCCLSIM_CACHE_LIMIT`
+    /// Reads `NCCLSIM_PACE`, `NCCLSIM_CLOCK`, `NCCLSIM_STRICT_KERNELS`, `NCCLSIM_HOST_MEMORY`
+    /// and `NCCLSIM_CACHE_LIMIT`
     /// (bytes, with an optional K/M/G/T binary suffix; default a quarter of the machine's
     /// memory; an invalid value is reported on stderr and the default used).
     pub fn from_env() -> Config {
@@ -118,6 +123,7 @@ impl Config {
             virtual_clock,
             strict_kernels: on("NCCLSIM_STRICT_KERNELS"),
             cache_limit,
+            host_memory: backing::process_limit_from_env(),
         }
     }
 }

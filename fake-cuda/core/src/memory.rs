@@ -34,6 +34,36 @@ impl Core {
         Ok(ptr)
     }
 
+    /// Commits the pages of `[ptr, ptr + len)` against the host's memory before they are
+    /// touched (see [`crate::backing`]): [`CoreError::HostMemory`] if the host cannot back them.
+    /// In an arena the pages of the range are committed; a `cuMemMap`ped range commits each
+    /// physical allocation it overlaps whole. Other memory (IPC imports) is the exporter's.
+    pub(crate) fn commit_device(&self, st: &mut State, ptr: usize, len: usize) -> Result<()> {
+        let committed = self.committed_bytes(st);
+        let limit = self.config.host_memory;
+        let check = |bytes| crate::backing::check(bytes, committed, limit);
+        if let Some(a) = st.arenas.iter_mut().flatten().find(|a| a.contains(ptr)) {
+            let off = (ptr - a.data_base()) as u64;
+            return a.commit(off, len as u64, check);
+        }
+        st.vmm.commit(ptr, len, check)
+    }
+
+    /// Commits `[ptr, ptr + len)` before a caller outside the core writes or reads it
+    /// (collectives into their receive buffers, the Python compute layer); see
+    /// [`Core::commit_device`].
+    pub fn commit(&self, ptr: usize, len: usize) -> Result<()> {
+        let mut st = self.lock();
+        self.commit_device(&mut st, ptr, len)
+    }
+
+    /// Bytes of device memory committed against the host's memory: the arenas' committed
+    /// ranges and the committed `cuMemCreate` allocations.
+    pub(crate) fn committed_bytes(&self, st: &State) -> u64 {
+        let arenas: u64 = st.arenas.iter().flatten().map(Arena::committed).sum();
+        arenas + st.vmm.committed()
+    }
+
     /// The arena of physical device `phys`, created on first use.
     pub(crate) fn arena<'s>(&self, st: &'s mut State, phys: usize) -> Result<&'s mut Arena> {
         if st.arenas[phys].is_none() {

@@ -465,3 +465,137 @@ fn kernel_time_table_prices_named_launches_raw_kernels_and_graph_replays() {
     let (a1, b1) = core.launch_priced(s1, &cost, "aten::mm").unwrap();
     assert_eq!(b1 - a1, 4000);
 }
+
+/// Resident bytes of `[addr, addr + len)` (mincore): the pages the host backs.
+fn resident_bytes(addr: usize, len: usize) -> usize {
+    let page = 4096;
+    let mut v = vec![0u8; len.div_ceil(page)];
+    // SAFETY: a mapped range of the core's and a vector of one byte per page.
+    let r = unsafe { libc::mincore(addr as *mut libc::c_void, len, v.as_mut_ptr()) };
+    assert_eq!(r, 0);
+    v.iter().filter(|&&b| b & 1 == 1).count() * page
+}
+
+/// Bytes the kernel has allocated to device 0's arena memfd (its blocks; fallocated pages
+/// count before they are touched), less the header's first page (the only one written when
+/// nothing is exported).
+fn arena_allocated(core: &Core) -> u64 {
+    let fd = core.lock().arenas[0].as_ref().map(Arena::raw_fd).unwrap();
+    // SAFETY: an fstat of a live descriptor into a zeroed struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::fstat(fd, &mut st) }, 0);
+    (st.st_blocks as u64 * 512).saturating_sub(4096)
+}
+
+fn core_with_config(cap: u64, config: Config) -> Core {
+    let mut devs = device::dgx_a100();
+    for d in &mut devs {
+        d.memory_bytes = cap;
+    }
+    Core::new(devs, vec![0], config)
+}
+
+#[test]
+fn writes_the_host_cannot_back_are_refused_not_touched() {
+    // Copies and memsets commit the pages they write first; allocations alone commit nothing.
+    let core = core_with_config(
+        1 << 30,
+        Config {
+            host_memory: Some(8 << 20),
+            ..Config::default()
+        },
+    );
+    let big = core.malloc(0, 64 << 20).unwrap();
+    assert_eq!(resident_bytes(big, 64 << 20), 0);
+    core.memset(big, 1, 6 << 20, 0).unwrap();
+    assert_eq!(
+        resident_bytes(big, 64 << 20),
+        6 << 20,
+        "committed and written"
+    );
+    // Rewriting committed pages needs nothing more.
+    core.memset(big, 2, 6 << 20, 0).unwrap();
+    let e = core.memset(big + (6 << 20), 3, 4 << 20, 0).unwrap_err();
+    assert!(matches!(e, CoreError::HostMemory { .. }), "{e}");
+    assert_eq!(e.cuda_code(), 2, "cudaErrorMemoryAllocation");
+    assert!(e.to_string().contains("NCCLSIM_HOST_MEMORY"), "{e}");
+    assert_eq!(
+        resident_bytes(big, 64 << 20),
+        6 << 20,
+        "nothing past the limit touched"
+    );
+    assert_eq!(arena_allocated(&core), 6 << 20);
+    let src = vec![7u8; 4 << 20];
+    // SAFETY: the host side is this test's buffer, alive for the copy.
+    let e = unsafe {
+        core.memcpy(
+            big + (32 << 20),
+            src.as_ptr() as usize,
+            src.len(),
+            CopyKind::HostToDevice,
+            0,
+        )
+    }
+    .unwrap_err();
+    assert!(matches!(e, CoreError::HostMemory { .. }), "{e}");
+    // Freed and trimmed pages no longer count.
+    core.free(big).unwrap();
+    core.trim(0).unwrap();
+    let d = core.malloc(0, 8 << 20).unwrap();
+    core.memset(d, 4, 7 << 20, 0).unwrap();
+}
+
+#[test]
+fn direct_writers_commit_first() {
+    // The compute layer and collectives write device memory themselves: they commit it first.
+    let core = core_with_config(
+        1 << 30,
+        Config {
+            host_memory: Some(16 << 20),
+            ..Config::default()
+        },
+    );
+    let a = core.malloc(0, 10 << 20).unwrap();
+    let b = core.malloc(0, 10 << 20).unwrap();
+    assert_eq!(
+        arena_allocated(&core),
+        0,
+        "allocations alone commit nothing"
+    );
+    core.commit(a, 10 << 20).unwrap();
+    assert_eq!(arena_allocated(&core), 10 << 20);
+    core.commit(a + 4096, 4096).unwrap();
+    let e = core.commit(b, 10 << 20).unwrap_err();
+    assert!(matches!(e, CoreError::HostMemory { .. }), "{e}");
+    assert_eq!(arena_allocated(&core), 10 << 20);
+    core.commit(b, 4 << 20).unwrap();
+    assert_eq!(arena_allocated(&core), 14 << 20);
+}
+
+#[test]
+fn mapped_physical_allocations_commit_whole() {
+    let core = core_with_config(
+        1 << 30,
+        Config {
+            host_memory: Some(12 << 20),
+            ..Config::default()
+        },
+    );
+    let g = vmm::GRANULARITY as usize;
+    let h1 = core.mem_create(0, 4 * g as u64, 0).unwrap();
+    let h2 = core.mem_create(0, 4 * g as u64, 0).unwrap();
+    let va = core.mem_address_reserve(8 * g, 0, 0).unwrap();
+    core.mem_map(va, 4 * g, 0, h1).unwrap();
+    core.mem_map(va + 4 * g, 4 * g, 0, h2).unwrap();
+    core.mem_set_access(va, 8 * g, 0, 3).unwrap();
+    // One byte of the first allocation commits it (8 MiB); the second does not fit beside it.
+    core.commit(va + 5, 1).unwrap();
+    let e = core.commit(va + 4 * g, 1).unwrap_err();
+    assert!(matches!(e, CoreError::HostMemory { .. }), "{e}");
+    core.commit(va + g, 3 * g).unwrap();
+    // A memset commits what it writes, and is refused likewise.
+    let e = core.memset(va + 3 * g, 1, 2 * g, 0).unwrap_err();
+    assert!(matches!(e, CoreError::HostMemory { .. }), "{e}");
+    core.memset(va, 1, 4 * g, 0).unwrap();
+}

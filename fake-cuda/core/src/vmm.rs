@@ -75,6 +75,8 @@ struct Physical {
     refs: u32,
     /// Live mappings of (part of) the allocation.
     mappings: u32,
+    /// Its pages were committed against the host's memory ([`Vmm::commit`]).
+    committed: bool,
 }
 
 /// A mapping inside a reservation.
@@ -311,6 +313,55 @@ impl Vmm {
         Some((m.device, start, end))
     }
 
+    /// Bytes of this process's own allocations committed against the host's memory.
+    pub fn committed(&self) -> u64 {
+        self.handles
+            .values()
+            .filter(|p| p.committed && !p.imported)
+            .map(|p| p.size)
+            .sum()
+    }
+
+    /// Commits, whole, each of this process's allocations mapped in `[ptr, ptr + len)` that is
+    /// not committed yet, after `check(bytes)` accepted their total (see [`crate::backing`]).
+    /// Imported allocations are the exporter's to commit.
+    pub fn commit(
+        &mut self,
+        ptr: usize,
+        len: usize,
+        check: impl FnOnce(u64) -> Result<()>,
+    ) -> Result<()> {
+        let Some((&rs, r)) = self.reservations.range(..=ptr).next_back() else {
+            return Ok(());
+        };
+        let end = ptr.saturating_add(len).min(rs + r.size);
+        let start_map = r
+            .mappings
+            .range(..=ptr)
+            .next_back()
+            .map_or(ptr, |(&s, _)| s);
+        let mut todo: Vec<u64> = r
+            .mappings
+            .range(start_map..end)
+            .filter(|(&s, m)| s + m.size > ptr)
+            .map(|(_, m)| m.handle)
+            .filter(|h| {
+                self.handles
+                    .get(h)
+                    .is_some_and(|p| !p.committed && !p.imported)
+            })
+            .collect();
+        todo.sort_unstable();
+        todo.dedup();
+        check(todo.iter().map(|h| self.handles[h].size).sum())?;
+        for h in todo {
+            let p = self.handles.get_mut(&h).expect("listed above");
+            crate::backing::fallocate(p.fd.as_raw_fd(), HEADER_BYTES, p.size)?;
+            p.committed = true;
+        }
+        Ok(())
+    }
+
     /// Whether `[ptr, ptr + len)` touches a reservation.
     pub fn touches(&self, ptr: usize, len: usize) -> bool {
         let end = ptr.saturating_add(len.max(1));
@@ -454,6 +505,7 @@ impl Core {
             imported: false,
             refs: 1,
             mappings: 0,
+            committed: false,
         }))
     }
 
@@ -737,6 +789,7 @@ impl Core {
             imported: true,
             refs: 1,
             mappings: 0,
+            committed: false,
         }))
     }
 }

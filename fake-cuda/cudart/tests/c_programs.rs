@@ -48,6 +48,7 @@ fn command(args: &[&str]) -> Command {
         .env_remove("NCCLSIM_TOPO")
         .env_remove("NCCL_TOPO_FILE")
         .env_remove("NCCLSIM_NODE")
+        .env_remove("NCCLSIM_HOST_MEMORY")
         .env("NCCLSIM_TEST_CORE", deps_dir().join("libncclsim_cuda.so"));
     c
 }
@@ -128,6 +129,14 @@ fn malloc_copy_memset_round_trip() {
 #[test]
 fn out_of_memory_past_capacity() {
     assert!(stdout(&run(&mut command(&["oom"]))).contains("PASS oom"));
+}
+
+#[test]
+fn writes_past_the_host_memory_are_allocation_errors() {
+    let text = stdout(&run(
+        command(&["host-memory"]).env("NCCLSIM_HOST_MEMORY", "64M")
+    ));
+    assert!(text.contains("PASS host-memory"), "{text}");
 }
 
 #[test]

@@ -100,9 +100,19 @@ struct ncclsim_core_api_v1 {
     /* Fetches offer key of process owner_pid with its secret: a new descriptor the caller
      * owns. Fails, never hangs, if the owner is gone, refuses or stalls. */
     int (*fd_fetch)(uint32_t owner_pid, uint32_t key, uint64_t secret, int32_t *fd);
+    /* Commits len bytes of device memory at ptr against the host's memory before the caller
+     * writes it directly (collectives into their receive buffers): OutOfMemory when the host
+     * cannot back it. Memory outside the core's arenas and cuMemMap ranges is left alone. */
+    int (*commit_memory)(size_t ptr, size_t len);
 };
 
 const struct ncclsim_core_api_v1 *ncclsim_cuda_core_v1(void);
+
+/* Commits len bytes of device memory at ptr against the host's memory before the caller
+ * touches them directly (ncclsim's Python compute layer); on failure copies the message into
+ * msg (msg_len bytes, NUL-terminated; msg may be NULL) and returns non-zero (3, out of memory,
+ * when the host cannot back them). */
+int ncclsim_commit_memory(size_t ptr, size_t len, char *msg, size_t msg_len);
 
 /* Compute priced by the compute model: `flops` on vector (unit 0) or tensor (unit 1) units in
  * `precision` (0 f64, 1 f32, 2 tf32, 3 f16, 4 bf16, 5 f8) and `bytes` of memory traffic occupy

@@ -215,6 +215,10 @@ pub(crate) fn pointer_info(ptr: usize) -> Result<CPointerInfo> {
     })
 }
 
+pub(crate) fn commit_memory(ptr: usize, len: usize) -> Result<()> {
+    core()?.commit(ptr, len)
+}
+
 pub(crate) fn buffer_extent(ptr: usize) -> Result<CBufferExtent> {
     Ok(core()?.buffer_extent(ptr))
 }

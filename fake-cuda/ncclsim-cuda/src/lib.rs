@@ -376,6 +376,29 @@ ffi_boundary::ffi_fn!(VtableError; export
     }
 );
 
+ffi_boundary::ffi_fn!(VtableError; export
+    /// Commits `len` bytes of device memory at `ptr` against the host's memory before the
+    /// caller touches them directly (ncclsim's Python compute layer, through ctypes; see
+    /// `fake_cuda_core::backing`). On failure the message is copied, NUL-terminated and
+    /// truncated, into `msg` (`msg_len` bytes; may be null) and the status is non-zero
+    /// (`Status::OutOfMemory` when the host cannot back the memory).
+    fn ncclsim_commit_memory(ptr: usize, len: usize, msg: *mut c_char, msg_len: usize) {
+        let r = core().and_then(|c| c.commit(ptr, len));
+        if let (Err(e), false) = (&r, msg.is_null()) {
+            if msg_len > 0 {
+                let text = e.to_string();
+                let n = text.len().min(msg_len - 1);
+                // SAFETY: the caller gives `msg_len` writable bytes at a non-null `msg`.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(text.as_ptr().cast(), msg, n);
+                    *msg.add(n) = 0;
+                }
+            }
+        }
+        r.map_err(VtableError)
+    }
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;

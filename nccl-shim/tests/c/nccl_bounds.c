@@ -121,5 +121,13 @@ int main(void) {
     map_granules(next, 1);
     TRY("vmm_next_range", x, (float *)r, two + 16);
     TRY("vmm_tail", x, (float *)(r + GRANULE), GRANULE / sizeof(float) + 1);
+
+    /* The test gives this process's device memory 64 MiB of host memory
+     * (NCCLSIM_HOST_MEMORY): a receive buffer is committed before the collective writes it,
+     * so 128 MiB is refused (not the OOM killer) and 8 MiB of the same buffer passes. */
+    float *big;
+    OK(cudaMalloc((void **)&big, (size_t)256 << 20));
+    TRY("host_memory", big, big, ((size_t)128 << 20) / sizeof(float));
+    TRY("host_memory_fits", big, big, ((size_t)8 << 20) / sizeof(float));
     return 0;
 }

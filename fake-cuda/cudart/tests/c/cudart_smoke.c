@@ -112,6 +112,24 @@ static int oom(void) {
     return 0;
 }
 
+/* Run with NCCLSIM_HOST_MEMORY=64M: allocating commits no host memory; writes commit theirs
+ * first and fail with cudaErrorMemoryAllocation when the host cannot back them. */
+static int host_memory(void) {
+    static char buf[48 << 20];
+    void *d;
+    OK(cudaMalloc(&d, (size_t)256 << 20));
+    OK(cudaMemset(d, 1, (size_t)32 << 20));
+    CHECK(cudaMemset(d, 2, (size_t)256 << 20) == 2);
+    CHECK(cudaGetLastError() == 2);
+    CHECK(cudaMemcpy((char *)d + (128 << 20), buf, sizeof buf, H2D) == 2);
+    /* Pages already committed are written again freely. */
+    OK(cudaMemcpy(d, buf, (size_t)16 << 20, H2D));
+    OK(cudaMemcpy(buf, (char *)d + (16 << 20), 16, D2H));
+    CHECK(buf[0] == 1 && buf[15] == 1);
+    OK(cudaFree(d));
+    return 0;
+}
+
 static void hex_out(const ipc_handle_t *h) {
     for (int i = 0; i < 64; i++) printf("%02x", h->bytes[i]);
     printf("\n");
@@ -549,6 +567,7 @@ int main(int argc, char **argv) {
     if (!strcmp(s, "props")) rc = props();
     else if (!strcmp(s, "memory")) rc = memory();
     else if (!strcmp(s, "oom")) rc = oom();
+    else if (!strcmp(s, "host-memory")) rc = host_memory();
     else if (!strcmp(s, "ipc-export")) rc = ipc_export();
     else if (!strcmp(s, "ipc-import") && argc > 2) rc = ipc_import(argv[2]);
     else if (!strcmp(s, "ipc-forged") && argc > 2) rc = ipc_forged(argv[2]);
