@@ -111,7 +111,6 @@ impl Mapping {
         self.len
     }
 
-
     /// The atomic u32 at byte `offset`.
     pub fn atomic_u32(&self, offset: usize) -> &AtomicU32 {
         assert!(
