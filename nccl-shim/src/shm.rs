@@ -255,7 +255,28 @@ impl Waiter {
     }
 
     /// Waits until `done()` holds, sleeping on `word` between checks. `Err` on abort or timeout.
-    pub fn wait_until(&self, word: &AtomicU32, mut done: impl FnMut() -> bool) -> Result<()> {
+    pub fn wait_until(&self, word: &AtomicU32, done: impl FnMut() -> bool) -> Result<()> {
+        self.wait(word, None, done)
+    }
+
+    /// [`Waiter::wait_until`] where whoever changes `word` wakes its sleepers only if
+    /// `sleepers` (which this wait raises while it sleeps) is not zero; the waker must change
+    /// `word` and then read `sleepers`, both sequentially consistent.
+    pub fn wait_counted(
+        &self,
+        word: &AtomicU32,
+        sleepers: &AtomicU32,
+        done: impl FnMut() -> bool,
+    ) -> Result<()> {
+        self.wait(word, Some(sleepers), done)
+    }
+
+    fn wait(
+        &self,
+        word: &AtomicU32,
+        sleepers: Option<&AtomicU32>,
+        mut done: impl FnMut() -> bool,
+    ) -> Result<()> {
         // Poll briefly, yielding the core to the peers we wait for (they often share it), then
         // sleep on the futex: a bounded poll, never a busy loop.
         let poll_until = Instant::now() + POLL;
@@ -270,11 +291,19 @@ impl Waiter {
                 std::thread::yield_now();
                 continue;
             }
-            futex_wait(
-                word,
-                seen,
-                (self.deadline - now).min(Duration::from_millis(100)),
-            );
+            let nap = (self.deadline - now).min(Duration::from_millis(100));
+            match sleepers {
+                Some(count) => {
+                    count.fetch_add(1, Ordering::SeqCst);
+                    // Read after counting ourselves: a change made before the waker read the
+                    // count is seen here, any later one comes with a wake.
+                    if word.load(Ordering::SeqCst) == seen {
+                        futex_wait(word, seen, nap);
+                    }
+                    count.fetch_sub(1, Ordering::SeqCst);
+                }
+                None => futex_wait(word, seen, nap),
+            }
             if word.load(Ordering::Acquire) == seen {
                 self.check_peers()?;
             }
