@@ -277,9 +277,13 @@ impl Waiter {
         sleepers: Option<&AtomicU32>,
         mut done: impl FnMut() -> bool,
     ) -> Result<()> {
-        // Poll briefly, yielding the core to the peers we wait for (they often share it), then
-        // sleep on the futex: a bounded poll, never a busy loop.
-        let poll_until = Instant::now() + POLL;
+        // Poll briefly, yielding the core to the peers we wait for, then sleep on the futex: a
+        // bounded poll, never a busy loop. Polling pays while the core has nothing else to run
+        // (a yield comes straight back, and the change is seen at once); once a yield shows
+        // that other threads wanted the core (it came back late), sleeping pays: the scheduler
+        // then runs only threads that can make progress, such as the peers that still have to
+        // arrive, and wakes this one when the word changes.
+        let mut poll_until = Instant::now() + POLL;
         loop {
             let seen = word.load(Ordering::Acquire);
             if done() {
@@ -289,6 +293,9 @@ impl Waiter {
             let now = Instant::now();
             if now < poll_until {
                 std::thread::yield_now();
+                if now.elapsed() > CONTENDED {
+                    poll_until = now;
+                }
                 continue;
             }
             let nap = (self.deadline - now).min(Duration::from_millis(100));
@@ -313,6 +320,9 @@ impl Waiter {
 
 /// How long a wait polls (yielding) before it sleeps.
 const POLL: Duration = Duration::from_micros(200);
+
+/// A yield that takes longer than this ran other threads: the core is contended.
+const CONTENDED: Duration = Duration::from_micros(5);
 
 use fake_cuda_abi::shm::{ArenaHeader, ARENA_MAGIC, MEMFD_PREFIX as ARENA_PREFIX};
 

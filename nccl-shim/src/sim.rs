@@ -192,6 +192,48 @@ impl Sim {
     }
 }
 
+/// The last collective priced on a thread and its price.
+struct LastPrice {
+    /// Held, so the address cannot be another communicator's while it is kept here.
+    comm: Arc<CommSim>,
+    call: (Collective, usize, DataType, i32, usize),
+    price: Option<Prediction>,
+}
+
+thread_local! {
+    static LAST: std::cell::RefCell<Option<LastPrice>> = const { std::cell::RefCell::new(None) };
+}
+
+/// [`predict`] of a communicator's collective, answered without the model when it repeats the
+/// thread's last one (loops issue the same collective call after call; a price depends only
+/// on the communicator's model and the call).
+pub fn predict_repeated(
+    c: &Arc<CommSim>,
+    kind: Collective,
+    count: usize,
+    dtype: DataType,
+    op: i32,
+    nranks: usize,
+) -> Option<Prediction> {
+    let call = (kind, count, dtype, op, nranks);
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        if let Some(l) = last
+            .as_ref()
+            .filter(|l| Arc::ptr_eq(&l.comm, c) && l.call == call)
+        {
+            return l.price.clone();
+        }
+        let price = predict(c, kind, count, dtype, op, nranks);
+        *last = Some(LastPrice {
+            comm: c.clone(),
+            call,
+            price: price.clone(),
+        });
+        price
+    })
+}
+
 /// The cost model's view of a collective call: its collective and its nccl-tests size.
 pub fn predict(
     c: &CommSim,

@@ -133,7 +133,7 @@ fn price(comm: &Comm, work: &Work) -> Option<Priced> {
     let tracing = trace::enabled();
     match work {
         Work::Coll(c) => {
-            let p = crate::sim::predict(sim, c.kind, c.count, c.dtype, c.op, comm.nranks)?;
+            let p = crate::sim::predict_repeated(sim, c.kind, c.count, c.dtype, c.op, comm.nranks)?;
             let args = if tracing {
                 format!(
                     "\"comm\":\"{:#x}\",\"rank\":{},\"nranks\":{},\"count\":{},\"bytes\":{},\"type\":{:?},\"op\":{},\"root\":{},\"algo\":{},\"proto\":{},\"channels\":{},\"predicted_us\":{:.3},\"busbw_GBs\":{:.3}",
