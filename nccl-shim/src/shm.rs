@@ -246,10 +246,35 @@ impl Waiter {
     }
 
     /// Waits until `done()` holds, sleeping on `word` between checks. `Err` on abort or timeout.
-    pub fn wait_until(&self, word: &AtomicU32, mut done: impl FnMut() -> bool) -> Result<()> {
-        // Poll briefly, yielding the core to the peers we wait for (they often share it), then
-        // sleep on the futex: a bounded poll, never a busy loop.
-        let poll_until = Instant::now() + POLL;
+    pub fn wait_until(&self, word: &AtomicU32, done: impl FnMut() -> bool) -> Result<()> {
+        self.wait(word, None, done)
+    }
+
+    /// [`Waiter::wait_until`] where whoever changes `word` wakes its sleepers only if
+    /// `sleepers` (which this wait raises while it sleeps) is not zero; the waker must change
+    /// `word` and then read `sleepers`, both sequentially consistent.
+    pub fn wait_counted(
+        &self,
+        word: &AtomicU32,
+        sleepers: &AtomicU32,
+        done: impl FnMut() -> bool,
+    ) -> Result<()> {
+        self.wait(word, Some(sleepers), done)
+    }
+
+    fn wait(
+        &self,
+        word: &AtomicU32,
+        sleepers: Option<&AtomicU32>,
+        mut done: impl FnMut() -> bool,
+    ) -> Result<()> {
+        // Poll briefly, yielding the core to the peers we wait for, then sleep on the futex: a
+        // bounded poll, never a busy loop. Polling pays while the core has nothing else to run
+        // (a yield comes straight back, and the change is seen at once); once a yield shows
+        // that other threads wanted the core (it came back late), sleeping pays: the scheduler
+        // then runs only threads that can make progress, such as the peers that still have to
+        // arrive, and wakes this one when the word changes.
+        let mut poll_until = Instant::now() + POLL;
         loop {
             let seen = word.load(Ordering::Acquire);
             if done() {
@@ -259,13 +284,24 @@ impl Waiter {
             let now = Instant::now();
             if now < poll_until {
                 std::thread::yield_now();
+                if now.elapsed() > CONTENDED {
+                    poll_until = now;
+                }
                 continue;
             }
-            futex_wait(
-                word,
-                seen,
-                (self.deadline - now).min(Duration::from_millis(100)),
-            );
+            let nap = (self.deadline - now).min(Duration::from_millis(100));
+            match sleepers {
+                Some(count) => {
+                    count.fetch_add(1, Ordering::SeqCst);
+                    // Read after counting ourselves: a change made before the waker read the
+                    // count is seen here, any later one comes with a wake.
+                    if word.load(Ordering::SeqCst) == seen {
+                        futex_wait(word, seen, nap);
+                    }
+                    count.fetch_sub(1, Ordering::SeqCst);
+                }
+                None => futex_wait(word, seen, nap),
+            }
             if word.load(Ordering::Acquire) == seen {
                 self.check_peers()?;
             }
@@ -275,6 +311,9 @@ impl Waiter {
 
 /// How long a wait polls (yielding) before it sleeps.
 const POLL: Duration = Duration::from_micros(200);
+
+/// A yield that takes longer than this ran other threads: the core is contended.
+const CONTENDED: Duration = Duration::from_micros(5);
 
 use fake_cuda_abi::shm::{ArenaHeader, ARENA_MAGIC, MEMFD_PREFIX as ARENA_PREFIX};
 

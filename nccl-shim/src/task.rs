@@ -130,7 +130,14 @@ fn price(comm: &Comm, work: &Work) -> Option<Priced> {
     let tracing = trace::enabled();
     match work {
         Work::Coll(c) => {
-            let p = match crate::sim::predict(sim, c.kind, c.count, c.dtype, c.op, comm.nranks) {
+            let p = match crate::sim::predict_repeated(
+                sim,
+                c.kind,
+                c.count,
+                c.dtype,
+                c.op,
+                comm.nranks,
+            ) {
                 Ok(p) => p,
                 Err(e) => {
                     comm.prediction_failed(c.kind, &e);

@@ -6,13 +6,21 @@
 //! whenever the map has doubled since the last sweep, so the map stays proportional to the
 //! threads alive (amortised O(1) per insertion) in programs that start and end many threads.
 
-use std::collections::HashMap;
+use fnv::FnvHashMap as HashMap;
 use std::sync::{Arc, Weak};
 use std::thread::ThreadId;
 
 thread_local! {
     /// Alive as long as the thread: entries keep a `Weak` to it.
     static ALIVE: Arc<()> = Arc::new(());
+    /// The thread's id, read once (`thread::current` clones the thread's handle each time).
+    static ID: ThreadId = std::thread::current().id();
+}
+
+/// The calling thread's id.
+fn current_id() -> ThreadId {
+    ID.try_with(|id| *id)
+        .unwrap_or_else(|_| std::thread::current().id())
 }
 
 /// A value per thread, forgotten some time after the thread exits.
@@ -26,7 +34,7 @@ pub struct PerThread<T> {
 impl<T> Default for PerThread<T> {
     fn default() -> Self {
         PerThread {
-            entries: HashMap::new(),
+            entries: HashMap::default(),
             swept_len: 0,
         }
     }
@@ -35,15 +43,13 @@ impl<T> Default for PerThread<T> {
 impl<T> PerThread<T> {
     /// The calling thread's value.
     pub fn get(&self) -> Option<&T> {
-        self.entries
-            .get(&std::thread::current().id())
-            .map(|(_, v)| v)
+        self.entries.get(&current_id()).map(|(_, v)| v)
     }
 
     /// The calling thread's value, created with `make` if missing. Values of exited threads
     /// that a sweep removed are handed to `gone`.
     pub fn get_or_insert_with(&mut self, make: impl FnOnce() -> T, gone: impl FnMut(T)) -> &mut T {
-        let id = std::thread::current().id();
+        let id = current_id();
         if !self.entries.contains_key(&id) {
             if self.entries.len() >= 2 * self.swept_len.max(8) {
                 self.sweep(gone);

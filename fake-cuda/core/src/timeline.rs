@@ -11,7 +11,7 @@
 
 use crate::error::{CoreError, Result};
 use crate::threads::PerThread;
-use std::collections::HashMap;
+use fnv::FnvHashMap as HashMap;
 
 /// `cudaStreamNonBlocking`: no implicit synchronisation with the legacy default stream.
 pub const STREAM_NON_BLOCKING: u32 = 0x1;
@@ -137,7 +137,7 @@ impl Timeline {
                 let k = self.create_stream(current_device, 0, 0);
                 let mut exited = Vec::new();
                 self.per_thread
-                    .get_or_insert_with(HashMap::new, |m| exited.extend(m.into_values()))
+                    .get_or_insert_with(HashMap::default, |m| exited.extend(m.into_values()))
                     .insert(current_device, k);
                 // Streams of exited threads go; their clocks stay in the device aggregates,
                 // so the work they held still orders later legacy-stream work.

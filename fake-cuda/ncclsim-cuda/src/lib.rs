@@ -18,8 +18,9 @@ use fake_cuda_abi::*;
 use fake_cuda_core::{Core, CoreError, Status};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
+use std::sync::{Mutex, Once};
 
 mod entries;
 mod single;
@@ -60,15 +61,42 @@ pub fn core() -> Result<&'static Core, CoreError> {
     .map_err(Clone::clone)
 }
 
-/// API calls by vtable entry name.
-static CALLS: Mutex<BTreeMap<&'static str, u64>> = Mutex::new(BTreeMap::new());
+/// The calls of one entry: a static per entry, counted without a lock (the hot entries run
+/// on every stream operation), listed in `CALLS` the first time it counts.
+struct CallCount {
+    name: &'static str,
+    calls: AtomicU64,
+    listed: Once,
+}
 
-fn count_call(name: &'static str) {
-    *CALLS
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .entry(name)
-        .or_default() += 1;
+impl CallCount {
+    const fn new(name: &'static str) -> CallCount {
+        CallCount {
+            name,
+            calls: AtomicU64::new(0),
+            listed: Once::new(),
+        }
+    }
+}
+
+/// Every entry called so far.
+static CALLS: Mutex<Vec<&'static CallCount>> = Mutex::new(Vec::new());
+
+fn count_call(c: &'static CallCount) {
+    c.calls.fetch_add(1, Ordering::Relaxed);
+    if !c.listed.is_completed() {
+        c.listed
+            .call_once(|| CALLS.lock().unwrap_or_else(|p| p.into_inner()).push(c));
+    }
+}
+
+/// API calls so far by vtable entry name.
+fn call_counts() -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for c in CALLS.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        *m.entry(c.name.to_string()).or_default() += c.calls.load(Ordering::Relaxed);
+    }
+    m
 }
 
 /// Named sections other libraries added to the report (`report_section`), by name.
@@ -98,13 +126,7 @@ fn report_path(template: &str) -> String {
 
 /// The report as JSON: the core's figures, the profiler ranges and every added section.
 fn report_json() -> Result<serde_json::Value, CoreError> {
-    let calls = CALLS
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-        .map(|(k, v)| (k.to_string(), *v))
-        .collect();
-    let report = core()?.report(calls);
+    let report = core()?.report(call_counts());
     let mut v = serde_json::to_value(&report)
         .map_err(|e| CoreError::InvalidValue(format!("report: {e}")))?;
     if let Some(o) = v.as_object_mut() {
@@ -286,7 +308,8 @@ macro_rules! vtable_entries {
     )*) => {
         $(
             ffi_boundary::ffi_fn!(VtableError; fn $name($($arg: $cty,)* $($out: *mut $oty,)*) {
-                count_call(stringify!($name));
+                static CALLED: CallCount = CallCount::new(stringify!($name));
+                count_call(&CALLED);
                 (move || -> Result<(), CoreError> {
                     if [$($out.is_null()),*].contains(&true) {
                         return Err(CoreError::InvalidValue("null output pointer".into()));
@@ -356,7 +379,8 @@ ffi_boundary::ffi_fn!(VtableError; export
         out_ns: *mut u64,
         out_range: *mut i64,
     ) {
-        count_call("compute_launch");
+        static CALLED: CallCount = CallCount::new("compute_launch");
+        count_call(&CALLED);
         let cost = entries::compute_cost(flops, bytes, unit, precision, [batch, m, n, k])
             .map_err(VtableError)?;
         if name.is_null() {

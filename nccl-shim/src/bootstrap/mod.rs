@@ -32,14 +32,18 @@ const MAX_FRAME: u64 = 1 << 30;
 /// few hundred bytes).
 const MAX_HELLO: u64 = 64 << 10;
 
-/// The deadline of one bootstrap or operation wait.
+/// The deadline of one bootstrap or operation wait (`NCCLSIM_TIMEOUT` seconds, default 600).
 pub fn timeout() -> Duration {
-    let secs = std::env::var("NCCLSIM_TIMEOUT")
-        .ok()
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|v| *v > 0.0)
-        .unwrap_or(600.0);
-    Duration::from_secs_f64(secs)
+    // Read once: every operation's wait asks for it.
+    static T: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *T.get_or_init(|| {
+        let secs = std::env::var("NCCLSIM_TIMEOUT")
+            .ok()
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|v| *v > 0.0)
+            .unwrap_or(600.0);
+        Duration::from_secs_f64(secs)
+    })
 }
 
 /// Random 64 bits from the kernel.

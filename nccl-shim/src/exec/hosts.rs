@@ -11,7 +11,7 @@ use crate::types::{Collective, Reduction};
 
 /// Which part of rank `q`'s input rank `p`'s own output needs: (offset, bytes) in q's send
 /// buffer, or None.
-fn needed(coll: &Coll, bytes: usize, q: usize, p: usize) -> Option<(usize, usize)> {
+pub(super) fn needed(coll: &Coll, bytes: usize, q: usize, p: usize) -> Option<(usize, usize)> {
     let root = coll.root;
     let r = match coll.kind {
         Collective::AllReduce | Collective::AllGather => Some((0, bytes)),
@@ -90,8 +90,38 @@ pub(super) fn work_across_hosts(
     let out_len = recv_elems * coll.dtype.size();
     let mut result = vec![0u64; out_len.div_ceil(8)];
     let out = result.as_mut_ptr() as usize;
+    // SAFETY: the parts are peers' send buffers on this host (each holding its rank's extent,
+    // checked at enqueue, mapped by `BufRef::resolve`) or the staging buffers received above,
+    // each at least the length `needed` gives; no rank writes a send buffer before the closing
+    // barrier. `out` is this rank's private `result`, sized for its output.
+    unsafe { own_output(coll, me, &parts, &scalars, out) };
+    barrier(comm, waiter)?;
+    // SAFETY: `result` holds `out_len` bytes; `coll.recv` is this rank's receive buffer, of
+    // its extent (checked at enqueue), which only this rank writes, now that every local
+    // rank has read the inputs it may alias (barrier above).
+    unsafe { copy(out, coll.recv, out_len) };
+    Ok(incoming.iter().map(|m| m.ready).max().unwrap_or(0))
+}
+
+/// Computes rank `me`'s output of `coll` at `out` from `parts[q]`, where the part of rank q's
+/// input that `needed(coll, bytes, q, me)` names lies (unused for ranks it names none), and
+/// each rank's PreMulSum scalar; reductions in rank order, so every rank computing an element
+/// gets the same bits.
+///
+/// # Safety
+/// Each named part must be readable for its length and `out` writable for this rank's
+/// receive extent; no other thread may write those parts or touch `out` during the call, and
+/// `out` must not overlap a part.
+pub(super) unsafe fn own_output(
+    coll: &Coll,
+    me: usize,
+    parts: &[usize],
+    scalars: &[u64],
+    out: usize,
+) {
+    let bytes = coll.count * coll.dtype.size();
     let scal: &[u64] = if matches!(coll.red, Reduction::PreMulSum { .. }) {
-        &scalars
+        scalars
     } else {
         &[]
     };
@@ -100,17 +130,14 @@ pub(super) fn work_across_hosts(
         red: coll.red,
         scalars: scal,
     };
-    // SAFETY: the parts are peers' send buffers on this host (each holding its rank's extent,
-    // checked at enqueue, mapped by `BufRef::resolve`) or the staging buffers received above,
-    // each at least the length `needed` gives; no rank writes a send buffer before the closing
-    // barrier. `out` is this rank's private `result`, sized for its output.
+    // SAFETY: the ranges named by `needed` and the output, under this function's contract.
     unsafe {
         match coll.kind {
             Collective::AllReduce | Collective::ReduceScatter => {
-                reduce_range(arith, &parts, 0, &[out], 0, bytes)
+                reduce_range(arith, parts, 0, &[out], 0, bytes)
             }
             Collective::Reduce if me == coll.root => {
-                reduce_range(arith, &parts, 0, &[out], 0, bytes)
+                reduce_range(arith, parts, 0, &[out], 0, bytes)
             }
             Collective::Broadcast | Collective::Scatter => copy(parts[coll.root], out, bytes),
             Collective::AllGather | Collective::AlltoAll => {
@@ -126,12 +153,6 @@ pub(super) fn work_across_hosts(
             _ => {}
         }
     }
-    barrier(comm, waiter)?;
-    // SAFETY: `result` holds `out_len` bytes; `coll.recv` is this rank's receive buffer, of
-    // its extent (checked at enqueue), which only this rank writes, now that every local
-    // rank has read the inputs it may alias (barrier above).
-    unsafe { copy(out, coll.recv, out_len) };
-    Ok(incoming.iter().map(|m| m.ready).max().unwrap_or(0))
 }
 
 /// Tells every remote rank that this rank's operation #`seq` failed before its work (its host's

@@ -10,6 +10,10 @@
 //! and each output byte written once, and every rank gets the same bits. Copies (broadcast,
 //! gathers, all-to-all, scatter) are done by each rank into its own output.
 //!
+//! Small collectives of ranks that all share the host (`small`) copy their inputs into the
+//! segment next to their descriptors instead and meet once: every rank then computes its own
+//! output from the copies, in rank order, and no closing barrier is needed.
+//!
 //! Send/receive: a ring of message slots per ordered pair of local ranks. A sender posts
 //! {bytes, where its buffer lives}; the receiver copies straight from the sender's buffer and
 //! marks the slot done; the sender then frees it. A rank runs all of a group's sends and
@@ -26,6 +30,7 @@ use std::sync::atomic::Ordering;
 mod hosts;
 mod kernels;
 mod p2p;
+mod small;
 mod staging;
 
 use hosts::work_across_hosts;
@@ -39,18 +44,26 @@ const OFF_MAGIC: usize = 0;
 const OFF_NLOCAL: usize = 8;
 const OFF_BAR_COUNT: usize = 64;
 const OFF_BAR_GEN: usize = 128;
-const SLOT: usize = 256;
+/// Ranks asleep (or about to sleep) on the barrier's futex: the last arrival wakes them only
+/// when there are any, so a barrier nobody slept in costs no system call.
+const OFF_BAR_SLEEPERS: usize = 192;
+/// A rank's descriptor followed by the inline copy of a small input (`small::INLINE` bytes).
+const BLOCK: usize = DESC + small::INLINE;
+const DESC: usize = 256;
 const BELL: usize = 64;
 const ENTRY: usize = 64;
 
-fn slot_off(i: usize) -> usize {
-    HEADER + i * SLOT
+/// Rank `i`'s block in block set `set`: a collective uses set 0 or 1 by the parity of the
+/// barrier generation its ranks meet in, so the set it writes was last read before the
+/// previous barrier, which every rank has passed (see `arrive`).
+fn block_off(n: usize, set: usize, i: usize) -> usize {
+    HEADER + (set * n + i) * BLOCK
 }
 pub(super) fn bell_off(n: usize, i: usize) -> usize {
-    HEADER + n * SLOT + i * BELL
+    HEADER + 2 * n * BLOCK + i * BELL
 }
 pub(super) fn entry_off(n: usize, src: usize, dst: usize, k: usize) -> usize {
-    HEADER + n * SLOT + n * BELL + ((src * n + dst) * RING + k) * ENTRY
+    HEADER + 2 * n * BLOCK + n * BELL + ((src * n + dst) * RING + k) * ENTRY
 }
 
 /// Bytes of the segment for `n` local ranks (page-rounded).
@@ -163,26 +176,72 @@ pub(super) struct Desc {
     /// Virtual time at which this rank's stream reached the operation.
     ready: u64,
 }
-const _: () = assert!(std::mem::size_of::<Desc>() <= SLOT);
+const _: () = assert!(std::mem::size_of::<Desc>() <= DESC);
 
 pub(super) fn seg(comm: &Comm) -> &Mapping {
     &comm.local.segment
 }
 
 pub(super) fn barrier(comm: &Comm, waiter: &Waiter) -> Result<()> {
+    let g = seg(comm).atomic_u32(OFF_BAR_GEN).load(Ordering::Acquire);
+    barrier_at(comm, g, waiter)
+}
+
+/// The barrier of generation `g` (the generation when this rank arrives: it cannot change
+/// before every local rank, this one included, has arrived).
+fn barrier_at(comm: &Comm, g: u32, waiter: &Waiter) -> Result<()> {
     let m = seg(comm);
     let n = comm.local.ranks.len() as u32;
     let count = m.atomic_u32(OFF_BAR_COUNT);
     let gen = m.atomic_u32(OFF_BAR_GEN);
-    let g = gen.load(Ordering::Acquire);
+    let sleepers = m.atomic_u32(OFF_BAR_SLEEPERS);
     if count.fetch_add(1, Ordering::AcqRel) + 1 == n {
         count.store(0, Ordering::Relaxed);
-        gen.fetch_add(1, Ordering::Release);
-        futex_wake(gen);
+        // Sequentially consistent with the sleepers' count: either a sleeper counted itself
+        // before this read (and is woken), or it reads the new generation before sleeping.
+        gen.fetch_add(1, Ordering::SeqCst);
+        if sleepers.load(Ordering::SeqCst) != 0 {
+            futex_wake(gen);
+        }
         Ok(())
     } else {
-        waiter.wait_until(gen, || gen.load(Ordering::Acquire) != g)
+        waiter.wait_counted(gen, sleepers, || gen.load(Ordering::Acquire) != g)
     }
+}
+
+/// Publishes this rank's descriptor (and, for a small collective, `inline`: the bytes of its
+/// input) in its block and meets the other local ranks in the barrier; returns the block set
+/// every rank of this collective wrote, which stays as written until this rank's next barrier.
+///
+/// Block sets alternate with the barrier generation: the set written here was last written
+/// for the barrier two generations back and read before the barrier one generation back,
+/// which every rank had to reach before this one could get here.
+fn arrive(comm: &Comm, desc: &Desc, inline: &[u8], waiter: &Waiter) -> Result<usize> {
+    let m = seg(comm);
+    let n = comm.local.ranks.len();
+    let g = m.atomic_u32(OFF_BAR_GEN).load(Ordering::Acquire);
+    let set = (g & 1) as usize;
+    assert!(
+        inline.len() <= small::INLINE,
+        "invariant: inline input fits its block"
+    );
+    let at = block_off(n, set, comm.local.index);
+    // SAFETY: this rank's block lies in the segment and no rank reads it until the barrier
+    // (see above); the inline copy fits after the descriptor (asserted).
+    unsafe {
+        m.ptr().add(at).cast::<Desc>().write_volatile(*desc);
+        std::ptr::copy_nonoverlapping(inline.as_ptr(), m.ptr().add(at + DESC), inline.len());
+    }
+    barrier_at(comm, g, waiter)?;
+    Ok(set)
+}
+
+/// Local rank `i`'s descriptor in block set `set` (written before the barrier `arrive` met).
+fn desc_at(comm: &Comm, set: usize, i: usize) -> Desc {
+    let off = block_off(comm.local.ranks.len(), set, i);
+    // SAFETY: the block lies in the segment; it was written before the barrier this rank
+    // passed and is not written again until this rank's next barrier (see `arrive`).
+    unsafe { seg(comm).ptr().add(off).cast::<Desc>().read_volatile() }
 }
 
 /// The scalar this rank applies to its own input (PreMulSum / ncclAvg), as element bits.
@@ -213,6 +272,20 @@ fn part(count: usize, n: usize, i: usize) -> std::ops::Range<usize> {
 /// Runs one collective as this rank, whose stream reached it at virtual time `ready`; returns
 /// when it starts in virtual time (the latest participant's ready time).
 pub fn run_collective(comm: &Comm, user: &Coll, ready: u64) -> Result<u64> {
+    let result = if small::eligible(comm, user) {
+        small::run(comm, user, ready)
+    } else {
+        run_general(comm, user, ready)
+    };
+    #[cfg(any(feature = "fault-injection", debug_assertions))]
+    if result.is_ok() {
+        perturb_for_tests(comm, user);
+    }
+    result
+}
+
+/// A collective of any size: buffers used in place by every rank of the host, two barriers.
+fn run_general(comm: &Comm, user: &Coll, ready: u64) -> Result<u64> {
     // Buffers peers on this host cannot map take part through arena copies.
     let es = user.dtype.size();
     let (se, re) = user
@@ -237,10 +310,6 @@ pub fn run_collective(comm: &Comm, user: &Coll, ready: u64) -> Result<u64> {
             r.release(ok);
         }
         None => send.release(ok),
-    }
-    #[cfg(any(feature = "fault-injection", debug_assertions))]
-    if ok {
-        perturb_for_tests(comm, user);
     }
     result
 }
@@ -277,20 +346,8 @@ fn run_staged(comm: &Comm, coll: &Coll, ready: u64) -> Result<u64> {
         _pad: 0,
         ready,
     };
-    let m = seg(comm);
-    // SAFETY: our slot lies in the segment; others read it only after the barrier.
-    unsafe {
-        m.ptr()
-            .add(slot_off(comm.local.index))
-            .cast::<Desc>()
-            .write_volatile(desc)
-    };
-    barrier(comm, &waiter)?;
-    let descs: Vec<Desc> = (0..n)
-        // SAFETY: every slot was written before the barrier and is not written again until
-        // the closing barrier.
-        .map(|i| unsafe { m.ptr().add(slot_off(i)).cast::<Desc>().read_volatile() })
-        .collect();
+    let set = arrive(comm, &desc, &[], &waiter)?;
+    let descs: Vec<Desc> = (0..n).map(|i| desc_at(comm, set, i)).collect();
     let local_start = descs.iter().map(|d| d.ready).max().unwrap_or(ready);
     // Everyone saw the same descriptors, so a disagreement fails every rank alike, before any
     // work and without the closing barrier; work errors (a peer buffer that cannot be mapped)
