@@ -593,6 +593,7 @@ fn as_one_user(c: &mut Command) {
         .into_iter()
         .chain(program().parent().map(Path::to_path_buf));
     for d in dirs {
+        support::reachable_by_others(&d);
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
     }
     c.uid(65534).gid(65534);

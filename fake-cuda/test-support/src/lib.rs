@@ -244,3 +244,24 @@ pub fn python_with(dir: &Path, script: &str, setup: impl FnOnce(&mut Command)) -
     );
     text
 }
+
+/// Makes `path` reachable by other users: every directory from the root down to `path` gets
+/// the search bit for others (`o+x`, nothing else) where it lacks it.
+///
+/// Tests that check isolation between processes of one user run their programs as an
+/// unprivileged user when the suite runs as root (root opens any process's descriptors). Those
+/// programs live under the target directory, and a checkout inside a private directory (a
+/// `mktemp -d` of mode 700, as CI makes) would hide them from that user.
+pub fn reachable_by_others(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    for dir in path.ancestors().filter(|d| d.is_dir()) {
+        let Ok(meta) = std::fs::metadata(dir) else {
+            continue;
+        };
+        let mode = meta.permissions().mode();
+        if mode & 0o001 == 0 {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | 0o001))
+                .unwrap_or_else(|e| panic!("{}: cannot add o+x: {e}", dir.display()));
+        }
+    }
+}
