@@ -419,12 +419,12 @@ fn checks_part(w: &mut String, s: &Scored) {
         "`measurements.csv`, as `ncclsim run` prices it, over the same five sizes.\n"
     )
     .unwrap();
-    let mut groups: std::collections::BTreeMap<(String, String), Vec<f64>> = Default::default();
+    let mut groups: std::collections::BTreeMap<(&str, &str), Vec<&CheckScore>> = Default::default();
     for c in &s.checks {
         groups
-            .entry((c.case.board.to_string(), c.case.dtype.clone()))
+            .entry((c.case.board, c.case.dtype.as_str()))
             .or_default()
-            .push(c.error());
+            .push(c);
     }
     writeln!(
         w,
@@ -432,24 +432,17 @@ fn checks_part(w: &mut String, s: &Scored) {
     )
     .unwrap();
     writeln!(w, "|---|---|---|---|---|---|").unwrap();
-    for ((board, dtype), errs) in &groups {
-        let mut measured: Vec<f64> = s
-            .checks
-            .iter()
-            .filter(|c| c.case.board == board && &c.case.dtype == dtype)
-            .map(|c| c.case.measured / 1e12)
-            .collect();
-        let predicted = s
-            .checks
-            .iter()
-            .find(|c| c.case.board == board && &c.case.dtype == dtype)
-            .map_or(f64::NAN, |c| c.predicted / 1e12);
+    for ((board, dtype), rows) in &groups {
+        let errs: Vec<f64> = rows.iter().map(|c| c.error()).collect();
+        let mut measured: Vec<f64> = rows.iter().map(|c| c.case.measured / 1e12).collect();
+        // The rows of a group share board, precision and sizes, so one prediction.
+        let predicted = rows[0].predicted / 1e12;
         writeln!(
             w,
             "| {board} | {dtype} | {} | {:.1} | {predicted:.1} | {} |",
-            errs.len(),
+            rows.len(),
             median(&mut measured),
-            band(errs)
+            band(&errs)
         )
         .unwrap();
     }
