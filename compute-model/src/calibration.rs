@@ -76,26 +76,26 @@ impl Class {
 pub const GEMM_EFFICIENCY: &[(Arch, Class, f64)] = &[
     (Arch::Volta, Class::Half, 0.681),
     (Arch::Volta, Class::F32, 0.722),
-    (Arch::Ampere, Class::Half, 0.864),
+    (Arch::Ampere, Class::Half, 0.843),
     (Arch::Ampere, Class::Tf32, 0.851),
-    (Arch::Ampere, Class::F32, 0.993),
-    (Arch::AmpereGa10x, Class::Half, 0.446),
+    (Arch::Ampere, Class::F32, 1.012),
+    (Arch::AmpereGa10x, Class::Half, 0.454),
     (Arch::AmpereGa10x, Class::F32, 0.454),
     (Arch::Ada, Class::Half, 0.945),
     (Arch::Ada, Class::F32, 0.679),
-    (Arch::Hopper, Class::Half, 0.828),
-    (Arch::Hopper, Class::F8, 0.912),
-    (Arch::Blackwell, Class::Half, 0.749),
-    (Arch::Blackwell, Class::F8, 0.802),
+    (Arch::Hopper, Class::Half, 0.805),
+    (Arch::Hopper, Class::F8, 0.748),
+    (Arch::Blackwell, Class::Half, 0.750),
+    (Arch::Blackwell, Class::F8, 0.788),
 ];
 
 /// Fitted efficiency of each class over all architectures (for architectures without rows).
 #[rustfmt::skip]
 pub const CLASS_EFFICIENCY: &[(Class, f64)] = &[
-    (Class::Half, 0.821),
-    (Class::F8, 0.903),
+    (Class::Half, 0.796),
+    (Class::F8, 0.771),
     (Class::Tf32, 0.851),
-    (Class::F32, 0.738),
+    (Class::F32, 0.993),
 ];
 
 /// Fitted sustained-rate factors: the training step rate published runs reach over the rate
@@ -103,13 +103,13 @@ pub const CLASS_EFFICIENCY: &[(Class, f64)] = &[
 /// kernels, communication sharing the memory system), per architecture with training rows.
 #[rustfmt::skip]
 pub const SUSTAINED: &[(Arch, f64)] = &[
-    (Arch::Ampere, 0.817),
+    (Arch::Ampere, 0.835),
     (Arch::AmpereGa10x, 1.000),
-    (Arch::Hopper, 0.610),
+    (Arch::Hopper, 0.613),
 ];
 
 /// The sustained-rate factor of architectures without training rows (over all rows).
-pub const SUSTAINED_ALL: f64 = 0.803;
+pub const SUSTAINED_ALL: f64 = 0.820;
 
 /// The sustained-rate factor of `arch`.
 pub fn sustained(arch: Arch) -> f64 {

@@ -12,6 +12,12 @@
 //! and splits of 1 to 16. `K_OVERHEAD` is the prologue and epilogue of a tile (filling the
 //! pipeline, writing the result) in units of inner-dimension steps.
 //!
+//! On Hopper and Blackwell tensor cores the libraries also run persistent stream-K kernels
+//! (CUTLASS 3.x `StreamKScheduler`; cuBLAS 12 picks them by heuristic): the iteration space,
+//! tiles times inner-dimension steps, is shared evenly over the multiprocessors, so a partial
+//! last wave costs a few tile prologues rather than a whole wave. The model takes the faster of
+//! the two schedules, as the heuristics do.
+//!
 //! What this reproduces: wave quantisation (a product of 109 tiles on 108 SMs takes two
 //! waves), the low efficiency of small products (one partial wave, short `k`), and the rise of
 //! throughput with size that published GEMM sweeps show. What it does not: the kernel a
@@ -79,8 +85,37 @@ pub fn seconds(gpu: &GpuSpec, g: &Gemm, unit: Unit, e: f64) -> f64 {
             }
             best = best.min(t);
         }
+        if persistent(gpu, unit) {
+            best = best.min(stream_k(gpu, g, tm, tn, per_sm * e * tile_e));
+        }
     }
     best
+}
+
+/// Inner-dimension steps of one main-loop iteration of a tensor-core tile.
+const K_STEP: u64 = 64;
+
+/// Whether the libraries schedule `unit` on `gpu` with persistent stream-K kernels: the
+/// warp-specialised kernels of Hopper and Blackwell (CUTLASS 3.x `StreamKScheduler`, which
+/// cuBLAS 12 selects by heuristic) walk the whole iteration space, tiles times inner-dimension
+/// steps, split evenly over the multiprocessors, so a partial last wave does not idle them.
+fn persistent(gpu: &GpuSpec, unit: Unit) -> bool {
+    matches!(gpu.arch, Arch::Hopper | Arch::Blackwell)
+        && matches!(Class::of(gpu, unit), Class::Half | Class::F8 | Class::Tf32)
+}
+
+/// Seconds of a stream-K schedule of `tm x tn` tiles at `rate` FLOP/s per multiprocessor:
+/// each multiprocessor runs an equal share of the main-loop iterations and pays the prologue
+/// and epilogue of the (at most two) tiles its share touches, plus one more epilogue's worth
+/// for the fix-up of a tile it shares with a neighbour (adding the neighbour's FP32 partial
+/// tile, which stays in L2).
+fn stream_k(gpu: &GpuSpec, g: &Gemm, tm: u64, tn: u64, rate: f64) -> f64 {
+    let sms = gpu.sms.max(1) as u64;
+    let out_tiles = g.batch * g.m.div_ceil(tm) * g.n.div_ceil(tn);
+    let iterations = out_tiles * g.k.div_ceil(K_STEP);
+    let share = iterations.div_ceil(sms);
+    let steps = (share * K_STEP) as f64 + 3.0 * K_OVERHEAD;
+    2.0 * (tm * tn) as f64 * steps / rate
 }
 
 #[cfg(test)]

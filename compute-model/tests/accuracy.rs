@@ -65,10 +65,10 @@ fn held_out_errors_stay_where_they_are() {
     let gemm = report::gemm_target(&s);
     let training = report::training_target(&s);
     println!("GEMM >= 2048 held out {gemm:.1}%, training held out {training:.1}%");
-    assert!(gemm <= 11.0, "{gemm}");
+    assert!(gemm <= 10.0, "{gemm}");
     assert!(training <= 15.0, "{training}");
-    // Every evaluable row is scored: 46 GEMM rows, 32 training rows.
-    assert_eq!(s.gemms.len(), 46);
+    // Every evaluable row is scored: 124 GEMM rows, 32 training rows.
+    assert_eq!(s.gemms.len(), 124);
     assert_eq!(s.training.len(), 32);
 }
 

@@ -110,8 +110,9 @@ pub fn gemm_unit(dtype: &str) -> Option<Unit> {
     })
 }
 
-/// The shapes a GEMM row measured: one shape, or for "best of A..B" rows every square size
-/// from A to B in steps of 8 (the row is the best of them).
+/// The shapes a GEMM row measured: one shape (`MxNxK`, `M,K,N` where marked, or `M= N= K=`
+/// with an optional batch count `B=`), or for "best of A..B" rows every square size from A to
+/// B in steps of 8 (the row is the best of them).
 pub fn gemm_shapes(text: &str) -> Option<Vec<Gemm>> {
     let one = |m: u64, n: u64, k: u64| Some(vec![Gemm { batch: 1, m, n, k }]);
     if let Some(range) = text.split("best of ").nth(1) {
@@ -150,7 +151,13 @@ pub fn gemm_shapes(text: &str) -> Option<Vec<Gemm>> {
                 .find_map(|w| w.strip_prefix(key))
                 .and_then(|v| v.parse().ok())
         };
-        return one(get("M=")?, get("N=")?, get("K=")?);
+        let batch = get("B=").unwrap_or(1);
+        return Some(vec![Gemm {
+            batch,
+            m: get("M=")?,
+            n: get("N=")?,
+            k: get("K=")?,
+        }]);
     }
     let dims: Vec<u64> = text
         .split_whitespace()
@@ -175,6 +182,8 @@ pub fn gemm_flops_per_s(row: &Row, shapes: &[Gemm]) -> Option<f64> {
         "GFLOP/s" => v * 1e9,
         "FLOP/s" => v,
         "s" if shapes.len() == 1 => shapes[0].flops() / v,
+        "ms" if shapes.len() == 1 => shapes[0].flops() / (v * 1e-3),
+        "us" if shapes.len() == 1 => shapes[0].flops() / (v * 1e-6),
         _ => return None,
     })
 }

@@ -13,7 +13,7 @@ pub mod training;
 use std::collections::BTreeMap;
 
 use crate::calibration::{Class, DEFAULT_EFFICIENCY};
-use crate::{price_at, Arch, KernelCost};
+use crate::{price_at, Arch, Gemm, KernelCost, Precision, Unit};
 use measurements::GemmCase;
 
 /// Rows scored but not fitted to (data line, why).
@@ -58,13 +58,28 @@ pub fn modelled(c: &GemmCase, e: f64) -> f64 {
         .map(|g| {
             let cost = KernelCost {
                 flops: g.flops(),
-                bytes: 0.0,
+                bytes: gemm_bytes(g, c.unit),
                 unit: c.unit,
                 gemm: Some(*g),
             };
             g.flops() / (price_at(&c.gpu, &cost, e) * 1e-9)
         })
         .fold(0.0, f64::max)
+}
+
+/// The device memory a GEMM moves, as the runtime prices a cuBLAS call (`fake-cuda-blas`
+/// `submit::duration_ns`): both operands read and the result written once, at the element
+/// sizes of the precision (8-bit operands give a 16-bit result, as `torch._scaled_mm` does).
+pub fn gemm_bytes(g: &Gemm, unit: Unit) -> f64 {
+    let (Unit::Tensor(p) | Unit::Vector(p)) = unit;
+    let (operand, result) = match p {
+        Precision::F8 => (1.0, 2.0),
+        Precision::F16 | Precision::Bf16 => (2.0, 2.0),
+        Precision::F32 | Precision::Tf32 => (4.0, 4.0),
+        Precision::F64 => (8.0, 8.0),
+    };
+    let (m, n, k) = (g.m as f64, g.n as f64, g.k as f64);
+    g.batch as f64 * ((m * k + k * n) * operand + m * n * result)
 }
 
 /// The efficiency at which the model matches the case (bisection over 0.01 ..= 4).

@@ -182,7 +182,9 @@ pub fn section(s: &Scored) -> String {
     writeln!(w, "when this section and the generated report differ. The plot `docs/compute-accuracy.svg` comes from the same").unwrap();
     writeln!(w, "run (`-- --svg docs/compute-accuracy.svg`).\n").unwrap();
     writeln!(w, "- **Kernel model** (`compute-model`): a GEMM takes waves of output tiles over the multiprocessors at the fitted").unwrap();
-    writeln!(w, "  fraction of peak of its architecture and precision class; other kernels a roofline over the datasheet peaks").unwrap();
+    writeln!(w, "  fraction of peak of its architecture and precision class (on Hopper and Blackwell tensor cores, or a stream-K").unwrap();
+    writeln!(w, "  schedule that shares the tiles' inner-dimension steps evenly over the multiprocessors, whichever is faster),").unwrap();
+    writeln!(w, "  and at least the time to read its operands and write its result; other kernels a roofline over the datasheet peaks").unwrap();
     writeln!(w, "  (vector arithmetic at {:.0}% of peak, memory at {:.0}% of bandwidth), and every kernel at least {:.0} µs. A", calibration::DEFAULT_EFFICIENCY * 100.0, calibration::BYTES_EFFICIENCY * 100.0, calibration::FLOOR_NS / 1e3).unwrap();
     writeln!(w, "  half-precision convolution in NCHW layout also reads and writes each operand and result once more for").unwrap();
     writeln!(
