@@ -330,7 +330,10 @@ static int pace(void) {
     OK(cudaEventElapsedTime(&ms, e0, e1));
     printf("waited %.3f ms, elapsed %.3f ms\n", waited, ms);
     CHECK(waited >= 19.0);
-    CHECK(ms > 19.99 && ms < 20.01);
+    /* Paced work starts no earlier than the wall clock at its submission, so the 20 ms run from the
+     * enqueue, which a loaded host makes late by however long it took to get there: the
+     * elapsed time is 20 ms plus that, and never more than the host waited. */
+    CHECK(ms > 19.99 && ms <= waited + 0.01);
     OK(cudaStreamQuery(s));
     return 0;
 }
