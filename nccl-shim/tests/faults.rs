@@ -575,40 +575,11 @@ fn calls_that_disagree_across_hosts_fail_alike_and_the_communicator_recovers() {
     disagreeing_calls(|r| Some(["host-a", "host-a", "host-b"][r]));
 }
 
-/// `c` run as an unprivileged user when the tests run as root (root opens any process's
-/// descriptors whatever their mode), with its TMPDIR and the job's directory open to it.
+/// `c` run as the unprivileged user of the isolation probes when the tests run as root
+/// (see [`support::as_one_user`]), with its TMPDIR and the job's directory open to it.
 fn as_one_user(c: &mut Command) {
-    use std::os::unix::fs::PermissionsExt;
-    use std::os::unix::process::CommandExt;
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return;
-    }
-    let tmp = c
-        .get_envs()
-        .find(|(k, _)| *k == "TMPDIR")
-        .and_then(|(_, v)| v);
-    let dirs = tmp
-        .map(PathBuf::from)
-        .into_iter()
-        .chain(program().parent().map(Path::to_path_buf));
-    for d in dirs {
-        support::reachable_by_others(&d);
-        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
-    }
-    c.uid(65534).gid(65534);
-}
-
-/// Whether the shell `script` succeeds as the ranks' user, and its stderr.
-fn probe(script: &str) -> (bool, String) {
-    let mut c = Command::new("sh");
-    c.args(["-c", script]);
-    as_one_user(&mut c);
-    let out = c.output().expect("run sh");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let dir = program().parent().expect("the program's directory");
+    support::as_one_user(c, &[], &[dir]);
 }
 
 /// The memfds of process `pid` whose names start with one of `prefixes`.
@@ -664,7 +635,7 @@ fn a_process_outside_the_communicator_cannot_open_its_memory() {
             ("read-write", format!("exec 3<>'{p}'")),
             ("read-only", format!("exec 3<'{p}'")),
         ] {
-            let (opened, err) = probe(&script);
+            let (opened, err) = support::probe(&script);
             assert!(
                 !opened && err.contains("Permission denied"),
                 "{p} ({what}) opened {how} by a non-member: {err}"
