@@ -502,6 +502,42 @@ fn an_init_that_fails_inside_a_group_fails_at_the_group_end() {
     r.no_leaks();
 }
 
+/// An invalid argument inside a group fails the call and the group (NCCL 2.30.7: `ArgsCheck`
+/// in `ncclEnqueueCheck` at the call, `ncclGroupErrCheck` keeps the error, and
+/// `ncclGroupEndInternal` returns it and runs nothing of the group): for each kind of bad
+/// argument, beside a valid AllReduce on each rank of a 2-rank communicator, the call returns
+/// `ncclInvalidArgument` naming the argument, `ncclGroupEnd` returns the same code with the
+/// same reason, and the AllReduces did not run (the buffers keep 1 and 2, not 3). A valid group
+/// afterwards sums them.
+#[test]
+fn an_invalid_argument_inside_a_group_fails_the_call_and_the_group() {
+    let ranks = Job::start("grouperr", 1, |_, _| {}).finish(Duration::from_secs(60));
+    let r = &ranks[0];
+    assert!(r.output.status.success(), "{}", r.text());
+    for (case, needle) in [
+        ("count", "overrun its allocation"),
+        ("dtype", "datatype 42"),
+        ("op", "op 77"),
+        ("null", "sendbuff is NULL"),
+        ("peer", "peer 2"),
+        ("root", "root 5"),
+    ] {
+        let (_, code, _, msg) = r.result(&format!("call_{case}"));
+        assert_eq!(*code, INVALID_ARGUMENT, "call {case}: {msg}");
+        assert!(msg.contains(needle), "call {case}: {msg}");
+        let (_, code, ms, end) = r.result(&format!("end_{case}"));
+        assert_eq!(*code, INVALID_ARGUMENT, "ncclGroupEnd after {case}: {end}");
+        assert!(
+            end.contains("ncclGroupEnd") && end.contains(needle),
+            "ncclGroupEnd after {case}: {end}"
+        );
+        let (_, code, _, msg) = r.result(&format!("untouched_{case}"));
+        assert_eq!(*code, 0, "after {case}: {msg}");
+        eprintln!("grouperr {case}: ncclGroupEnd returned {INVALID_ARGUMENT} in {ms:.1} ms: {end}");
+    }
+    r.no_leaks();
+}
+
 #[test]
 fn every_invalid_argument_is_named() {
     let ranks = Job::start("invalid", 1, |_, _| {}).finish(Duration::from_secs(60));
