@@ -478,6 +478,32 @@ fn a_duplicate_rank_is_told_why_it_was_refused() {
     }
 }
 
+/// A process claims a rank of a communicator that has already formed (ranks 0 and 1 have
+/// reduced): the root, which stays while its process holds the communicator, refuses it at once
+/// with `ncclInvalidUsage` and the reason, and the two ranks reduce again undisturbed. (Before,
+/// the root had closed its listener, and the late rank retried its connection until the
+/// bootstrap timeout.)
+#[test]
+fn a_rank_that_joins_a_formed_communicator_is_told_why_it_was_refused() {
+    let ranks = Job::start("latedup", 3, |_, _| {}).finish(Duration::from_secs(60));
+    let late = &ranks[2];
+    let (_, code, ms, msg) = late.result("latedup");
+    assert_eq!(*code, INVALID_USAGE, "{}", late.text());
+    assert!(
+        msg.contains("refused this rank: rank 1 has already joined"),
+        "{msg}"
+    );
+    assert!(*ms < 10_000.0, "refused after {ms:.0} ms: {msg}");
+    eprintln!("latedup: the late rank was refused after {ms:.0} ms: {msg}");
+    for r in &ranks {
+        assert!(r.output.status.success(), "{}", r.text());
+        if r.rank < 2 {
+            assert_eq!(r.result("latedup").1, 0, "{}", r.text());
+        }
+        r.no_leaks();
+    }
+}
+
 #[test]
 fn an_init_that_fails_inside_a_group_fails_at_the_group_end() {
     let ranks = Job::start("groupdup", 1, |_, _| {}).finish(Duration::from_secs(60));

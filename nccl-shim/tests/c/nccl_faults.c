@@ -12,6 +12,9 @@
  *                                     forged connections to its root meanwhile
  *   nccl_faults duprank R 3 IDFILE    processes 1 and 2 both claim rank 1 of 2; process 0
  *                                     joins once the refused one has returned
+ *   nccl_faults latedup R 3 IDFILE    processes 0 and 1 form a 2-rank communicator and reduce;
+ *                                     then process 2 claims rank 1 of it and is refused; the
+ *                                     two reduce again
  *   nccl_faults groupdup 0 1 -        one thread inits ranks 0 and 1 on device 0 in a group
  *                                     (blocking config): the group's end fails; then a group
  *                                     in which one rank splits with NCCL_SPLIT_NOCOLOR succeeds
@@ -306,6 +309,45 @@ int main(int argc, char **argv) {
         } else {
             OK(ncclCommDestroy(comm));
         }
+        leaks(before);
+        return 0;
+    }
+    if (strcmp(what, "latedup") == 0) {
+        char formed[4096], refused[4096];
+        snprintf(formed, sizeof formed, "%s.formed", path);
+        snprintf(refused, sizeof refused, "%s.refused", path);
+        N = 2;
+        ncclUniqueId id;
+        char p1[4096];
+        snprintf(p1, sizeof p1, "%s.1", path);
+        if (R == 0) { OK(ncclGetUniqueId(&id)); write_id(p1, &id); }
+        else read_id(p1, &id, 30);
+        ncclComm_t comm;
+        double t;
+        if (R == 2) {
+            for (int tries = 0; tries < 3000 && access(formed, F_OK) != 0; tries++) usleep(10000);
+            t = now_ms();
+            ncclResult_t rc = ncclCommInitRank(&comm, 2, id, 1);
+            result(what, rc, t, ncclGetLastError(NULL));
+            FILE *f = fopen(refused, "w");
+            CHECK(f);
+            fclose(f);
+            if (rc == ncclSuccess) OK(ncclCommDestroy(comm));
+            leaks(before);
+            return 0;
+        }
+        t = now_ms();
+        OK(ncclCommInitRank(&comm, 2, id, R));
+        checked_allreduce(comm);
+        if (R == 0) {
+            FILE *f = fopen(formed, "w");
+            CHECK(f);
+            fclose(f);
+        }
+        for (int tries = 0; tries < 6000 && access(refused, F_OK) != 0; tries++) usleep(10000);
+        checked_allreduce(comm);
+        OK(ncclCommDestroy(comm));
+        result(what, 0, t, "reduced before and after the late rank");
         leaks(before);
         return 0;
     }
