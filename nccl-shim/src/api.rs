@@ -105,7 +105,7 @@ fn device_buffer(
     if end > b.end {
         let kind = match b.kind {
             fake_cuda_abi::BUFFER_MAPPED => "mapped range",
-            fake_cuda_abi::BUFFER_IMPORTED => "IPC mapping",
+            fake_cuda_abi::BUFFER_IMPORTED => "IPC-opened allocation",
             _ => "allocation",
         };
         let into = if ptr > b.base {
