@@ -36,8 +36,11 @@ const MAX_RANKS: usize = 1 << 20;
 const HELLO_WAIT: Duration = Duration::from_secs(5);
 /// How often joined connections and watched processes are checked while gathering.
 const WATCH_EVERY: Duration = Duration::from_millis(100);
-/// How often a root that has sent its tables looks for late peers.
+/// How often a root that has sent its tables reads the peers it is refusing.
 const LINGER_EVERY: Duration = Duration::from_millis(20);
+/// How long a root that has sent its tables waits for a connection before it looks again
+/// whether it is still wanted (the last member's departure also wakes it by connecting).
+const LINGER_IDLE_MS: i64 = 1000;
 
 const REPLY_TABLE: u8 = 0;
 const REPLY_FAILED: u8 = 1;
@@ -421,6 +424,10 @@ fn exited_or(w: &Waiter, otherwise: impl FnOnce() -> NcclError) -> NcclError {
 struct Root {
     stop: Arc<AtomicBool>,
     members: usize,
+    /// Where it listens (a connection wakes its idle wait).
+    addr: Option<SocketAddrV4>,
+    /// Its thread, joined when the last member goes.
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 /// The roots this process runs, by magic.
@@ -454,9 +461,26 @@ impl RootMember {
 }
 
 impl Drop for RootMember {
+    /// The last member stops the root and waits for its thread, so its listener is closed
+    /// (and an `NCCL_COMM_ID` address free again) when the communicator is gone.
     fn drop(&mut self) {
-        if let Some(r) = roots().get_mut(&self.0) {
-            r.members = r.members.saturating_sub(1);
+        let (thread, addr) = {
+            let mut r = roots();
+            let Some(root) = r.get_mut(&self.0) else {
+                return;
+            };
+            root.members = root.members.saturating_sub(1);
+            if root.members > 0 {
+                return;
+            }
+            root.stop.store(true, Ordering::Relaxed);
+            (root.thread.take(), root.addr)
+        };
+        if let Some(t) = thread {
+            if let Some(a) = addr {
+                let _ = TcpStream::connect_timeout(&a.into(), Duration::from_millis(200));
+            }
+            let _ = t.join();
         }
     }
 }
@@ -476,8 +500,11 @@ pub fn spawn_root(listener: TcpListener, magic: u64) {
         Root {
             stop: stop.clone(),
             members: 0,
+            addr: super::local_addr(&listener).ok(),
+            thread: None,
         },
     );
+    let mine = stop.clone();
     let spawned = std::thread::Builder::new()
         .name("NCCL BootstrapR".into())
         .spawn(move || {
@@ -489,8 +516,17 @@ pub fn spawn_root(listener: TcpListener, magic: u64) {
                 r.remove(&magic);
             }
         });
-    if let Err(e) = spawned {
-        crate::error::warn(&format!("bootstrap root: cannot start its thread: {e}"));
+    match spawned {
+        Ok(t) => {
+            // Unless the thread has already ended (and taken the entry with it).
+            if let Some(root) = roots()
+                .get_mut(&magic)
+                .filter(|r| Arc::ptr_eq(&r.stop, &mine))
+            {
+                root.thread = Some(t);
+            }
+        }
+        Err(e) => crate::error::warn(&format!("bootstrap root: cannot start its thread: {e}")),
     }
 }
 
@@ -524,7 +560,20 @@ fn run_root(listener: &TcpListener, magic: u64, stop: &Arc<AtomicBool>) -> Resul
     let mut newcomers = Vec::new();
     while lingers(magic, stop) {
         poll(listener, &mut g, &mut newcomers)?;
-        std::thread::sleep(LINGER_EVERY);
+        if newcomers.is_empty() && g.told.is_empty() {
+            // Idle: sleep until a connection comes (or the last member's wake-up call).
+            let mut fds = [rustix::event::PollFd::new(
+                listener,
+                rustix::event::PollFlags::IN,
+            )];
+            let idle = rustix::event::Timespec {
+                tv_sec: LINGER_IDLE_MS / 1000,
+                tv_nsec: (LINGER_IDLE_MS % 1000) * 1_000_000,
+            };
+            let _ = rustix::event::poll(&mut fds, Some(&idle));
+        } else {
+            std::thread::sleep(LINGER_EVERY);
+        }
     }
     Ok(())
 }
