@@ -428,6 +428,8 @@ struct Root {
     addr: Option<SocketAddrV4>,
     /// Its thread, joined when the last member goes.
     thread: Option<std::thread::JoinHandle<()>>,
+    /// The process running the thread (a forked child inherits the entry, not the thread).
+    pid: u32,
 }
 
 /// The roots this process runs, by magic.
@@ -474,7 +476,13 @@ impl Drop for RootMember {
                 return;
             }
             root.stop.store(true, Ordering::Relaxed);
-            (root.thread.take(), root.addr)
+            let thread = root.thread.take();
+            if root.pid != std::process::id() {
+                // Forked: the thread is the parent's; leave it alone.
+                std::mem::forget(thread);
+                return;
+            }
+            (thread, root.addr)
         };
         if let Some(t) = thread {
             if let Some(a) = addr {
@@ -502,6 +510,7 @@ pub fn spawn_root(listener: TcpListener, magic: u64) {
             members: 0,
             addr: super::local_addr(&listener).ok(),
             thread: None,
+            pid: std::process::id(),
         },
     );
     let mine = stop.clone();
