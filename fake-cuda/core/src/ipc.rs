@@ -536,16 +536,10 @@ mod tests {
         assert_eq!(EventHandle::decode(&ev).unwrap().event, 2);
     }
 
-    #[test]
-    fn maps_a_live_export_and_rejects_forgeries() {
-        // The same process can map its own arena as another process would: through its broker.
-        let mut a = arena::Arena::create(40, 1, 1 << 24).unwrap();
-        let x = a.alloc(8192, 4242).unwrap();
+    /// Exports allocation `x` of `a` and gives its handle.
+    fn export(a: &mut arena::Arena, x: arena::Allocation) -> MemHandle {
         let e = a.export(x.offset).unwrap();
-        let base = a.data_base() + x.offset as usize;
-        // SAFETY: inside the allocation.
-        unsafe { (base as *mut u32).write(0xfeed_beef) };
-        let h = MemHandle {
+        MemHandle {
             owner_pid: std::process::id(),
             arena_id: a.id(),
             slot: e.slot.unwrap(),
@@ -554,7 +548,18 @@ mod tests {
             serial: x.serial,
             device: a.device(),
             grant: a.grant().unwrap(),
-        };
+        }
+    }
+
+    #[test]
+    fn maps_a_live_export_and_rejects_forgeries() {
+        // The same process can map its own arena as another process would: through its broker.
+        let mut a = arena::Arena::create(40, 1, 1 << 24).unwrap();
+        let x = a.alloc(8192, 4242).unwrap();
+        let base = a.data_base() + x.offset as usize;
+        // SAFETY: inside the allocation.
+        unsafe { (base as *mut u32).write(0xfeed_beef) };
+        let h = export(&mut a, x);
         let m = ForeignMapping::open(&h).unwrap();
         // SAFETY: mapping of 8192 bytes.
         assert_eq!(unsafe { (m.ptr as *const u32).read() }, 0xfeed_beef);
@@ -602,17 +607,7 @@ mod tests {
         let mut a = arena::Arena::create(43, 0, 1 << 24).unwrap();
         // 5,000 bytes asked for: two granules mapped, the buffer ends at 5,000.
         let x = a.alloc_for(8192, 5000, 11).unwrap();
-        let e = a.export(x.offset).unwrap();
-        let h = MemHandle {
-            owner_pid: std::process::id(),
-            arena_id: a.id(),
-            slot: e.slot.unwrap(),
-            offset: x.offset,
-            size: x.size,
-            serial: x.serial,
-            device: a.device(),
-            grant: a.grant().unwrap(),
-        };
+        let h = export(&mut a, x);
         let m = ForeignMapping::open(&h).unwrap();
         assert_eq!((m.len(), m.requested()), (8192, 5000));
     }
@@ -621,17 +616,7 @@ mod tests {
     fn a_freed_allocation_stays_reserved_while_imported() {
         let mut a = arena::Arena::create(42, 0, 1 << 24).unwrap();
         let x = a.alloc(1 << 20, 7).unwrap();
-        let e = a.export(x.offset).unwrap();
-        let h = MemHandle {
-            owner_pid: std::process::id(),
-            arena_id: a.id(),
-            slot: e.slot.unwrap(),
-            offset: x.offset,
-            size: x.size,
-            serial: x.serial,
-            device: a.device(),
-            grant: a.grant().unwrap(),
-        };
+        let h = export(&mut a, x);
         let m = ForeignMapping::open(&h).unwrap();
         a.free(x.offset).unwrap();
         assert_eq!(a.held_by_importers(), 1 << 20);

@@ -103,6 +103,13 @@ static ncclUniqueId shared_id(const char *path, int gen) {
     return id;
 }
 
+/* Creates the empty file `path` (a signal between the ranks' processes). */
+static void touch(const char *path) {
+    FILE *f = fopen(path, "w");
+    CHECK(f);
+    fclose(f);
+}
+
 static float *buf;
 static void *stream;
 
@@ -303,9 +310,7 @@ int main(int argc, char **argv) {
         ncclResult_t rc = ncclCommInitRank(&comm, 2, id, R == 0 ? 0 : 1);
         result(what, rc, t, ncclGetLastError(NULL));
         if (rc != ncclSuccess) {
-            FILE *f = fopen(refused, "w");
-            CHECK(f);
-            fclose(f);
+            touch(refused);
         } else {
             OK(ncclCommDestroy(comm));
         }
@@ -317,11 +322,7 @@ int main(int argc, char **argv) {
         snprintf(formed, sizeof formed, "%s.formed", path);
         snprintf(refused, sizeof refused, "%s.refused", path);
         N = 2;
-        ncclUniqueId id;
-        char p1[4096];
-        snprintf(p1, sizeof p1, "%s.1", path);
-        if (R == 0) { OK(ncclGetUniqueId(&id)); write_id(p1, &id); }
-        else read_id(p1, &id, 30);
+        ncclUniqueId id = shared_id(path, 1);
         ncclComm_t comm;
         double t;
         if (R == 2) {
@@ -329,9 +330,7 @@ int main(int argc, char **argv) {
             t = now_ms();
             ncclResult_t rc = ncclCommInitRank(&comm, 2, id, 1);
             result(what, rc, t, ncclGetLastError(NULL));
-            FILE *f = fopen(refused, "w");
-            CHECK(f);
-            fclose(f);
+            touch(refused);
             if (rc == ncclSuccess) OK(ncclCommDestroy(comm));
             leaks(before);
             return 0;
@@ -339,11 +338,7 @@ int main(int argc, char **argv) {
         t = now_ms();
         OK(ncclCommInitRank(&comm, 2, id, R));
         checked_allreduce(comm);
-        if (R == 0) {
-            FILE *f = fopen(formed, "w");
-            CHECK(f);
-            fclose(f);
-        }
+        if (R == 0) touch(formed);
         for (int tries = 0; tries < 6000 && access(refused, F_OK) != 0; tries++) usleep(10000);
         checked_allreduce(comm);
         OK(ncclCommDestroy(comm));
