@@ -105,7 +105,7 @@ fn device_buffer(
     if end > b.end {
         let kind = match b.kind {
             fake_cuda_abi::BUFFER_MAPPED => "mapped range",
-            fake_cuda_abi::BUFFER_IMPORTED => "IPC mapping",
+            fake_cuda_abi::BUFFER_IMPORTED => "IPC-opened allocation",
             _ => "allocation",
         };
         let into = if ptr > b.base {
@@ -270,7 +270,7 @@ fn create(
     let s2 = slot.clone();
     // In a group the init runs at the outermost ncclGroupEnd, which returns its error (the
     // handle stays, failed, until destroyed or aborted, as in NCCL); outside one it runs now.
-    let done = group::init_job(Box::new(move || settle(&s2, f(abort, h))));
+    let done = group::init_job(slot.clone(), Box::new(move || settle(&s2, f(abort, h))));
     if in_group {
         return Ok(());
     }
@@ -607,37 +607,37 @@ fn ncclRedOpDestroy | pncclRedOpDestroy(op: i32, comm: Comm) {
     r
 }
 fn ncclAllReduce | pncclAllReduce(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: i32, op: i32, comm: Comm, stream: Stream) {
-    collective(Collective::AllReduce, sendbuff as usize, recvbuff as usize, count, datatype, op, 0, comm, stream)
+    group::error_check(collective(Collective::AllReduce, sendbuff as usize, recvbuff as usize, count, datatype, op, 0, comm, stream))
 }
 fn ncclReduce | pncclReduce(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: i32, op: i32, root: i32, comm: Comm, stream: Stream) {
-    collective(Collective::Reduce, sendbuff as usize, recvbuff as usize, count, datatype, op, root, comm, stream)
+    group::error_check(collective(Collective::Reduce, sendbuff as usize, recvbuff as usize, count, datatype, op, root, comm, stream))
 }
 fn ncclBroadcast | pncclBroadcast(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: i32, root: i32, comm: Comm, stream: Stream) {
-    collective(Collective::Broadcast, sendbuff as usize, recvbuff as usize, count, datatype, 0, root, comm, stream)
+    group::error_check(collective(Collective::Broadcast, sendbuff as usize, recvbuff as usize, count, datatype, 0, root, comm, stream))
 }
 fn ncclBcast | pncclBcast(buff: *mut c_void, count: usize, datatype: i32, root: i32, comm: Comm, stream: Stream) {
-    collective(Collective::Broadcast, buff as usize, buff as usize, count, datatype, 0, root, comm, stream)
+    group::error_check(collective(Collective::Broadcast, buff as usize, buff as usize, count, datatype, 0, root, comm, stream))
 }
 fn ncclAllGather | pncclAllGather(sendbuff: *const c_void, recvbuff: *mut c_void, sendcount: usize, datatype: i32, comm: Comm, stream: Stream) {
-    collective(Collective::AllGather, sendbuff as usize, recvbuff as usize, sendcount, datatype, 0, 0, comm, stream)
+    group::error_check(collective(Collective::AllGather, sendbuff as usize, recvbuff as usize, sendcount, datatype, 0, 0, comm, stream))
 }
 fn ncclReduceScatter | pncclReduceScatter(sendbuff: *const c_void, recvbuff: *mut c_void, recvcount: usize, datatype: i32, op: i32, comm: Comm, stream: Stream) {
-    collective(Collective::ReduceScatter, sendbuff as usize, recvbuff as usize, recvcount, datatype, op, 0, comm, stream)
+    group::error_check(collective(Collective::ReduceScatter, sendbuff as usize, recvbuff as usize, recvcount, datatype, op, 0, comm, stream))
 }
 fn ncclAlltoAll | pncclAlltoAll(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: i32, comm: Comm, stream: Stream) {
-    collective(Collective::AlltoAll, sendbuff as usize, recvbuff as usize, count, datatype, 0, 0, comm, stream)
+    group::error_check(collective(Collective::AlltoAll, sendbuff as usize, recvbuff as usize, count, datatype, 0, 0, comm, stream))
 }
 fn ncclGather | pncclGather(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: i32, root: i32, comm: Comm, stream: Stream) {
-    collective(Collective::Gather, sendbuff as usize, recvbuff as usize, count, datatype, 0, root, comm, stream)
+    group::error_check(collective(Collective::Gather, sendbuff as usize, recvbuff as usize, count, datatype, 0, root, comm, stream))
 }
 fn ncclScatter | pncclScatter(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: i32, root: i32, comm: Comm, stream: Stream) {
-    collective(Collective::Scatter, sendbuff as usize, recvbuff as usize, count, datatype, 0, root, comm, stream)
+    group::error_check(collective(Collective::Scatter, sendbuff as usize, recvbuff as usize, count, datatype, 0, root, comm, stream))
 }
 fn ncclSend | pncclSend(sendbuff: *const c_void, count: usize, datatype: i32, peer: i32, comm: Comm, stream: Stream) {
-    p2p(true, sendbuff as usize, count, datatype, peer, comm, stream)
+    group::error_check(p2p(true, sendbuff as usize, count, datatype, peer, comm, stream))
 }
 fn ncclRecv | pncclRecv(recvbuff: *mut c_void, count: usize, datatype: i32, peer: i32, comm: Comm, stream: Stream) {
-    p2p(false, recvbuff as usize, count, datatype, peer, comm, stream)
+    group::error_check(p2p(false, recvbuff as usize, count, datatype, peer, comm, stream))
 }
 fn ncclGroupStart | pncclGroupStart() {
     group::start();

@@ -149,6 +149,9 @@ pub struct Comm {
     pub handle: usize,
     /// Set when an operation could not be priced (reported once).
     pub prediction_failed: AtomicBool,
+    /// This rank's count in the bootstrap root of its unique id, when this process runs that
+    /// root: while held, the root refuses late peers with the reason.
+    pub root_member: Option<bootstrap::RootMember>,
 }
 
 impl Comm {
@@ -388,6 +391,7 @@ fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> R
         child_count: AtomicU32::new(0),
         redops: Mutex::new(Default::default()),
         prediction_failed: AtomicBool::new(false),
+        root_member: None,
     })
 }
 
@@ -506,6 +510,7 @@ fn join(id: &crate::types::UniqueId, j: Joining) -> Result<Comm> {
         None => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
     };
     let me = my_member(j.cuda_dev, hub_addr)?;
+    let root_member = bootstrap::RootMember::join(magic);
     let table =
         bootstrap::exchange_with_root(root, magic, j.rank, j.nranks, &me.encode(), &j.abort)?;
     let members = table
@@ -529,7 +534,8 @@ fn join(id: &crate::types::UniqueId, j: Joining) -> Result<Comm> {
         &j.abort,
     )?;
     let api = j.api;
-    let comm = assemble(j, members, magic, hub)?;
+    let mut comm = assemble(j, members, magic, hub)?;
+    comm.root_member = root_member;
     comm.log_init_complete(api, format_args!("commId {:#x}", comm.magic));
     Ok(comm)
 }

@@ -9,6 +9,13 @@
 //! else each communicator's operations run,
 //! concurrently across communicators, each enqueued on its stream through the fake CUDA core
 //! (so stream order, capture and graph replay hold).
+//!
+//! An operation whose arguments are refused inside a group returns the error at the call (its
+//! arguments are checked there, as NCCL's `ncclEnqueueCheck` does with `ArgsCheck`) and also
+//! fails the group: NCCL keeps the error (`ncclGroupErrCheck`: the last one that is not
+//! `ncclInProgress`), and the outermost `ncclGroupEnd` returns it without running anything
+//! queued in the group (`ncclGroupEndInternal` goes to `groupCleanup`). The communicators the
+//! group was to create are then not created: their handles fail with the group's error.
 
 use crate::comm::Comm;
 use crate::error::{NcclError, Result};
@@ -138,6 +145,8 @@ pub fn remove(handle: usize) -> Result<Arc<Slot>> {
 
 /// A deferred init: creates the communicator, sets its handle's state and returns its error.
 type InitJob = Box<dyn FnOnce() -> Result<()> + Send>;
+/// A deferred init with the handle it settles.
+type QueuedInit = (Arc<Slot>, InitJob);
 /// An operation queued in a group: its communicator, stream and call.
 type QueuedOp = (Arc<Comm>, u64, Op);
 /// A communicator's queued operations with their streams.
@@ -146,8 +155,10 @@ type CommOps = (Arc<Comm>, Vec<(u64, Op)>);
 #[derive(Default)]
 struct Group {
     depth: u32,
-    inits: Vec<InitJob>,
+    inits: Vec<QueuedInit>,
     ops: Vec<QueuedOp>,
+    /// The group's error: the last call inside it that failed.
+    error: Option<NcclError>,
 }
 
 thread_local! {
@@ -164,11 +175,11 @@ pub fn in_group() -> bool {
     GROUP.with(|g| g.borrow().depth > 0)
 }
 
-/// Queues an init job for the group's end, or runs it now outside a group (and returns its
-/// result).
-pub fn init_job(job: InitJob) -> Result<()> {
+/// Queues an init job (settling `slot`) for the group's end, or runs it now outside a group
+/// (and returns its result).
+pub fn init_job(slot: Arc<Slot>, job: InitJob) -> Result<()> {
     if in_group() {
-        GROUP.with(|g| g.borrow_mut().inits.push(job));
+        GROUP.with(|g| g.borrow_mut().inits.push((slot, job)));
         Ok(())
     } else {
         job()
@@ -185,8 +196,26 @@ pub fn op(comm: Arc<Comm>, stream: u64, op: Op) -> Result<()> {
     }
 }
 
-/// Leaves one group level; at the outermost end, takes the queued inits and operations.
-fn pop(what: &str) -> Result<(Vec<InitJob>, Vec<QueuedOp>)> {
+/// Passes on the result of an operation's call; inside a group, a failure other than
+/// `ncclInProgress` also becomes the group's error (NCCL's `ncclGroupErrCheck`).
+pub fn error_check(r: Result<()>) -> Result<()> {
+    if let Err(e) = &r {
+        if e.code != result::IN_PROGRESS {
+            GROUP.with(|g| {
+                let mut g = g.borrow_mut();
+                if g.depth > 0 {
+                    g.error = Some(e.clone());
+                }
+            });
+        }
+    }
+    r
+}
+
+/// Leaves one group level; at the outermost end, takes the queued inits and operations. A
+/// group that failed at one of its calls is abandoned instead: its inits' handles fail, its
+/// operations are dropped, and its error is returned.
+fn pop(what: &str) -> Result<(Vec<QueuedInit>, Vec<QueuedOp>)> {
     GROUP.with(|g| {
         let mut g = g.borrow_mut();
         if g.depth == 0 {
@@ -198,7 +227,26 @@ fn pop(what: &str) -> Result<(Vec<InitJob>, Vec<QueuedOp>)> {
         if g.depth > 0 {
             return Ok((Vec::new(), Vec::new()));
         }
-        Ok((std::mem::take(&mut g.inits), std::mem::take(&mut g.ops)))
+        let (inits, ops) = (std::mem::take(&mut g.inits), std::mem::take(&mut g.ops));
+        let Some(e) = g.error.take() else {
+            return Ok((inits, ops));
+        };
+        let e = NcclError::new(
+            e.code,
+            format!(
+                "a call inside the group failed, so nothing queued in it ran ({} operations, {} inits): {}",
+                ops.len(),
+                inits.len(),
+                e.message
+            ),
+        );
+        for (slot, _) in inits {
+            slot.finish(Err(NcclError::new(
+                e.code,
+                format!("not created: {}", e.message),
+            )));
+        }
+        Err(e)
     })
 }
 
@@ -219,12 +267,12 @@ pub fn end_simulated() -> Result<Vec<(Arc<Comm>, Op)>> {
 
 /// Runs the group's inits concurrently (the ranks of one communicator wait for each other);
 /// the first failure in call order is the group's error.
-fn run_inits(inits: Vec<InitJob>) -> Result<()> {
+fn run_inits(inits: Vec<QueuedInit>) -> Result<()> {
     if inits.len() <= 1 {
-        return inits.into_iter().try_for_each(|j| j());
+        return inits.into_iter().try_for_each(|(_, j)| j());
     }
     let results: Vec<Result<()>> = std::thread::scope(|s| {
-        let hs: Vec<_> = inits.into_iter().map(|j| s.spawn(j)).collect();
+        let hs: Vec<_> = inits.into_iter().map(|(_, j)| s.spawn(j)).collect();
         hs.into_iter()
             .map(|h| {
                 h.join()

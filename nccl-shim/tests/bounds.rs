@@ -3,7 +3,8 @@
 //! device. A `cudaMalloc` allocation ends where the program asked, not at the end of the
 //! core's allocation granule nor at the next allocation beside it; memory the driver's
 //! `cuMem*` API mapped is one buffer across the mappings of one reserved range (PyTorch's
-//! expandable segments), and ends with that range.
+//! expandable segments), and ends with that range; another process's allocation opened with
+//! `cudaIpcOpenMemHandle` ends where its exporter asked, not with the page mapped.
 
 use fake_cuda_test_support as support;
 use std::path::Path;
@@ -61,7 +62,7 @@ fn buffers_are_checked_against_their_exact_allocation() {
             .find(|r| r.0 == name)
             .unwrap_or_else(|| panic!("no result {name}:\n{out}"))
     };
-    for ok in ["exact", "vmm_chain", "host_memory_fits"] {
+    for ok in ["exact", "vmm_chain", "host_memory_fits", "ipc_exact"] {
         assert_eq!(case(ok).1, 0, "{ok}: {}", case(ok).2);
     }
     // (case, what the message must name)
@@ -78,6 +79,29 @@ fn buffers_are_checked_against_their_exact_allocation() {
             vec!["recvbuff 0x", "4194304 bytes", "by 64 bytes"],
         ),
         ("vmm_tail", vec!["recvbuff 0x", "by 4 bytes"]),
+        (
+            "ipc_slack",
+            vec![
+                "recvbuff 0x",
+                "101 elements",
+                "IPC-opened allocation 0x",
+                "of 400 bytes",
+                "by 4 bytes",
+            ],
+        ),
+        (
+            "ipc_send_slack",
+            vec![
+                "sendbuff 0x",
+                "IPC-opened allocation",
+                "400 bytes",
+                "by 4 bytes",
+            ],
+        ),
+        (
+            "ipc_inside",
+            vec!["recvbuff 0x", "(starting 200 bytes into it)", "by 4 bytes"],
+        ),
     ];
     for (name, needles) in refused {
         let (_, code, msg) = case(name);

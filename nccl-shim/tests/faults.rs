@@ -478,6 +478,32 @@ fn a_duplicate_rank_is_told_why_it_was_refused() {
     }
 }
 
+/// A process claims a rank of a communicator that has already formed (ranks 0 and 1 have
+/// reduced): the root, which stays while its process holds the communicator, refuses it at once
+/// with `ncclInvalidUsage` and the reason, and the two ranks reduce again undisturbed. (Before,
+/// the root had closed its listener, and the late rank retried its connection until the
+/// bootstrap timeout.)
+#[test]
+fn a_rank_that_joins_a_formed_communicator_is_told_why_it_was_refused() {
+    let ranks = Job::start("latedup", 3, |_, _| {}).finish(Duration::from_secs(60));
+    let late = &ranks[2];
+    let (_, code, ms, msg) = late.result("latedup");
+    assert_eq!(*code, INVALID_USAGE, "{}", late.text());
+    assert!(
+        msg.contains("refused this rank: rank 1 has already joined"),
+        "{msg}"
+    );
+    assert!(*ms < 10_000.0, "refused after {ms:.0} ms: {msg}");
+    eprintln!("latedup: the late rank was refused after {ms:.0} ms: {msg}");
+    for r in &ranks {
+        assert!(r.output.status.success(), "{}", r.text());
+        if r.rank < 2 {
+            assert_eq!(r.result("latedup").1, 0, "{}", r.text());
+        }
+        r.no_leaks();
+    }
+}
+
 #[test]
 fn an_init_that_fails_inside_a_group_fails_at_the_group_end() {
     let ranks = Job::start("groupdup", 1, |_, _| {}).finish(Duration::from_secs(60));
@@ -499,6 +525,42 @@ fn an_init_that_fails_inside_a_group_fails_at_the_group_end() {
     // group's end succeeds.
     let (_, code, _, msg) = r.result("group_nocolor");
     assert_eq!(*code, 0, "{msg}");
+    r.no_leaks();
+}
+
+/// An invalid argument inside a group fails the call and the group (NCCL 2.30.7: `ArgsCheck`
+/// in `ncclEnqueueCheck` at the call, `ncclGroupErrCheck` keeps the error, and
+/// `ncclGroupEndInternal` returns it and runs nothing of the group): for each kind of bad
+/// argument, beside a valid AllReduce on each rank of a 2-rank communicator, the call returns
+/// `ncclInvalidArgument` naming the argument, `ncclGroupEnd` returns the same code with the
+/// same reason, and the AllReduces did not run (the buffers keep 1 and 2, not 3). A valid group
+/// afterwards sums them.
+#[test]
+fn an_invalid_argument_inside_a_group_fails_the_call_and_the_group() {
+    let ranks = Job::start("grouperr", 1, |_, _| {}).finish(Duration::from_secs(60));
+    let r = &ranks[0];
+    assert!(r.output.status.success(), "{}", r.text());
+    for (case, needle) in [
+        ("count", "overrun its allocation"),
+        ("dtype", "datatype 42"),
+        ("op", "op 77"),
+        ("null", "sendbuff is NULL"),
+        ("peer", "peer 2"),
+        ("root", "root 5"),
+    ] {
+        let (_, code, _, msg) = r.result(&format!("call_{case}"));
+        assert_eq!(*code, INVALID_ARGUMENT, "call {case}: {msg}");
+        assert!(msg.contains(needle), "call {case}: {msg}");
+        let (_, code, ms, end) = r.result(&format!("end_{case}"));
+        assert_eq!(*code, INVALID_ARGUMENT, "ncclGroupEnd after {case}: {end}");
+        assert!(
+            end.contains("ncclGroupEnd") && end.contains(needle),
+            "ncclGroupEnd after {case}: {end}"
+        );
+        let (_, code, _, msg) = r.result(&format!("untouched_{case}"));
+        assert_eq!(*code, 0, "after {case}: {msg}");
+        eprintln!("grouperr {case}: ncclGroupEnd returned {INVALID_ARGUMENT} in {ms:.1} ms: {end}");
+    }
     r.no_leaks();
 }
 
@@ -575,40 +637,11 @@ fn calls_that_disagree_across_hosts_fail_alike_and_the_communicator_recovers() {
     disagreeing_calls(|r| Some(["host-a", "host-a", "host-b"][r]));
 }
 
-/// `c` run as an unprivileged user when the tests run as root (root opens any process's
-/// descriptors whatever their mode), with its TMPDIR and the job's directory open to it.
+/// `c` run as the unprivileged user of the isolation probes when the tests run as root
+/// (see [`support::as_one_user`]), with its TMPDIR and the job's directory open to it.
 fn as_one_user(c: &mut Command) {
-    use std::os::unix::fs::PermissionsExt;
-    use std::os::unix::process::CommandExt;
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return;
-    }
-    let tmp = c
-        .get_envs()
-        .find(|(k, _)| *k == "TMPDIR")
-        .and_then(|(_, v)| v);
-    let dirs = tmp
-        .map(PathBuf::from)
-        .into_iter()
-        .chain(program().parent().map(Path::to_path_buf));
-    for d in dirs {
-        support::reachable_by_others(&d);
-        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
-    }
-    c.uid(65534).gid(65534);
-}
-
-/// Whether the shell `script` succeeds as the ranks' user, and its stderr.
-fn probe(script: &str) -> (bool, String) {
-    let mut c = Command::new("sh");
-    c.args(["-c", script]);
-    as_one_user(&mut c);
-    let out = c.output().expect("run sh");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let dir = program().parent().expect("the program's directory");
+    support::as_one_user(c, &[], &[dir]);
 }
 
 /// The memfds of process `pid` whose names start with one of `prefixes`.
@@ -664,7 +697,7 @@ fn a_process_outside_the_communicator_cannot_open_its_memory() {
             ("read-write", format!("exec 3<>'{p}'")),
             ("read-only", format!("exec 3<'{p}'")),
         ] {
-            let (opened, err) = probe(&script);
+            let (opened, err) = support::probe(&script);
             assert!(
                 !opened && err.contains("Permission denied"),
                 "{p} ({what}) opened {how} by a non-member: {err}"

@@ -19,8 +19,8 @@ pub const SLOT_COUNT: usize = (HEADER_BYTES - SLOTS_OFFSET) / std::mem::size_of:
 pub const GRANULARITY: u64 = 4096;
 /// "NCSMAREN": identifies an ncclsim arena header.
 pub const ARENA_MAGIC: u64 = 0x4e43_534d_4152_454e;
-/// Layout version of the header (2: export slots count their importers).
-pub const ARENA_VERSION: u32 = 2;
+/// Layout version of the header (3: export slots hold the size the program asked for).
+pub const ARENA_VERSION: u32 = 3;
 /// `offset` of an export slot that publishes an IPC event instead of an allocation (never a
 /// valid, granule-aligned offset, so no memory handle can match it); `size` holds the event.
 pub const EVENT_SLOT: u64 = u64::MAX;
@@ -63,4 +63,7 @@ pub struct ExportSlot {
     pub size: AtomicU64,
     /// Processes that currently have the allocation mapped.
     pub importers: AtomicU64,
+    /// The size the program asked for (at most `size`): where the exported buffer ends, which
+    /// importers check buffers against. Written and read like `offset` and `size`.
+    pub requested: AtomicU64,
 }

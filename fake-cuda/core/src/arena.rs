@@ -413,6 +413,7 @@ impl Arena {
         // the serial change and back out.
         s.offset.store(a.offset, Ordering::Relaxed);
         s.size.store(a.size, Ordering::Relaxed);
+        s.requested.store(a.requested, Ordering::Relaxed);
         s.serial.store(a.serial, Ordering::Release);
         a.slot = Some(slot);
         self.allocs.insert(offset, a);
@@ -438,6 +439,7 @@ impl Arena {
         let s = self.slot(slot);
         s.offset.store(EVENT_SLOT, Ordering::Relaxed);
         s.size.store(event, Ordering::Relaxed);
+        s.requested.store(0, Ordering::Relaxed);
         s.serial.store(serial, Ordering::Release);
         Ok(slot)
     }

@@ -7,7 +7,9 @@
 //! (see [`crate::broker`]; the owner hands it only to a holder of the secret) and checking the
 //! arena header and export slot there (see [`crate::arena`]); the checksum only catches
 //! accidental corruption early, the slot check is what makes stale or altered handles
-//! harmless.
+//! harmless. The handle holds the allocation's whole granules; where the program's buffer
+//! ends (the size it asked for) is read from the owner's export slot, which only the owner
+//! writes, so buffers in the mapping are checked against the exporter's allocation exactly.
 
 use crate::arena::{self, ArenaHeader, ARENA_MAGIC, ARENA_VERSION, HEADER_BYTES, SLOT_COUNT};
 use crate::broker::{self, Grant};
@@ -277,6 +279,8 @@ pub struct ForeignMapping {
     pub ptr: usize,
     /// Length of the data mapping.
     len: usize,
+    /// The size the exporter asked for (at most `len`): where its buffer ends.
+    requested: usize,
     /// The owner's arena header, kept mapped to drop the importer count on unmap.
     header: usize,
     /// Export slot counted in.
@@ -325,14 +329,16 @@ impl ForeignMapping {
         // allocation concurrently, either we see it retracted or it sees us.
         slot.importers.fetch_add(1, Ordering::SeqCst);
         let serial = slot.serial.load(Ordering::SeqCst);
-        let (off, size) = (
+        let (off, size, requested) = (
             slot.offset.load(Ordering::Relaxed),
             slot.size.load(Ordering::Relaxed),
+            slot.requested.load(Ordering::Relaxed),
         );
         if serial != h.serial
             || slot.serial.load(Ordering::SeqCst) != serial
             || off != h.offset
             || size != h.size
+            || requested > size
         {
             slot.importers.fetch_sub(1, Ordering::SeqCst);
             return Err(CoreError::InvalidIpcHandle(format!(
@@ -356,6 +362,7 @@ impl ForeignMapping {
         let m = ForeignMapping {
             ptr: data.addr,
             len: data.len,
+            requested: requested as usize,
             header: header.addr,
             slot: h.slot,
             lease,
@@ -369,6 +376,11 @@ impl ForeignMapping {
     /// Bytes mapped.
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// The size the exporter asked for: where the exported buffer ends in the mapping.
+    pub fn requested(&self) -> usize {
+        self.requested
     }
 
     /// Unmaps the allocation but keeps its addresses reserved and inaccessible (see
@@ -524,16 +536,10 @@ mod tests {
         assert_eq!(EventHandle::decode(&ev).unwrap().event, 2);
     }
 
-    #[test]
-    fn maps_a_live_export_and_rejects_forgeries() {
-        // The same process can map its own arena as another process would: through its broker.
-        let mut a = arena::Arena::create(40, 1, 1 << 24).unwrap();
-        let x = a.alloc(8192, 4242).unwrap();
+    /// Exports allocation `x` of `a` and gives its handle.
+    fn export(a: &mut arena::Arena, x: arena::Allocation) -> MemHandle {
         let e = a.export(x.offset).unwrap();
-        let base = a.data_base() + x.offset as usize;
-        // SAFETY: inside the allocation.
-        unsafe { (base as *mut u32).write(0xfeed_beef) };
-        let h = MemHandle {
+        MemHandle {
             owner_pid: std::process::id(),
             arena_id: a.id(),
             slot: e.slot.unwrap(),
@@ -542,7 +548,18 @@ mod tests {
             serial: x.serial,
             device: a.device(),
             grant: a.grant().unwrap(),
-        };
+        }
+    }
+
+    #[test]
+    fn maps_a_live_export_and_rejects_forgeries() {
+        // The same process can map its own arena as another process would: through its broker.
+        let mut a = arena::Arena::create(40, 1, 1 << 24).unwrap();
+        let x = a.alloc(8192, 4242).unwrap();
+        let base = a.data_base() + x.offset as usize;
+        // SAFETY: inside the allocation.
+        unsafe { (base as *mut u32).write(0xfeed_beef) };
+        let h = export(&mut a, x);
         let m = ForeignMapping::open(&h).unwrap();
         // SAFETY: mapping of 8192 bytes.
         assert_eq!(unsafe { (m.ptr as *const u32).read() }, 0xfeed_beef);
@@ -586,20 +603,20 @@ mod tests {
     }
 
     #[test]
+    fn an_importer_learns_the_size_the_exporter_asked_for() {
+        let mut a = arena::Arena::create(43, 0, 1 << 24).unwrap();
+        // 5,000 bytes asked for: two granules mapped, the buffer ends at 5,000.
+        let x = a.alloc_for(8192, 5000, 11).unwrap();
+        let h = export(&mut a, x);
+        let m = ForeignMapping::open(&h).unwrap();
+        assert_eq!((m.len(), m.requested()), (8192, 5000));
+    }
+
+    #[test]
     fn a_freed_allocation_stays_reserved_while_imported() {
         let mut a = arena::Arena::create(42, 0, 1 << 24).unwrap();
         let x = a.alloc(1 << 20, 7).unwrap();
-        let e = a.export(x.offset).unwrap();
-        let h = MemHandle {
-            owner_pid: std::process::id(),
-            arena_id: a.id(),
-            slot: e.slot.unwrap(),
-            offset: x.offset,
-            size: x.size,
-            serial: x.serial,
-            device: a.device(),
-            grant: a.grant().unwrap(),
-        };
+        let h = export(&mut a, x);
         let m = ForeignMapping::open(&h).unwrap();
         a.free(x.offset).unwrap();
         assert_eq!(a.held_by_importers(), 1 << 20);

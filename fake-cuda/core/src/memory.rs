@@ -262,7 +262,7 @@ impl Core {
     /// The buffer `ptr` points into, as the program made it, for checks of a buffer's bounds:
     /// a `cudaMalloc` allocation up to the size asked for (neither the rest of its allocation
     /// granule nor the allocation beside it belongs to it), another process's allocation
-    /// mapped through IPC, or the run of accessible mappings of one device that `cuMemMap`
+    /// mapped through IPC up to the size its exporter asked for, or the run of accessible mappings of one device that `cuMemMap`
     /// made side by side in one reserved range (PyTorch's expandable segments grow a segment
     /// so; the next reserved range is another buffer). Kind 0 when `ptr` is not in device
     /// memory of this process.
@@ -280,7 +280,7 @@ impl Core {
             .next_back()
             .filter(|(&b, imp)| ptr < b + imp.mapping.len())
         {
-            let end = base + imp.mapping.len();
+            let end = base + imp.mapping.requested();
             Some((abi::BUFFER_IMPORTED, imp.device as usize, base, end))
         } else {
             st.vmm

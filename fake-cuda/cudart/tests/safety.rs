@@ -211,28 +211,11 @@ fn copies_through_a_closed_ipc_mapping_fail_cleanly() {
     owner.finish("ipc-hold");
 }
 
-/// `c` run as an unprivileged user when the tests run as root: root opens any process's
-/// descriptors and memory whatever the process does, so isolation between the processes of
-/// one user shows only below root. Owner, member and probe then all run as that user.
+/// `c` run as the unprivileged user of the isolation probes when the tests run as root
+/// (see [`support::as_one_user`]), with the test program reachable by that user.
 fn as_one_user(mut c: Command) -> Command {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        support::reachable_by_others(program());
-        c.uid(65534).gid(65534);
-    }
+    support::as_one_user(&mut c, &[program()], &[]);
     c
-}
-
-/// Runs the shell `script` as the owner's user: whether it succeeded, and its stderr.
-fn probe(script: &str) -> (bool, String) {
-    let mut c = Command::new("sh");
-    c.args(["-c", script]);
-    let out = as_one_user(c).output().expect("run sh");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// The device-memory memfds of process `pid`, as its descriptor table names them.
@@ -270,7 +253,7 @@ fn another_process_of_the_user_cannot_open_device_memory_through_proc() {
             ("read-write", format!("exec 3<>'{p}'")),
             ("read-only", format!("exec 3<'{p}'")),
         ] {
-            let (opened, err) = probe(&script);
+            let (opened, err) = support::probe(&script);
             assert!(
                 !opened && err.contains("Permission denied"),
                 "{p} opened {how} by a process without the handle: {err}"
@@ -301,13 +284,13 @@ fn a_hardened_process_closes_its_descriptors_and_memory_to_the_user() {
         ("its descriptors", format!("ls /proc/{pid}/fd")),
         ("its memory", format!("exec 3</proc/{pid}/mem")),
     ] {
-        let (ok, err) = probe(&script);
+        let (ok, err) = support::probe(&script);
         assert!(
             !ok && err.contains("Permission denied"),
             "{what} open to another process of the user: {err}"
         );
     }
-    let (ok, err) = probe(&format!("grep -q '^{pid} (' /proc/{pid}/stat"));
+    let (ok, err) = support::probe(&format!("grep -q '^{pid} (' /proc/{pid}/stat"));
     assert!(ok, "/proc/{pid}/stat: {err}");
     pass(
         &mut as_one_user(command(&["stale-after-close", &handle])),

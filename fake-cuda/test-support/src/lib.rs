@@ -265,3 +265,49 @@ pub fn reachable_by_others(path: &Path) {
         }
     }
 }
+
+/// The user isolation probes run as when the suite runs as root (`nobody`).
+pub const UNPRIVILEGED_ID: u32 = 65534;
+
+/// Makes `c` run as an unprivileged user ([`UNPRIVILEGED_ID`]) when the tests run as root:
+/// root opens any process's descriptors and memory whatever the process does, so isolation
+/// between the processes of one user shows only below root, and owner, members and probe then
+/// all run as that user. Each path in `reach` is made reachable by that user
+/// ([`reachable_by_others`]); each directory in `share`, and the command's `TMPDIR` if it sets
+/// one, is also made writable by it (mode 1777), for programs that write there. Run as
+/// another user, `c` is left as it is.
+pub fn as_one_user(c: &mut Command, reach: &[&Path], share: &[&Path]) {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    for p in reach {
+        reachable_by_others(p);
+    }
+    let tmp = c
+        .get_envs()
+        .find(|(k, _)| *k == "TMPDIR")
+        .and_then(|(_, v)| v)
+        .map(PathBuf::from);
+    for d in share.iter().copied().chain(tmp.as_deref()) {
+        reachable_by_others(d);
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o1777))
+            .unwrap_or_else(|e| panic!("{}: cannot chmod 1777: {e}", d.display()));
+    }
+    c.uid(UNPRIVILEGED_ID).gid(UNPRIVILEGED_ID);
+}
+
+/// Runs the shell `script` as the user [`as_one_user`] picks: whether it succeeded, and its
+/// stderr.
+pub fn probe(script: &str) -> (bool, String) {
+    let mut c = Command::new("sh");
+    c.args(["-c", script]);
+    as_one_user(&mut c, &[], &[]);
+    let out = c.output().expect("run sh");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

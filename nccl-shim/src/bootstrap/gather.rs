@@ -10,6 +10,15 @@
 //! that presents the communicator's magic but is refused (a rank already joined, a rank or
 //! size that does not fit) is a rank of the job using it wrongly: it is told why, and fails
 //! with `ncclInvalidUsage`. Peers without the magic are dropped without an answer.
+//!
+//! A root does not end when it has sent the tables while a rank of this process holds the
+//! communicator it formed ([`RootMember`]): it keeps its listener and refuses every later
+//! peer presenting the magic with "rank N has already joined" (a rank that joins late, after
+//! the others have formed the communicator, or a second process started with a rank already
+//! taken), so that peer fails at once with the reason instead of waiting for the timeout, and
+//! the communicator is not disturbed. It ends when the last such communicator of this process
+//! goes (or the init fails here); a root whose process has no rank ends with its tables, as
+//! NCCL's `bootstrapRoot` does.
 
 use super::{hello, parse_hello, recv_frame, send_frame, timeout, MAX_FRAME, MAX_HELLO};
 use crate::error::{NcclError, Result};
@@ -27,6 +36,11 @@ const MAX_RANKS: usize = 1 << 20;
 const HELLO_WAIT: Duration = Duration::from_secs(5);
 /// How often joined connections and watched processes are checked while gathering.
 const WATCH_EVERY: Duration = Duration::from_millis(100);
+/// How often a root that has sent its tables reads the peers it is refusing.
+const LINGER_EVERY: Duration = Duration::from_millis(20);
+/// How long a root that has sent its tables waits for a connection before it looks again
+/// whether it is still wanted (the last member's departure also wakes it by connecting).
+const LINGER_IDLE_MS: i64 = 1000;
 
 const REPLY_TABLE: u8 = 0;
 const REPLY_FAILED: u8 = 1;
@@ -156,6 +170,8 @@ struct Gathering<'a> {
     own: Option<usize>,
     joined: Joined,
     told: Vec<Told>,
+    /// Every rank has joined and been sent the table: any rank a peer claims is taken.
+    formed: bool,
 }
 
 impl Gathering<'_> {
@@ -207,12 +223,12 @@ impl Gathering<'_> {
             // The first valid hello sets the size (as NCCL's root does); it cannot be 0 or
             // absurd.
             let expected = *self.nranks.get_or_insert(n);
-            if self.joined.is_empty() {
+            if self.joined.is_empty() && !self.formed {
                 self.joined.resize_with(expected, || None);
             }
             if n != expected || rank >= expected || Some(rank) == self.own {
                 format!("rank {rank} of {n} (the communicator has {expected} ranks)")
-            } else if self.joined[rank].is_some() {
+            } else if self.formed || self.joined[rank].is_some() {
                 format!("rank {rank} has already joined")
             } else {
                 self.joined[rank] = Some((s, payload.to_vec()));
@@ -333,42 +349,7 @@ fn gather(l: &TcpListener, g: &mut Gathering<'_>, w: &Waiter) -> Result<Joined> 
             }
             return Err(e);
         }
-        loop {
-            match l.accept() {
-                Ok((s, from)) => {
-                    s.set_nonblocking(true)
-                        .map_err(|e| NcclError::system("set_nonblocking", e))?;
-                    let _ = s.set_nodelay(true);
-                    newcomers.push(Newcomer {
-                        s,
-                        from,
-                        buf: Vec::new(),
-                        since: Instant::now(),
-                    });
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => return Err(NcclError::system("accept", e)),
-            }
-        }
-        g.told.retain_mut(Told::linger);
-        let mut i = 0;
-        while i < newcomers.len() {
-            match g.progress(&mut newcomers[i]) {
-                Ok(None) => i += 1,
-                Ok(Some(frame)) => {
-                    let c = newcomers.remove(i);
-                    g.admit(c.s, c.from, &frame);
-                }
-                Err(why) => {
-                    let c = newcomers.remove(i);
-                    crate::error::warn(&format!(
-                        "bootstrap {}: dropped a connection from {}: {why}",
-                        g.who, c.from
-                    ));
-                }
-            }
-        }
+        poll(l, g, &mut newcomers)?;
         if !g.complete() {
             std::thread::sleep(Duration::from_millis(2));
         }
@@ -378,6 +359,48 @@ fn gather(l: &TcpListener, g: &mut Gathering<'_>, w: &Waiter) -> Result<Joined> 
             .map_err(|e| NcclError::system("set_nonblocking", e))?;
     }
     Ok(std::mem::take(&mut g.joined))
+}
+
+/// One look at the listener without waiting: accepts new connections, reads what newcomers
+/// sent and admits (or refuses) those whose hello is complete.
+fn poll(l: &TcpListener, g: &mut Gathering<'_>, newcomers: &mut Vec<Newcomer>) -> Result<()> {
+    loop {
+        match l.accept() {
+            Ok((s, from)) => {
+                s.set_nonblocking(true)
+                    .map_err(|e| NcclError::system("set_nonblocking", e))?;
+                let _ = s.set_nodelay(true);
+                newcomers.push(Newcomer {
+                    s,
+                    from,
+                    buf: Vec::new(),
+                    since: Instant::now(),
+                });
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(NcclError::system("accept", e)),
+        }
+    }
+    g.told.retain_mut(Told::linger);
+    let mut i = 0;
+    while i < newcomers.len() {
+        match g.progress(&mut newcomers[i]) {
+            Ok(None) => i += 1,
+            Ok(Some(frame)) => {
+                let c = newcomers.remove(i);
+                g.admit(c.s, c.from, &frame);
+            }
+            Err(why) => {
+                let c = newcomers.remove(i);
+                crate::error::warn(&format!(
+                    "bootstrap {}: dropped a connection from {}: {why}",
+                    g.who, c.from
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A connection that failed without a reply usually means its process died: names an exited
@@ -396,45 +419,123 @@ fn exited_or(w: &Waiter, otherwise: impl FnOnce() -> NcclError) -> NcclError {
     otherwise()
 }
 
-/// Stop flags of the roots this process runs, by magic.
-fn roots() -> &'static Mutex<HashMap<u64, Arc<AtomicBool>>> {
-    static R: OnceLock<Mutex<HashMap<u64, Arc<AtomicBool>>>> = OnceLock::new();
+/// A root this process runs: its stop flag and the ranks of this process that joined
+/// through it and still hold their communicator.
+struct Root {
+    stop: Arc<AtomicBool>,
+    members: usize,
+    /// Where it listens (a connection wakes its idle wait).
+    addr: Option<SocketAddrV4>,
+    /// Its thread, joined when the last member goes.
+    thread: Option<std::thread::JoinHandle<()>>,
+    /// The process running the thread (a forked child inherits the entry, not the thread).
+    pid: u32,
+}
+
+/// The roots this process runs, by magic.
+fn roots() -> std::sync::MutexGuard<'static, HashMap<u64, Root>> {
+    static R: OnceLock<Mutex<HashMap<u64, Root>>> = OnceLock::new();
     R.get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
 }
 
 /// Stops the root of `magic` if this process runs it (an init of its communicator failed or
 /// was aborted here): the ranks that joined it are told, and its thread and socket end.
 pub fn stop_root(magic: u64) {
-    if let Some(f) = roots()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&magic)
-    {
-        f.store(true, Ordering::Relaxed);
+    if let Some(r) = roots().get(&magic) {
+        r.stop.store(true, Ordering::Relaxed);
     }
+}
+
+/// A rank of this process joining through a root this process runs, for as long as it holds
+/// the communicator: while one exists, the root refuses late peers with the reason rather than
+/// closing its listener (see the module's documentation).
+pub struct RootMember(u64);
+
+impl RootMember {
+    /// Counts a rank joining the communicator of `magic` in, if this process runs its root.
+    pub fn join(magic: u64) -> Option<RootMember> {
+        let mut r = roots();
+        r.get_mut(&magic)?.members += 1;
+        Some(RootMember(magic))
+    }
+}
+
+impl Drop for RootMember {
+    /// The last member stops the root and waits for its thread, so its listener is closed
+    /// (and an `NCCL_COMM_ID` address free again) when the communicator is gone.
+    fn drop(&mut self) {
+        let (thread, addr) = {
+            let mut r = roots();
+            let Some(root) = r.get_mut(&self.0) else {
+                return;
+            };
+            root.members = root.members.saturating_sub(1);
+            if root.members > 0 {
+                return;
+            }
+            root.stop.store(true, Ordering::Relaxed);
+            let thread = root.thread.take();
+            if root.pid != std::process::id() {
+                // Forked: the thread is the parent's; leave it alone.
+                std::mem::forget(thread);
+                return;
+            }
+            (thread, root.addr)
+        };
+        if let Some(t) = thread {
+            if let Some(a) = addr {
+                let _ = TcpStream::connect_timeout(&a.into(), Duration::from_millis(200));
+            }
+            let _ = t.join();
+        }
+    }
+}
+
+/// Whether the root of `magic` is to keep refusing late peers: not stopped, and a rank of
+/// this process still holds the communicator.
+fn lingers(magic: u64, stop: &AtomicBool) -> bool {
+    !stop.load(Ordering::Relaxed) && roots().get(&magic).is_some_and(|r| r.members > 0)
 }
 
 /// Runs the root: collects every rank's hello on `listener`, then sends each rank the table.
 /// Connections with another magic or a bad rank are logged and dropped.
 pub fn spawn_root(listener: TcpListener, magic: u64) {
     let stop = Arc::new(AtomicBool::new(false));
-    roots()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(magic, stop.clone());
+    roots().insert(
+        magic,
+        Root {
+            stop: stop.clone(),
+            members: 0,
+            addr: super::local_addr(&listener).ok(),
+            thread: None,
+            pid: std::process::id(),
+        },
+    );
+    let mine = stop.clone();
     let spawned = std::thread::Builder::new()
         .name("NCCL BootstrapR".into())
         .spawn(move || {
             if let Err(e) = run_root(&listener, magic, &stop) {
                 crate::error::warn(&format!("bootstrap root: {e}"));
             }
-            let mut r = roots().lock().unwrap_or_else(|e| e.into_inner());
-            if r.get(&magic).is_some_and(|f| Arc::ptr_eq(f, &stop)) {
+            let mut r = roots();
+            if r.get(&magic).is_some_and(|x| Arc::ptr_eq(&x.stop, &stop)) {
                 r.remove(&magic);
             }
         });
-    if let Err(e) = spawned {
-        crate::error::warn(&format!("bootstrap root: cannot start its thread: {e}"));
+    match spawned {
+        Ok(t) => {
+            // Unless the thread has already ended (and taken the entry with it).
+            if let Some(root) = roots()
+                .get_mut(&magic)
+                .filter(|r| Arc::ptr_eq(&r.stop, &mine))
+            {
+                root.thread = Some(t);
+            }
+        }
+        Err(e) => crate::error::warn(&format!("bootstrap root: cannot start its thread: {e}")),
     }
 }
 
@@ -449,6 +550,7 @@ fn run_root(listener: &TcpListener, magic: u64, stop: &Arc<AtomicBool>) -> Resul
         own: None,
         joined: Vec::new(),
         told: Vec::new(),
+        formed: false,
     };
     let mut joined = gather(listener, &mut g, &w)?;
     let table = encode_table(
@@ -460,6 +562,27 @@ fn run_root(listener: &TcpListener, magic: u64, stop: &Arc<AtomicBool>) -> Resul
     // on (or die) as soon as it has its table; every other rank has its table by then.
     for (s, _) in joined.iter_mut().rev().flatten() {
         send_table(s, &table)?;
+    }
+    drop(joined);
+    // Late peers: refused with the reason while this process holds the communicator.
+    g.formed = true;
+    let mut newcomers = Vec::new();
+    while lingers(magic, stop) {
+        poll(listener, &mut g, &mut newcomers)?;
+        if newcomers.is_empty() && g.told.is_empty() {
+            // Idle: sleep until a connection comes (or the last member's wake-up call).
+            let mut fds = [rustix::event::PollFd::new(
+                listener,
+                rustix::event::PollFlags::IN,
+            )];
+            let idle = rustix::event::Timespec {
+                tv_sec: LINGER_IDLE_MS / 1000,
+                tv_nsec: (LINGER_IDLE_MS % 1000) * 1_000_000,
+            };
+            let _ = rustix::event::poll(&mut fds, Some(&idle));
+        } else {
+            std::thread::sleep(LINGER_EVERY);
+        }
     }
     Ok(())
 }
@@ -508,6 +631,7 @@ impl Hub {
                 own: Some(0),
                 joined: Vec::new(),
                 told: Vec::new(),
+                formed: false,
             };
             let joined = gather(&l, &mut g, &w)?;
             Links::Root(joined.into_iter().map(|c| c.map(|(s, _)| s)).collect())

@@ -13,7 +13,7 @@
 
 mod gather;
 
-pub use gather::{spawn_root, stop_root, Hub};
+pub use gather::{spawn_root, stop_root, Hub, RootMember};
 
 use crate::error::{NcclError, Result};
 use crate::shm::Waiter;
@@ -488,6 +488,37 @@ mod tests {
         let table = vec![b"z".to_vec(), b"d".to_vec()];
         assert_eq!(zero.join().unwrap().unwrap(), table);
         assert_eq!(rx.recv().unwrap().unwrap(), table);
+    }
+
+    #[test]
+    fn a_formed_root_refuses_late_ranks_while_its_process_holds_the_communicator() {
+        let l = listen(Some(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0))).unwrap();
+        let addr = local_addr(&l).unwrap();
+        spawn_root(l, 15);
+        let member = RootMember::join(15).expect("this process runs the root");
+        let t: Vec<_> = (0..2)
+            .map(|r| std::thread::spawn(move || exchange_with_root(addr, 15, r, 2, b"m", &flag())))
+            .collect();
+        for h in t {
+            h.join().unwrap().unwrap();
+        }
+        // The communicator has formed: a late rank 1, and one that claims another size, are
+        // refused at once with the reason.
+        for (rank, n, why) in [
+            (1, 2, "rank 1 has already joined"),
+            (0, 2, "rank 0 has already joined"),
+            (1, 3, "rank 1 of 3 (the communicator has 2 ranks)"),
+        ] {
+            let e = exchange_with_root(addr, 15, rank, n, b"late", &flag()).unwrap_err();
+            assert_eq!(e.code, crate::types::result::INVALID_USAGE, "{e}");
+            assert!(e.message.contains(why), "{}", e.message);
+        }
+        // The last communicator of this process going ends the root: its listener is closed
+        // by the time the member is dropped (an NCCL_COMM_ID address is free again).
+        let t = std::time::Instant::now();
+        drop(member);
+        assert!(TcpStream::connect(addr).is_err(), "the root still listens");
+        eprintln!("the root ended {:?} after its last member", t.elapsed());
     }
 
     #[test]

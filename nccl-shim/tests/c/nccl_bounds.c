@@ -1,7 +1,10 @@
 /* Buffer bounds of ncclsim's libnccl.so.2: one-rank communicators on devices 0 and 1, and
  * AllReduces whose receive buffer fits its allocation exactly, overruns it by one element
- * inside the allocation granule, runs into the next cudaMalloc, lies on the other device, or
- * spans mappings the driver's cuMem* API made (in one reserved range, and into the next one).
+ * inside the allocation granule, runs into the next cudaMalloc, lies on the other device,
+ * spans mappings the driver's cuMem* API made (in one reserved range, and into the next one),
+ * or lies in another process's allocation opened with cudaIpcOpenMemHandle (that process is
+ * this program run as "nccl_bounds export": it allocates 100 floats, prints the handle in hex
+ * and holds the allocation until its standard input closes).
  *
  * Each outcome is a line "result case=NAME code=C msg=TEXT"; the test checks the codes and
  * messages. Preconditions the cases rely on (consecutive allocations are adjacent, a
@@ -11,6 +14,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "nccl.h"
 
 int cudaSetDevice(int);
@@ -18,6 +23,10 @@ int cudaMalloc(void **, size_t);
 int cudaFree(void *);
 int cudaMemcpy(void *, const void *, size_t, int);
 int cudaStreamCreate(void **);
+typedef struct { unsigned char reserved[64]; } cudaIpcMemHandle_t;
+int cudaIpcGetMemHandle(cudaIpcMemHandle_t *, void *);
+int cudaIpcOpenMemHandle(void **, cudaIpcMemHandle_t, unsigned int);
+int cudaIpcCloseMemHandle(void *);
 
 typedef unsigned long long CUdeviceptr;
 typedef unsigned long long CUmemGenericAllocationHandle;
@@ -72,7 +81,55 @@ static void map_granules(CUdeviceptr at, int n) {
     OK(cuMemSetAccess(at, n * GRANULE, &a, 1));
 }
 
-int main(void) {
+/* "export" mode: 100 floats of device 0 exported; the handle goes to stdout in hex. */
+static int export_allocation(void) {
+    OK(cudaSetDevice(0));
+    float *p;
+    OK(cudaMalloc((void **)&p, 100 * sizeof(float)));
+    cudaIpcMemHandle_t h;
+    OK(cudaIpcGetMemHandle(&h, p));
+    for (int i = 0; i < 64; i++) printf("%02x", h.reserved[i]);
+    printf("\n");
+    fflush(stdout);
+    char line[16];
+    while (fgets(line, sizeof line, stdin)) {}
+    OK(cudaFree(p));
+    return 0;
+}
+
+/* Starts this program in export mode; returns its pid, the handle it printed, and the pipe
+ * that holds it (closing it ends the exporter). */
+static pid_t start_exporter(cudaIpcMemHandle_t *h, int *hold) {
+    int to[2], from[2];
+    CHECK(pipe(to) == 0 && pipe(from) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        dup2(to[0], 0);
+        dup2(from[1], 1);
+        close(to[1]);
+        close(from[0]);
+        execl("/proc/self/exe", "nccl_bounds", "export", (char *)NULL);
+        _exit(127);
+    }
+    close(to[0]);
+    close(from[1]);
+    FILE *f = fdopen(from[0], "r");
+    CHECK(f);
+    char hex[160];
+    CHECK(fgets(hex, sizeof hex, f) && strlen(hex) >= 128);
+    for (int i = 0; i < 64; i++) {
+        unsigned v;
+        CHECK(sscanf(hex + 2 * i, "%2x", &v) == 1);
+        h->reserved[i] = (unsigned char)v;
+    }
+    fclose(f);
+    *hold = to[1];
+    return pid;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "export") == 0) return export_allocation();
     int dev0 = 0;
     OK(cudaSetDevice(0));
     OK(cudaStreamCreate(&stream));
@@ -121,6 +178,22 @@ int main(void) {
     map_granules(next, 1);
     TRY("vmm_next_range", x, (float *)r, two + 16);
     TRY("vmm_tail", x, (float *)(r + GRANULE), GRANULE / sizeof(float) + 1);
+
+    /* Another process's 100 floats, opened through IPC: mapped as a whole 4 KiB page, but the
+     * buffer ends where the exporter's allocation does. */
+    cudaIpcMemHandle_t ih;
+    int hold;
+    pid_t exporter = start_exporter(&ih, &hold);
+    float *imported;
+    OK(cudaIpcOpenMemHandle((void **)&imported, ih, 1));
+    TRY("ipc_exact", x, imported, 100);
+    TRY("ipc_slack", x, imported, 101);
+    TRY("ipc_send_slack", imported, x, 101);
+    TRY("ipc_inside", x, imported + 50, 51);
+    OK(cudaIpcCloseMemHandle(imported));
+    close(hold);
+    int status;
+    CHECK(waitpid(exporter, &status, 0) == exporter && WIFEXITED(status) && WEXITSTATUS(status) == 0);
 
     /* The test gives this process's device memory 64 MiB of host memory
      * (NCCLSIM_HOST_MEMORY): a receive buffer is committed before the collective writes it,

@@ -12,10 +12,16 @@
  *                                     forged connections to its root meanwhile
  *   nccl_faults duprank R 3 IDFILE    processes 1 and 2 both claim rank 1 of 2; process 0
  *                                     joins once the refused one has returned
+ *   nccl_faults latedup R 3 IDFILE    processes 0 and 1 form a 2-rank communicator and reduce;
+ *                                     then process 2 claims rank 1 of it and is refused; the
+ *                                     two reduce again
  *   nccl_faults groupdup 0 1 -        one thread inits ranks 0 and 1 on device 0 in a group
  *                                     (blocking config): the group's end fails; then a group
  *                                     in which one rank splits with NCCL_SPLIT_NOCOLOR succeeds
  *   nccl_faults invalid 0 2 -         every invalid argument on a 2-rank ncclCommInitAll
+ *   nccl_faults grouperr 0 2 -        an invalid argument inside a group of valid AllReduces
+ *                                     (2-rank ncclCommInitAll): the call and the group's end
+ *                                     fail, nothing queued runs; then a valid group works
  *   nccl_faults mismatch R N IDFILE   different counts, types, reductions, collectives and roots
  *                                     across the ranks of a call, then a checked AllReduce
  *   nccl_faults hold R N IDFILE       a communicator formed and used, kept until IDFILE.go
@@ -97,6 +103,13 @@ static ncclUniqueId shared_id(const char *path, int gen) {
     return id;
 }
 
+/* Creates the empty file `path` (a signal between the ranks' processes). */
+static void touch(const char *path) {
+    FILE *f = fopen(path, "w");
+    CHECK(f);
+    fclose(f);
+}
+
 static float *buf;
 static void *stream;
 
@@ -150,6 +163,7 @@ static void *abort_named(void *p) {
 }
 
 static void invalid(void);
+static void group_errors(void);
 
 int main(int argc, char **argv) {
     CHECK(argc >= 5);
@@ -159,11 +173,24 @@ int main(int argc, char **argv) {
     OK(cudaSetDevice(R % 8));
     OK(cudaStreamCreate(&stream));
     OK(cudaMalloc((void **)&buf, 256 * sizeof(float)));
+    if (strcmp(what, "grouperr") == 0) {
+        /* Device 1's memory (its arena's descriptors) stays for the process's life. */
+        void *warm;
+        OK(cudaSetDevice(1));
+        OK(cudaMalloc(&warm, 256));
+        OK(cudaFree(warm));
+        OK(cudaSetDevice(R % 8));
+    }
     struct counts before = counts();
     int victim = R == N - 1;
 
     if (strcmp(what, "invalid") == 0) {
         invalid();
+        leaks(before);
+        return 0;
+    }
+    if (strcmp(what, "grouperr") == 0) {
+        group_errors();
         leaks(before);
         return 0;
     }
@@ -283,12 +310,39 @@ int main(int argc, char **argv) {
         ncclResult_t rc = ncclCommInitRank(&comm, 2, id, R == 0 ? 0 : 1);
         result(what, rc, t, ncclGetLastError(NULL));
         if (rc != ncclSuccess) {
-            FILE *f = fopen(refused, "w");
-            CHECK(f);
-            fclose(f);
+            touch(refused);
         } else {
             OK(ncclCommDestroy(comm));
         }
+        leaks(before);
+        return 0;
+    }
+    if (strcmp(what, "latedup") == 0) {
+        char formed[4096], refused[4096];
+        snprintf(formed, sizeof formed, "%s.formed", path);
+        snprintf(refused, sizeof refused, "%s.refused", path);
+        N = 2;
+        ncclUniqueId id = shared_id(path, 1);
+        ncclComm_t comm;
+        double t;
+        if (R == 2) {
+            for (int tries = 0; tries < 3000 && access(formed, F_OK) != 0; tries++) usleep(10000);
+            t = now_ms();
+            ncclResult_t rc = ncclCommInitRank(&comm, 2, id, 1);
+            result(what, rc, t, ncclGetLastError(NULL));
+            touch(refused);
+            if (rc == ncclSuccess) OK(ncclCommDestroy(comm));
+            leaks(before);
+            return 0;
+        }
+        t = now_ms();
+        OK(ncclCommInitRank(&comm, 2, id, R));
+        checked_allreduce(comm);
+        if (R == 0) touch(formed);
+        for (int tries = 0; tries < 6000 && access(refused, F_OK) != 0; tries++) usleep(10000);
+        checked_allreduce(comm);
+        OK(ncclCommDestroy(comm));
+        result(what, 0, t, "reduced before and after the late rank");
         leaks(before);
         return 0;
     }
@@ -419,4 +473,75 @@ static void invalid(void) {
     TRY("destroyed_count", ncclCommCount(c[1], &n));
     TRY("destroy_twice", ncclCommDestroy(c[0]));
     OK(cudaFree(d));
+}
+
+/* Fills dev[r] (256 floats on device r) with r+1. */
+static void fill(float *dev[2]) {
+    float h[256];
+    for (int r = 0; r < 2; r++) {
+        for (int i = 0; i < 256; i++) h[i] = (float)(r + 1);
+        OK(cudaSetDevice(r));
+        OK(cudaMemcpy(dev[r], h, sizeof h, 1));
+    }
+}
+
+/* Whether every float of dev[0] is `want0` and every float of dev[1] `want1`. */
+static int holds(float *dev[2], float want0, float want1) {
+    float h[256];
+    for (int r = 0; r < 2; r++) {
+        OK(cudaSetDevice(r));
+        OK(cudaMemcpy(h, dev[r], sizeof h, 2));
+        for (int i = 0; i < 256; i++)
+            if (h[i] != (r == 0 ? want0 : want1)) return 0;
+    }
+    return 1;
+}
+
+/* Each bad call inside a group beside two valid AllReduces (one per rank): the call fails at
+ * once, the group's end fails with its code, and the AllReduces do not run (the buffers keep
+ * 1 and 2). A valid group afterwards sums them to 3. */
+static void group_errors(void) {
+    ncclComm_t c[2];
+    int devs[2] = { 0, 1 };
+    OK(ncclCommInitAll(c, 2, devs));
+    float *d[2];
+    for (int r = 0; r < 2; r++) {
+        OK(cudaSetDevice(r));
+        OK(cudaMalloc((void **)&d[r], 256 * sizeof(float)));
+    }
+    static const char *names[] = { "count", "dtype", "op", "null", "peer", "root" };
+    for (int k = 0; k < 6; k++) {
+        fill(d);
+        char name[64];
+        OK(ncclGroupStart());
+        for (int r = 0; r < 2; r++) OK(ncclAllReduce(d[r], d[r], 256, ncclFloat, ncclSum, c[r], stream));
+        double t = now_ms();
+        ncclResult_t rc;
+        switch (k) {
+        case 0: rc = ncclAllReduce(d[0], d[0], 257, ncclFloat, ncclSum, c[0], stream); break;
+        case 1: rc = ncclAllReduce(d[0], d[0], 16, (ncclDataType_t)42, ncclSum, c[0], stream); break;
+        case 2: rc = ncclAllReduce(d[0], d[0], 16, ncclFloat, (ncclRedOp_t)77, c[0], stream); break;
+        case 3: rc = ncclAllReduce(NULL, d[0], 16, ncclFloat, ncclSum, c[0], stream); break;
+        case 4: rc = ncclSend(d[0], 16, ncclFloat, 2, c[0], stream); break;
+        default: rc = ncclBroadcast(d[0], d[0], 16, ncclFloat, 5, c[0], stream); break;
+        }
+        snprintf(name, sizeof name, "call_%s", names[k]);
+        result(name, rc, t, ncclGetLastError(NULL));
+        t = now_ms();
+        rc = ncclGroupEnd();
+        snprintf(name, sizeof name, "end_%s", names[k]);
+        result(name, rc, t, rc == ncclSuccess ? "" : ncclGetLastError(NULL));
+        snprintf(name, sizeof name, "untouched_%s", names[k]);
+        int kept = holds(d, 1, 2);
+        result(name, kept ? 0 : 1, t, kept ? "1 and 2 kept" : "the group's AllReduces ran");
+    }
+    OK(cudaSetDevice(0));
+    fill(d);
+    OK(ncclGroupStart());
+    for (int r = 0; r < 2; r++) OK(ncclAllReduce(d[r], d[r], 256, ncclFloat, ncclSum, c[r], stream));
+    OK(ncclGroupEnd());
+    CHECK(holds(d, 3, 3));
+    for (int r = 0; r < 2; r++) OK(ncclCommDestroy(c[r]));
+    for (int r = 0; r < 2; r++) OK(cudaFree(d[r]));
+    OK(cudaSetDevice(0));
 }
