@@ -437,59 +437,6 @@ fn sealed_memfd(prefix: &str, header: &[u8], data: u64) -> Result<OwnedFd> {
     Ok(fd)
 }
 
-/// Maps `len` inaccessible bytes at an address aligned to `align` (a power of two), at `hint`
-/// if that is free and aligned.
-fn reserve_aligned(len: usize, align: usize, hint: usize) -> Result<usize> {
-    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
-    if hint != 0 && hint % align == 0 {
-        // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping.
-        let p = unsafe {
-            libc::mmap(
-                hint as *mut libc::c_void,
-                len,
-                libc::PROT_NONE,
-                flags | libc::MAP_FIXED_NOREPLACE,
-                -1,
-                0,
-            )
-        };
-        if p as usize == hint {
-            return Ok(hint);
-        }
-        if p != libc::MAP_FAILED {
-            // An old kernel ignoring the flag placed it elsewhere.
-            // SAFETY: the mapping just made, unused.
-            unsafe { libc::munmap(p, len) };
-        }
-    }
-    let total = len
-        .checked_add(align)
-        .ok_or_else(|| invalid(format!("reservation of {len:#x} bytes overflows")))?;
-    // SAFETY: a new anonymous mapping; the kernel picks the address.
-    let p = unsafe { libc::mmap(std::ptr::null_mut(), total, libc::PROT_NONE, flags, -1, 0) };
-    if p == libc::MAP_FAILED {
-        return Err(CoreError::OutOfMemory {
-            device: -1,
-            requested: len as u64,
-            free: 0,
-            total: 0,
-        });
-    }
-    let p = p as usize;
-    let start = p.next_multiple_of(align);
-    // SAFETY: trimming the unaligned head and the tail of the mapping just made.
-    unsafe {
-        if start > p {
-            libc::munmap(p as *mut libc::c_void, start - p);
-        }
-        let tail = p + total - (start + len);
-        if tail > 0 {
-            libc::munmap((start + len) as *mut libc::c_void, tail);
-        }
-    }
-    Ok(start)
-}
-
 impl Core {
     /// `cuMemCreate`: a physical allocation of `size` bytes (a multiple of [`GRANULARITY`]) on
     /// visible device `ordinal`, exportable as `handle_types` (0 or
@@ -596,7 +543,7 @@ impl Core {
             )));
         }
         let align = alignment.max(GRANULARITY as usize);
-        let start = reserve_aligned(size, align, hint)?;
+        let start = crate::reserve::reserve_aligned(size, align, hint)?;
         self.lock().vmm.reservations.insert(
             start,
             Reservation {
