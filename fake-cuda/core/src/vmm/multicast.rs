@@ -174,6 +174,25 @@ fn overlap(a: u64, alen: u64, b: u64, blen: u64) -> Option<(u64, u64)> {
     (lo < hi).then_some((lo, hi))
 }
 
+/// Maps `fd` (file offset `at` for the binding's first byte) over the part of `[ptr, ptr + len)`,
+/// a mapping of an allocation from `offset`, that binding `o` covers.
+fn remap_part(
+    ptr: usize,
+    len: usize,
+    offset: u64,
+    o: &Overlay,
+    prot: i32,
+    fd: RawFd,
+    at: u64,
+) -> Result<()> {
+    if let Some((lo, hi)) = overlap(offset, len as u64, o.mem_offset, o.size) {
+        let start = ptr + (lo - offset) as usize;
+        // SAFETY: part of a mapping of the allocation that the core made and keeps.
+        unsafe { map_over(start, hi - lo, prot, fd, at + (lo - o.mem_offset))? };
+    }
+    Ok(())
+}
+
 /// After `[ptr, ptr + len)` was mapped to allocation `p` from `offset`: maps the object's
 /// pages over the parts of it bound to multicast objects.
 pub(super) fn map_bound(
@@ -184,19 +203,8 @@ pub(super) fn map_bound(
     prot: i32,
 ) -> Result<()> {
     for o in &p.bound {
-        if let Some((lo, hi)) = overlap(offset, len as u64, o.mem_offset, o.size) {
-            let at = HEADER_BYTES + o.mc_offset + (lo - o.mem_offset);
-            // SAFETY: inside the mapping of `p` just made or kept by the caller.
-            unsafe {
-                map_over(
-                    ptr + (lo - offset) as usize,
-                    hi - lo,
-                    prot,
-                    o.file.as_raw_fd(),
-                    at,
-                )?
-            };
-        }
+        let at = HEADER_BYTES + o.mc_offset;
+        remap_part(ptr, len, offset, o, prot, o.file.as_raw_fd(), at)?;
     }
     Ok(())
 }
@@ -577,18 +585,8 @@ impl Core {
             let o = p.bound.remove(i);
             copy_back(&o, p.fd.as_raw_fd())?;
             for (start, len, offset, prot) in maps {
-                if let Some((lo, hi)) = overlap(offset, len as u64, o.mem_offset, o.size) {
-                    // SAFETY: part of one of this process's mappings of `p`.
-                    unsafe {
-                        map_over(
-                            start + (lo - offset) as usize,
-                            hi - lo,
-                            prot,
-                            p.fd.as_raw_fd(),
-                            HEADER_BYTES + lo,
-                        )?
-                    };
-                }
+                let at = HEADER_BYTES + o.mem_offset;
+                remap_part(start, len, offset, &o, prot, p.fd.as_raw_fd(), at)?;
             }
             st.vmm.reap(mc);
         }

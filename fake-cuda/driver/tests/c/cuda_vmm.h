@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 static const char *error_name(int code) { return cudaGetErrorName(code); }
 #include "ncclsim_check.h"
@@ -116,6 +117,21 @@ static inline void from_hex(const char *s, CUmemFabricHandle *h) {
         CHECK(sscanf(s + 2 * i, "%2x", &v) == 1);
         h->data[i] = (unsigned char)v;
     }
+}
+
+/* Descriptors of this process whose target starts with `prefix` ("/memfd:ncclsim" names every
+ * fake device memory file: arenas, allocations, multicast objects). */
+static inline int memory_files(const char *prefix) {
+    int n = 0;
+    for (int fd = 0; fd < 1024; fd++) {
+        char path[64], target[256];
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        ssize_t len = readlink(path, target, sizeof target - 1);
+        if (len <= 0) continue;
+        target[len] = 0;
+        if (strncmp(target, prefix, strlen(prefix)) == 0) n++;
+    }
+    return n;
 }
 
 /* Waits for child `pid` and checks it exited with status 0. */

@@ -252,25 +252,11 @@ static void share(const char *self) {
     printf("PASS share\n");
 }
 
-/* Descriptors of this process naming fake device memory (arenas or allocations). */
-static int device_memory_fds(void) {
-    int n = 0;
-    for (int fd = 0; fd < 1024; fd++) {
-        char path[64], target[256];
-        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-        ssize_t len = readlink(path, target, sizeof target - 1);
-        if (len <= 0) continue;
-        target[len] = 0;
-        if (strncmp(target, "/memfd:ncclsim", 14) == 0) n++;
-    }
-    return n;
-}
-
 static void import(int sock) {
     /* Nothing of the owner's memory came with the process: only what it sends. */
-    CHECK(device_memory_fds() == 0);
+    CHECK(memory_files("/memfd:ncclsim") == 0);
     int fd = recv_fd(sock);
-    CHECK(device_memory_fds() == 1);
+    CHECK(memory_files("/memfd:ncclsim") == 1);
     CUmemGenericAllocationHandle h, bad;
     OK(cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fd, POSIX_FD));
     CUmemAllocationProp got;
