@@ -371,7 +371,10 @@ impl Vmm {
         check(todo.iter().map(|h| self.handles[h].size).sum())?;
         for h in todo {
             let p = self.handles.get_mut(&h).expect("listed above");
-            crate::backing::fallocate(p.fd.as_raw_fd(), HEADER_BYTES, p.size)?;
+            // Bound ranges are the multicast objects' pages, committed when bound.
+            for (start, len) in multicast::unbound(p) {
+                crate::backing::fallocate(p.fd.as_raw_fd(), HEADER_BYTES + start, len)?;
+            }
             p.committed = true;
         }
         Ok(())

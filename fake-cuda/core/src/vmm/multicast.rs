@@ -174,6 +174,24 @@ fn overlap(a: u64, alen: u64, b: u64, blen: u64) -> Option<(u64, u64)> {
     (lo < hi).then_some((lo, hi))
 }
 
+/// The ranges of `p` (offset, length) no binding covers, in order.
+pub(super) fn unbound(p: &Physical) -> Vec<(u64, u64)> {
+    let mut bound: Vec<(u64, u64)> = p.bound.iter().map(|o| (o.mem_offset, o.size)).collect();
+    bound.sort_unstable();
+    let mut gaps = Vec::new();
+    let mut at = 0;
+    for (start, len) in bound {
+        if start > at {
+            gaps.push((at, start - at));
+        }
+        at = at.max(start + len);
+    }
+    if at < p.size {
+        gaps.push((at, p.size - at));
+    }
+    gaps
+}
+
 /// Maps `fd` (file offset `at` for the binding's first byte) over the part of `[ptr, ptr + len)`,
 /// a mapping of an allocation from `offset`, that binding `o` covers.
 fn remap_part(

@@ -4,6 +4,7 @@
 use super::super::{ACCESS_READWRITE, GRANULARITY};
 use crate::error::CoreError;
 use crate::{device, Config, CopyKind, Core};
+use std::os::fd::AsRawFd;
 
 const G: usize = GRANULARITY as usize;
 
@@ -112,6 +113,19 @@ fn part_of_an_allocation_binds_at_an_offset() {
     assert!(back[..2 * G].iter().all(|&b| b == 1));
     assert!(back[2 * G..3 * G].iter().all(|&b| b == 9), "the bound part");
     assert!(back[3 * G..].iter().all(|&b| b == 1));
+    // The allocation's own pages under the binding are never committed: its file holds the
+    // header page and the three unbound granules only.
+    let st = core.lock();
+    let p = &st.vmm.handles[&a];
+    assert_eq!(
+        super::unbound(p),
+        vec![(0, 2 * GRANULARITY), (3 * GRANULARITY, GRANULARITY)]
+    );
+    // SAFETY: `libc::stat` is plain C data; all zeroes is a valid value.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a descriptor the core holds, a valid out-pointer.
+    assert_eq!(unsafe { libc::fstat(p.fd.as_raw_fd(), &mut stat) }, 0);
+    assert_eq!(stat.st_blocks as u64 * 512, 3 * GRANULARITY + 4096);
 }
 
 #[test]
