@@ -47,7 +47,8 @@ use std::time::{Duration, Instant};
 pub const MEMFD_PREFIX: &str = "ncclsim-mcast-";
 /// "NCSMMCS1".
 const MAGIC: u64 = 0x4e43_534d_4d43_5331;
-/// How long binding or mapping waits for the rest of the team to be added.
+/// How long binding or mapping waits for the rest of the team to be added (the default of
+/// `Config::team_wait`).
 pub const TEAM_WAIT: Duration = Duration::from_secs(120);
 
 /// The first bytes of a multicast object's memfd.
@@ -393,7 +394,7 @@ impl Core {
     }
 
     /// Waits until every device of `handle`'s team was added, if it is a multicast object
-    /// (bounded by [`TEAM_WAIT`]).
+    /// (bounded by `Config::team_wait`, [`TEAM_WAIT`] unless a test sets it).
     pub(super) fn wait_for_team(&self, handle: u64) -> Result<()> {
         let (shared, n) = {
             let st = self.lock();
@@ -414,11 +415,11 @@ impl Core {
             if added >= n {
                 return Ok(());
             }
-            if start.elapsed() > TEAM_WAIT {
+            if start.elapsed() > self.config.team_wait {
                 return Err(invalid(format!(
                     "multicast object {handle}: {added} of its {n} devices were added after \
-                     {}s of waiting (cuMulticastAddDevice missing in a process of the team)",
-                    TEAM_WAIT.as_secs()
+                     {:.1}s of waiting (cuMulticastAddDevice missing in a process of the team)",
+                    self.config.team_wait.as_secs_f64()
                 )));
             }
             std::thread::sleep(pause);

@@ -260,3 +260,28 @@ fn a_released_object_lives_while_memory_is_bound_to_it() {
         "the object went with the allocation"
     );
 }
+
+#[test]
+fn binding_and_mapping_wait_for_the_team_a_bounded_time() {
+    let mut devs = device::dgx_a100();
+    devs.truncate(2);
+    let config = Config {
+        team_wait: std::time::Duration::from_millis(100),
+        ..Config::default()
+    };
+    let core = Core::new(devs, vec![0, 1], config);
+    let mc = core.mcast_create(2, GRANULARITY, 0).unwrap();
+    core.mcast_add_device(mc, 0).unwrap();
+    let a = core.mem_create(0, GRANULARITY, 0).unwrap();
+    // The second device never joins.
+    let e = is_invalid(core.mcast_bind_mem(mc, 0, a, 0, GRANULARITY));
+    assert!(e.contains("1 of its 2 devices"), "{e}");
+    let va = core.mem_address_reserve(G, 0, 0).unwrap();
+    let e = is_invalid(core.mem_map(va, G, 0, mc));
+    assert!(e.contains("1 of its 2 devices"), "{e}");
+    // Nothing was bound or mapped.
+    core.mem_map(va, G, 0, a).unwrap();
+    core.mem_unmap(va, G).unwrap();
+    core.mcast_add_device(mc, 1).unwrap();
+    core.mcast_bind_mem(mc, 0, a, 0, GRANULARITY).unwrap();
+}
