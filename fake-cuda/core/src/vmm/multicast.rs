@@ -549,7 +549,10 @@ impl Core {
                 len: size as usize,
                 why: "not inside a mapping made by cuMemMap",
             })?;
-            if (ptr - ms) as u64 + size > m.size as u64 {
+            if ((ptr - ms) as u64)
+                .checked_add(size)
+                .is_none_or(|end| end > m.size as u64)
+            {
                 return Err(CoreError::InvalidPointer {
                     ptr,
                     len: size as usize,

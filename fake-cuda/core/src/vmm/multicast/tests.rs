@@ -82,6 +82,7 @@ fn a_store_through_the_multicast_mapping_reaches_every_bound_device() {
     put(&core, v0, &[0xee; 64]);
     core.mcast_bind_mem(mc, 0, a0, 0, 4 * GRANULARITY).unwrap();
     core.mcast_bind_addr(mc, 0, 0, 0).unwrap_err();
+    core.mcast_bind_addr(mc, 0, v0, u64::MAX).unwrap_err();
     let v1 = map(&core, a1, 4 * G, 1);
     core.mcast_bind_addr(mc, 0, v1, 4 * GRANULARITY).unwrap();
     let vm = map(&core, mc, 4 * G, 0);
