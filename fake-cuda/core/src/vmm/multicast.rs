@@ -1,8 +1,10 @@
 //! Multicast objects (`cuMulticastCreate`, CUDA 12.1+): the NVLS memory of NVSwitch systems,
-//! where a store through a multicast mapping reaches the memory every device of a team bound
-//! to the object, and a load returns that value.
+//! where a store through a multicast mapping reaches the memory that every device of a team
+//! bound to the object, and a load returns that value.
 //!
-//! The driver API's rules, as CUDA's documentation of the `cuMulticast*` functions states them:
+//! The driver API's rules, as the CUDA Driver API reference states them ("Multicast Object
+//! Management", CUDA 12.x and 13.x: `cuMulticastCreate`, `cuMulticastAddDevice`,
+//! `cuMulticastBindMem`, `cuMulticastBindAddr`, `cuMulticastUnbind`):
 //! an object is created for a team of `numDevices` devices and `size` bytes per device (a
 //! multiple of the granularity); each device joins with `cuMulticastAddDevice`; binding memory
 //! (`cuMulticastBindMem`, `cuMulticastBindAddr`) and mapping the object (`cuMemMap`) wait until
@@ -29,7 +31,10 @@
 //! the object waits for the others' `cuMulticastAddDevice` as CUDA does (bounded by
 //! [`TEAM_WAIT`], never forever). Binding is per process: a process that imported an
 //! allocation and mapped it before its owner bound it keeps seeing the allocation's own pages
-//! in the bound range.
+//! in the bound range. A mapping of the object is device memory of the first device this
+//! process added to the team (device 0 before that). The object's pages are committed against
+//! the host's memory when bound (see [`crate::backing`]); the allocation's own pages under a
+//! binding never are.
 
 use super::{
     as_bytes, check_granular, invalid, sealed_memfd, Mapping, Physical, Vmm, ACCESS_READ,
