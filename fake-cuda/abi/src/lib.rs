@@ -548,6 +548,23 @@ macro_rules! core_api {
             /// `Status::OutOfMemory` when the host cannot back it. Memory outside the core's
             /// allocation arenas is left as it is.
             fn commit_memory(ptr: usize, len: usize) -> ();
+            /// `cuMulticastCreate`: a multicast object for a team of `num_devices` devices and
+            /// `size` bytes per device, exportable as `handle_types`; gives its handle.
+            fn mcast_create(num_devices: u32, size: u64, handle_types: u32) -> (handle: u64);
+            /// `cuMulticastAddDevice`.
+            fn mcast_add_device(handle: u64, ordinal: i32) -> ();
+            /// `cuMulticastBindMem` (waits, bounded, for the whole team to be added).
+            fn mcast_bind_mem(
+                handle: u64,
+                mc_offset: u64,
+                mem: u64,
+                mem_offset: u64,
+                size: u64
+            ) -> ();
+            /// `cuMulticastBindAddr` (waits, bounded, for the whole team to be added).
+            fn mcast_bind_addr(handle: u64, mc_offset: u64, ptr: usize, size: u64) -> ();
+            /// `cuMulticastUnbind`.
+            fn mcast_unbind(handle: u64, ordinal: i32, mc_offset: u64, size: u64) -> ();
         }
     };
 }

@@ -86,6 +86,9 @@ pub struct Config {
     pub cache_limit: u64,
     /// `NCCLSIM_HOST_MEMORY`: the most host memory this process's device memory may commit.
     pub host_memory: Option<u64>,
+    /// How long binding memory to a multicast object, or mapping it, waits for the rest of
+    /// its team to be added ([`vmm::multicast::TEAM_WAIT`]).
+    pub team_wait: std::time::Duration,
 }
 
 impl Default for Config {
@@ -97,6 +100,7 @@ impl Default for Config {
             strict_kernels: false,
             cache_limit: u64::MAX,
             host_memory: None,
+            team_wait: vmm::multicast::TEAM_WAIT,
         }
     }
 }
@@ -124,6 +128,7 @@ impl Config {
             strict_kernels: on("NCCLSIM_STRICT_KERNELS"),
             cache_limit,
             host_memory: backing::process_limit_from_env(),
+            team_wait: vmm::multicast::TEAM_WAIT,
         }
     }
 }

@@ -9,6 +9,7 @@
 //!
 //! Reservations cost only address space. Past [`RETIRED_LIMIT`] bytes the oldest are released.
 
+use crate::error::{CoreError, Result};
 use std::collections::{BTreeMap, VecDeque};
 
 /// Most bytes of address space kept reserved for retired ranges (16 TiB of the 128 TiB user
@@ -33,6 +34,59 @@ pub unsafe fn reserve_in_place(addr: usize, len: usize) -> bool {
         )
     };
     p != libc::MAP_FAILED
+}
+
+/// Maps `len` inaccessible bytes at an address aligned to `align` (a power of two), at `hint`
+/// if that is free and aligned: a `cuMemAddressReserve` range.
+pub fn reserve_aligned(len: usize, align: usize, hint: usize) -> Result<usize> {
+    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
+    if hint != 0 && hint % align == 0 {
+        // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping.
+        let p = unsafe {
+            libc::mmap(
+                hint as *mut libc::c_void,
+                len,
+                libc::PROT_NONE,
+                flags | libc::MAP_FIXED_NOREPLACE,
+                -1,
+                0,
+            )
+        };
+        if p as usize == hint {
+            return Ok(hint);
+        }
+        if p != libc::MAP_FAILED {
+            // An old kernel ignoring the flag placed it elsewhere.
+            // SAFETY: the mapping just made, unused.
+            unsafe { libc::munmap(p, len) };
+        }
+    }
+    let total = len.checked_add(align).ok_or_else(|| {
+        CoreError::InvalidValue(format!("reservation of {len:#x} bytes overflows"))
+    })?;
+    // SAFETY: a new anonymous mapping; the kernel picks the address.
+    let p = unsafe { libc::mmap(std::ptr::null_mut(), total, libc::PROT_NONE, flags, -1, 0) };
+    if p == libc::MAP_FAILED {
+        return Err(CoreError::OutOfMemory {
+            device: -1,
+            requested: len as u64,
+            free: 0,
+            total: 0,
+        });
+    }
+    let p = p as usize;
+    let start = p.next_multiple_of(align);
+    // SAFETY: trimming the unaligned head and the tail of the mapping just made.
+    unsafe {
+        if start > p {
+            libc::munmap(p as *mut libc::c_void, start - p);
+        }
+        let tail = p + total - (start + len);
+        if tail > 0 {
+            libc::munmap((start + len) as *mut libc::c_void, tail);
+        }
+    }
+    Ok(start)
 }
 
 /// The retired ranges of a process.

@@ -22,6 +22,9 @@
 //!   size) before taking a handle on it. Memory a process never exported cannot be reached
 //!   through these calls. An imported allocation counts against the owner's device only.
 //!
+//! - Multicast objects (`cuMulticastCreate`) are handles of the same kind, with memory bound
+//!   to them (see [`multicast`]).
+//!
 //! A handle lives while it has references (creation, `cuMemRetainAllocationHandle`, minus
 //! `cuMemRelease`) or mappings; its memory goes back to the device when both are gone.
 
@@ -77,6 +80,10 @@ struct Physical {
     mappings: u32,
     /// Its pages were committed against the host's memory ([`Vmm::commit`]).
     committed: bool,
+    /// A multicast object rather than device memory: its team.
+    multicast: Option<Box<multicast::Team>>,
+    /// Ranges of this allocation bound to multicast objects.
+    bound: Vec<multicast::Overlay>,
 }
 
 /// A mapping inside a reservation.
@@ -84,6 +91,8 @@ struct Physical {
 struct Mapping {
     size: usize,
     handle: u64,
+    /// Offset in the allocation of the mapping's first byte.
+    offset: u64,
     device: usize,
     /// Access flags per physical device (`cuMemSetAccess`).
     access: BTreeMap<usize, u32>,
@@ -177,10 +186,15 @@ impl Vmm {
         let Some(p) = self.handles.get(&handle) else {
             return;
         };
-        if p.refs == 0 && p.mappings == 0 {
+        if p.refs == 0 && p.mappings == 0 && !self.bound_to(handle) {
             let p = self.handles.remove(&handle).expect("present");
-            if !p.imported {
+            if !p.imported && p.multicast.is_none() {
                 *self.used.entry(p.device).or_default() -= p.size;
+            }
+            // A multicast object released while memory was bound to it goes with the last
+            // allocation bound to it.
+            for o in p.bound {
+                self.reap(o.mc);
             }
         }
     }
@@ -346,9 +360,10 @@ impl Vmm {
             .filter(|(&s, m)| s + m.size > ptr)
             .map(|(_, m)| m.handle)
             .filter(|h| {
+                // Multicast objects are committed by each process that maps them.
                 self.handles
                     .get(h)
-                    .is_some_and(|p| !p.committed && !p.imported)
+                    .is_some_and(|p| !p.committed && (!p.imported || p.multicast.is_some()))
             })
             .collect();
         todo.sort_unstable();
@@ -356,7 +371,10 @@ impl Vmm {
         check(todo.iter().map(|h| self.handles[h].size).sum())?;
         for h in todo {
             let p = self.handles.get_mut(&h).expect("listed above");
-            crate::backing::fallocate(p.fd.as_raw_fd(), HEADER_BYTES, p.size)?;
+            // Bound ranges are the multicast objects' pages, committed when bound.
+            for (start, len) in multicast::unbound(p) {
+                crate::backing::fallocate(p.fd.as_raw_fd(), HEADER_BYTES + start, len)?;
+            }
             p.committed = true;
         }
         Ok(())
@@ -381,57 +399,45 @@ fn pread_header(fd: RawFd) -> Option<Header> {
     (n == len as isize).then_some(h)
 }
 
-/// Maps `len` inaccessible bytes at an address aligned to `align` (a power of two), at `hint`
-/// if that is free and aligned.
-fn reserve_aligned(len: usize, align: usize, hint: usize) -> Result<usize> {
-    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
-    if hint != 0 && hint % align == 0 {
-        // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping.
-        let p = unsafe {
-            libc::mmap(
-                hint as *mut libc::c_void,
-                len,
-                libc::PROT_NONE,
-                flags | libc::MAP_FIXED_NOREPLACE,
-                -1,
-                0,
-            )
-        };
-        if p as usize == hint {
-            return Ok(hint);
-        }
-        if p != libc::MAP_FAILED {
-            // An old kernel ignoring the flag placed it elsewhere.
-            // SAFETY: the mapping just made, unused.
-            unsafe { libc::munmap(p, len) };
-        }
+/// The bytes of a plain `repr(C)` value.
+///
+/// # Safety
+/// `T` must have no padding bytes.
+pub(crate) unsafe fn as_bytes<T>(v: &T) -> &[u8] {
+    // SAFETY: `v` is `size_of::<T>()` readable bytes, all initialised by the caller's contract.
+    unsafe { std::slice::from_raw_parts((v as *const T).cast(), std::mem::size_of::<T>()) }
+}
+
+/// A new memfd named `<prefix><pid>`: [`HEADER_BYTES`] starting with `header`, then `data`
+/// bytes, sealed against resizing, and reachable only through descriptors the program passes,
+/// never by path (see `crate::broker`).
+fn sealed_memfd(prefix: &str, header: &[u8], data: u64) -> Result<OwnedFd> {
+    let name = CString::new(format!("{prefix}{}", std::process::id())).expect("invariant: no NUL");
+    // SAFETY: valid name; plain flags.
+    let raw =
+        unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    if raw < 0 {
+        return Err(CoreError::last_os("memfd_create"));
     }
-    let total = len
-        .checked_add(align)
-        .ok_or_else(|| invalid(format!("reservation of {len:#x} bytes overflows")))?;
-    // SAFETY: a new anonymous mapping; the kernel picks the address.
-    let p = unsafe { libc::mmap(std::ptr::null_mut(), total, libc::PROT_NONE, flags, -1, 0) };
-    if p == libc::MAP_FAILED {
-        return Err(CoreError::OutOfMemory {
-            device: -1,
-            requested: len as u64,
-            free: 0,
-            total: 0,
-        });
+    // SAFETY: a fresh descriptor we own.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    rustix::fs::fchmod(&fd, rustix::fs::Mode::empty()).map_err(|e| CoreError::Os {
+        call: "fchmod",
+        errno: std::io::Error::from(e).to_string(),
+    })?;
+    let total = HEADER_BYTES
+        .checked_add(data)
+        .ok_or_else(|| invalid(format!("{data:#x} bytes overflow")))?;
+    // SAFETY: valid descriptor; `header` is `header.len()` readable bytes.
+    let ok = unsafe {
+        libc::ftruncate(raw, total as libc::off_t) == 0
+            && libc::pwrite(raw, header.as_ptr().cast(), header.len(), 0) == header.len() as isize
+            && libc::fcntl(raw, libc::F_ADD_SEALS, SEALS) == 0
+    };
+    if !ok {
+        return Err(CoreError::last_os("memfd setup"));
     }
-    let p = p as usize;
-    let start = p.next_multiple_of(align);
-    // SAFETY: trimming the unaligned head and the tail of the mapping just made.
-    unsafe {
-        if start > p {
-            libc::munmap(p as *mut libc::c_void, start - p);
-        }
-        let tail = p + total - (start + len);
-        if tail > 0 {
-            libc::munmap((start + len) as *mut libc::c_void, tail);
-        }
-    }
-    Ok(start)
+    Ok(fd)
 }
 
 impl Core {
@@ -460,39 +466,14 @@ impl Core {
                 total: cap,
             });
         }
-        let name = CString::new(format!("{MEMFD_PREFIX}{}", std::process::id()))
-            .expect("invariant: no NUL");
-        // SAFETY: valid name; plain flags.
-        let raw = unsafe {
-            libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
-        };
-        if raw < 0 {
-            return Err(CoreError::last_os("memfd_create"));
-        }
-        // SAFETY: a fresh descriptor we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        // Reached only through descriptors the program passes, never by path (see
-        // `crate::broker`).
-        rustix::fs::fchmod(&fd, rustix::fs::Mode::empty()).map_err(|e| CoreError::Os {
-            call: "fchmod",
-            errno: std::io::Error::from(e).to_string(),
-        })?;
         let header = Header {
             magic: MAGIC,
             device: phys as u32,
             owner_pid: std::process::id(),
             size,
         };
-        let hlen = std::mem::size_of::<Header>();
-        // SAFETY: valid descriptor; `header` is `hlen` readable bytes.
-        let ok = unsafe {
-            libc::ftruncate(raw, (HEADER_BYTES + size) as libc::off_t) == 0
-                && libc::pwrite(raw, (&header as *const Header).cast(), hlen, 0) == hlen as isize
-                && libc::fcntl(raw, libc::F_ADD_SEALS, SEALS) == 0
-        };
-        if !ok {
-            return Err(CoreError::last_os("memfd setup"));
-        }
+        // SAFETY: `Header` is plain `repr(C)` data without padding.
+        let fd = sealed_memfd(MEMFD_PREFIX, unsafe { as_bytes(&header) }, size)?;
         *st.vmm.used.entry(phys).or_default() += size;
         let now = used + size;
         st.peak[phys] = st.peak[phys].max(now);
@@ -506,6 +487,8 @@ impl Core {
             refs: 1,
             mappings: 0,
             committed: false,
+            multicast: None,
+            bound: Vec::new(),
         }))
     }
 
@@ -563,7 +546,7 @@ impl Core {
             )));
         }
         let align = alignment.max(GRANULARITY as usize);
-        let start = reserve_aligned(size, align, hint)?;
+        let start = crate::reserve::reserve_aligned(size, align, hint)?;
         self.lock().vmm.reservations.insert(
             start,
             Reservation {
@@ -607,6 +590,8 @@ impl Core {
         check_granular("cuMemMap address", ptr as u64)?;
         check_granular("cuMemMap size", size as u64)?;
         check_granular("cuMemMap offset", offset)?;
+        // A multicast object maps once its whole team is added, as in CUDA.
+        self.wait_for_team(handle)?;
         let mut st = self.lock();
         let p = st.vmm.handle(handle)?;
         if size == 0 || offset.checked_add(size as u64).is_none_or(|e| e > p.size) {
@@ -641,6 +626,9 @@ impl Core {
         if m == libc::MAP_FAILED {
             return Err(CoreError::last_os("mmap"));
         }
+        // Bound ranges show the multicast objects' pages.
+        let p = st.vmm.handle(handle)?;
+        multicast::map_bound(p, ptr, size, offset, libc::PROT_NONE)?;
         st.vmm
             .reservations
             .get_mut(&rs)
@@ -651,6 +639,7 @@ impl Core {
                 Mapping {
                     size,
                     handle,
+                    offset,
                     device,
                     access: BTreeMap::new(),
                 },
@@ -694,11 +683,7 @@ impl Core {
             } else {
                 m.access.insert(phys, flags);
             }
-            let prot = match m.prot() {
-                0 => libc::PROT_NONE,
-                ACCESS_READ => libc::PROT_READ,
-                _ => libc::PROT_READ | libc::PROT_WRITE,
-            };
+            let prot = multicast::prot_bits(m.prot());
             // SAFETY: changes the protection of one of our own mappings.
             if unsafe { libc::mprotect(s as *mut libc::c_void, m.size, prot) } != 0 {
                 return Err(CoreError::last_os("mprotect"));
@@ -750,6 +735,9 @@ impl Core {
         let link = std::fs::read_link(format!("/proc/self/fd/{fd}"))
             .map_err(|e| refuse(&format!("no such descriptor ({e})")))?;
         let link = link.to_string_lossy();
+        if link.starts_with(&format!("/memfd:{}", multicast::MEMFD_PREFIX)) {
+            return self.mcast_import(fd);
+        }
         if !link.starts_with(&format!("/memfd:{MEMFD_PREFIX}")) {
             return Err(refuse(&format!("it is {link}")));
         }
@@ -790,9 +778,12 @@ impl Core {
             refs: 1,
             mappings: 0,
             committed: false,
+            multicast: None,
+            bound: Vec::new(),
         }))
     }
 }
 
+pub mod multicast;
 #[cfg(test)]
 mod tests;

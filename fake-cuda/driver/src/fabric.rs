@@ -13,7 +13,9 @@
 //! and hands it to the core's ordinary import, which checks it is an allocation file. The
 //! handle also carries the exporter's NVLink domain (cluster UUID and
 //! clique id, as NVML's GPU fabric information reports them): a process of another domain, or of
-//! a node outside any domain, is refused, as GPUs outside the fabric are.
+//! a node outside any domain, is refused, as GPUs outside the fabric are. Multicast objects
+//! created with the fabric handle type travel the same way (the core's import tells them
+//! from allocations by their file).
 
 use crate::vmm::node_has_fabric;
 use crate::{core, DriverError, Result, INVALID_VALUE};
@@ -80,6 +82,15 @@ fn domain() -> Result<topo::FabricInfo> {
 pub(crate) fn create(device: c_int, size: u64, types: u32) -> Result<u64> {
     domain()?;
     let h = core()?.mem_create(device, size, HANDLE_TYPE_POSIX_FD)?;
+    state().types.insert(h, types);
+    Ok(h)
+}
+
+/// `cuMulticastCreate` with `types` (which include [`HANDLE_TYPE_FABRIC`]): the core's
+/// object, exportable through its memory file, remembered as a fabric object.
+pub(crate) fn create_multicast(num_devices: u32, size: u64, types: u32) -> Result<u64> {
+    domain()?;
+    let h = core()?.mcast_create(num_devices, size, HANDLE_TYPE_POSIX_FD)?;
     state().types.insert(h, types);
     Ok(h)
 }

@@ -159,6 +159,9 @@ drv_fn!(
             // CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED: GPUs in an NVLink domain spanning
             // nodes (vmm::node_has_fabric).
             128 => c_int::from(vmm::node_has_fabric()?),
+            // CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED: Hopper and later GPUs on NVSwitches
+            // (multicast::supported).
+            132 => c_int::from(multicast::supported(device)?),
             _ => 0,
         };
         write_out(value, v)
@@ -719,4 +722,5 @@ unsupported!(
 );
 
 mod fabric;
+mod multicast;
 mod vmm;

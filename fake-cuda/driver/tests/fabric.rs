@@ -4,9 +4,10 @@
 //! between processes of different simulated trays of one rack by their 64-byte handle
 //! (`c/fabric.c`), and refused to a tray of another rack.
 
+mod common;
+
 use fake_cuda_test_support as support;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 fn run(env: &[(&str, String)]) -> String {
     let dir = support::scratch_dir("driver-fabric");
@@ -45,52 +46,14 @@ fn nvl72_trays_report_fabric_handle_support() {
     assert_eq!(text, "1 -1 1", "both refused with CUDA_ERROR_INVALID_VALUE");
 }
 
-fn program() -> PathBuf {
-    let dir = support::scratch_dir("driver-fabric-c");
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    support::build_c(
-        &dir,
-        &[
-            ("libcudart12.so", "libcudart.so.12"),
-            ("libcuda_driver.so", "libcuda.so.1"),
-        ],
-        &here.join("tests/c/fabric.c"),
-        &[here.join("../cudart/tests/c")],
-        &[],
-        "fabric",
-        0,
-    )
-}
-
 /// Node 0 of a rack of GB200 trays exports a fabric allocation; node 1 (same rack) imports it
 /// from the 64 bytes alone, sees the data and writes its own; node 18 (the next rack) is refused.
 #[test]
 fn fabric_handles_share_memory_within_one_nvlink_domain() {
-    let tray = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/gb200-nvl72-tray.xml");
-    let mut c = Command::new(program());
-    c.arg("export");
-    for var in [
-        "CUDA_VISIBLE_DEVICES",
-        "NCCL_TOPO_FILE",
-        "NCCLSIM_GPU",
-        "NCCLSIM_NVL_DOMAIN",
-        "NCCLSIM_PACE",
-        "NCCLSIM_CLOCK",
-        "NCCLSIM_CUDA_CORE",
-        "NCCLSIM_REPORT",
-    ] {
-        c.env_remove(var);
-    }
-    c.env("NCCLSIM_TOPO", &tray).env("NCCLSIM_NODE", "0");
-    let out = c.output().expect("run the fabric program");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success()
-            && ["PASS export", "PASS import", "PASS refused"]
-                .iter()
-                .all(|e| stdout.contains(e)),
-        "{}\nstdout:\n{stdout}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+    common::run(
+        &common::build("fabric"),
+        "export",
+        Some("gb200-nvl72-tray.xml"),
+        &["PASS export", "PASS import", "PASS refused"],
     );
 }

@@ -104,6 +104,17 @@ struct ncclsim_core_api_v1 {
      * writes it directly (collectives into their receive buffers): OutOfMemory when the host
      * cannot back it. Memory outside the core's arenas and cuMemMap ranges is left alone. */
     int (*commit_memory)(size_t ptr, size_t len);
+    /* cuMulticastCreate: an object for num_devices devices of size bytes each. */
+    int (*mcast_create)(uint32_t num_devices, uint64_t size, uint32_t handle_types,
+                        uint64_t *handle);
+    /* cuMulticastAddDevice. */
+    int (*mcast_add_device)(uint64_t handle, int ordinal);
+    /* cuMulticastBindMem and cuMulticastBindAddr: wait (bounded) for the whole team. */
+    int (*mcast_bind_mem)(uint64_t handle, uint64_t mc_offset, uint64_t mem, uint64_t mem_offset,
+                          uint64_t size);
+    int (*mcast_bind_addr)(uint64_t handle, uint64_t mc_offset, uintptr_t ptr, uint64_t size);
+    /* cuMulticastUnbind. */
+    int (*mcast_unbind)(uint64_t handle, int ordinal, uint64_t mc_offset, uint64_t size);
 };
 
 const struct ncclsim_core_api_v1 *ncclsim_cuda_core_v1(void);

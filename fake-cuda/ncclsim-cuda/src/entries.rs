@@ -499,6 +499,32 @@ pub(crate) fn mem_import(fd: i32) -> Result<u64> {
     core()?.mem_import(fd)
 }
 
+pub(crate) fn mcast_create(num_devices: u32, size: u64, handle_types: u32) -> Result<u64> {
+    core()?.mcast_create(num_devices, size, handle_types)
+}
+
+pub(crate) fn mcast_add_device(handle: u64, ordinal: i32) -> Result<()> {
+    core()?.mcast_add_device(handle, ordinal)
+}
+
+pub(crate) fn mcast_bind_mem(
+    handle: u64,
+    mc_offset: u64,
+    mem: u64,
+    mem_offset: u64,
+    size: u64,
+) -> Result<()> {
+    core()?.mcast_bind_mem(handle, mc_offset, mem, mem_offset, size)
+}
+
+pub(crate) fn mcast_bind_addr(handle: u64, mc_offset: u64, ptr: usize, size: u64) -> Result<()> {
+    core()?.mcast_bind_addr(handle, mc_offset, ptr, size)
+}
+
+pub(crate) fn mcast_unbind(handle: u64, ordinal: i32, mc_offset: u64, size: u64) -> Result<()> {
+    core()?.mcast_unbind(handle, ordinal, mc_offset, size)
+}
+
 pub(crate) fn mem_retain(ptr: usize) -> Result<u64> {
     core()?.mem_retain(ptr)
 }

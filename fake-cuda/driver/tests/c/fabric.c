@@ -8,77 +8,14 @@
  *   import    maps the allocation, checks the exporter's data and writes its own (same rack),
  *             or checks the import is refused with CUDA_ERROR_NOT_PERMITTED (other rack). */
 #define _GNU_SOURCE
-#include "cuda_subset.h"
+#include "cuda_vmm.h"
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/wait.h>
 #include <fcntl.h>
 #include <unistd.h>
 
-static const char *error_name(int code) { return cudaGetErrorName(code); }
-#include "ncclsim_check.h"
-
-typedef unsigned long long CUdeviceptr;
-typedef unsigned long long CUmemGenericAllocationHandle;
-typedef struct { int type; int id; } CUmemLocation;
-typedef struct {
-    int type;
-    int requestedHandleTypes;
-    CUmemLocation location;
-    void *win32HandleMetaData;
-    unsigned char allocFlags[8];
-} CUmemAllocationProp;
-typedef struct { CUmemLocation location; int flags; } CUmemAccessDesc;
-typedef struct { unsigned char data[64]; } CUmemFabricHandle;
-
-int cuMemCreate(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-                unsigned long long);
-int cuMemRelease(CUmemGenericAllocationHandle);
-int cuMemAddressReserve(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
-int cuMemAddressFree(CUdeviceptr, size_t);
-int cuMemMap(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
-int cuMemUnmap(CUdeviceptr, size_t);
-int cuMemSetAccess(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
-int cuMemExportToShareableHandle(void *, CUmemGenericAllocationHandle, int, unsigned long long);
-int cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *, void *, int);
-int cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *, CUmemGenericAllocationHandle);
-
-enum { POSIX_FD = 1, FABRIC = 8, READWRITE = 3, NOT_PERMITTED = 800 };
-#define MiB ((size_t)1 << 20)
 #define SIZE (4 * MiB)
-
-static CUmemAllocationProp prop_on(int device, int handle_types) {
-    CUmemAllocationProp p;
-    memset(&p, 0, sizeof p);
-    p.type = 1;
-    p.requestedHandleTypes = handle_types;
-    p.location.type = 1;
-    p.location.id = device;
-    return p;
-}
-
-static CUdeviceptr map_rw(CUmemGenericAllocationHandle h, int device) {
-    CUdeviceptr va;
-    OK(cuMemAddressReserve(&va, SIZE, 0, 0, 0));
-    OK(cuMemMap(va, SIZE, 0, h, 0));
-    CUmemAccessDesc rw = {{1, device}, READWRITE};
-    OK(cuMemSetAccess(va, SIZE, &rw, 1));
-    return va;
-}
-
-static void to_hex(const CUmemFabricHandle *h, char *out) {
-    for (int i = 0; i < 64; i++) sprintf(out + 2 * i, "%02x", h->data[i]);
-}
-
-static void from_hex(const char *s, CUmemFabricHandle *h) {
-    CHECK(strlen(s) == 128);
-    for (int i = 0; i < 64; i++) {
-        unsigned v;
-        CHECK(sscanf(s + 2 * i, "%2x", &v) == 1);
-        h->data[i] = (unsigned char)v;
-    }
-}
 
 /* Runs "import <hex> <pipe>" as node `node`; returns the pid and the pipe's read end. */
 static pid_t start_importer(const char *self, const char *hex, int node, int *from) {
@@ -100,12 +37,6 @@ static pid_t start_importer(const char *self, const char *hex, int node, int *fr
     return pid;
 }
 
-static void finish(pid_t pid) {
-    int status = 0;
-    CHECK(waitpid(pid, &status, 0) == pid);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-}
-
 static void export_(const char *self) {
     CUmemAllocationProp fab = prop_on(2, FABRIC);
     CUmemGenericAllocationHandle h;
@@ -116,7 +47,7 @@ static void export_(const char *self) {
     /* Asked for fabric handles only: no descriptor. */
     int fd = -1;
     CHECK(cuMemExportToShareableHandle(&fd, h, POSIX_FD, 0) != 0);
-    CUdeviceptr va = map_rw(h, 2);
+    CUdeviceptr va = map_rw(h, SIZE, 2);
     static unsigned char host[SIZE], back[SIZE];
     for (size_t i = 0; i < SIZE; i++) host[i] = (unsigned char)(i * 13 + 1);
     OK(cudaMemcpy((void *)va, host, SIZE, H2D));
@@ -176,7 +107,7 @@ static void import_(const char *hex, int to) {
     CUmemAllocationProp got;
     OK(cuMemGetAllocationPropertiesFromHandle(&got, h));
     CHECK(got.requestedHandleTypes == FABRIC && got.location.id == 2);
-    CUdeviceptr va = map_rw(h, 2);
+    CUdeviceptr va = map_rw(h, SIZE, 2);
     static unsigned char back[SIZE];
     OK(cudaMemcpy(back, (void *)va, SIZE, D2H));
     for (size_t i = 0; i < SIZE; i++) CHECK(back[i] == (unsigned char)(i * 13 + 1));

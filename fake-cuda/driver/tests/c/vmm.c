@@ -6,71 +6,14 @@
  *             "import <socket fd>", passes the descriptor over a UNIX socket (SCM_RIGHTS), and
  *             checks both processes see each other's writes and nothing else is reachable. */
 #define _GNU_SOURCE
-#include "cuda_subset.h"
+#include "cuda_vmm.h"
 #include <stdint.h>
-#include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <fcntl.h>
 #include <unistd.h>
-
-static const char *error_name(int code) { return cudaGetErrorName(code); }
-#include "ncclsim_check.h"
-
-typedef unsigned long long CUdeviceptr;
-typedef unsigned long long CUmemGenericAllocationHandle;
-typedef struct { int type; int id; } CUmemLocation;
-typedef struct {
-    int type;
-    int requestedHandleTypes;
-    CUmemLocation location;
-    void *win32HandleMetaData;
-    struct { unsigned char compressionType, gpuDirectRDMACapable; unsigned short usage;
-             unsigned char reserved[4]; } allocFlags;
-} CUmemAllocationProp;
-typedef struct { CUmemLocation location; int flags; } CUmemAccessDesc;
-
-int cuMemGetAllocationGranularity(size_t *, const CUmemAllocationProp *, int);
-int cuMemCreate(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-                unsigned long long);
-int cuMemRelease(CUmemGenericAllocationHandle);
-int cuMemAddressReserve(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
-int cuMemAddressFree(CUdeviceptr, size_t);
-int cuMemMap(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
-int cuMemUnmap(CUdeviceptr, size_t);
-int cuMemSetAccess(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
-int cuMemGetAccess(unsigned long long *, const CUmemLocation *, CUdeviceptr);
-int cuMemExportToShareableHandle(void *, CUmemGenericAllocationHandle, int, unsigned long long);
-int cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *, void *, int);
-int cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *, void *);
-int cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *, CUmemGenericAllocationHandle);
-int cuMemGetAddressRange_v2(CUdeviceptr *, size_t *, CUdeviceptr);
-int cuMemsetD32Async(CUdeviceptr, unsigned, size_t, void *);
-int cuMemsetD16_v2(CUdeviceptr, unsigned short, size_t);
-int cuStreamWriteValue32(void *, CUdeviceptr, unsigned, unsigned);
-int cuStreamWriteValue64(void *, CUdeviceptr, unsigned long long, unsigned);
-int cuDeviceGetAttribute(int *, int, int);
-
-enum { OUT_OF_MEMORY = 2, POSIX_FD = 1, READWRITE = 3, READ = 1 };
-#define MiB ((size_t)1 << 20)
-#define GiB ((size_t)1 << 30)
-
-static CUmemAllocationProp prop_on(int device, int handle_types) {
-    CUmemAllocationProp p;
-    memset(&p, 0, sizeof p);
-    p.type = 1;
-    p.requestedHandleTypes = handle_types;
-    p.location.type = 1;
-    p.location.id = device;
-    return p;
-}
-
-static CUmemAccessDesc access_for(int device, int flags) {
-    CUmemAccessDesc a = {{1, device}, flags};
-    return a;
-}
 
 /* The driver table torch 2.15 requires (c10/cuda/driver_api.h; the names in libc10_cuda.so),
  * looked up as torch does, at CUDA 12.0. */
@@ -261,16 +204,6 @@ static void wait_byte(int sock, char want) {
 
 static void say(int sock, char b) { CHECK(write(sock, &b, 1) == 1); }
 
-/* Maps `h` (size bytes) read-write at a fresh reservation. */
-static CUdeviceptr map_rw(CUmemGenericAllocationHandle h, size_t size, int device) {
-    CUdeviceptr va;
-    OK(cuMemAddressReserve(&va, size, 0, 0, 0));
-    OK(cuMemMap(va, size, 0, h, 0));
-    CUmemAccessDesc rw = access_for(device, READWRITE);
-    OK(cuMemSetAccess(va, size, &rw, 1));
-    return va;
-}
-
 static void share(const char *self) {
     int sv[2];
     CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
@@ -319,25 +252,11 @@ static void share(const char *self) {
     printf("PASS share\n");
 }
 
-/* Descriptors of this process naming fake device memory (arenas or allocations). */
-static int device_memory_fds(void) {
-    int n = 0;
-    for (int fd = 0; fd < 1024; fd++) {
-        char path[64], target[256];
-        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-        ssize_t len = readlink(path, target, sizeof target - 1);
-        if (len <= 0) continue;
-        target[len] = 0;
-        if (strncmp(target, "/memfd:ncclsim", 14) == 0) n++;
-    }
-    return n;
-}
-
 static void import(int sock) {
     /* Nothing of the owner's memory came with the process: only what it sends. */
-    CHECK(device_memory_fds() == 0);
+    CHECK(memory_files("/memfd:ncclsim") == 0);
     int fd = recv_fd(sock);
-    CHECK(device_memory_fds() == 1);
+    CHECK(memory_files("/memfd:ncclsim") == 1);
     CUmemGenericAllocationHandle h, bad;
     OK(cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fd, POSIX_FD));
     CUmemAllocationProp got;
