@@ -691,6 +691,9 @@ fn a_process_outside_the_communicator_cannot_open_its_memory() {
         );
         std::thread::sleep(Duration::from_millis(20));
     };
+    // A descriptor a rank holds only for a moment (one passed to it, mapped, then closed) may
+    // be gone by the time it is probed; every other open must be refused.
+    let mut refused = 0;
     for (path, what) in &found {
         let p = path.display();
         for (how, script) in [
@@ -698,12 +701,18 @@ fn a_process_outside_the_communicator_cannot_open_its_memory() {
             ("read-only", format!("exec 3<'{p}'")),
         ] {
             let (opened, err) = support::probe(&script);
+            assert!(!opened, "{p} ({what}) opened {how} by a non-member");
+            if err.contains("No such file") {
+                continue;
+            }
             assert!(
-                !opened && err.contains("Permission denied"),
-                "{p} ({what}) opened {how} by a non-member: {err}"
+                err.contains("Permission denied"),
+                "{p} ({what}) {how}: {err}"
             );
+            refused += 1;
         }
     }
+    assert!(refused >= 2 * pids.len(), "only {refused} opens were tried");
     std::fs::write(format!("{}.go", job.id.display()), b"").expect("go file");
     let ranks = job.finish(Duration::from_secs(60));
     for r in &ranks {
