@@ -551,7 +551,7 @@ fn disagreeing_calls(hosts: impl Fn(usize) -> Option<&'static str>) {
     .finish(Duration::from_secs(90));
     for r in &ranks {
         assert!(r.output.status.success(), "{}", r.text());
-        for case in ["count", "type", "op", "kind", "root"] {
+        for case in ["count", "type", "op", "kind", "root", "path", "path_last"] {
             let (_, code, ms, msg) = r.result(case);
             assert_eq!(*code, INVALID_USAGE, "rank {} {case}: {msg}", r.rank);
             assert!(msg.contains("disagree"), "rank {} {case}: {msg}", r.rank);

@@ -363,6 +363,17 @@ int main(int argc, char **argv) {
         t = now_ms();
         rc = ncclBroadcast(buf, buf, 16, ncclFloat, R == N - 1 ? 1 : 0, comm, stream);
         result("root", rc, t, ncclGetLastError(comm));
+        /* Calls of different sizes take different paths (inputs copied into the shared
+         * segment up to 1 KiB, buffers used in place above): the ranks still meet. */
+        float *big = NULL;
+        OK(cudaMalloc((void **)&big, 4096 * sizeof(float)));
+        t = now_ms();
+        rc = ncclAllReduce(big, big, R == 0 ? 16 : 4096, ncclFloat, ncclSum, comm, stream);
+        result("path", rc, t, ncclGetLastError(comm));
+        t = now_ms();
+        rc = ncclAllReduce(big, big, R == N - 1 ? 16 : 4096, ncclFloat, ncclSum, comm, stream);
+        result("path_last", rc, t, ncclGetLastError(comm));
+        OK(cudaFree(big));
         checked_allreduce(comm);
         OK(ncclCommDestroy(comm));
         leaks(before);
