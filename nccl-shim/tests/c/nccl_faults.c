@@ -16,8 +16,11 @@
  *                                     (blocking config): the group's end fails; then a group
  *                                     in which one rank splits with NCCL_SPLIT_NOCOLOR succeeds
  *   nccl_faults invalid 0 2 -         every invalid argument on a 2-rank ncclCommInitAll
- *   nccl_faults mismatch R N IDFILE   different counts, types, reductions, collectives and roots
- *                                     across the ranks of a call, then a checked AllReduce
+ *   nccl_faults mismatch R N IDFILE   different counts, types, reductions, collectives, roots and
+ *                                     sizes (small and large paths) across the ranks of a call,
+ *                                     then a checked AllReduce
+ *   nccl_faults idle R N IDFILE       rank 0 comes 500 ms late to an AllReduce; each rank reports the
+ *                                     CPU time its call took (cpu_ms= in the message)
  *   nccl_faults hold R N IDFILE       a communicator formed and used, kept until IDFILE.go
  *                                     exists (the test probes its memory from outside), then
  *                                     used again and destroyed
@@ -340,6 +343,25 @@ int main(int argc, char **argv) {
         OK(ncclCommDestroy(comm));
         result(what, 0, t, "held and used");
         leaks(before);
+        return 0;
+    }
+    if (strcmp(what, "idle") == 0) {
+        /* Rank 0 comes 500 ms late to an AllReduce: the others' CPU time over their wait. */
+        ncclUniqueId id = shared_id(path, 1);
+        ncclComm_t comm;
+        OK(ncclCommInitRank(&comm, N, id, R));
+        checked_allreduce(comm);
+        if (R == 0) usleep(500 * 1000);
+        struct timespec c0, c1;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+        double t = now_ms();
+        ncclResult_t rc = ncclAllReduce(buf, buf, 16, ncclFloat, ncclSum, comm, stream);
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+        char msg[64];
+        snprintf(msg, sizeof msg, "cpu_ms=%.1f",
+                 (c1.tv_sec - c0.tv_sec) * 1e3 + (c1.tv_nsec - c0.tv_nsec) * 1e-6);
+        result("idle", rc, t, msg);
+        OK(ncclCommDestroy(comm));
         return 0;
     }
     if (strcmp(what, "mismatch") == 0) {
