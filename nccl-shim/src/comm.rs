@@ -169,7 +169,7 @@ impl Comm {
     }
 
     /// A waiter for this communicator's operations.
-    pub fn waiter(&self, what: impl Into<String>) -> Waiter {
+    pub fn waiter(&self, what: impl Into<crate::shm::WaitFor>) -> Waiter {
         Waiter {
             deadline: Instant::now() + bootstrap::timeout(),
             abort: self.abort.clone(),

@@ -329,6 +329,7 @@ pub fn exchange(
 ) -> Result<()> {
     let mut sp: Vec<Progress> = out.iter().map(Progress::outgoing).collect();
     let mut rp: Vec<Progress> = inc.iter().map(|_| Progress::incoming()).collect();
+    let mut spin = crate::shm::Spin::new();
     loop {
         let mut fds: Vec<PollFd<'_>> = Vec::new();
         let mut what: Vec<Polled> = Vec::new();
@@ -356,7 +357,7 @@ pub fn exchange(
                 format!("network transfer for {} did not finish", waiter.what),
             ));
         }
-        if !poll(&mut fds)? {
+        if !poll(&mut fds, &mut spin)? {
             continue;
         }
         for (fd, &(sending, i)) in fds.iter().zip(&what) {
@@ -396,16 +397,29 @@ fn first_per_peer<'a>(
     Ok(polled)
 }
 
-/// Waits up to 100 ms for any of `fds`; false when a signal interrupted the wait.
-fn poll(fds: &mut [PollFd<'_>]) -> Result<bool> {
+/// Waits up to 100 ms for any of `fds`, first polling without blocking while `spin` lasts;
+/// false when a signal interrupted the wait.
+fn poll(fds: &mut [PollFd<'_>], spin: &mut crate::shm::Spin) -> Result<bool> {
+    let zero = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     let timeout = rustix::event::Timespec {
         tv_sec: 0,
         tv_nsec: 100_000_000,
     };
-    match rustix::event::poll(fds, Some(&timeout)) {
-        Ok(_) => Ok(true),
-        Err(rustix::io::Errno::INTR) => Ok(false),
-        Err(e) => Err(NcclError::system("poll", e.into())),
+    let mut t = &zero;
+    loop {
+        match rustix::event::poll(fds, Some(t)) {
+            Ok(0) if std::ptr::eq(t, &zero) => {
+                if !spin.again() {
+                    t = &timeout;
+                }
+            }
+            Ok(_) => return Ok(true),
+            Err(rustix::io::Errno::INTR) => return Ok(false),
+            Err(e) => return Err(NcclError::system("poll", e.into())),
+        }
     }
 }
 

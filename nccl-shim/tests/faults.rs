@@ -613,7 +613,7 @@ fn disagreeing_calls(hosts: impl Fn(usize) -> Option<&'static str>) {
     .finish(Duration::from_secs(90));
     for r in &ranks {
         assert!(r.output.status.success(), "{}", r.text());
-        for case in ["count", "type", "op", "kind", "root"] {
+        for case in ["count", "type", "op", "kind", "root", "path", "path_last"] {
             let (_, code, ms, msg) = r.result(case);
             assert_eq!(*code, INVALID_USAGE, "rank {} {case}: {msg}", r.rank);
             assert!(msg.contains("disagree"), "rank {} {case}: {msg}", r.rank);
@@ -635,6 +635,41 @@ fn calls_that_disagree_across_ranks_fail_alike_and_the_communicator_recovers() {
 fn calls_that_disagree_across_hosts_fail_alike_and_the_communicator_recovers() {
     disagreeing_calls(|r| Some(["host-a", "host-b", "host-c"][r]));
     disagreeing_calls(|r| Some(["host-a", "host-a", "host-b"][r]));
+}
+
+/// Ranks waiting for a peer 500 ms late sleep rather than poll: each waiter's CPU time over
+/// its call stays a few milliseconds (waits poll for at most 200 µs before sleeping), where a
+/// wait that kept polling would take a large part of a core for the whole 500 ms. On one host
+/// (futex) and on three (network poll).
+#[test]
+fn ranks_waiting_for_a_late_peer_sleep() {
+    for hosts in [None, Some(["host-a", "host-b", "host-c"])] {
+        let ranks = Job::start("idle", 3, |r, c| {
+            if let Some(h) = hosts {
+                c.env("NCCL_HOSTID", h[r]);
+            }
+        })
+        .finish(Duration::from_secs(90));
+        for r in ranks.iter().filter(|r| r.rank != 0) {
+            assert!(r.output.status.success(), "{}", r.text());
+            let (_, code, ms, msg) = r.result("idle");
+            assert_eq!(*code, 0, "rank {}: {msg}", r.rank);
+            let cpu: f64 = msg
+                .strip_prefix("cpu_ms=")
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("rank {}: no cpu_ms in {msg:?}", r.rank));
+            eprintln!(
+                "idle ({hosts:?}): rank {} waited {ms:.0} ms using {cpu:.1} ms of CPU",
+                r.rank
+            );
+            assert!(*ms >= 400.0, "rank {} did not wait: {ms} ms", r.rank);
+            assert!(
+                cpu < 50.0,
+                "rank {} used {cpu} ms of CPU waiting {ms} ms",
+                r.rank
+            );
+        }
+    }
 }
 
 /// `c` run as the unprivileged user of the isolation probes when the tests run as root

@@ -24,6 +24,57 @@ pub(super) fn needed(coll: &Coll, bytes: usize, q: usize, p: usize) -> Option<(u
     r.filter(|(_, len)| *len > 0)
 }
 
+/// Messages of one operation from the remote ranks, and the buffers they were received into
+/// (which the messages point at: keep them while the messages are read).
+pub(super) type Received = (Vec<crate::net::Incoming>, Vec<Vec<u64>>);
+
+/// One message each way with every remote rank, empty where no data flows, so every rank
+/// checks every other's call and a rank that disagrees cannot leave a peer waiting: this
+/// rank sends the part of its input at `send` each remote rank needs, with its call and
+/// `mine`'s sequence number, scalar and ready time, and receives the part of each remote
+/// rank's input its own output needs.
+pub(super) fn exchange_remote(
+    comm: &Comm,
+    coll: &Coll,
+    mine: &Desc,
+    send: usize,
+    waiter: &Waiter,
+) -> Result<Received> {
+    let me = comm.rank;
+    let bytes = coll.count * coll.dtype.size();
+    let call = crate::net::Call::of(coll);
+    let mut outgoing = Vec::new();
+    let mut incoming = Vec::new();
+    let mut staging: Vec<Vec<u64>> = Vec::new();
+    for q in 0..comm.nranks {
+        if !comm.links.is_remote(q) {
+            continue;
+        }
+        let (off, len) = needed(coll, bytes, me, q).unwrap_or((0, 0));
+        outgoing.push(crate::net::Outgoing {
+            peer: q,
+            seq: mine.seq,
+            ready: mine.ready,
+            scalar: mine.scalar,
+            src: send + off,
+            len,
+            call,
+        });
+        let len = needed(coll, bytes, q, me).map_or(0, |(_, len)| len);
+        let buf = vec![0u64; len.div_ceil(8)];
+        incoming.push(crate::net::Incoming::new(
+            q,
+            mine.seq,
+            len,
+            buf.as_ptr() as usize,
+            call,
+        ));
+        staging.push(buf);
+    }
+    crate::net::exchange(&comm.links, &outgoing, &mut incoming, waiter)?;
+    Ok((incoming, staging))
+}
+
 /// A communicator spanning hosts: each rank computes its own output from the parts of every
 /// input it needs (same-host inputs in place, remote ones received into staging), into a
 /// private buffer; after every local rank has read its inputs (barrier) the result is copied
@@ -37,41 +88,8 @@ pub(super) fn work_across_hosts(
     let n = comm.nranks;
     let me = comm.rank;
     let bytes = coll.count * coll.dtype.size();
-    let seq = local[comm.local.index].seq;
-    let my_scalar = local[comm.local.index].scalar;
-    let my_ready = local[comm.local.index].ready;
-    // One message each way with every remote rank, empty where no data flows, so every rank
-    // checks every other's call and a rank that disagrees cannot leave a peer waiting.
-    let call = crate::net::Call::of(coll);
-    let mut outgoing = Vec::new();
-    let mut incoming = Vec::new();
-    let mut staging: Vec<Vec<u64>> = Vec::new();
-    for q in 0..n {
-        if !comm.links.is_remote(q) {
-            continue;
-        }
-        let (off, len) = needed(coll, bytes, me, q).unwrap_or((0, 0));
-        outgoing.push(crate::net::Outgoing {
-            peer: q,
-            seq,
-            ready: my_ready,
-            scalar: my_scalar,
-            src: coll.send + off,
-            len,
-            call,
-        });
-        let len = needed(coll, bytes, q, me).map_or(0, |(_, len)| len);
-        let buf = vec![0u64; len.div_ceil(8)];
-        incoming.push(crate::net::Incoming::new(
-            q,
-            seq,
-            len,
-            buf.as_ptr() as usize,
-            call,
-        ));
-        staging.push(buf);
-    }
-    crate::net::exchange(&comm.links, &outgoing, &mut incoming, waiter)?;
+    let mine = &local[comm.local.index];
+    let (incoming, _staging) = exchange_remote(comm, coll, mine, coll.send, waiter)?;
     // The part of every rank's input this rank needs, and each rank's scalar.
     let mut parts = vec![0usize; n];
     let mut scalars = vec![0u64; n];

@@ -328,10 +328,10 @@ fn run_staged(comm: &Comm, coll: &Coll, ready: u64) -> Result<u64> {
     let n = comm.local.ranks.len();
     let me = comm.rank;
     let seq = comm.op_seq.fetch_add(1, Ordering::Relaxed) + 1;
-    let waiter = comm.waiter(format!(
-        "the other ranks to call {} #{seq}",
-        coll.kind.nccl_name()
-    ));
+    let waiter = comm.waiter(crate::shm::WaitFor::Call {
+        name: coll.kind.nccl_name(),
+        seq,
+    });
     let desc = Desc {
         seq,
         kind: coll.kind as i32,

@@ -1,17 +1,19 @@
-//! Small collectives of a communicator whose ranks all share one host: one barrier instead of
-//! two, and no mapping of peers' buffers.
+//! Small collectives: one barrier of the host's ranks instead of two or three, and no mapping
+//! of peers' buffers.
 //!
 //! Each rank copies its input into its block of the segment, after its descriptor, and meets
-//! the others in the barrier; then every rank checks the descriptors agree and computes its
-//! own output from the copies, reducing in rank order as every other path does, so every rank
-//! still gets the same bits. No rank reads a peer's buffer or writes anything but its own
-//! output, so nothing has to wait for the others to finish reading: the closing barrier of
-//! the general path is not needed, and the blocks are rewritten only two barriers later (see
-//! `arrive`). For a message this small the time is the ranks' meeting, not the bytes: half the
-//! meetings is about half the time, and each rank reducing all inputs costs less than one
-//! more meeting.
+//! the host's other ranks in the barrier; then every rank checks the descriptors agree,
+//! exchanges with every rank of other hosts (if any) the same messages as the general path
+//! does (so hosts that took different paths, because their calls differ, still stay in step
+//! and see the disagreement), and computes its own output from the copies and the received
+//! parts, reducing in rank order as every other path does, so every rank still gets the same
+//! bits. No rank reads a peer's buffer or writes anything but its own output, so nothing has
+//! to wait for the others to finish reading: the closing barrier of the general path is not
+//! needed, and the blocks are rewritten only two barriers later (see `arrive`). For a message
+//! this small the time is the ranks' meeting, not the bytes: fewer meetings is less time, and
+//! each rank reducing all inputs costs less than one more meeting.
 
-use super::hosts::{needed, own_output};
+use super::hosts::{exchange_remote, needed, own_output, refuse_across_hosts};
 use super::{agree, arrive, desc_at, own_scalar, seg, Desc, BLOCK, DESC};
 use crate::comm::Comm;
 use crate::error::Result;
@@ -24,11 +26,12 @@ use std::sync::atomic::Ordering;
 pub(super) const INLINE: usize = 1024;
 
 /// Whether `coll` takes this path. The answer depends only on what every rank's descriptor
-/// states (kind, type, count, root) and on the communicator, so ranks that agree on the call
-/// agree on the path; ranks that disagree meet in the same first barrier either way and fail
-/// alike when they compare descriptors.
+/// and message header state (kind, type, count, root) and on the communicator's size, so
+/// ranks that agree on the call agree on the path; ranks that disagree meet in the same first
+/// barrier and exchange the same messages with remote ranks either way, and fail alike when
+/// they compare calls.
 pub(super) fn eligible(comm: &Comm, coll: &Coll) -> bool {
-    if comm.local.ranks.len() != comm.nranks || coll.kind == Collective::SendRecv {
+    if coll.kind == Collective::SendRecv {
         return false;
     }
     // The root has the largest input of a rooted collective.
@@ -48,10 +51,10 @@ pub(super) fn run(comm: &Comm, coll: &Coll, ready: u64) -> Result<u64> {
     let esz = coll.dtype.size();
     let (send_elems, _) = coll.kind.extents(coll.count, n, me, coll.root);
     let seq = comm.op_seq.fetch_add(1, Ordering::Relaxed) + 1;
-    let waiter = comm.waiter(format!(
-        "the other ranks to call {} #{seq}",
-        coll.kind.nccl_name()
-    ));
+    let waiter = comm.waiter(crate::shm::WaitFor::Call {
+        name: coll.kind.nccl_name(),
+        seq,
+    });
     let desc = Desc {
         seq,
         kind: coll.kind as i32,
@@ -72,24 +75,45 @@ pub(super) fn run(comm: &Comm, coll: &Coll, ready: u64) -> Result<u64> {
         unsafe { std::slice::from_raw_parts(coll.send as *const u8, send_elems * esz) }
     };
     let set = arrive(comm, &desc, input, &waiter)?;
-    let descs: Vec<Desc> = (0..n).map(|i| desc_at(comm, set, i)).collect();
-    agree(&descs, &desc)?;
-    let start = descs.iter().map(|d| d.ready).max().unwrap_or(ready);
+    let nl = comm.local.ranks.len();
+    let descs: Vec<Desc> = (0..nl).map(|i| desc_at(comm, set, i)).collect();
+    if let Err(e) = agree(&descs, &desc) {
+        // As the general path does, so remote ranks on either path see the refusal.
+        if nl != n {
+            refuse_across_hosts(comm, coll, seq, &waiter);
+        }
+        return Err(e);
+    }
+    let mut start = descs.iter().map(|d| d.ready).max().unwrap_or(ready);
     let bytes = coll.count * esz;
     let base = seg(comm).ptr() as usize;
-    // On one host the local index of rank q is q.
-    let parts: Vec<usize> = (0..n)
-        .map(|q| {
-            needed(coll, bytes, q, me).map_or(0, |(off, _)| {
-                base + super::block_off(n, set, q) + DESC + off
-            })
-        })
-        .collect();
-    let scalars: Vec<u64> = descs.iter().map(|d| d.scalar).collect();
-    // SAFETY: each part lies in rank q's block, which holds q's whole input (at most INLINE
-    // bytes, `eligible`), written before the barrier and not written again before this rank's
-    // next barrier; `coll.recv` is this rank's own receive buffer of its extent (checked at
-    // enqueue), written by nothing else during the call and outside the segment.
+    // The part of every rank's input this rank needs (local ones in their blocks, remote ones
+    // received), and each rank's scalar.
+    let mut parts = vec![0usize; n];
+    let mut scalars = vec![0u64; n];
+    for (li, &q) in comm.local.ranks.iter().enumerate() {
+        scalars[q] = descs[li].scalar;
+        if let Some((off, _)) = needed(coll, bytes, q, me) {
+            parts[q] = base + super::block_off(nl, set, li) + DESC + off;
+        }
+    }
+    let (incoming, _staging) = if nl != n {
+        exchange_remote(comm, coll, &desc, coll.send, &waiter)?
+    } else {
+        Default::default()
+    };
+    for m in &incoming {
+        start = start.max(m.ready);
+        scalars[m.peer] = m.scalar;
+        if m.len > 0 {
+            parts[m.peer] = m.dst;
+        }
+    }
+    // SAFETY: each local part lies in rank q's block, which holds q's whole input (at most
+    // INLINE bytes, `eligible`), written before the barrier and not written again before this
+    // rank's next barrier; each remote part is a staging buffer of `_staging` holding what
+    // `needed` names; `coll.recv` is this rank's own receive buffer of its extent (checked at
+    // enqueue), written by nothing else during the call and outside the segment and staging.
     unsafe { own_output(coll, me, &parts, &scalars, coll.recv) };
     Ok(start)
 }

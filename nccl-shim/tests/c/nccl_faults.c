@@ -22,8 +22,11 @@
  *   nccl_faults grouperr 0 2 -        an invalid argument inside a group of valid AllReduces
  *                                     (2-rank ncclCommInitAll): the call and the group's end
  *                                     fail, nothing queued runs; then a valid group works
- *   nccl_faults mismatch R N IDFILE   different counts, types, reductions, collectives and roots
- *                                     across the ranks of a call, then a checked AllReduce
+ *   nccl_faults mismatch R N IDFILE   different counts, types, reductions, collectives, roots and
+ *                                     sizes (small and large paths) across the ranks of a call,
+ *                                     then a checked AllReduce
+ *   nccl_faults idle R N IDFILE       rank 0 comes 500 ms late to an AllReduce; each rank reports the
+ *                                     CPU time its call took (cpu_ms= in the message)
  *   nccl_faults hold R N IDFILE       a communicator formed and used, kept until IDFILE.go
  *                                     exists (the test probes its memory from outside), then
  *                                     used again and destroyed
@@ -396,6 +399,25 @@ int main(int argc, char **argv) {
         leaks(before);
         return 0;
     }
+    if (strcmp(what, "idle") == 0) {
+        /* Rank 0 comes 500 ms late to an AllReduce: the others' CPU time over their wait. */
+        ncclUniqueId id = shared_id(path, 1);
+        ncclComm_t comm;
+        OK(ncclCommInitRank(&comm, N, id, R));
+        checked_allreduce(comm);
+        if (R == 0) usleep(500 * 1000);
+        struct timespec c0, c1;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+        double t = now_ms();
+        ncclResult_t rc = ncclAllReduce(buf, buf, 16, ncclFloat, ncclSum, comm, stream);
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+        char msg[64];
+        snprintf(msg, sizeof msg, "cpu_ms=%.1f",
+                 (c1.tv_sec - c0.tv_sec) * 1e3 + (c1.tv_nsec - c0.tv_nsec) * 1e-6);
+        result("idle", rc, t, msg);
+        OK(ncclCommDestroy(comm));
+        return 0;
+    }
     if (strcmp(what, "mismatch") == 0) {
         ncclUniqueId id = shared_id(path, 1);
         ncclComm_t comm;
@@ -417,6 +439,17 @@ int main(int argc, char **argv) {
         t = now_ms();
         rc = ncclBroadcast(buf, buf, 16, ncclFloat, R == N - 1 ? 1 : 0, comm, stream);
         result("root", rc, t, ncclGetLastError(comm));
+        /* Calls of different sizes take different paths (inputs copied into the shared
+         * segment up to 1 KiB, buffers used in place above): the ranks still meet. */
+        float *big = NULL;
+        OK(cudaMalloc((void **)&big, 4096 * sizeof(float)));
+        t = now_ms();
+        rc = ncclAllReduce(big, big, R == 0 ? 16 : 4096, ncclFloat, ncclSum, comm, stream);
+        result("path", rc, t, ncclGetLastError(comm));
+        t = now_ms();
+        rc = ncclAllReduce(big, big, R == N - 1 ? 16 : 4096, ncclFloat, ncclSum, comm, stream);
+        result("path_last", rc, t, ncclGetLastError(comm));
+        OK(cudaFree(big));
         checked_allreduce(comm);
         OK(ncclCommDestroy(comm));
         leaks(before);
