@@ -12,8 +12,12 @@
 //! a front-end which entries a core provides.
 
 pub mod error;
+pub mod map;
 pub mod shm;
 pub mod telemetry;
+pub mod time;
+
+pub use time::{SimDuration, SimTime};
 
 /// The C and borrowed types the entries of [`core_api!`] name, so that a consumer's
 /// `use fake_cuda_abi::*` brings every one of them into scope.
