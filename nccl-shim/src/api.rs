@@ -454,7 +454,7 @@ fn ncclCommShrink | pncclCommShrink(comm: Comm, exclude: *const i32, nexclude: i
 fn ncclCommFinalize | pncclCommFinalize(comm: Comm) {
     let c = group::wait_ready(comm)?;
     // Finalizing waits for the communicator's operations to complete: the host clock too.
-    crate::cuda::host_wait(c.done_ns.load(Ordering::Relaxed))?;
+    crate::cuda::host_wait(c.done.get())?;
     crate::report::comm_ended(c.magic, c.rank, false);
     Ok(())
 }
@@ -465,7 +465,7 @@ fn ncclCommDestroy | pncclCommDestroy(comm: Comm) {
     if let Ok(c) = group::wait_ready(comm) {
         // Destroying without finalizing finalizes: the host waits for the operations. Without
         // a core there is no clock to move, and the communicator goes all the same.
-        let _ = crate::cuda::host_wait(c.done_ns.load(Ordering::Relaxed));
+        let _ = crate::cuda::host_wait(c.done.get());
         crate::report::comm_ended(c.magic, c.rank, true);
     }
     group::remove(comm).map(|_| ())
@@ -555,7 +555,7 @@ fn ncclCommResume | pncclCommResume(comm: Comm) {
 }
 fn ncclCommMemStats | pncclCommMemStats(comm: Comm, _stat: i32, value: *mut u64) {
     let c = group::comm(comm)?;
-    out(value, c.local.segment.len() as u64, "value")
+    out(value, c.group.segment.len() as u64, "value")
 }
 fn ncclCommQueryProperties | pncclCommQueryProperties(comm: Comm, props: *mut CommProperties) {
     let c = group::comm(comm)?;
@@ -731,14 +731,14 @@ fn team_of(comm: Comm, which: u8) -> Team {
             stride: 1,
         },
         1 => Team {
-            n_ranks: c.local.ranks.len() as i32,
-            rank: c.local.index as i32,
+            n_ranks: c.group.ranks.len() as i32,
+            rank: c.group.index as i32,
             stride: 1,
         },
         _ => Team {
             n_ranks: c.host_count() as i32,
             rank: 0,
-            stride: c.local.ranks.len() as i32,
+            stride: c.group.ranks.len() as i32,
         },
     }
 }

@@ -9,12 +9,12 @@
 use crate::bootstrap::{self, Dec, Enc, Hub};
 use crate::cuda::{self, DeviceIdentity};
 use crate::error::{NcclError, Result};
-use crate::shm::{Mapping, PeerArenas, Waiter};
+use crate::host::HostGroup;
+use crate::shm::PeerArenas;
 use crate::types::CommConfig;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 use topo::hash::fnv1a;
 
 /// One member of a communicator.
@@ -94,16 +94,6 @@ fn env_node() -> Option<i32> {
     std::env::var("NCCLSIM_NODE").ok()?.trim().parse().ok()
 }
 
-/// The ranks of a communicator on this host and the memory they share.
-pub struct Local {
-    /// Communicator ranks on this host, in rank order.
-    pub ranks: Vec<usize>,
-    /// This rank's index in `ranks`.
-    pub index: usize,
-    /// The shared segment (see `exec::layout`).
-    pub segment: Mapping,
-}
-
 /// A communicator, as one rank holds it.
 pub struct Comm {
     /// This rank.
@@ -120,29 +110,19 @@ pub struct Comm {
     pub config: CommConfig,
     /// The hub connections (allgather for split and setup).
     pub hub: Mutex<Hub>,
-    /// Connections to the ranks on other hosts.
-    pub links: crate::net::Links,
-    /// This host's share of the communicator.
-    pub local: Local,
-    /// Peers' arenas mapped so far.
-    pub peers: Mutex<PeerArenas>,
-    /// Operations issued (each collective gets the next number).
-    pub op_seq: AtomicU64,
-    /// Point-to-point messages sent to / received from each rank.
-    pub p2p_counts: Mutex<(Vec<u64>, Vec<u64>)>,
-    /// Set by `ncclCommAbort`.
+    /// The data path's share: this host's ranks, their segment, links to other hosts, the
+    /// numbering of operations (lent to `exec` by every operation).
+    pub group: HostGroup,
+    /// Set by `ncclCommAbort` (shared with `group`).
     pub abort: Arc<AtomicBool>,
     /// First asynchronous error (`ncclCommGetAsyncError`).
     pub async_error: AtomicI32,
-    /// Virtual time at which the operations enqueued so far complete (the latest end of
-    /// their streams right after each was enqueued), which `ncclCommFinalize` waits for.
-    pub done_ns: AtomicU64,
+    /// When the operations enqueued so far complete, which `ncclCommFinalize` waits for.
+    pub done: crate::clock::Completion,
     /// Children made by split/shrink (NCCL's childCount).
     pub child_count: AtomicU32,
     /// PreMulSum operations created on this communicator.
     pub redops: Mutex<crate::ops::RedOps>,
-    /// Other processes of this host in the communicator: (rank, pid, host name).
-    pub local_peers: Arc<Vec<(usize, u32, String)>>,
     /// NCCL's plan and cost model for this communicator (None with the simulation off).
     pub sim: Option<Arc<crate::sim::CommSim>>,
     /// The `ncclComm_t` the program holds for it.
@@ -165,16 +145,6 @@ impl Comm {
                 self.rank,
                 kind.nccl_name()
             ));
-        }
-    }
-
-    /// A waiter for this communicator's operations.
-    pub fn waiter(&self, what: impl Into<crate::shm::WaitFor>) -> Waiter {
-        Waiter {
-            deadline: Instant::now() + bootstrap::timeout(),
-            abort: self.abort.clone(),
-            what: what.into(),
-            peers: self.local_peers.clone(),
         }
     }
 
@@ -310,7 +280,7 @@ fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> R
     // core's descriptor broker); everyone learns (pid, key, secret) through the hub, and the
     // others receive the descriptor from the creator.
     let created = if index == 0 {
-        let m = Mapping::create("ncclsim-comm", len)?;
+        let m = crate::shm::create("ncclsim-comm", len)?;
         crate::exec::init_segment(&m, magic, local_ranks.len());
         let fd = m
             .fd()
@@ -333,7 +303,7 @@ fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> R
             (|| {
                 let mut d = Dec::new(&all[local_ranks[0]]);
                 let (pid, key, secret) = (d.u64()? as u32, d.u64()? as u32, d.u64()?);
-                let m = Mapping::open_peer(pid, key, secret, Some(len), "ncclsim-comm")?;
+                let m = crate::shm::open_peer(pid, key, secret, Some(len), "ncclsim-comm")?;
                 crate::exec::check_segment(&m, magic, local_ranks.len())?;
                 Ok(m)
             })(),
@@ -363,12 +333,28 @@ fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> R
     } else {
         crate::net::Links::none(j.nranks)
     };
-    let local_peers = local_processes(&members, j.rank);
+    let processes = local_processes(&members, j.rank);
     let sim = simulate(&members, j.rank, magic, &j.config, j.handle);
+    let group = HostGroup {
+        rank: j.rank,
+        nranks: j.nranks,
+        cuda_dev: j.cuda_dev,
+        shares_with_processes: local_ranks
+            .iter()
+            .any(|&r| members[r].pid != std::process::id()),
+        ranks: local_ranks,
+        index,
+        segment,
+        processes: Arc::new(processes),
+        peers: Mutex::new(PeerArenas::default()),
+        links,
+        op_seq: AtomicU64::new(0),
+        p2p_counts: Mutex::new((vec![0; j.nranks], vec![0; j.nranks])),
+        abort: j.abort.clone(),
+    };
     Ok(Comm {
         sim,
         handle: j.handle,
-        local_peers: Arc::new(local_peers),
         rank: j.rank,
         nranks: j.nranks,
         cuda_dev: j.cuda_dev,
@@ -376,18 +362,10 @@ fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> R
         magic,
         config: j.config,
         hub: Mutex::new(hub),
-        links,
-        local: Local {
-            ranks: local_ranks,
-            index,
-            segment,
-        },
-        peers: Mutex::new(PeerArenas::default()),
-        op_seq: AtomicU64::new(0),
-        p2p_counts: Mutex::new((vec![0; j.nranks], vec![0; j.nranks])),
+        group,
         abort: j.abort,
         async_error: AtomicI32::new(0),
-        done_ns: AtomicU64::new(0),
+        done: Default::default(),
         child_count: AtomicU32::new(0),
         redops: Mutex::new(Default::default()),
         prediction_failed: AtomicBool::new(false),
@@ -431,7 +409,7 @@ fn simulate(
                     "tree_channels": g.tree.n_channels,
                     "coll_channels": c.plan.n_channels,
                 }));
-                crate::trace::instant("comm_init", 0, &args);
+                crate::trace::instant("comm_init", crate::clock::SimTime::ZERO, &args);
             }
             let topo_rank = std::env::var("NCCL_TOPO_DUMP_FILE_RANK")
                 .ok()

@@ -5,7 +5,7 @@
 //! like every other front-end does (`fake_cuda_client`).
 
 use crate::error::{NcclError, Result};
-use fake_cuda_abi::{CArenaLocation, CPointerInfo, CWorkFn, PROFILER_QUERY};
+use fake_cuda_abi::{CArenaLocation, CPointerInfo, CWorkFn, SimDuration, SimTime, PROFILER_QUERY};
 use fake_cuda_client::{client, Client};
 
 fn core() -> Result<&'static Client> {
@@ -150,7 +150,7 @@ pub fn free(ptr: usize) -> Result<()> {
         .map_err(|e| NcclError::cuda(&format!("cudaFree({ptr:#x})"), e))
 }
 
-/// Enqueues `work(data)` on `stream`, lasting `duration_ns` of virtual time. The core runs it
+/// Enqueues `work(data)` on `stream`, lasting `duration` of virtual time. The core runs it
 /// on the calling thread before returning, unless the stream is capturing, in which case it is
 /// recorded and runs at each graph launch; the core calls `release(data)` once when no work
 /// needs it any more.
@@ -159,36 +159,37 @@ pub fn free(ptr: usize) -> Result<()> {
 /// `data` must stay valid until `release(data)`; `release` must not call into the core.
 pub unsafe fn enqueue_owned(
     stream: u64,
-    duration_ns: u64,
+    duration: SimDuration,
     work: CWorkFn,
     data: *mut std::ffi::c_void,
     release: CWorkFn,
 ) -> Result<()> {
     let c = core()?;
     // SAFETY: forwarded from this function's contract.
-    unsafe { c.enqueue_owned(stream, duration_ns, Some(work), data, release) }
+    unsafe { c.enqueue_owned(stream, duration.as_nanos(), Some(work), data, release) }
         .map_err(|e| NcclError::cuda(&format!("enqueue on stream {stream:#x}"), e))
 }
 
-/// Virtual time (ns) at which `stream`'s queued work completes.
-pub fn stream_clock(stream: u64) -> Result<u64> {
+/// Virtual time at which `stream`'s queued work completes.
+pub fn stream_clock(stream: u64) -> Result<SimTime> {
     core()?
         .stream_clock(stream)
+        .map(SimTime::from_nanos)
         .map_err(|e| NcclError::cuda(&format!("stream {stream:#x}"), e))
 }
 
-/// The host waited until virtual time `clock_ns` (a blocking call that waits for operations).
-pub fn host_wait(clock_ns: u64) -> Result<()> {
+/// The host waited until virtual time `t` (a blocking call that waits for operations).
+pub fn host_wait(t: SimTime) -> Result<()> {
     core()?
-        .host_wait(clock_ns)
+        .host_wait(t.as_nanos())
         .map_err(|e| NcclError::cuda("waiting for the operations", e))
 }
 
-/// Advances `stream` by `duration_ns` of virtual time (recorded while it captures).
-pub fn advance(stream: u64, duration_ns: u64) -> Result<()> {
+/// Advances `stream` by `d` of virtual time (recorded while it captures).
+pub fn advance(stream: u64, d: SimDuration) -> Result<()> {
     let c = core()?;
     // SAFETY: no work function, so no data to keep alive.
-    unsafe { c.enqueue(stream, duration_ns, None, std::ptr::null_mut()) }
+    unsafe { c.enqueue(stream, d.as_nanos(), None, std::ptr::null_mut()) }
         .map_err(|e| NcclError::cuda(&format!("enqueue on stream {stream:#x}"), e))
 }
 

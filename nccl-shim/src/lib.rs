@@ -6,6 +6,10 @@
 //! - [`bootstrap`]: unique ids, the root and the hub over TCP.
 //! - [`comm`]: communicators (members as host, simulated node and GPU), init, split.
 //! - [`group`]: handles and group semantics; [`task`]: operations as stream work.
+//! - [`clock`]: simulated time of operations (start = the last participant's ready time,
+//!   then the predicted duration).
+//! - [`host`]: a rank's host group (its host's ranks and segment, links to other hosts, the
+//!   numbering of operations), which `comm` owns and `exec` borrows.
 //! - [`exec`]: the shared segment, barrier and data movement; [`reduce`]: the arithmetic.
 //! - [`net`]: TCP between ranks on different hosts.
 //! - [`sim`]: each communicator's NCCL plan and cost model.
@@ -15,11 +19,13 @@
 
 pub(crate) mod api;
 pub(crate) mod bootstrap;
+pub(crate) mod clock;
 pub(crate) mod comm;
 pub(crate) mod cuda;
 pub(crate) mod error;
 pub(crate) mod exec;
 pub(crate) mod group;
+pub(crate) mod host;
 pub(crate) mod net;
 pub(crate) mod ops;
 pub(crate) mod reduce;

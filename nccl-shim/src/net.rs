@@ -13,6 +13,7 @@
 //! message has gone.
 
 use crate::bootstrap::{self, Dec, Enc, Hub};
+use crate::clock::SimTime;
 use crate::error::{NcclError, Result};
 use rustix::event::{PollFd, PollFlags};
 use std::io::{Read, Write};
@@ -221,7 +222,7 @@ pub struct Outgoing {
     /// PreMulSum scalar of the sender.
     pub scalar: u64,
     /// Virtual time at which the sender's stream reached the operation.
-    pub ready: u64,
+    pub ready: SimTime,
     /// Source address and length.
     pub src: usize,
     /// Bytes.
@@ -243,7 +244,7 @@ pub struct Incoming {
     /// The sender's scalar, once received.
     pub scalar: u64,
     /// The sender's ready time, once received.
-    pub ready: u64,
+    pub ready: SimTime,
     /// What this rank called (the sender must have called the same).
     pub call: Call,
     /// Why the message does not belong to this operation, once its header is read.
@@ -261,7 +262,7 @@ impl Incoming {
             len,
             dst,
             scalar: 0,
-            ready: 0,
+            ready: SimTime::ZERO,
             call,
             mismatch: None,
             discard: Vec::new(),
@@ -290,9 +291,16 @@ impl Progress {
     fn outgoing(o: &Outgoing) -> Progress {
         let mut header = [0u8; HEADER];
         let (sig, count) = o.call.pack();
-        for (k, v) in [o.seq, o.len as u64, o.scalar, o.ready, sig, count]
-            .into_iter()
-            .enumerate()
+        for (k, v) in [
+            o.seq,
+            o.len as u64,
+            o.scalar,
+            o.ready.as_nanos(),
+            sig,
+            count,
+        ]
+        .into_iter()
+        .enumerate()
         {
             header[8 * k..8 * k + 8].copy_from_slice(&v.to_le_bytes());
         }
@@ -516,7 +524,7 @@ fn recv_some(links: &Links, m: &mut Incoming, p: &mut Progress) -> Result<()> {
 fn check_header(m: &mut Incoming, p: &Progress) -> Result<()> {
     let (seq, len) = (p.field(0), p.field(1));
     m.scalar = p.field(2);
-    m.ready = p.field(3);
+    m.ready = SimTime::from_nanos(p.field(3));
     let call = Call::unpack(p.field(4), p.field(5));
     if seq == m.seq && len == m.len as u64 && call == m.call {
         return Ok(());

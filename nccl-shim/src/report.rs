@@ -11,7 +11,8 @@
 //!
 //! Operations are counted when they run: a captured operation at each replay of its graph.
 
-use crate::trace::{micros, round3};
+use crate::clock::SimDuration;
+use crate::trace::round3;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::{Mutex, OnceLock};
@@ -99,7 +100,14 @@ pub fn comm_planned(magic: u64, rank: usize, plan: &planner::CommPlan) {
 }
 
 /// Counts one operation that ran: its bytes, predicted and waited virtual time.
-pub fn op_ran(magic: u64, rank: usize, op: &'static str, bytes: u64, predicted: u64, waited: u64) {
+pub fn op_ran(
+    magic: u64,
+    rank: usize,
+    op: &'static str,
+    bytes: u64,
+    predicted: SimDuration,
+    waited: SimDuration,
+) {
     if !enabled() {
         return;
     }
@@ -108,8 +116,8 @@ pub fn op_ran(magic: u64, rank: usize, op: &'static str, bytes: u64, predicted: 
             let t = e.ops.entry(op).or_default();
             t[0] += 1;
             t[1] += bytes;
-            t[2] += predicted;
-            t[3] += waited;
+            t[2] += predicted.as_nanos();
+            t[3] += waited.as_nanos();
         }
     }
 }
@@ -141,6 +149,11 @@ fn publish(write: bool) {
 
 fn total_ns(r: &Registry) -> u64 {
     r.values().flat_map(|e| e.ops.values()).map(|t| t[2]).sum()
+}
+
+/// Nanoseconds summed in the registry as microseconds.
+fn micros(ns: u64) -> f64 {
+    SimDuration::from_nanos(ns).as_micros_f64()
 }
 
 fn share(part: u64, total: u64) -> f64 {
@@ -233,7 +246,7 @@ pub fn text_lines() -> Vec<String> {
         out.push(format!(
             "NCCLSIM report: {} communicator rank(s), predicted communication {:.3} us",
             r.len(),
-            total as f64 / 1e3
+            micros(total)
         ));
         for ((magic, _), e) in r.iter() {
             out.push(format!(
@@ -244,7 +257,7 @@ pub fn text_lines() -> Vec<String> {
             for (op, t) in &e.ops {
                 out.push(format!(
                     "NCCLSIM report:   {op:<14} calls {:>6} bytes {:>14} predicted {:>12.3} us ({:5.1}%) waited {:>12.3} us",
-                    t[0], t[1], t[2] as f64 / 1e3, share(t[2], total), t[3] as f64 / 1e3
+                    t[0], t[1], micros(t[2]), share(t[2], total), micros(t[3])
                 ));
             }
         }

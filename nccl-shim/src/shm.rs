@@ -12,138 +12,57 @@
 //! is opened through `/proc`: they are `chmod 000`, so only passed descriptors reach them.
 
 use crate::error::{NcclError, Result};
-use rustix::fs::{fchmod, ftruncate, memfd_create, MemfdFlags, Mode};
-use rustix::mm::{mmap, munmap, MapFlags, ProtFlags};
+use fake_cuda_abi::map::Access;
+pub use fake_cuda_abi::map::Mapping;
 use rustix::thread::futex;
 use std::collections::HashMap;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-/// A shared mapping of a memfd.
-pub struct Mapping {
-    ptr: *mut u8,
-    len: usize,
-    _fd: Option<OwnedFd>,
+/// Creates an anonymous memfd of `len` zero bytes named `name`, reached only through passed
+/// descriptors (mode 000), and maps it.
+pub fn create(name: &str, len: usize) -> Result<Mapping> {
+    Mapping::memfd(name, len).map_err(|e| NcclError::system(&format!("memfd {name}"), e))
 }
 
-// SAFETY: the mapping is plain shared memory; concurrent access is coordinated by atomics in it.
-unsafe impl Send for Mapping {}
-// SAFETY: as above.
-unsafe impl Sync for Mapping {}
-
-impl Mapping {
-    /// Creates an anonymous memfd of `len` bytes (zeroed) and maps it.
-    pub fn create(name: &str, len: usize) -> Result<Mapping> {
-        let cname =
-            std::ffi::CString::new(name).map_err(|_| NcclError::internal("memfd name with NUL"))?;
-        let fd = memfd_create(&cname, MemfdFlags::CLOEXEC)
-            .map_err(|e| NcclError::system("memfd_create", e.into()))?;
-        // Mode 000: reached only through passed descriptors.
-        fchmod(&fd, Mode::empty()).map_err(|e| NcclError::system("fchmod", e.into()))?;
-        ftruncate(&fd, len as u64).map_err(|e| NcclError::system("ftruncate", e.into()))?;
-        let ptr = map(&fd, len)?;
-        Ok(Mapping {
-            ptr,
-            len,
-            _fd: Some(fd),
-        })
+/// Maps the memfd offer `key` of process `pid` whole, fetched from it with `secret`, after
+/// checking its length is `len` (when given); `name_prefix` must start the memfd's name.
+pub fn open_peer(
+    pid: u32,
+    key: u32,
+    secret: u64,
+    len: Option<usize>,
+    name_prefix: &str,
+) -> Result<Mapping> {
+    let file = std::fs::File::from(crate::cuda::fd_fetch(pid, key, secret)?);
+    let what = format!("memory descriptor {key} of pid {pid}");
+    // Our own descriptor table names the file (the link of a received descriptor).
+    let target = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        .map_err(|e| NcclError::system(&format!("readlink of {what}"), e))?;
+    let target = target.to_string_lossy();
+    if !target.starts_with(&format!("/memfd:{name_prefix}")) {
+        return Err(NcclError::remote(format!(
+            "{what} is {target}, not a memfd {name_prefix}*"
+        )));
     }
-
-    /// Maps the memfd offer `key` of process `pid` whole, fetched from it with `secret`,
-    /// after checking its length is `len` (when given); `name_prefix` must start the memfd's
-    /// name.
-    pub fn open_peer(
-        pid: u32,
-        key: u32,
-        secret: u64,
-        len: Option<usize>,
-        name_prefix: &str,
-    ) -> Result<Mapping> {
-        let file = std::fs::File::from(crate::cuda::fd_fetch(pid, key, secret)?);
-        let what = format!("memory descriptor {key} of pid {pid}");
-        // Our own descriptor table names the file (the link of a received descriptor).
-        let target = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
-            .map_err(|e| NcclError::system(&format!("readlink of {what}"), e))?;
-        let target = target.to_string_lossy();
-        if !target.starts_with(&format!("/memfd:{name_prefix}")) {
+    let actual = file
+        .metadata()
+        .map_err(|e| NcclError::system(&format!("fstat of {what}"), e))?
+        .len();
+    let len = match len {
+        Some(len) if actual != len as u64 => {
             return Err(NcclError::remote(format!(
-                "{what} is {target}, not a memfd {name_prefix}*"
-            )));
+                "{what}: {actual} bytes, expected {len}"
+            )))
         }
-        let actual = file
-            .metadata()
-            .map_err(|e| NcclError::system(&format!("fstat of {what}"), e))?
-            .len();
-        let len = match len {
-            Some(len) if actual != len as u64 => {
-                return Err(NcclError::remote(format!(
-                    "{what}: {actual} bytes, expected {len}"
-                )))
-            }
-            _ => usize::try_from(actual)
-                .map_err(|_| NcclError::remote(format!("{what}: {actual} bytes")))?,
-        };
-        if len == 0 {
-            return Err(NcclError::remote(format!("{what} is empty")));
-        }
-        let ptr = map(&file, len)?;
-        Ok(Mapping {
-            ptr,
-            len,
-            _fd: None,
-        })
+        _ => usize::try_from(actual)
+            .map_err(|_| NcclError::remote(format!("{what}: {actual} bytes")))?,
+    };
+    if len == 0 {
+        return Err(NcclError::remote(format!("{what} is empty")));
     }
-
-    /// The descriptor of a mapping this process created.
-    pub fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-        use std::os::fd::AsFd;
-        self._fd.as_ref().map(|f| f.as_fd())
-    }
-
-    /// Start of the mapping.
-    pub fn ptr(&self) -> *mut u8 {
-        self.ptr
-    }
-
-    /// Length in bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// The atomic u32 at byte `offset`.
-    pub fn atomic_u32(&self, offset: usize) -> &AtomicU32 {
-        assert!(
-            offset % 4 == 0 && offset + 4 <= self.len,
-            "invariant: atomic inside the mapping"
-        );
-        // SAFETY: aligned, inside the mapping, which lives as long as &self.
-        unsafe { &*(self.ptr.add(offset) as *const AtomicU32) }
-    }
-}
-
-fn map(fd: impl AsFd, len: usize) -> Result<*mut u8> {
-    // SAFETY: a new shared mapping of a descriptor at an address the kernel picks; it overlaps
-    // no existing memory.
-    let p = unsafe {
-        mmap(
-            std::ptr::null_mut(),
-            len,
-            ProtFlags::READ | ProtFlags::WRITE,
-            MapFlags::SHARED | MapFlags::NORESERVE,
-            fd,
-            0,
-        )
-    }
-    .map_err(|e| NcclError::system("mmap", e.into()))?;
-    Ok(p.cast())
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly what `map` mapped; no reference into it outlives `self`.
-        let _ = unsafe { munmap(self.ptr.cast(), self.len) };
-    }
+    Mapping::shared(&file, 0, len, Access::ReadWrite).map_err(|e| NcclError::system("mmap", e))
 }
 
 /// Waits while `word == value`, at most `timeout`, without spinning (futex; works across
@@ -411,7 +330,7 @@ impl PeerArenas {
                     .ok_or_else(outside);
             }
         }
-        let m = Mapping::open_peer(pid, key, secret, None, ARENA_PREFIX)?;
+        let m = open_peer(pid, key, secret, None, ARENA_PREFIX)?;
         // The header names its owner and number: refuse anything else.
         if m.len() < std::mem::size_of::<ArenaHeader>() {
             return Err(NcclError::remote(format!(

@@ -3,14 +3,15 @@
 //! after the work before it, and is recorded, not run, while the stream captures a graph
 //! (running again at every launch of the graph).
 //!
-//! With the simulation on, the operation also takes virtual time: it starts when the last
-//! participant's stream is ready (the ranks exchange their ready times in the operation's own
-//! synchronisation) and lasts NCCL's predicted time for its communicator's plan, so a rank
-//! that reaches a collective late makes the others wait in virtual time. A captured operation
+//! With the simulation on, the operation also takes virtual time by `clock`'s rule: it starts
+//! when the last participant's stream is ready (the ranks exchange their ready times in the
+//! operation's own synchronisation) and lasts NCCL's predicted time for its communicator's
+//! plan, so a rank that reaches a collective late makes the others wait in virtual time. A captured operation
 //! does the same at each replay of its graph: every rank's replay runs the operation's
 //! synchronisation, which carries the ready times, and the wait is added to the stream the
 //! graph was launched on.
 
+use crate::clock::{self, SimDuration, SimTime};
 use crate::comm::Comm;
 use crate::error::{NcclError, Result};
 use crate::ops::{Coll, P2p};
@@ -27,12 +28,12 @@ pub enum Work {
     P2p(Vec<P2p>),
 }
 
-/// An operation's price: its name, NCCL's predicted time (ns), its bytes (the collective's
+/// An operation's price: its name, NCCL's predicted time, its bytes (the collective's
 /// nccl-tests size, or the bytes a send/receive batch sends) and its trace arguments (empty
 /// when not tracing).
 struct Priced {
     name: &'static str,
-    predicted: u64,
+    predicted: SimDuration,
     bytes: u64,
     args: trace::Args,
 }
@@ -61,21 +62,18 @@ impl Task {
             } else {
                 crate::cuda::host_stream().unwrap_or(self.stream)
             };
-            (stream, crate::cuda::stream_clock(stream).unwrap_or(0))
+            (stream, clock::ready(stream))
         } else {
-            (self.stream, 0)
+            (self.stream, SimTime::ZERO)
         };
         let start = match &self.work {
-            Work::Coll(c) => crate::exec::run_collective(&self.comm, c, ready)?,
-            Work::P2p(ops) => crate::exec::run_p2p(&self.comm, ops, ready)?,
+            Work::Coll(c) => crate::exec::run_collective(&self.comm.group, c, ready)?,
+            Work::P2p(ops) => crate::exec::run_p2p(&self.comm.group, ops, ready)?,
         };
         let Some(p) = &self.priced else {
             return Ok(());
         };
-        let waited = start.saturating_sub(ready);
-        if waited > 0 {
-            crate::cuda::advance(stream, waited)?;
-        }
+        let waited = clock::wait(stream, ready, start)?;
         crate::report::op_ran(
             self.comm.magic,
             self.comm.rank,
@@ -86,7 +84,7 @@ impl Task {
         );
         if trace::enabled() {
             let mut args = p.args.clone();
-            args.insert("waited_us".into(), trace::micros(waited).into());
+            args.insert("waited_us".into(), waited.as_micros_f64().into());
             if let Some(step) = crate::cuda::profiler_range() {
                 args.insert("step".into(), step.into());
             }
@@ -165,7 +163,7 @@ fn price(comm: &Comm, work: &Work) -> Option<Priced> {
             };
             Some(Priced {
                 name: c.kind.nccl_name(),
-                predicted: (p.time_us * 1e3).round() as u64,
+                predicted: clock::predicted(p.time_us),
                 bytes: p.bytes,
                 args,
             })
@@ -197,7 +195,7 @@ fn price(comm: &Comm, work: &Work) -> Option<Priced> {
             };
             Some(Priced {
                 name: "SendRecv",
-                predicted: (p.time_us * 1e3).round() as u64,
+                predicted: clock::predicted(p.time_us),
                 bytes: sent,
                 args,
             })
@@ -221,7 +219,9 @@ pub fn enqueue(comm: &Arc<Comm>, stream: u64, work: Work) -> Result<()> {
     });
     let data = Arc::into_raw(task.clone()) as *mut c_void;
     // SAFETY: `data` is a leaked Arc the core releases once with `release_task`.
-    let submitted = unsafe { crate::cuda::enqueue_owned(stream, 0, run_task, data, release_task) };
+    let submitted = unsafe {
+        crate::cuda::enqueue_owned(stream, SimDuration::ZERO, run_task, data, release_task)
+    };
     // A captured task runs only at replays, after this.
     task.submitting.store(false, Ordering::Relaxed);
     submitted?;
@@ -233,11 +233,11 @@ pub fn enqueue(comm: &Arc<Comm>, stream: u64, work: Work) -> Result<()> {
     match (ran, predicted) {
         (Some(Err(e)), _) => Err(e),
         // Ran now, or captured (the graph replays the predicted time after the work).
-        (ran, Some(ns)) => {
-            crate::cuda::advance(stream, ns)?;
+        (ran, Some(predicted)) => {
+            clock::last(stream, predicted)?;
             if ran.is_some() {
                 if let Ok(end) = crate::cuda::stream_clock(stream) {
-                    comm.done_ns.fetch_max(end, Ordering::Relaxed);
+                    comm.done.record(end);
                 }
             }
             Ok(())

@@ -7,6 +7,7 @@
 //! closing bracket and the bracket written again, so the file stays valid JSON whenever the
 //! process stops, `kill -9` included.
 
+use crate::clock::{SimDuration, SimTime};
 use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
 use std::sync::{Mutex, OnceLock};
@@ -75,11 +76,6 @@ pub fn args(v: serde_json::Value) -> Args {
     }
 }
 
-/// Nanoseconds of virtual time as the trace's microseconds.
-pub fn micros(ns: u64) -> f64 {
-    ns as f64 / 1e3
-}
-
 /// `x` rounded to three decimals, the precision the trace and report give.
 pub fn round3(x: f64) -> f64 {
     (x * 1e3).round() / 1e3
@@ -103,8 +99,8 @@ fn event(e: &Event<'_>) {
     }
 }
 
-/// A complete event ("ph":"X") on a stream's timeline, times in nanoseconds of virtual time.
-pub fn span(name: &str, stream: u64, start_ns: u64, dur_ns: u64, args: &Args) {
+/// A complete event ("ph":"X") on a stream's timeline.
+pub fn span(name: &str, stream: u64, start: SimTime, dur: SimDuration, args: &Args) {
     event(&Event {
         name,
         cat: "nccl",
@@ -112,14 +108,14 @@ pub fn span(name: &str, stream: u64, start_ns: u64, dur_ns: u64, args: &Args) {
         s: None,
         pid: std::process::id(),
         tid: stream,
-        ts: micros(start_ns),
-        dur: Some(micros(dur_ns)),
+        ts: start.as_micros_f64(),
+        dur: Some(dur.as_micros_f64()),
         args,
     });
 }
 
 /// An instant event ("ph":"i") with arguments, e.g. a communicator's plan at init.
-pub fn instant(name: &str, ts_ns: u64, args: &Args) {
+pub fn instant(name: &str, ts: SimTime, args: &Args) {
     event(&Event {
         name,
         cat: "nccl",
@@ -127,7 +123,7 @@ pub fn instant(name: &str, ts_ns: u64, args: &Args) {
         s: Some("p"),
         pid: std::process::id(),
         tid: 0,
-        ts: micros(ts_ns),
+        ts: ts.as_micros_f64(),
         dur: None,
         args,
     });

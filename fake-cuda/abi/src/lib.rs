@@ -1,7 +1,9 @@
 //! What crosses the fake CUDA core's C boundary, and nothing with state: the vtable through
 //! which front-ends reach the process's one core (declared once, [`core_api!`]), its C types,
-//! the status codes and error of its entries ([`error`]), and the layout of the arena header
-//! that other processes read ([`shm`]). The core, its loader (`fake-cuda-client`) and
+//! the status codes and error of its entries ([`error`]), the layout of the arena header
+//! that other processes read ([`shm`]), simulated time ([`time`]: [`SimTime`],
+//! [`SimDuration`]) and the owned shared mapping the core and `nccl-shim` both map memory
+//! descriptors with ([`map`]). The core, its loader (`fake-cuda-client`) and
 //! `nccl-shim` all depend on this crate; it depends on none of them.
 //!
 //! `libncclsim_cuda.so` exports [`CORE_SYMBOL`], a function returning a pointer to a
@@ -12,8 +14,12 @@
 //! a front-end which entries a core provides.
 
 pub mod error;
+pub mod map;
 pub mod shm;
 pub mod telemetry;
+pub mod time;
+
+pub use time::{SimDuration, SimTime};
 
 /// The C and borrowed types the entries of [`core_api!`] name, so that a consumer's
 /// `use fake_cuda_abi::*` brings every one of them into scope.

@@ -14,7 +14,8 @@
 use crate::arena::{self, ArenaHeader, ARENA_MAGIC, ARENA_VERSION, HEADER_BYTES, SLOT_COUNT};
 use crate::broker::{self, Grant};
 use crate::error::{CoreError, Result};
-use std::os::fd::AsRawFd;
+use fake_cuda_abi::map::{Access, Mapping};
+use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
 
 /// Size of a CUDA IPC handle.
@@ -236,9 +237,9 @@ impl EventHandle {
     /// of its arena (header and slot agree with every field of the handle).
     pub fn check_foreign(&self) -> Result<()> {
         let fd = broker::fetch(self.owner_pid, self.grant)?;
-        let header = Mapping::new(fd.as_raw_fd(), 0, HEADER_BYTES, libc::PROT_READ)?;
+        let header = map(fd.as_fd(), 0, HEADER_BYTES, Access::Read)?;
         // SAFETY: the header mapping is HEADER_BYTES long and page-aligned.
-        let head = unsafe { &*(header.addr as *const ArenaHeader) };
+        let head = unsafe { &*(header.ptr() as *const ArenaHeader) };
         if head.magic != ARENA_MAGIC
             || head.version != ARENA_VERSION
             || head.owner_pid != self.owner_pid
@@ -251,7 +252,7 @@ impl EventHandle {
             )));
         }
         // SAFETY: slot index checked in decode; the slot lies in the mapped header.
-        let slot = unsafe { &*arena::slot_ptr(header.addr as *const u8, self.slot) };
+        let slot = unsafe { &*arena::slot_ptr(header.ptr(), self.slot) };
         let serial = slot.serial.load(Ordering::SeqCst);
         let (off, event) = (
             slot.offset.load(Ordering::Relaxed),
@@ -281,14 +282,15 @@ pub struct ForeignMapping {
     len: usize,
     /// The size the exporter asked for (at most `len`): where its buffer ends.
     requested: usize,
+    /// The allocation's pages; `None` once replaced by a reservation
+    /// ([`ForeignMapping::retire`]), which then owns the addresses.
+    data: Option<Mapping>,
     /// The owner's arena header, kept mapped to drop the importer count on unmap.
-    header: usize,
+    header: Mapping,
     /// Export slot counted in.
     slot: u32,
     /// Our lease in the owner's header, if one was free (see [`crate::arena`]).
     lease: Option<usize>,
-    /// The data mapping was replaced by a reservation ([`ForeignMapping::retire`]).
-    retired: bool,
 }
 
 impl ForeignMapping {
@@ -297,14 +299,9 @@ impl ForeignMapping {
     /// process as an importer of it.
     pub fn open(h: &MemHandle) -> Result<ForeignMapping> {
         let fd = broker::fetch(h.owner_pid, h.grant)?;
-        let header = Mapping::new(
-            fd.as_raw_fd(),
-            0,
-            HEADER_BYTES,
-            libc::PROT_READ | libc::PROT_WRITE,
-        )?;
+        let header = map(fd.as_fd(), 0, HEADER_BYTES, Access::ReadWrite)?;
         // SAFETY: the header mapping is HEADER_BYTES long and page-aligned.
-        let head = unsafe { &*(header.addr as *const ArenaHeader) };
+        let head = unsafe { &*(header.ptr() as *const ArenaHeader) };
         if head.magic != ARENA_MAGIC
             || head.version != ARENA_VERSION
             || head.owner_pid != h.owner_pid
@@ -324,7 +321,7 @@ impl ForeignMapping {
             )));
         }
         // SAFETY: slot index checked in decode; the slot lies in the mapped header.
-        let slot = unsafe { &*arena::slot_ptr(header.addr as *const u8, h.slot) };
+        let slot = unsafe { &*arena::slot_ptr(header.ptr(), h.slot) };
         // Count in first, then check (see `arena::ExportSlot`): if the owner frees the
         // allocation concurrently, either we see it retracted or it sees us.
         slot.importers.fetch_add(1, Ordering::SeqCst);
@@ -346,11 +343,11 @@ impl ForeignMapping {
                 h.serial, h.owner_pid
             )));
         }
-        let data = match Mapping::new(
-            fd.as_raw_fd(),
+        let data = match map(
+            fd.as_fd(),
             HEADER_BYTES as u64 + h.offset,
             h.size as usize,
-            libc::PROT_READ | libc::PROT_WRITE,
+            Access::ReadWrite,
         ) {
             Ok(d) => d,
             Err(e) => {
@@ -358,19 +355,16 @@ impl ForeignMapping {
                 return Err(e);
             }
         };
-        let lease = take_lease(header.addr as *const u8, h.slot);
-        let m = ForeignMapping {
-            ptr: data.addr,
-            len: data.len,
+        let lease = take_lease(header.ptr(), h.slot);
+        Ok(ForeignMapping {
+            ptr: data.addr(),
+            len: data.len(),
             requested: requested as usize,
-            header: header.addr,
+            data: Some(data),
+            header,
             slot: h.slot,
             lease,
-            retired: false,
-        };
-        std::mem::forget(data);
-        std::mem::forget(header);
-        Ok(m)
+        })
     }
 
     /// Bytes mapped.
@@ -387,7 +381,12 @@ impl ForeignMapping {
     /// [`crate::reserve`]); returns the reserved range.
     pub fn retire(mut self) -> (usize, usize) {
         // SAFETY: our data mapping; `self` is consumed, so nothing refers to it any more.
-        self.retired = unsafe { crate::reserve::reserve_in_place(self.ptr, self.len) };
+        if unsafe { crate::reserve::reserve_in_place(self.ptr, self.len) } {
+            // The reservation now owns the addresses: they must not be unmapped on drop.
+            if let Some(data) = self.data.take() {
+                data.into_raw();
+            }
+        }
         (self.ptr, self.len)
     }
 
@@ -399,17 +398,12 @@ impl ForeignMapping {
 
 impl Drop for ForeignMapping {
     fn drop(&mut self) {
-        if !self.retired {
-            drop(Mapping {
-                addr: self.ptr,
-                len: self.len,
-            });
-        }
+        drop(self.data.take());
         // Give the lease back first: if the owner took it (it believed us dead), it also
         // dropped our count, so we must not drop it again.
         let counted = self.lease.is_none_or(|i| {
             // SAFETY: the header stays mapped until below; `i` < LEASE_COUNT.
-            let lease = unsafe { &*arena::lease_ptr(self.header as *const u8, i) };
+            let lease = unsafe { &*arena::lease_ptr(self.header.ptr(), i) };
             let mine = arena::lease_value(std::process::id(), self.slot);
             lease
                 .compare_exchange(mine, 0, Ordering::SeqCst, Ordering::SeqCst)
@@ -417,13 +411,10 @@ impl Drop for ForeignMapping {
         });
         if counted {
             // SAFETY: the header stays mapped until below; the slot index was checked on open.
-            let slot = unsafe { &*arena::slot_ptr(self.header as *const u8, self.slot) };
+            let slot = unsafe { &*arena::slot_ptr(self.header.ptr(), self.slot) };
             slot.importers.fetch_sub(1, Ordering::SeqCst);
         }
-        drop(Mapping {
-            addr: self.header,
-            len: HEADER_BYTES,
-        });
+        // The header is unmapped after this, with the other fields.
     }
 }
 
@@ -440,46 +431,15 @@ fn take_lease(header: *const u8, slot: u32) -> Option<usize> {
     })
 }
 
-/// An owned `mmap` region, unmapped on drop.
-struct Mapping {
-    addr: usize,
+/// Maps `len` bytes of a peer's arena from `offset`.
+fn map(
+    fd: std::os::fd::BorrowedFd<'_>,
+    offset: u64,
     len: usize,
-}
-
-impl Mapping {
-    fn new(fd: i32, offset: u64, len: usize, prot: i32) -> Result<Mapping> {
-        // SAFETY: mapping a valid descriptor at a page-aligned offset; the kernel picks the
-        // address.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                prot,
-                libc::MAP_SHARED,
-                fd,
-                offset as libc::off_t,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(CoreError::IpcMapFailed(format!(
-                "mmap: {}",
-                std::io::Error::last_os_error()
-            )));
-        }
-        Ok(Mapping {
-            addr: p as usize,
-            len,
-        })
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly what `new` mapped.
-        unsafe {
-            libc::munmap(self.addr as *mut libc::c_void, self.len);
-        }
-    }
+    access: Access,
+) -> Result<Mapping> {
+    Mapping::shared(fd, offset, len, access)
+        .map_err(|e| CoreError::IpcMapFailed(format!("mmap: {e}")))
 }
 
 #[cfg(test)]

@@ -44,6 +44,7 @@ mod streams;
 
 pub use device::{DeviceDesc, PciBusId};
 pub use error::{CoreError, Result, Status};
+pub use fake_cuda_abi::{SimDuration, SimTime};
 
 use abi::CWorkFn;
 use arena::Arena;
@@ -472,8 +473,8 @@ impl Core {
     /// The calling thread's virtual host clock: ns of virtual time since the core started that
     /// the host has waited for (synchronisations on any thread), or that this thread polled
     /// for under the virtual clock, whichever is later. Lock-free.
-    pub fn host_clock_ns(&self) -> u64 {
-        self.host_ns.load(Ordering::Acquire).max(self.polled_ns())
+    pub fn host_clock(&self) -> SimTime {
+        SimTime::from_nanos(self.host_ns.load(Ordering::Acquire).max(self.polled_ns()))
     }
 
     /// What the calling thread polled for on this core (0 if nothing).
@@ -503,11 +504,11 @@ impl Core {
             .fetch_max(st.timeline.host_clock(), Ordering::AcqRel);
     }
 
-    /// The host waited until virtual time `clock_ns` (a blocking call of another library that
+    /// The host waited until virtual time `t` (a blocking call of another library that
     /// waits for work it enqueued, such as `ncclCommFinalize`).
-    pub fn host_wait_until(&self, clock_ns: u64) {
+    pub fn host_wait_until(&self, t: SimTime) {
         let mut st = self.lock();
-        self.host_wait(&mut st, clock_ns);
+        self.host_wait(&mut st, t.as_nanos());
     }
 
     /// Under the virtual clock, the answer of a query of work completing at virtual time
@@ -515,7 +516,7 @@ impl Core {
     /// and the thread's clock moves to `done_ns` (a thread that keeps polling sees it
     /// complete then).
     fn poll_virtual(&self, done_ns: u64) -> Result<()> {
-        if self.host_clock_ns() >= done_ns {
+        if self.host_clock().as_nanos() >= done_ns {
             return Ok(());
         }
         POLLED.set((self.id, done_ns));

@@ -28,11 +28,11 @@ impl Core {
         Ok(info)
     }
 
-    /// Virtual time at which a stream's enqueued work completes (ns since the core started).
-    pub fn stream_clock(&self, stream: u64) -> Result<u64> {
+    /// Virtual time at which a stream's enqueued work completes.
+    pub fn stream_clock(&self, stream: u64) -> Result<SimTime> {
         let mut st = self.lock();
         let key = self.resolve(&mut st, stream)?;
-        Ok(st.timeline.stream_clock(key))
+        Ok(SimTime::from_nanos(st.timeline.stream_clock(key)))
     }
 
     /// Enqueues work of a given virtual duration (the NCCL shim's entry point): `work` runs

@@ -203,13 +203,13 @@ fn virtual_clock_queries_move_the_host_clock_to_completion() {
     core.event_record(e, s).unwrap();
     core.enqueue(s, 20_000_000, Box::new(|| {})).unwrap();
     // Nothing waited yet: the host is at 0, the work ends at 50 ms and 70 ms.
-    assert_eq!(core.host_clock_ns(), 0);
+    assert_eq!(core.host_clock().as_nanos(), 0);
     let t = Instant::now();
     assert_eq!(core.event_query(e).unwrap_err(), CoreError::NotReady);
-    assert_eq!(core.host_clock_ns(), 50_000_000);
+    assert_eq!(core.host_clock().as_nanos(), 50_000_000);
     core.event_query(e).unwrap();
     assert_eq!(core.stream_query(s).unwrap_err(), CoreError::NotReady);
-    assert_eq!(core.host_clock_ns(), 70_000_000);
+    assert_eq!(core.host_clock().as_nanos(), 70_000_000);
     core.stream_query(s).unwrap();
     // No pacing: answering took no wall time to speak of.
     assert!(t.elapsed() < Duration::from_millis(50));
@@ -217,7 +217,7 @@ fn virtual_clock_queries_move_the_host_clock_to_completion() {
     // polling: a stream of its own starts at 0.
     std::thread::scope(|scope| {
         scope.spawn(|| {
-            assert_eq!(core.host_clock_ns(), 0);
+            assert_eq!(core.host_clock().as_nanos(), 0);
             let other = core
                 .stream_create(timeline::STREAM_NON_BLOCKING, 0)
                 .unwrap();
@@ -234,7 +234,7 @@ fn virtual_clock_queries_move_the_host_clock_to_completion() {
     assert_eq!(start, 70_000_000);
     core.enqueue(s, 1_000, Box::new(|| {})).unwrap();
     core.stream_synchronize(s).unwrap();
-    assert_eq!(core.host_clock_ns(), 70_001_000);
+    assert_eq!(core.host_clock().as_nanos(), 70_001_000);
 }
 
 #[test]
@@ -426,7 +426,7 @@ fn kernel_time_table_prices_named_launches_raw_kernels_and_graph_replays() {
         unit: compute_model::Unit::Vector(compute_model::Precision::F32),
         gemm: None,
     };
-    let t0 = core.stream_clock(s).unwrap();
+    let t0 = core.stream_clock(s).unwrap().as_nanos();
     let (a, b) = core.launch_priced(s, &cost, "aten::mm").unwrap();
     assert_eq!((a, b), (t0, t0 + 4000));
     let (_, c) = core.launch_priced(s, &cost, "aten::mm").unwrap();
@@ -445,10 +445,10 @@ fn kernel_time_table_prices_named_launches_raw_kernels_and_graph_replays() {
     core.register_function(0x42, "_Z4stepPf");
     core.register_function(0x43, "_Z5otherv");
     core.launch_kernel(0x42, s).unwrap();
-    assert_eq!(core.stream_clock(s).unwrap(), f + 900);
+    assert_eq!(core.stream_clock(s).unwrap().as_nanos(), f + 900);
     core.launch_kernel(0x43, s).unwrap();
     assert_eq!(
-        core.stream_clock(s).unwrap(),
+        core.stream_clock(s).unwrap().as_nanos(),
         f + 900,
         "unlisted kernels take no time"
     );
@@ -458,7 +458,7 @@ fn kernel_time_table_prices_named_launches_raw_kernels_and_graph_replays() {
     let exec = core.graph_instantiate(g).unwrap();
     core.graph_launch(exec, s).unwrap();
     core.graph_launch(exec, s).unwrap();
-    assert_eq!(core.stream_clock(s).unwrap(), f + 3 * 900);
+    assert_eq!(core.stream_clock(s).unwrap().as_nanos(), f + 3 * 900);
     // Another device counts its own launches.
     core.set_device(1).unwrap();
     let s1 = core.stream_create(0, 0).unwrap();

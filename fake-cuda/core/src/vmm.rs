@@ -86,9 +86,11 @@ struct Physical {
     bound: Vec<multicast::Overlay>,
 }
 
-/// A mapping inside a reservation.
+/// What `cuMemMap` placed inside a reservation. Its pages are not owned like a
+/// `fake_cuda_abi::map::Mapping`: they replace part of the reservation (`MAP_FIXED`) and go
+/// back to it on `cuMemUnmap` (`reserve::reserve_in_place`), never to the kernel alone.
 #[derive(Debug)]
-struct Mapping {
+struct MemMapRecord {
     size: usize,
     handle: u64,
     /// Offset in the allocation of the mapping's first byte.
@@ -98,7 +100,7 @@ struct Mapping {
     access: BTreeMap<usize, u32>,
 }
 
-impl Mapping {
+impl MemMapRecord {
     /// The strongest access any device has.
     fn prot(&self) -> u32 {
         self.access.values().fold(0, |a, &f| a | f)
@@ -109,7 +111,7 @@ impl Mapping {
 struct Reservation {
     size: usize,
     /// Start -> mapping.
-    mappings: BTreeMap<usize, Mapping>,
+    mappings: BTreeMap<usize, MemMapRecord>,
 }
 
 /// What a pointer into mapped memory reaches.
@@ -245,7 +247,7 @@ impl Vmm {
         Ok(starts)
     }
 
-    fn mapping_mut(&mut self, start: usize) -> &mut Mapping {
+    fn mapping_mut(&mut self, start: usize) -> &mut MemMapRecord {
         let (_, r) = self
             .reservations
             .range_mut(..=start)
@@ -257,7 +259,7 @@ impl Vmm {
     }
 
     /// The mapping containing `ptr` (whatever its access).
-    fn mapping_at(&self, ptr: usize) -> Option<(usize, &Reservation, usize, &Mapping)> {
+    fn mapping_at(&self, ptr: usize) -> Option<(usize, &Reservation, usize, &MemMapRecord)> {
         let (&rs, r) = self.reservations.range(..=ptr).next_back()?;
         if ptr >= rs + r.size {
             return None;
@@ -309,7 +311,7 @@ impl Vmm {
         if m.prot() == 0 {
             return None;
         }
-        let same = |x: &Mapping| x.device == m.device && x.prot() != 0;
+        let same = |x: &MemMapRecord| x.device == m.device && x.prot() != 0;
         let mut start = ms;
         for (&s, x) in r.mappings.range(..ms).rev() {
             if s + x.size != start || !same(x) {
@@ -636,7 +638,7 @@ impl Core {
             .mappings
             .insert(
                 ptr,
-                Mapping {
+                MemMapRecord {
                     size,
                     handle,
                     offset,

@@ -6,7 +6,7 @@
 use crate::{core, write_report_now, PROFILER, SECTIONS};
 use fake_cuda_abi::{
     CArenaLocation, CBufferExtent, CDeviceInfo, CDeviceTopology, CHandle, CMemHandleInfo, CNvLink,
-    CPointerInfo, CStreamInfo, CWorkFn, MAX_NVLINKS, MAX_PCI_ANCESTORS, PROFILER_START,
+    CPointerInfo, CStreamInfo, CWorkFn, SimTime, MAX_NVLINKS, MAX_PCI_ANCESTORS, PROFILER_START,
     PROFILER_STOP,
 };
 use fake_cuda_core::device::{common_ancestor, NvLinkPeer};
@@ -133,7 +133,7 @@ pub(crate) fn price_launch(
 }
 
 pub(crate) fn host_wait(clock_ns: u64) -> Result<()> {
-    core()?.host_wait_until(clock_ns);
+    core()?.host_wait_until(SimTime::from_nanos(clock_ns));
     Ok(())
 }
 
@@ -293,7 +293,7 @@ pub(crate) fn stream_wait_event(stream: u64, event: u64) -> Result<()> {
 }
 
 pub(crate) fn stream_clock(stream: u64) -> Result<u64> {
-    core()?.stream_clock(stream)
+    core()?.stream_clock(stream).map(SimTime::as_nanos)
 }
 
 /// # Safety

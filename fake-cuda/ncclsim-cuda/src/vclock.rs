@@ -6,7 +6,7 @@
 //! virtual clock: the job's epoch (`NCCLSIM_CLOCK_EPOCH`, the launcher's real `CLOCK_REALTIME`
 //! and `CLOCK_MONOTONIC` when it started the job, so every rank agrees) plus the virtual time
 //! the calling thread has waited for on this process's core (synchronisations of any thread,
-//! queries of its own: [`fake_cuda_core::Core::host_clock_ns`]).
+//! queries of its own: [`fake_cuda_core::Core::host_clock`]).
 //! Host work between calls takes no virtual time: the clock moves only when the host waits for
 //! device work (synchronisations, queries that find work incomplete).
 //!
@@ -135,7 +135,7 @@ fn host_ns() -> i128 {
     crate::CORE
         .get()
         .and_then(|c| c.as_ref().ok())
-        .map_or(0, |c| c.host_clock_ns() as i128)
+        .map_or(0, |c| c.host_clock().as_nanos() as i128)
 }
 
 /// What the program reads from clock `clk`, called from `caller`: `None` when the real clock

@@ -3,8 +3,9 @@
 //! TCP (`net`).
 
 use super::{barrier, copy, reduce_range, Arith, Desc};
-use crate::comm::Comm;
+use crate::clock::{Meeting, SimTime};
 use crate::error::Result;
+use crate::host::HostGroup;
 use crate::ops::Coll;
 use crate::shm::Waiter;
 use crate::types::{Collective, Reduction};
@@ -34,20 +35,20 @@ pub(super) type Received = (Vec<crate::net::Incoming>, Vec<Vec<u64>>);
 /// `mine`'s sequence number, scalar and ready time, and receives the part of each remote
 /// rank's input its own output needs.
 pub(super) fn exchange_remote(
-    comm: &Comm,
+    host: &HostGroup,
     coll: &Coll,
     mine: &Desc,
     send: usize,
     waiter: &Waiter,
 ) -> Result<Received> {
-    let me = comm.rank;
+    let me = host.rank;
     let bytes = coll.count * coll.dtype.size();
     let call = crate::net::Call::of(coll);
     let mut outgoing = Vec::new();
     let mut incoming = Vec::new();
     let mut staging: Vec<Vec<u64>> = Vec::new();
-    for q in 0..comm.nranks {
-        if !comm.links.is_remote(q) {
+    for q in 0..host.nranks {
+        if !host.links.is_remote(q) {
             continue;
         }
         let (off, len) = needed(coll, bytes, me, q).unwrap_or((0, 0));
@@ -71,30 +72,33 @@ pub(super) fn exchange_remote(
         ));
         staging.push(buf);
     }
-    crate::net::exchange(&comm.links, &outgoing, &mut incoming, waiter)?;
+    crate::net::exchange(&host.links, &outgoing, &mut incoming, waiter)?;
     Ok((incoming, staging))
 }
 
 /// A communicator spanning hosts: each rank computes its own output from the parts of every
 /// input it needs (same-host inputs in place, remote ones received into staging), into a
 /// private buffer; after every local rank has read its inputs (barrier) the result is copied
-/// to the output, so in-place operations never overwrite an input a peer still reads.
+/// to the output, so in-place operations never overwrite an input a peer still reads. The
+/// remote ranks' ready times (each message carries its sender's) join `meeting`, the local
+/// ranks' meeting, which is returned.
 pub(super) fn work_across_hosts(
-    comm: &Comm,
+    host: &HostGroup,
     coll: &Coll,
     local: &[Desc],
     waiter: &Waiter,
-) -> Result<u64> {
-    let n = comm.nranks;
-    let me = comm.rank;
+    meeting: Meeting,
+) -> Result<Meeting> {
+    let n = host.nranks;
+    let me = host.rank;
     let bytes = coll.count * coll.dtype.size();
-    let mine = &local[comm.local.index];
-    let (incoming, _staging) = exchange_remote(comm, coll, mine, coll.send, waiter)?;
+    let mine = &local[host.index];
+    let (incoming, _staging) = exchange_remote(host, coll, mine, coll.send, waiter)?;
     // The part of every rank's input this rank needs, and each rank's scalar.
     let mut parts = vec![0usize; n];
     let mut scalars = vec![0u64; n];
-    for (li, &q) in comm.local.ranks.iter().enumerate() {
-        let src = local[li].send.resolve(comm, q)?;
+    for (li, &q) in host.ranks.iter().enumerate() {
+        let src = local[li].send.resolve(host, q)?;
         scalars[q] = local[li].scalar;
         if let Some((off, _)) = needed(coll, bytes, q, me) {
             parts[q] = src + off;
@@ -113,12 +117,12 @@ pub(super) fn work_across_hosts(
     // each at least the length `needed` gives; no rank writes a send buffer before the closing
     // barrier. `out` is this rank's private `result`, sized for its output.
     unsafe { own_output(coll, me, &parts, &scalars, out) };
-    barrier(comm, waiter)?;
+    barrier(host, waiter)?;
     // SAFETY: `result` holds `out_len` bytes; `coll.recv` is this rank's receive buffer, of
     // its extent (checked at enqueue), which only this rank writes, now that every local
     // rank has read the inputs it may alias (barrier above).
     unsafe { copy(out, coll.recv, out_len) };
-    Ok(incoming.iter().map(|m| m.ready).max().unwrap_or(0))
+    Ok(meeting.join_all(incoming.iter().map(|m| m.ready)))
 }
 
 /// Computes rank `me`'s output of `coll` at `out` from `parts[q]`, where the part of rank q's
@@ -176,15 +180,15 @@ pub(super) unsafe fn own_output(
 /// Tells every remote rank that this rank's operation #`seq` failed before its work (its host's
 /// ranks disagree): an empty message with this rank's call each way, so remote ranks see the
 /// disagreement too instead of waiting, and the connections stay in step.
-pub(super) fn refuse_across_hosts(comm: &Comm, coll: &Coll, seq: u64, waiter: &Waiter) {
+pub(super) fn refuse_across_hosts(host: &HostGroup, coll: &Coll, seq: u64, waiter: &Waiter) {
     let mine = crate::net::Call::of(coll);
-    let remote = (0..comm.nranks).filter(|&q| comm.links.is_remote(q));
+    let remote = (0..host.nranks).filter(|&q| host.links.is_remote(q));
     let outgoing: Vec<_> = remote
         .clone()
         .map(|q| crate::net::Outgoing {
             peer: q,
             seq,
-            ready: 0,
+            ready: SimTime::ZERO,
             scalar: 0,
             src: 0,
             len: 0,
@@ -195,5 +199,5 @@ pub(super) fn refuse_across_hosts(comm: &Comm, coll: &Coll, seq: u64, waiter: &W
         .map(|q| crate::net::Incoming::new(q, seq, 0, 0, mine))
         .collect();
     // The operation fails with the local disagreement whatever the peers sent.
-    let _ = crate::net::exchange(&comm.links, &outgoing, &mut incoming, waiter);
+    let _ = crate::net::exchange(&host.links, &outgoing, &mut incoming, waiter);
 }

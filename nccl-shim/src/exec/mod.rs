@@ -20,8 +20,9 @@
 //! receives in one progress loop and sleeps on its futex doorbell when nothing can move, so
 //! grouped send/receive patterns never deadlock and waiting costs no CPU.
 
-use crate::comm::Comm;
+use crate::clock::{Meeting, SimTime};
 use crate::error::{NcclError, Result};
+use crate::host::HostGroup;
 use crate::ops::{Coll, DEVICE_SCALAR_TAG};
 use crate::shm::{futex_wake, Mapping, Waiter};
 use crate::types::{Collective, RedOp, Reduction};
@@ -138,7 +139,7 @@ impl BufRef {
         r
     }
 
-    fn resolve(&self, comm: &Comm, rank: usize) -> Result<usize> {
+    fn resolve(&self, host: &HostGroup, rank: usize) -> Result<usize> {
         if self.addr == 0 {
             return Ok(0);
         }
@@ -151,7 +152,7 @@ impl BufRef {
                 self.addr, self.pid
             )));
         }
-        comm.peers
+        host.peers
             .lock()
             .map_err(|_| NcclError::internal("peer map lock poisoned"))?
             .address(self.pid, self.arena, (self.key, self.secret), self.offset)
@@ -174,24 +175,43 @@ pub(super) struct Desc {
     rank: u32,
     _pad: u32,
     /// Virtual time at which this rank's stream reached the operation.
-    ready: u64,
+    ready: SimTime,
 }
 const _: () = assert!(std::mem::size_of::<Desc>() <= DESC);
 
-pub(super) fn seg(comm: &Comm) -> &Mapping {
-    &comm.local.segment
+impl Desc {
+    /// Rank `rank`'s description of its collective #`seq`, `coll`, reached at `ready`; its
+    /// buffers are not named (a rank whose peers read them sets `send` and `recv`).
+    fn call(seq: u64, coll: &Coll, rank: usize, ready: SimTime) -> Desc {
+        Desc {
+            seq,
+            kind: coll.kind as i32,
+            dtype: coll.dtype as u32,
+            op: coll.op,
+            root: coll.root as u32,
+            count: coll.count as u64,
+            scalar: own_scalar(coll),
+            rank: rank as u32,
+            ready,
+            ..Desc::default()
+        }
+    }
 }
 
-pub(super) fn barrier(comm: &Comm, waiter: &Waiter) -> Result<()> {
-    let g = seg(comm).atomic_u32(OFF_BAR_GEN).load(Ordering::Acquire);
-    barrier_at(comm, g, waiter)
+pub(super) fn seg(host: &HostGroup) -> &Mapping {
+    &host.segment
+}
+
+pub(super) fn barrier(host: &HostGroup, waiter: &Waiter) -> Result<()> {
+    let g = seg(host).atomic_u32(OFF_BAR_GEN).load(Ordering::Acquire);
+    barrier_at(host, g, waiter)
 }
 
 /// The barrier of generation `g` (the generation when this rank arrives: it cannot change
 /// before every local rank, this one included, has arrived).
-fn barrier_at(comm: &Comm, g: u32, waiter: &Waiter) -> Result<()> {
-    let m = seg(comm);
-    let n = comm.local.ranks.len() as u32;
+fn barrier_at(host: &HostGroup, g: u32, waiter: &Waiter) -> Result<()> {
+    let m = seg(host);
+    let n = host.ranks.len() as u32;
     let count = m.atomic_u32(OFF_BAR_COUNT);
     let gen = m.atomic_u32(OFF_BAR_GEN);
     let sleepers = m.atomic_u32(OFF_BAR_SLEEPERS);
@@ -216,32 +236,32 @@ fn barrier_at(comm: &Comm, g: u32, waiter: &Waiter) -> Result<()> {
 /// Block sets alternate with the barrier generation: the set written here was last written
 /// for the barrier two generations back and read before the barrier one generation back,
 /// which every rank had to reach before this one could get here.
-fn arrive(comm: &Comm, desc: &Desc, inline: &[u8], waiter: &Waiter) -> Result<usize> {
-    let m = seg(comm);
-    let n = comm.local.ranks.len();
+fn arrive(host: &HostGroup, desc: &Desc, inline: &[u8], waiter: &Waiter) -> Result<usize> {
+    let m = seg(host);
+    let n = host.ranks.len();
     let g = m.atomic_u32(OFF_BAR_GEN).load(Ordering::Acquire);
     let set = (g & 1) as usize;
     assert!(
         inline.len() <= small::INLINE,
         "invariant: inline input fits its block"
     );
-    let at = block_off(n, set, comm.local.index);
+    let at = block_off(n, set, host.index);
     // SAFETY: this rank's block lies in the segment and no rank reads it until the barrier
     // (see above); the inline copy fits after the descriptor (asserted).
     unsafe {
         m.ptr().add(at).cast::<Desc>().write_volatile(*desc);
         std::ptr::copy_nonoverlapping(inline.as_ptr(), m.ptr().add(at + DESC), inline.len());
     }
-    barrier_at(comm, g, waiter)?;
+    barrier_at(host, g, waiter)?;
     Ok(set)
 }
 
 /// Local rank `i`'s descriptor in block set `set` (written before the barrier `arrive` met).
-fn desc_at(comm: &Comm, set: usize, i: usize) -> Desc {
-    let off = block_off(comm.local.ranks.len(), set, i);
+fn desc_at(host: &HostGroup, set: usize, i: usize) -> Desc {
+    let off = block_off(host.ranks.len(), set, i);
     // SAFETY: the block lies in the segment; it was written before the barrier this rank
     // passed and is not written again until this rank's next barrier (see `arrive`).
-    unsafe { seg(comm).ptr().add(off).cast::<Desc>().read_volatile() }
+    unsafe { seg(host).ptr().add(off).cast::<Desc>().read_volatile() }
 }
 
 /// The scalar this rank applies to its own input (PreMulSum / ncclAvg), as element bits.
@@ -270,39 +290,39 @@ fn part(count: usize, n: usize, i: usize) -> std::ops::Range<usize> {
 }
 
 /// Runs one collective as this rank, whose stream reached it at virtual time `ready`; returns
-/// when it starts in virtual time (the latest participant's ready time).
-pub fn run_collective(comm: &Comm, user: &Coll, ready: u64) -> Result<u64> {
-    let result = if small::eligible(comm, user) {
-        small::run(comm, user, ready)
+/// when it starts in virtual time (the latest participant's ready time, `clock::Meeting`).
+pub fn run_collective(host: &HostGroup, user: &Coll, ready: SimTime) -> Result<SimTime> {
+    let result = if small::eligible(host, user) {
+        small::run(host, user, ready)
     } else {
-        run_general(comm, user, ready)
+        run_general(host, user, ready)
     };
     #[cfg(any(feature = "fault-injection", debug_assertions))]
     if result.is_ok() {
-        perturb_for_tests(comm, user);
+        perturb_for_tests(host, user);
     }
     result
 }
 
 /// A collective of any size: buffers used in place by every rank of the host, two barriers.
-fn run_general(comm: &Comm, user: &Coll, ready: u64) -> Result<u64> {
+fn run_general(host: &HostGroup, user: &Coll, ready: SimTime) -> Result<SimTime> {
     // Buffers peers on this host cannot map take part through arena copies.
     let es = user.dtype.size();
     let (se, re) = user
         .kind
-        .extents(user.count, comm.nranks, comm.rank, user.root);
+        .extents(user.count, host.nranks, host.rank, user.root);
     let (send, recv) = staging::stage_pair(
-        comm.cuda_dev,
+        host.cuda_dev,
         (user.send, se * es),
         (user.recv, re * es),
-        shares_host_with_processes(comm),
+        host.shares_with_processes,
     )?;
     let coll = &Coll {
         send: send.addr(),
         recv: recv.as_ref().map_or(send.addr(), staging::Staged::addr),
         ..*user
     };
-    let result = run_staged(comm, coll, ready);
+    let result = run_staged(host, coll, ready);
     let ok = result.is_ok();
     match recv {
         Some(r) => {
@@ -314,56 +334,37 @@ fn run_general(comm: &Comm, user: &Coll, ready: u64) -> Result<u64> {
     result
 }
 
-/// Whether a rank of another process of this host takes part (then buffers must be in an
-/// arena, see `staging`).
-fn shares_host_with_processes(comm: &Comm) -> bool {
-    let me = std::process::id();
-    comm.local
-        .ranks
-        .iter()
-        .any(|&r| comm.members.get(r).is_some_and(|m| m.pid != me))
-}
-
-fn run_staged(comm: &Comm, coll: &Coll, ready: u64) -> Result<u64> {
-    let n = comm.local.ranks.len();
-    let me = comm.rank;
-    let seq = comm.op_seq.fetch_add(1, Ordering::Relaxed) + 1;
-    let waiter = comm.waiter(crate::shm::WaitFor::Call {
+fn run_staged(host: &HostGroup, coll: &Coll, ready: SimTime) -> Result<SimTime> {
+    let n = host.ranks.len();
+    let me = host.rank;
+    let seq = host.op_seq.fetch_add(1, Ordering::Relaxed) + 1;
+    let waiter = host.waiter(crate::shm::WaitFor::Call {
         name: coll.kind.nccl_name(),
         seq,
     });
     let desc = Desc {
-        seq,
-        kind: coll.kind as i32,
-        dtype: coll.dtype as u32,
-        op: coll.op,
-        root: coll.root as u32,
-        count: coll.count as u64,
-        scalar: own_scalar(coll),
         send: BufRef::of(coll.send),
         recv: BufRef::of(coll.recv),
-        rank: me as u32,
-        _pad: 0,
-        ready,
+        ..Desc::call(seq, coll, me, ready)
     };
-    let set = arrive(comm, &desc, &[], &waiter)?;
-    let descs: Vec<Desc> = (0..n).map(|i| desc_at(comm, set, i)).collect();
-    let local_start = descs.iter().map(|d| d.ready).max().unwrap_or(ready);
+    let set = arrive(host, &desc, &[], &waiter)?;
+    let descs: Vec<Desc> = (0..n).map(|i| desc_at(host, set, i)).collect();
+    let local = Meeting::new(ready).join_all(descs.iter().map(|d| d.ready));
     // Everyone saw the same descriptors, so a disagreement fails every rank alike, before any
     // work and without the closing barrier; work errors (a peer buffer that cannot be mapped)
     // still need the closing barrier.
     if let Err(e) = agree(&descs, &desc) {
-        if comm.local.ranks.len() != comm.nranks {
-            hosts::refuse_across_hosts(comm, coll, seq, &waiter);
+        if !host.is_whole() {
+            hosts::refuse_across_hosts(host, coll, seq, &waiter);
         }
         return Err(e);
     }
-    let result = if comm.local.ranks.len() == comm.nranks {
-        work(comm, coll, &descs).map(|()| local_start)
+    let result = if host.is_whole() {
+        work(host, coll, &descs).map(|()| local.start())
     } else {
-        work_across_hosts(comm, coll, &descs, &waiter).map(|remote| local_start.max(remote))
+        work_across_hosts(host, coll, &descs, &waiter, local).map(Meeting::start)
     };
-    barrier(comm, &waiter)?;
+    barrier(host, &waiter)?;
     result
 }
 
@@ -373,7 +374,7 @@ fn run_staged(comm: &Comm, coll: &Coll, ready: u64) -> Result<u64> {
 /// End-to-end suites use it to prove their checks check. Ranks without a result (Reduce and
 /// Gather off the root) and empty calls are left alone.
 #[cfg(any(feature = "fault-injection", debug_assertions))]
-fn perturb_for_tests(comm: &Comm, coll: &Coll) {
+fn perturb_for_tests(host: &HostGroup, coll: &Coll) {
     static RANK: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     let target = *RANK.get_or_init(|| {
         let v = std::env::var("NCCLSIM_TEST_PERTURB").ok()?;
@@ -385,7 +386,7 @@ fn perturb_for_tests(comm: &Comm, coll: &Coll) {
     });
     // `recv` is 0 where the call has no result on this rank (Reduce and Gather off the root,
     // empty calls).
-    if target != Some(comm.rank) || coll.recv == 0 {
+    if target != Some(host.rank) || coll.recv == 0 {
         return;
     }
     let first = coll.recv as *mut u8;
@@ -417,9 +418,9 @@ fn agree(descs: &[Desc], mine: &Desc) -> Result<()> {
     Ok(())
 }
 
-fn work(comm: &Comm, coll: &Coll, descs: &[Desc]) -> Result<()> {
-    let n = comm.nranks;
-    let me = comm.rank;
+fn work(host: &HostGroup, coll: &Coll, descs: &[Desc]) -> Result<()> {
+    let n = host.nranks;
+    let me = host.rank;
     let esz = coll.dtype.size();
     let count = coll.count;
     let bytes = count * esz;
@@ -427,12 +428,12 @@ fn work(comm: &Comm, coll: &Coll, descs: &[Desc]) -> Result<()> {
     let sends = descs
         .iter()
         .enumerate()
-        .map(|(r, d)| d.send.resolve(comm, r))
+        .map(|(r, d)| d.send.resolve(host, r))
         .collect::<Result<Vec<_>>>()?;
     let recvs = descs
         .iter()
         .enumerate()
-        .map(|(r, d)| d.recv.resolve(comm, r))
+        .map(|(r, d)| d.recv.resolve(host, r))
         .collect::<Result<Vec<_>>>()?;
     let scalars: Vec<u64> = descs.iter().map(|d| d.scalar).collect();
     let scalars: &[u64] = if matches!(coll.red, Reduction::PreMulSum { .. }) {

@@ -3,8 +3,9 @@
 //! progress loop per group, sleeping on the rank's futex doorbell when nothing can move.
 
 use super::{bell_off, copy, entry_off, seg, BufRef, RING};
-use crate::comm::Comm;
+use crate::clock::{Meeting, SimTime};
 use crate::error::{NcclError, Result};
+use crate::host::HostGroup;
 use crate::ops::P2p;
 use crate::shm::{futex_wake, Mapping};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -30,20 +31,20 @@ fn ring_bell(m: &Mapping, n: usize, i: usize) {
 /// batch starts in virtual time: the latest ready time among this rank and its peers (each
 /// message carries its sender's ready time, each acknowledgement its receiver's; a remote
 /// receiver's is not sent back).
-pub fn run_p2p(comm: &Comm, ops: &[P2p], ready: u64) -> Result<u64> {
+pub fn run_p2p(host: &HostGroup, ops: &[P2p], ready: SimTime) -> Result<SimTime> {
     let (remote, ops): (Vec<P2p>, Vec<P2p>) =
-        ops.iter().partition(|o| comm.links.is_remote(o.peer));
-    let mut start = ready;
+        ops.iter().partition(|o| host.links.is_remote(o.peer));
+    let mut meeting = Meeting::new(ready);
     if !remote.is_empty() {
-        start = start.max(run_remote_p2p(comm, &remote, ready)?);
+        meeting = run_remote_p2p(host, &remote, ready)?;
     }
     // Sends from buffers peers on this host cannot map go out from arena copies (receivers
     // copy straight into their own buffers).
-    let shared = super::shares_host_with_processes(comm);
+    let shared = host.shares_with_processes;
     let mut staged = Vec::new();
     let mut ops = ops;
     for op in ops.iter_mut().filter(|o| o.send) {
-        match super::staging::stage(comm.cuda_dev, op.buf, op.bytes, true, shared) {
+        match super::staging::stage(host.cuda_dev, op.buf, op.bytes, true, shared) {
             Ok(s) => {
                 op.buf = s.addr();
                 staged.push(s);
@@ -54,24 +55,28 @@ pub fn run_p2p(comm: &Comm, ops: &[P2p], ready: u64) -> Result<u64> {
             }
         }
     }
-    let result = run_local_p2p(comm, &ops, ready).map(|s| s.max(start));
+    let result = run_local_p2p(host, &ops, ready, meeting).map(Meeting::start);
     staged.into_iter().for_each(|s| s.release(false));
     result
 }
 
-fn run_local_p2p(comm: &Comm, ops: &[P2p], ready: u64) -> Result<u64> {
-    let mut start = ready;
-    let m = seg(comm);
-    let n = comm.local.ranks.len();
-    let me = comm.local.index;
+/// The local sends and receives of [`run_p2p`]; the ready times they carry join `meeting`.
+fn run_local_p2p(
+    host: &HostGroup,
+    ops: &[P2p],
+    ready: SimTime,
+    mut meeting: Meeting,
+) -> Result<Meeting> {
+    let m = seg(host);
+    let n = host.ranks.len();
+    let me = host.index;
     let local_of = |rank: usize| {
-        comm.local
-            .ranks
+        host.ranks
             .iter()
             .position(|&r| r == rank)
             .expect("invariant: one host")
     };
-    let mut counts = comm
+    let mut counts = host
         .p2p_counts
         .lock()
         .map_err(|_| NcclError::internal("p2p lock poisoned"))?;
@@ -96,7 +101,7 @@ fn run_local_p2p(comm: &Comm, ops: &[P2p], ready: u64) -> Result<u64> {
     }
     drop(counts);
     let bell = m.atomic_u32(bell_off(n, me));
-    let waiter = comm.waiter("send/receive peers");
+    let waiter = host.waiter("send/receive peers");
     let mut error: Option<NcclError> = None;
     // A sender may only use slot k after the receiver freed its use of slot k - RING, which
     // the in-order processing per peer guarantees: wait until the slot is EMPTY.
@@ -113,7 +118,7 @@ fn run_local_p2p(comm: &Comm, ops: &[P2p], ready: u64) -> Result<u64> {
                         unsafe {
                             raw.add(8).cast::<u64>().write_volatile(op.bytes as u64);
                             raw.add(16).cast::<BufRef>().write_volatile(r);
-                            raw.add(READY).cast::<u64>().write_volatile(ready);
+                            raw.add(READY).cast::<SimTime>().write_volatile(ready);
                         }
                         state.store(POSTED, Ordering::Release);
                         ring_bell(m, n, *p);
@@ -126,8 +131,8 @@ fn run_local_p2p(comm: &Comm, ops: &[P2p], ready: u64) -> Result<u64> {
                     match state.load(Ordering::Acquire) {
                         DONE => {
                             // SAFETY: the receiver wrote its ready time before publishing DONE.
-                            start =
-                                start.max(unsafe { raw.add(READY).cast::<u64>().read_volatile() });
+                            meeting
+                                .join(unsafe { raw.add(READY).cast::<SimTime>().read_volatile() });
                             state.store(EMPTY, Ordering::Release);
                             ring_bell(m, n, *p);
                             *st = St::Finished;
@@ -140,7 +145,7 @@ fn run_local_p2p(comm: &Comm, ops: &[P2p], ready: u64) -> Result<u64> {
                             moved = true;
                             error.get_or_insert(NcclError::invalid_usage(format!(
                                 "rank {} sent {} bytes to rank {} which posted a receive of another size",
-                                comm.rank, op.bytes, op.peer
+                                host.rank, op.bytes, op.peer
                             )));
                         }
                         _ => {}
@@ -154,18 +159,18 @@ fn run_local_p2p(comm: &Comm, ops: &[P2p], ready: u64) -> Result<u64> {
                             (
                                 raw.add(8).cast::<u64>().read_volatile(),
                                 raw.add(16).cast::<BufRef>().read_volatile(),
-                                raw.add(READY).cast::<u64>().read_volatile(),
+                                raw.add(READY).cast::<SimTime>().read_volatile(),
                             )
                         };
-                        start = start.max(theirs);
+                        meeting.join(theirs);
                         if bytes as usize != op.bytes {
                             state.store(MISMATCH, Ordering::Release);
                             error.get_or_insert(NcclError::invalid_usage(format!(
                                 "rank {} posted a receive of {} bytes from rank {} which sent {bytes} bytes",
-                                comm.rank, op.bytes, op.peer
+                                host.rank, op.bytes, op.peer
                             )));
                         } else {
-                            match r.resolve(comm, op.peer) {
+                            match r.resolve(host, op.peer) {
                                 Ok(src) => {
                                     // SAFETY: the sender posted `op.bytes` bytes (sizes
                                     // matched above) at `src`, which it leaves alone until we
@@ -173,7 +178,9 @@ fn run_local_p2p(comm: &Comm, ops: &[P2p], ready: u64) -> Result<u64> {
                                     // of that size (checked at enqueue).
                                     unsafe { copy(src, op.buf, op.bytes) };
                                     // SAFETY: the entry is ours until we publish DONE.
-                                    unsafe { raw.add(READY).cast::<u64>().write_volatile(ready) };
+                                    unsafe {
+                                        raw.add(READY).cast::<SimTime>().write_volatile(ready)
+                                    };
                                     state.store(DONE, Ordering::Release);
                                 }
                                 Err(e) => {
@@ -204,7 +211,7 @@ fn run_local_p2p(comm: &Comm, ops: &[P2p], ready: u64) -> Result<u64> {
     }
     match error {
         Some(e) => Err(e),
-        None => Ok(start),
+        None => Ok(meeting),
     }
 }
 
@@ -214,12 +221,13 @@ const READY: usize = 56;
 /// Marks point-to-point message numbers on a connection (collectives use operation numbers).
 const P2P_SEQ: u64 = 1 << 62;
 
-/// Sends and receives with ranks on other hosts; returns the latest sender ready time seen.
-fn run_remote_p2p(comm: &Comm, ops: &[P2p], ready: u64) -> Result<u64> {
+/// Sends and receives with ranks on other hosts, this rank ready at `ready`; returns the
+/// meeting of this rank and the senders (a remote receiver's ready time is not sent back).
+fn run_remote_p2p(host: &HostGroup, ops: &[P2p], ready: SimTime) -> Result<Meeting> {
     let mut outgoing = Vec::new();
     let mut incoming = Vec::new();
     {
-        let mut counts = comm
+        let mut counts = host
             .p2p_counts
             .lock()
             .map_err(|_| NcclError::internal("p2p lock poisoned"))?;
@@ -248,10 +256,10 @@ fn run_remote_p2p(comm: &Comm, ops: &[P2p], ready: u64) -> Result<u64> {
         }
     }
     crate::net::exchange(
-        &comm.links,
+        &host.links,
         &outgoing,
         &mut incoming,
-        &comm.waiter("send/receive across hosts"),
+        &host.waiter("send/receive across hosts"),
     )?;
-    Ok(incoming.iter().map(|m| m.ready).max().unwrap_or(ready))
+    Ok(Meeting::new(ready).join_all(incoming.iter().map(|m| m.ready)))
 }

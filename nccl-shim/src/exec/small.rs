@@ -14,9 +14,10 @@
 //! each rank reducing all inputs costs less than one more meeting.
 
 use super::hosts::{exchange_remote, needed, own_output, refuse_across_hosts};
-use super::{agree, arrive, desc_at, own_scalar, seg, Desc, BLOCK, DESC};
-use crate::comm::Comm;
+use super::{agree, arrive, desc_at, seg, Desc, BLOCK, DESC};
+use crate::clock::{Meeting, SimTime};
 use crate::error::Result;
+use crate::host::HostGroup;
 use crate::ops::Coll;
 use crate::types::Collective;
 use std::sync::atomic::Ordering;
@@ -30,14 +31,14 @@ pub(super) const INLINE: usize = 1024;
 /// ranks that agree on the call agree on the path; ranks that disagree meet in the same first
 /// barrier and exchange the same messages with remote ranks either way, and fail alike when
 /// they compare calls.
-pub(super) fn eligible(comm: &Comm, coll: &Coll) -> bool {
+pub(super) fn eligible(host: &HostGroup, coll: &Coll) -> bool {
     if coll.kind == Collective::SendRecv {
         return false;
     }
     // The root has the largest input of a rooted collective.
     let (largest, _) = coll
         .kind
-        .extents(coll.count, comm.nranks, coll.root, coll.root);
+        .extents(coll.count, host.nranks, coll.root, coll.root);
     largest
         .checked_mul(coll.dtype.size())
         .is_some_and(|b| b <= INLINE)
@@ -45,28 +46,17 @@ pub(super) fn eligible(comm: &Comm, coll: &Coll) -> bool {
 
 /// Runs an eligible collective as this rank, whose stream reached it at virtual time `ready`;
 /// returns when it starts in virtual time (the latest participant's ready time).
-pub(super) fn run(comm: &Comm, coll: &Coll, ready: u64) -> Result<u64> {
-    let n = comm.nranks;
-    let me = comm.rank;
+pub(super) fn run(host: &HostGroup, coll: &Coll, ready: SimTime) -> Result<SimTime> {
+    let n = host.nranks;
+    let me = host.rank;
     let esz = coll.dtype.size();
     let (send_elems, _) = coll.kind.extents(coll.count, n, me, coll.root);
-    let seq = comm.op_seq.fetch_add(1, Ordering::Relaxed) + 1;
-    let waiter = comm.waiter(crate::shm::WaitFor::Call {
+    let seq = host.op_seq.fetch_add(1, Ordering::Relaxed) + 1;
+    let waiter = host.waiter(crate::shm::WaitFor::Call {
         name: coll.kind.nccl_name(),
         seq,
     });
-    let desc = Desc {
-        seq,
-        kind: coll.kind as i32,
-        dtype: coll.dtype as u32,
-        op: coll.op,
-        root: coll.root as u32,
-        count: coll.count as u64,
-        scalar: own_scalar(coll),
-        rank: me as u32,
-        ready,
-        ..Desc::default()
-    };
+    let desc = Desc::call(seq, coll, me, ready);
     let input: &[u8] = if send_elems == 0 {
         &[]
     } else {
@@ -74,36 +64,36 @@ pub(super) fn run(comm: &Comm, coll: &Coll, ready: u64) -> Result<u64> {
         // `api::device_buffer`) in this process and is not written while its operation runs.
         unsafe { std::slice::from_raw_parts(coll.send as *const u8, send_elems * esz) }
     };
-    let set = arrive(comm, &desc, input, &waiter)?;
-    let nl = comm.local.ranks.len();
-    let descs: Vec<Desc> = (0..nl).map(|i| desc_at(comm, set, i)).collect();
+    let set = arrive(host, &desc, input, &waiter)?;
+    let nl = host.ranks.len();
+    let descs: Vec<Desc> = (0..nl).map(|i| desc_at(host, set, i)).collect();
     if let Err(e) = agree(&descs, &desc) {
         // As the general path does, so remote ranks on either path see the refusal.
-        if nl != n {
-            refuse_across_hosts(comm, coll, seq, &waiter);
+        if !host.is_whole() {
+            refuse_across_hosts(host, coll, seq, &waiter);
         }
         return Err(e);
     }
-    let mut start = descs.iter().map(|d| d.ready).max().unwrap_or(ready);
+    let mut meeting = Meeting::new(ready).join_all(descs.iter().map(|d| d.ready));
     let bytes = coll.count * esz;
-    let base = seg(comm).ptr() as usize;
+    let base = seg(host).ptr() as usize;
     // The part of every rank's input this rank needs (local ones in their blocks, remote ones
     // received), and each rank's scalar.
     let mut parts = vec![0usize; n];
     let mut scalars = vec![0u64; n];
-    for (li, &q) in comm.local.ranks.iter().enumerate() {
+    for (li, &q) in host.ranks.iter().enumerate() {
         scalars[q] = descs[li].scalar;
         if let Some((off, _)) = needed(coll, bytes, q, me) {
             parts[q] = base + super::block_off(nl, set, li) + DESC + off;
         }
     }
-    let (incoming, _staging) = if nl != n {
-        exchange_remote(comm, coll, &desc, coll.send, &waiter)?
+    let (incoming, _staging) = if !host.is_whole() {
+        exchange_remote(host, coll, &desc, coll.send, &waiter)?
     } else {
         Default::default()
     };
     for m in &incoming {
-        start = start.max(m.ready);
+        meeting.join(m.ready);
         scalars[m.peer] = m.scalar;
         if m.len > 0 {
             parts[m.peer] = m.dst;
@@ -115,7 +105,7 @@ pub(super) fn run(comm: &Comm, coll: &Coll, ready: u64) -> Result<u64> {
     // `needed` names; `coll.recv` is this rank's own receive buffer of its extent (checked at
     // enqueue), written by nothing else during the call and outside the segment and staging.
     unsafe { own_output(coll, me, &parts, &scalars, coll.recv) };
-    Ok(start)
+    Ok(meeting.start())
 }
 
 const _: () = assert!(BLOCK % 64 == 0 && DESC % 64 == 0);

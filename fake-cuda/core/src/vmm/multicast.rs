@@ -37,7 +37,7 @@
 //! binding never are.
 
 use super::{
-    as_bytes, check_granular, invalid, sealed_memfd, Mapping, Physical, Vmm, ACCESS_READ,
+    as_bytes, check_granular, invalid, sealed_memfd, MemMapRecord, Physical, Vmm, ACCESS_READ,
     GRANULARITY, HANDLE_TYPE_POSIX_FD, HEADER_BYTES, SEALS,
 };
 use crate::error::{CoreError, Result};
@@ -253,7 +253,7 @@ impl Vmm {
 
     /// The mappings of allocation `h`: (start, size, offset in the allocation, protection).
     fn mappings_of(&self, h: u64) -> Vec<(usize, usize, u64, i32)> {
-        let of = |(&s, m): (&usize, &Mapping)| (s, m.size, m.offset, prot_bits(m.prot()));
+        let of = |(&s, m): (&usize, &MemMapRecord)| (s, m.size, m.offset, prot_bits(m.prot()));
         self.reservations
             .values()
             .flat_map(|r| r.mappings.iter().filter(|(_, m)| m.handle == h).map(of))
