@@ -1,6 +1,6 @@
 //! Shared mappings of memory descriptors (a memfd, a device arena, a communicator's segment):
-//! one owned `mmap` region, unmapped when dropped. The core maps peers' arenas with it and
-//! `nccl-shim` its communicators' segments.
+//! one owned `mmap` region, unmapped when dropped. The core maps its own and peers' arenas
+//! with it and `nccl-shim` its communicators' segments.
 
 use rustix::fs::{fchmod, ftruncate, memfd_create, MemfdFlags, Mode};
 use rustix::mm::{mmap, munmap, MapFlags, ProtFlags};

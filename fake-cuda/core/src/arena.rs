@@ -31,9 +31,10 @@
 
 use crate::error::{CoreError, Result};
 use crate::intervals::IntervalSet;
+use fake_cuda_abi::map::Mapping;
 use std::collections::BTreeMap;
-use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::mem::ManuallyDrop;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use fake_cuda_abi::shm::*;
@@ -57,10 +58,11 @@ pub struct Allocation {
 pub struct Arena {
     id: u32,
     device: u32,
-    fd: OwnedFd,
+    /// The memfd (mode 000, its own descriptor) mapped whole: header, then data. Dropped
+    /// with the arena unless [`Arena::retire`] replaced its pages with a reservation.
+    map: ManuallyDrop<Mapping>,
     /// The memfd's offer to the broker, or why there is none (other processes cannot map it).
     grant: std::result::Result<crate::broker::Grant, String>,
-    map: *mut u8,
     capacity: u64,
     used: u64,
     free: BTreeMap<u64, u64>,
@@ -78,10 +80,6 @@ pub struct Arena {
     retired: bool,
 }
 
-// SAFETY: the raw mapping pointer is owned by the arena and only touched through `&mut self`
-// or by atomic header accesses; the core keeps arenas behind its mutex.
-unsafe impl Send for Arena {}
-
 /// Rounds a request up to the allocation granularity (0 bytes still takes one granule, so every
 /// allocation has a distinct address).
 pub fn round_size(size: u64) -> Option<u64> {
@@ -92,43 +90,20 @@ impl Arena {
     /// Creates the memfd for `device` with `capacity` data bytes and maps it.
     pub fn create(id: u32, device: u32, capacity: u64) -> Result<Arena> {
         let pid = std::process::id();
-        let name = CString::new(format!("{MEMFD_PREFIX}{pid}-{id}"))
-            .expect("invariant: formatted arena name has no NUL");
-        // SAFETY: valid NUL-terminated name; flags are plain bits.
-        let raw = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
-        if raw < 0 {
-            return Err(CoreError::last_os("memfd_create"));
-        }
-        // SAFETY: `raw` is a fresh descriptor we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let total = HEADER_BYTES as u64 + capacity;
-        // SAFETY: valid descriptor; the size is a plain integer.
-        if unsafe { libc::ftruncate(fd.as_raw_fd(), total as libc::off_t) } != 0 {
-            return Err(CoreError::last_os("ftruncate"));
-        }
-        // Nobody opens it by path, not even its owner: members receive the descriptor itself.
-        rustix::fs::fchmod(&fd, rustix::fs::Mode::empty()).map_err(|e| CoreError::Os {
-            call: "fchmod",
-            errno: std::io::Error::from(e).to_string(),
+        let len = usize::try_from(total).map_err(|_| {
+            CoreError::InvalidValue(format!("arena of {capacity} bytes does not fit in memory"))
         })?;
-        // SAFETY: mapping a descriptor we own; the kernel picks the address.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                total as usize,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_NORESERVE,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if map == libc::MAP_FAILED {
-            return Err(CoreError::last_os("mmap"));
-        }
-        let map = map.cast::<u8>();
+        // Nobody opens it by path, not even its owner: members receive the descriptor itself.
+        let map = Mapping::memfd(&format!("{MEMFD_PREFIX}{pid}-{id}"), len).map_err(|e| {
+            CoreError::Os {
+                call: "memfd arena",
+                errno: e.to_string(),
+            }
+        })?;
         // SAFETY: the mapping is at least HEADER_BYTES long, page-aligned and zero-filled.
         unsafe {
-            map.cast::<ArenaHeader>().write(ArenaHeader {
+            map.ptr().cast::<ArenaHeader>().write(ArenaHeader {
                 magic: ARENA_MAGIC,
                 version: ARENA_VERSION,
                 owner_pid: pid,
@@ -141,13 +116,15 @@ impl Arena {
         if capacity > 0 {
             free.insert(0, capacity);
         }
-        let grant = crate::broker::offer(std::os::fd::AsFd::as_fd(&fd)).map_err(|e| e.to_string());
+        let fd = map
+            .fd()
+            .expect("invariant: a memfd mapping keeps its descriptor");
+        let grant = crate::broker::offer(fd).map_err(|e| e.to_string());
         Ok(Arena {
             id,
             device,
             grant,
-            fd,
-            map,
+            map: ManuallyDrop::new(map),
             capacity,
             used: 0,
             free,
@@ -173,7 +150,10 @@ impl Arena {
 
     /// The memfd's descriptor number.
     pub fn raw_fd(&self) -> i32 {
-        self.fd.as_raw_fd()
+        self.map
+            .fd()
+            .expect("invariant: a memfd mapping keeps its descriptor")
+            .as_raw_fd()
     }
 
     /// The key and secret with which another process fetches the memfd from this process's
@@ -199,12 +179,12 @@ impl Arena {
 
     /// Address of data offset 0.
     pub fn data_base(&self) -> usize {
-        self.map as usize + HEADER_BYTES
+        self.map.addr() + HEADER_BYTES
     }
 
     /// The whole mapping (header and data): start and length.
     pub fn mapping(&self) -> (usize, usize) {
-        (self.map as usize, HEADER_BYTES + self.capacity as usize)
+        (self.map.addr(), self.map.len())
     }
 
     /// Drops the arena but keeps its addresses reserved and inaccessible (see
@@ -304,7 +284,7 @@ impl Arena {
     fn drop_dead_importers(&self) {
         for i in 0..LEASE_COUNT {
             // SAFETY: lease `i` lies in the mapped header and is only accessed atomically.
-            let lease = unsafe { &*lease_ptr(self.map, i) };
+            let lease = unsafe { &*lease_ptr(self.map.ptr(), i) };
             let v = lease.load(Ordering::SeqCst);
             let Some((pid, slot)) = lease_parts(v) else {
                 continue;
@@ -370,7 +350,7 @@ impl Arena {
         let gaps = self.committed.gaps(start, end - start);
         check(gaps.iter().map(|g| g.1).sum())?;
         for (s, l) in gaps {
-            crate::backing::fallocate(self.fd.as_raw_fd(), HEADER_BYTES as u64 + s, l)?;
+            crate::backing::fallocate(self.raw_fd(), HEADER_BYTES as u64 + s, l)?;
             self.committed.insert(s, l);
         }
         Ok(())
@@ -457,7 +437,7 @@ impl Arena {
         );
         // SAFETY: slots lie inside the header part of our live mapping; they are only accessed
         // atomically.
-        unsafe { &*slot_ptr(self.map, index) }
+        unsafe { &*slot_ptr(self.map.ptr(), index) }
     }
 }
 
@@ -498,12 +478,11 @@ impl Drop for Arena {
         if let Ok(g) = &self.grant {
             crate::broker::withdraw(g.key);
         }
+        // SAFETY: taken once, here; the arena is not used after its drop.
+        let map = unsafe { ManuallyDrop::take(&mut self.map) };
         if self.retired {
-            return;
-        }
-        // SAFETY: unmapping exactly what `create` mapped.
-        unsafe {
-            libc::munmap(self.map.cast(), HEADER_BYTES + self.capacity as usize);
+            // The pages are a reservation now ([`Arena::retire`]): close the descriptor only.
+            map.into_raw();
         }
     }
 }
