@@ -248,15 +248,11 @@ fn another_process_of_the_user_cannot_open_device_memory_through_proc() {
     let memfds = arena_memfds(owner.child.id());
     assert!(!memfds.is_empty(), "the owner holds an arena memfd");
     for path in &memfds {
-        let p = path.display();
-        for (how, script) in [
-            ("read-write", format!("exec 3<>'{p}'")),
-            ("read-only", format!("exec 3<'{p}'")),
-        ] {
-            let (opened, err) = support::probe(&script);
+        for (how, opened, err) in support::probe_opens(path) {
             assert!(
                 !opened && err.contains("Permission denied"),
-                "{p} opened {how} by a process without the handle: {err}"
+                "{} opened {how} by a process without the handle: {err}",
+                path.display()
             );
         }
     }

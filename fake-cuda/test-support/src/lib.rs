@@ -311,3 +311,14 @@ pub fn probe(script: &str) -> (bool, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// [`probe`] of opening `path` read-write, then read-only: for each, how it was opened,
+/// whether the open succeeded and the shell's error.
+pub fn probe_opens(path: &Path) -> [(&'static str, bool, String); 2] {
+    let p = path.display();
+    ["read-write", "read-only"].map(|how| {
+        let redirect = if how == "read-write" { "<>" } else { "<" };
+        let (opened, err) = probe(&format!("exec 3{redirect}'{p}'"));
+        (how, opened, err)
+    })
+}
