@@ -67,6 +67,7 @@ pub fn tiles(gpu: &GpuSpec, unit: Unit) -> &'static [(u64, u64, f64)] {
 pub fn seconds(gpu: &GpuSpec, g: &Gemm, unit: Unit, e: f64) -> f64 {
     let sms = gpu.sms.max(1) as u64;
     let per_sm = gpu.peak_flops(unit) / sms as f64;
+    let stream_k_too = persistent(gpu, unit);
     let mut best = f64::INFINITY;
     for &(tm, tn, tile_e) in tiles(gpu, unit) {
         let out_tiles = g.batch * g.m.div_ceil(tm) * g.n.div_ceil(tn);
@@ -85,7 +86,7 @@ pub fn seconds(gpu: &GpuSpec, g: &Gemm, unit: Unit, e: f64) -> f64 {
             }
             best = best.min(t);
         }
-        if persistent(gpu, unit) {
+        if stream_k_too {
             best = best.min(stream_k(gpu, g, tm, tn, per_sm * e * tile_e));
         }
     }
