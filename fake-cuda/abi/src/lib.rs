@@ -224,6 +224,15 @@ pub type CHandle = [u8; 64];
 /// Host work for `enqueue`.
 pub type CWorkFn = unsafe extern "C" fn(data: *mut c_void);
 
+/// Host work for `enqueue_meeting`, called with its argument, the stream it runs on (for a graph
+/// replay, the stream the graph was launched on) and the virtual time at which that stream
+/// reached it (ns); returns the virtual time at which the work starts, at least `ready_ns`
+/// (it waits for others), or [`MEETING_FAILED`].
+pub type CMeetFn = unsafe extern "C" fn(data: *mut c_void, stream: u64, ready_ns: u64) -> u64;
+
+/// What a [`CMeetFn`] returns when its work failed: nothing is scheduled after it.
+pub const MEETING_FAILED: u64 = u64::MAX;
+
 /// `profiler`'s `op`: closes the open profiler range (`cudaProfilerStop`).
 pub const PROFILER_STOP: i32 = 0;
 /// `profiler`'s `op`: opens a profiler range unless one is open (`cudaProfilerStart`).
@@ -571,6 +580,21 @@ macro_rules! core_api {
             fn mcast_bind_addr(handle: u64, mc_offset: u64, ptr: usize, size: u64) -> ();
             /// `cuMulticastUnbind`.
             fn mcast_unbind(handle: u64, ordinal: i32, mc_offset: u64, size: u64) -> ();
+            /// Like `enqueue_owned`, for work that starts when others are ready (a collective):
+            /// the core calls `work(data, stream, ready)` with the time the stream reached it,
+            /// and the stream then waits until the start `work` returns and `duration_ns` more.
+            /// Gives the virtual time at which that ends, 0 when nothing ran now (the stream
+            /// was capturing, or `work` returned [`MEETING_FAILED`]).
+            ///
+            /// # Safety
+            /// As `enqueue_owned`, with `work(data, ..)`.
+            unsafe fn enqueue_meeting(
+                stream: u64,
+                duration_ns: u64,
+                work: CMeetFn,
+                data: *mut c_void,
+                release: CWorkFn
+            ) -> (end_ns: u64);
         }
     };
 }

@@ -99,6 +99,8 @@ impl Core {
             }
             Op::Kernel { .. } => return Ok(0),
             Op::Host { duration_ns, .. } => return Ok(duration_ns),
+            // Placed when it starts (`submit`).
+            Op::Meeting { .. } => return Ok(0),
         };
         if let [Some(d), Some(s)] = spans[..] {
             if d.physical != s.physical {
@@ -124,7 +126,12 @@ impl Core {
     /// checked, placed on the stream's virtual timeline and run now (after the lock is
     /// released, so host functions may call back into the core).
     pub(crate) fn submit(&self, stream: u64, op: Op) -> Result<()> {
-        {
+        self.submit_timed(stream, op).map(|_| ())
+    }
+
+    /// [`Core::submit`], giving the virtual time at which the operation ends when it ran now.
+    fn submit_timed(&self, stream: u64, op: Op) -> Result<Option<u64>> {
+        let ready = {
             let mut st = self.lock();
             let key = self.resolve(&mut st, stream)?;
             let stream_device = st.timeline.stream_info(key).device;
@@ -140,7 +147,7 @@ impl Core {
                 }
             }
             if st.graphs.record(key, &op) {
-                return Ok(());
+                return Ok(None);
             }
             if let Op::Kernel { host_fun } = op {
                 // A raw kernel takes no time, or its measured time from the kernel-time table.
@@ -150,9 +157,10 @@ impl Core {
                 }
             }
             let wall = self.start_floor();
-            st.timeline.schedule(key, ns, wall);
+            let times = st.timeline.schedule(key, ns, wall);
             self.publish_work(&mut st, stream_device);
-        }
+            times
+        };
         // SAFETY (all arms): device ranges were checked to lie inside live allocations; host
         // ranges are the caller's promise, as with the real runtime; host functions are the
         // program's, called with the argument it gave.
@@ -213,8 +221,32 @@ impl Core {
                 }
                 // Dropping `op` here releases owned data that no graph holds.
             }
+            Op::Meeting {
+                func,
+                data,
+                duration_ns,
+                ..
+            } => {
+                let outer = HOST_STREAM.replace(Some(stream));
+                // SAFETY: the caller's work function, called with the argument it gave
+                // (`enqueue_meeting`'s contract).
+                let start = unsafe { func(data as *mut std::ffi::c_void, stream, ready.0) };
+                HOST_STREAM.set(outer);
+                if start == crate::abi::MEETING_FAILED {
+                    return Ok(None);
+                }
+                let mut st = self.lock();
+                let key = self.resolve(&mut st, stream)?;
+                let wait = start.saturating_sub(ready.0);
+                let (_, end) = st
+                    .timeline
+                    .schedule(key, wait.saturating_add(duration_ns), None);
+                let device = st.timeline.stream_info(key).device;
+                self.publish_work(&mut st, device);
+                return Ok(Some(end));
+            }
         }
-        Ok(())
+        Ok(Some(ready.1))
     }
 
     /// `cudaMemcpyAsync`: copies `n` bytes in stream order.
@@ -373,5 +405,35 @@ impl Core {
                 owned: Some(owned),
             },
         )
+    }
+
+    /// Like [`Core::enqueue_host_owned`], for work that starts when others are ready (a
+    /// collective): `func(data, stream, ready)` runs with the virtual time the stream reached
+    /// it and returns the start (or [`crate::abi::MEETING_FAILED`]); the stream then waits until
+    /// the start and `duration_ns` more. At each replay of a graph that captured it, the same
+    /// happens on the launch stream. Gives the end, or None when nothing ran now.
+    ///
+    /// # Safety
+    /// As [`Core::enqueue_host_owned`], with `func(data, ..)`.
+    pub unsafe fn enqueue_meeting(
+        &self,
+        stream: u64,
+        duration_ns: u64,
+        func: crate::abi::CMeetFn,
+        data: usize,
+        release: CWorkFn,
+    ) -> Result<Option<SimTime>> {
+        // SAFETY: the caller's contract.
+        let owned = unsafe { graph::OwnedData::new(data, release) };
+        let end = self.submit_timed(
+            stream,
+            Op::Meeting {
+                func,
+                data,
+                duration_ns,
+                owned,
+            },
+        )?;
+        Ok(end.map(SimTime::from_nanos))
     }
 }

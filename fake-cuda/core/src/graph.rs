@@ -6,7 +6,7 @@
 //! host functions are called again). Streams that wait on an event recorded in a capture join
 //! that capture, as in CUDA's fork/join pattern; their work lands in the same sequence.
 
-use crate::abi::CWorkFn;
+use crate::abi::{CMeetFn, CWorkFn};
 use crate::error::{CoreError, Result};
 use crate::CopyKind;
 use std::collections::HashMap;
@@ -99,6 +99,19 @@ pub enum Op {
         /// Keeps `data` alive while this operation (or a graph holding it) exists.
         owned: Option<Arc<OwnedData>>,
     },
+    /// Work that starts when others are ready (`Core::enqueue_meeting`): `func` gets the time
+    /// the stream reached it and gives its start; the stream then waits until the start and
+    /// `duration_ns` more.
+    Meeting {
+        /// Called with `data`, the stream and the ready time.
+        func: CMeetFn,
+        /// Its argument.
+        data: usize,
+        /// Virtual duration after the start.
+        duration_ns: u64,
+        /// Keeps `data` alive while this operation (or a graph holding it) exists.
+        owned: Arc<OwnedData>,
+    },
 }
 
 impl Op {
@@ -121,7 +134,7 @@ impl Op {
             Op::Fill {
                 dst, elem, count, ..
             } => Some((dst, elem.saturating_mul(count))),
-            Op::Kernel { .. } | Op::Host { .. } => None,
+            Op::Kernel { .. } | Op::Host { .. } | Op::Meeting { .. } => None,
         }
     }
 
@@ -143,6 +156,7 @@ impl Op {
             } => format!("fill {count} x {elem} bytes with {pattern:#x}"),
             Op::Kernel { host_fun } => format!("kernel {host_fun:#x}"),
             Op::Host { duration_ns, .. } => format!("host work {duration_ns} ns"),
+            Op::Meeting { duration_ns, .. } => format!("meeting, then {duration_ns} ns"),
         }
     }
 }

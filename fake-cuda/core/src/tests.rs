@@ -599,3 +599,65 @@ fn mapped_physical_allocations_commit_whole() {
     assert!(matches!(e, CoreError::HostMemory { .. }), "{e}");
     core.memset(va, 1, 4 * g, 0).unwrap();
 }
+
+#[test]
+fn a_meeting_waits_for_its_start_then_lasts_its_duration() {
+    use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    static SEEN: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+    static RELEASED: AtomicU64 = AtomicU64::new(0);
+    // Starts `data` ns after it is ready; `data` = u64::MAX fails.
+    unsafe extern "C" fn meet(data: *mut std::ffi::c_void, stream: u64, ready: u64) -> u64 {
+        SEEN[0].store(stream, SeqCst);
+        SEEN[1].store(ready, SeqCst);
+        match data as u64 {
+            u64::MAX => abi::MEETING_FAILED,
+            late => ready + late,
+        }
+    }
+    unsafe extern "C" fn release(_: *mut std::ffi::c_void) {
+        RELEASED.fetch_add(1, SeqCst);
+    }
+    let core = core_with(&[0], 1 << 30);
+    let flags = timeline::STREAM_NON_BLOCKING;
+    let (a, b) = (
+        core.stream_create(flags, 0).unwrap(),
+        core.stream_create(flags, 0).unwrap(),
+    );
+    // SAFETY: no work function.
+    unsafe { core.enqueue_host(a, 1_000, None, 0) }.unwrap();
+    // SAFETY: `meet` and `release` only record; the data is a number.
+    let end = unsafe { core.enqueue_meeting(a, 500, meet, 2_000, release) }.unwrap();
+    assert_eq!((SEEN[0].load(SeqCst), SEEN[1].load(SeqCst)), (a, 1_000));
+    assert_eq!(
+        end,
+        Some(SimTime::from_nanos(3_500)),
+        "ready 1000, waits 2000, lasts 500"
+    );
+    assert_eq!(core.stream_clock(a).unwrap(), SimTime::from_nanos(3_500));
+    // A failed meeting schedules nothing after it.
+    // SAFETY: as above.
+    let end = unsafe { core.enqueue_meeting(a, 500, meet, u64::MAX as usize, release) }.unwrap();
+    assert_eq!(end, None);
+    assert_eq!(core.stream_clock(a).unwrap(), SimTime::from_nanos(3_500));
+    // Captured, it runs at each launch, on the launch stream, from that stream's ready time.
+    core.begin_capture(a).unwrap();
+    // SAFETY: as above.
+    let end = unsafe { core.enqueue_meeting(a, 500, meet, 100, release) }.unwrap();
+    assert_eq!(end, None, "recorded, not run");
+    let g = core.end_capture(a).unwrap();
+    let e = core.graph_instantiate(g).unwrap();
+    core.graph_launch(e, b).unwrap();
+    assert_eq!((SEEN[0].load(SeqCst), SEEN[1].load(SeqCst)), (b, 0));
+    assert_eq!(core.stream_clock(b).unwrap(), SimTime::from_nanos(600));
+    core.graph_launch(e, b).unwrap();
+    assert_eq!(SEEN[1].load(SeqCst), 600);
+    assert_eq!(core.stream_clock(b).unwrap(), SimTime::from_nanos(1_200));
+    assert_eq!(core.stream_clock(a).unwrap(), SimTime::from_nanos(3_500));
+    core.graph_destroy(g).unwrap();
+    core.graph_exec_destroy(e).unwrap();
+    assert_eq!(
+        RELEASED.load(SeqCst),
+        3,
+        "each meeting's data released once"
+    );
+}

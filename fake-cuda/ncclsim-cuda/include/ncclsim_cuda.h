@@ -11,6 +11,9 @@
 #include <stdint.h>
 
 typedef void (*ncclsim_work_fn)(void *data);
+/* Work that starts when others are ready: gets the stream it runs on and the virtual time the
+ * stream reached it (ns); returns its start (at least ready_ns), or UINT64_MAX when it failed. */
+typedef uint64_t (*ncclsim_meet_fn)(void *data, uint64_t stream, uint64_t ready_ns);
 typedef int (*ncclsim_fn)(); /* entries this header does not spell out */
 
 struct ncclsim_core_api_v1 {
@@ -115,6 +118,11 @@ struct ncclsim_core_api_v1 {
     int (*mcast_bind_addr)(uint64_t handle, uint64_t mc_offset, uintptr_t ptr, uint64_t size);
     /* cuMulticastUnbind. */
     int (*mcast_unbind)(uint64_t handle, int ordinal, uint64_t mc_offset, uint64_t size);
+    /* Like enqueue_owned, for work that starts when others are ready (a collective): the stream
+     * waits until the start work returns, then duration_ns more; writes the end (virtual ns),
+     * 0 when nothing ran now (capturing, or work failed). */
+    int (*enqueue_meeting)(uint64_t stream, uint64_t duration_ns, ncclsim_meet_fn work,
+                           void *data, ncclsim_work_fn release, uint64_t *end_ns);
 };
 
 const struct ncclsim_core_api_v1 *ncclsim_cuda_core_v1(void);

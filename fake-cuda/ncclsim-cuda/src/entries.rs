@@ -321,6 +321,21 @@ pub(crate) unsafe fn enqueue_owned(
     unsafe { core()?.enqueue_host_owned(stream, duration_ns, work, data as usize, release) }
 }
 
+/// # Safety
+/// As `Core::enqueue_meeting`.
+pub(crate) unsafe fn enqueue_meeting(
+    stream: u64,
+    duration_ns: u64,
+    work: fake_cuda_abi::CMeetFn,
+    data: *mut c_void,
+    release: CWorkFn,
+) -> Result<u64> {
+    // SAFETY: this function's contract is the contract of the core method.
+    let end =
+        unsafe { core()?.enqueue_meeting(stream, duration_ns, work, data as usize, release) }?;
+    Ok(end.map_or(0, SimTime::as_nanos))
+}
+
 pub(crate) fn device_synchronize() -> Result<()> {
     core()?.device_synchronize()
 }
