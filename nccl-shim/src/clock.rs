@@ -3,12 +3,15 @@
 //! part), a rank that was ready earlier waits until then, and the operation then lasts its
 //! predicted duration.
 //!
-//! - A rank is *ready* when its stream's work before the operation completes ([`ready`]).
+//! - A rank is *ready* when its stream could start the operation: the fake CUDA core tells
+//!   the operation when it runs it (`cuda::enqueue_meeting`).
 //! - The ranks learn each other's ready times from the operation's own synchronisation (the
 //!   descriptors in the host's segment, the send/receive slots, the network headers) and fold
-//!   them into a [`Meeting`]; its [`Meeting::start`] is the operation's start.
-//! - [`wait`] adds the wait (start - ready) to the stream the operation ran on, [`last`] the
-//!   predicted duration ([`predicted`], from the cost model's microseconds) after it.
+//!   them into a [`Meeting`]; its [`Meeting::start`] is the operation's start, which the
+//!   operation gives back to the core.
+//! - The core makes the stream wait until the start, then the predicted duration
+//!   ([`predicted`], from the cost model's microseconds), in one step, also at each replay of a
+//!   graph that captured the operation.
 //! - [`Completion`] keeps the latest end of a communicator's operations, which
 //!   `ncclCommFinalize` waits for.
 //!
@@ -16,7 +19,6 @@
 //! virtual clocks): `u64` nanoseconds as types, converted to raw numbers only in the shared
 //! memory and network layouts.
 
-use crate::error::Result;
 pub(crate) use fake_cuda_abi::{SimDuration, SimTime};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -53,26 +55,6 @@ impl Meeting {
 /// NCCL's predicted time of an operation (the cost model's microseconds) as simulated time.
 pub(crate) fn predicted(time_us: f64) -> SimDuration {
     SimDuration::from_micros_f64(time_us)
-}
-
-/// When `stream`'s work before the operation completes (its ready time); zero when the core
-/// cannot tell (the stream is then taken as ready from the start).
-pub(crate) fn ready(stream: u64) -> SimTime {
-    crate::cuda::stream_clock(stream).unwrap_or(SimTime::ZERO)
-}
-
-/// Makes `stream`, ready at `ready`, wait until the operation's `start`; returns the wait.
-pub(crate) fn wait(stream: u64, ready: SimTime, start: SimTime) -> Result<SimDuration> {
-    let waited = start - ready;
-    if !waited.is_zero() {
-        crate::cuda::advance(stream, waited)?;
-    }
-    Ok(waited)
-}
-
-/// Makes `stream` take the operation's predicted duration (recorded while it captures).
-pub(crate) fn last(stream: u64, duration: SimDuration) -> Result<()> {
-    crate::cuda::advance(stream, duration)
 }
 
 /// When the operations enqueued on a communicator so far complete: the latest end of their

@@ -170,6 +170,27 @@ pub unsafe fn enqueue_owned(
         .map_err(|e| NcclError::cuda(&format!("enqueue on stream {stream:#x}"), e))
 }
 
+/// Enqueues `work` on `stream` as work that starts when others are ready: the core calls
+/// `work(data, stream, ready)` (now, or at each launch of a graph capturing it) and the stream
+/// then waits until the start it returns and `duration` more. Gives the end in virtual time
+/// when it ran now.
+///
+/// # Safety
+/// As [`enqueue_owned`], with `work(data, ..)`.
+pub unsafe fn enqueue_meeting(
+    stream: u64,
+    duration: SimDuration,
+    work: fake_cuda_abi::CMeetFn,
+    data: *mut std::ffi::c_void,
+    release: CWorkFn,
+) -> Result<Option<SimTime>> {
+    let c = core()?;
+    // SAFETY: forwarded from this function's contract.
+    let end = unsafe { c.enqueue_meeting(stream, duration.as_nanos(), work, data, release) }
+        .map_err(|e| NcclError::cuda(&format!("enqueue on stream {stream:#x}"), e))?;
+    Ok((end != 0).then(|| SimTime::from_nanos(end)))
+}
+
 /// Virtual time at which `stream`'s queued work completes.
 pub fn stream_clock(stream: u64) -> Result<SimTime> {
     core()?

@@ -17,7 +17,6 @@ use crate::error::{NcclError, Result};
 use crate::ops::{Coll, P2p};
 use crate::trace;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// What a task does.
@@ -41,39 +40,28 @@ struct Priced {
 struct Task {
     comm: Arc<Comm>,
     work: Work,
-    stream: u64,
     priced: Option<Priced>,
-    /// Set while `enqueue` submits the task: if it runs then, it runs on `stream` (the core
-    /// is asked for the stream only at replays).
-    submitting: AtomicBool,
     result: Mutex<Option<Result<()>>>,
 }
 
 impl Task {
-    /// Runs the operation; with the simulation on, makes the stream it runs on wait (in
-    /// virtual time) from when it was ready until the last participant was, and records it
-    /// in the trace and the report. The same happens at every replay of a captured operation,
-    /// on the stream the graph was launched on; the predicted time itself is stream work the
-    /// enqueue adds after this one (recorded with it while capturing).
-    fn run(&self) -> Result<()> {
-        let (stream, ready) = if self.comm.sim.is_some() {
-            let stream = if self.submitting.load(Ordering::Relaxed) {
-                self.stream
-            } else {
-                crate::cuda::host_stream().unwrap_or(self.stream)
-            };
-            (stream, clock::ready(stream))
+    /// Runs the operation on `stream`, which reached it at virtual time `ready`; gives when it
+    /// starts (the last participant's ready time, `clock::Meeting`) and records it in the trace
+    /// and the report. Without the simulation, or without a price, it starts when ready.
+    fn run(&self, stream: u64, ready: SimTime) -> Result<SimTime> {
+        let ready = if self.comm.sim.is_some() {
+            ready
         } else {
-            (self.stream, SimTime::ZERO)
+            SimTime::ZERO
         };
         let start = match &self.work {
             Work::Coll(c) => crate::exec::run_collective(&self.comm.group, c, ready)?,
             Work::P2p(ops) => crate::exec::run_p2p(&self.comm.group, ops, ready)?,
         };
         let Some(p) = &self.priced else {
-            return Ok(());
+            return Ok(ready);
         };
-        let waited = clock::wait(stream, ready, start)?;
+        let waited = start - ready;
         crate::report::op_ran(
             self.comm.magic,
             self.comm.rank,
@@ -90,30 +78,37 @@ impl Task {
             }
             trace::span(p.name, stream, start, p.predicted, &args);
         }
-        Ok(())
+        Ok(start)
     }
 }
 
-unsafe extern "C" fn run_task(data: *mut c_void) {
+/// The core's call of a task: runs it on `stream` (for a graph replay, the stream the graph was
+/// launched on), reached at `ready_ns`; gives its start, or `MEETING_FAILED`.
+unsafe extern "C" fn run_task(data: *mut c_void, stream: u64, ready_ns: u64) -> u64 {
     // SAFETY: `data` is the `Task` `enqueue` handed to the core, alive until `release_task`.
     let task = unsafe { &*(data as *const Task) };
     let r = ffi_boundary::callback::<NcclError, _>(
         "run_task",
         || Err(NcclError::internal("panic while running an operation")),
-        || task.run(),
+        || task.run(stream, SimTime::from_nanos(ready_ns)),
     );
-    if let Err(e) = &r {
-        crate::error::record("operation", e);
-        let _ = task.comm.async_error.compare_exchange(
-            0,
-            e.code,
-            std::sync::atomic::Ordering::Relaxed,
-            std::sync::atomic::Ordering::Relaxed,
-        );
-    }
+    let start = match &r {
+        Ok(start) => start.as_nanos().max(ready_ns),
+        Err(e) => {
+            crate::error::record("operation", e);
+            let _ = task.comm.async_error.compare_exchange(
+                0,
+                e.code,
+                std::sync::atomic::Ordering::Relaxed,
+                std::sync::atomic::Ordering::Relaxed,
+            );
+            fake_cuda_abi::MEETING_FAILED
+        }
+    };
     if let Ok(mut slot) = task.result.lock() {
-        *slot = Some(r);
+        *slot = Some(r.map(|_| ()));
     }
+    start
 }
 
 unsafe extern "C" fn release_task(data: *mut c_void) {
@@ -208,40 +203,31 @@ fn price(comm: &Comm, work: &Work) -> Option<Priced> {
 /// each launch (errors then go to the communicator's asynchronous error).
 pub fn enqueue(comm: &Arc<Comm>, stream: u64, work: Work) -> Result<()> {
     let priced = price(comm, &work);
-    let predicted = priced.as_ref().map(|p| p.predicted);
+    let predicted = priced.as_ref().map_or(SimDuration::ZERO, |p| p.predicted);
+    let timed = priced.is_some();
     let task = Arc::new(Task {
         comm: comm.clone(),
         work,
-        stream,
         priced,
-        submitting: AtomicBool::new(true),
         result: Mutex::new(None),
     });
     let data = Arc::into_raw(task.clone()) as *mut c_void;
     // SAFETY: `data` is a leaked Arc the core releases once with `release_task`.
-    let submitted = unsafe {
-        crate::cuda::enqueue_owned(stream, SimDuration::ZERO, run_task, data, release_task)
-    };
-    // A captured task runs only at replays, after this.
-    task.submitting.store(false, Ordering::Relaxed);
-    submitted?;
+    let end =
+        unsafe { crate::cuda::enqueue_meeting(stream, predicted, run_task, data, release_task) }?;
     let ran = task
         .result
         .lock()
         .map_err(|_| NcclError::internal("task lock poisoned"))?
         .take();
-    match (ran, predicted) {
-        (Some(Err(e)), _) => Err(e),
-        // Ran now, or captured (the graph replays the predicted time after the work).
-        (ran, Some(predicted)) => {
-            clock::last(stream, predicted)?;
-            if ran.is_some() {
-                if let Ok(end) = crate::cuda::stream_clock(stream) {
-                    comm.done.record(end);
-                }
+    match ran {
+        Some(Err(e)) => Err(e),
+        // Ran now, or captured (each launch of the graph runs it, predicted time included).
+        _ => {
+            if let (Some(end), true) = (end, timed) {
+                comm.done.record(end);
             }
             Ok(())
         }
-        (_, None) => Ok(()),
     }
 }
