@@ -210,12 +210,19 @@ pub(super) fn barrier(host: &HostGroup, waiter: &Waiter) -> Result<()> {
 /// The barrier of generation `g` (the generation when this rank arrives: it cannot change
 /// before every local rank, this one included, has arrived).
 fn barrier_at(host: &HostGroup, g: u32, waiter: &Waiter) -> Result<()> {
+    barrier_then(host, g, waiter, || ())
+}
+
+/// [`barrier_at`], where the last rank to arrive runs `last` before it lets the others go:
+/// whatever `last` writes is seen by every rank once it has passed the barrier.
+fn barrier_then(host: &HostGroup, g: u32, waiter: &Waiter, last: impl FnOnce()) -> Result<()> {
     let m = seg(host);
     let n = host.ranks.len() as u32;
     let count = m.atomic_u32(OFF_BAR_COUNT);
     let gen = m.atomic_u32(OFF_BAR_GEN);
     let sleepers = m.atomic_u32(OFF_BAR_SLEEPERS);
     if count.fetch_add(1, Ordering::AcqRel) + 1 == n {
+        last();
         count.store(0, Ordering::Relaxed);
         // Sequentially consistent with the sleepers' count: either a sleeper counted itself
         // before this read (and is woken), or it reads the new generation before sleeping.
@@ -237,6 +244,18 @@ fn barrier_at(host: &HostGroup, g: u32, waiter: &Waiter) -> Result<()> {
 /// for the barrier two generations back and read before the barrier one generation back,
 /// which every rank had to reach before this one could get here.
 fn arrive(host: &HostGroup, desc: &Desc, inline: &[u8], waiter: &Waiter) -> Result<usize> {
+    arrive_then(host, desc, inline, waiter, |_| ())
+}
+
+/// [`arrive`], where the last rank to arrive runs `last` with the block set, every rank's
+/// block written, before the others pass the barrier.
+fn arrive_then(
+    host: &HostGroup,
+    desc: &Desc,
+    inline: &[u8],
+    waiter: &Waiter,
+    last: impl FnOnce(usize),
+) -> Result<usize> {
     let m = seg(host);
     let n = host.ranks.len();
     let g = m.atomic_u32(OFF_BAR_GEN).load(Ordering::Acquire);
@@ -252,7 +271,7 @@ fn arrive(host: &HostGroup, desc: &Desc, inline: &[u8], waiter: &Waiter) -> Resu
         m.ptr().add(at).cast::<Desc>().write_volatile(*desc);
         std::ptr::copy_nonoverlapping(inline.as_ptr(), m.ptr().add(at + DESC), inline.len());
     }
-    barrier_at(host, g, waiter)?;
+    barrier_then(host, g, waiter, || last(set))?;
     Ok(set)
 }
 

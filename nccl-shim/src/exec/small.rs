@@ -14,7 +14,7 @@
 //! each rank reducing all inputs costs less than one more meeting.
 
 use super::hosts::{exchange_remote, needed, own_output, refuse_across_hosts};
-use super::{agree, arrive, desc_at, seg, Desc, BLOCK, DESC};
+use super::{agree, arrive, arrive_then, desc_at, seg, Desc, BLOCK, DESC, HEADER};
 use crate::clock::{Meeting, SimTime};
 use crate::error::Result;
 use crate::host::HostGroup;
@@ -64,6 +64,9 @@ pub(super) fn run(host: &HostGroup, coll: &Coll, ready: SimTime) -> Result<SimTi
         // `api::device_buffer`) in this process and is not written while its operation runs.
         unsafe { std::slice::from_raw_parts(coll.send as *const u8, send_elems * esz) }
     };
+    if host.is_whole() && shared_output(coll, n) {
+        return run_shared(host, coll, &desc, input, &waiter);
+    }
     let set = arrive(host, &desc, input, &waiter)?;
     let nl = host.ranks.len();
     let descs: Vec<Desc> = (0..nl).map(|i| desc_at(host, set, i)).collect();
@@ -108,4 +111,102 @@ pub(super) fn run(host: &HostGroup, coll: &Coll, ready: SimTime) -> Result<SimTi
     Ok(meeting.start())
 }
 
+/// Where the shared result of block set `set` lies in the segment's header: a verdict line
+/// (`VERDICT_OK` or `VERDICT_DISAGREE`, then the operation's start in virtual time), then the
+/// output.
+const OFF_RESULT: usize = 1024;
+const RESULT_SET: usize = 64 + INLINE;
+const VERDICT_OK: u64 = 1;
+const VERDICT_DISAGREE: u64 = 2;
+
 const _: () = assert!(BLOCK % 64 == 0 && DESC % 64 == 0);
+const _: () = assert!(OFF_RESULT >= 256 && OFF_RESULT + 2 * RESULT_SET <= HEADER);
+
+/// Whether every rank of `coll` gets the same output, of at most `INLINE` bytes: then the last
+/// rank to arrive computes it once for all (`run_shared`).
+fn shared_output(coll: &Coll, n: usize) -> bool {
+    let bytes = coll.count * coll.dtype.size();
+    match coll.kind {
+        Collective::AllReduce | Collective::Broadcast => bytes <= INLINE,
+        Collective::AllGather => bytes.checked_mul(n).is_some_and(|b| b <= INLINE),
+        _ => false,
+    }
+}
+
+/// A small collective whose ranks all share this host and all get the same output: the last
+/// rank to arrive checks the calls agree, computes the start in virtual time and the output
+/// (in rank order) once into the block set's result, before it lets the others pass the
+/// barrier; every rank then copies the result to its receive buffer. Each rank reads one
+/// result instead of every rank's block, so the cache lines that cross cores per operation
+/// grow with the number of ranks, not with its square.
+fn run_shared(
+    host: &HostGroup,
+    coll: &Coll,
+    desc: &Desc,
+    input: &[u8],
+    waiter: &crate::shm::Waiter,
+) -> Result<SimTime> {
+    let n = host.nranks;
+    let m = seg(host);
+    let set = arrive_then(host, desc, input, waiter, |set| {
+        let descs: Vec<Desc> = (0..n).map(|i| desc_at(host, set, i)).collect();
+        let at = OFF_RESULT + set * RESULT_SET;
+        if agree(&descs, desc).is_err() {
+            // SAFETY: the result of `set` lies in the segment's header (asserted above); the
+            // last rank to arrive writes it before the barrier lets the others read it, and no
+            // rank reads it after its next barrier, two before the next write (see `arrive`).
+            unsafe {
+                m.ptr()
+                    .add(at)
+                    .cast::<u64>()
+                    .write_volatile(VERDICT_DISAGREE)
+            };
+            return;
+        }
+        let start = Meeting::new(desc.ready).join_all(descs.iter().map(|d| d.ready));
+        let base = m.ptr() as usize;
+        let parts: Vec<usize> = (0..n)
+            .map(|q| base + super::block_off(n, set, q) + DESC)
+            .collect();
+        let scalars: Vec<u64> = descs.iter().map(|d| d.scalar).collect();
+        // SAFETY: rank q's input (at most INLINE bytes, `eligible`) is in its block, written
+        // before the barrier; the output, at most INLINE bytes (`shared_output`), goes to the
+        // result, which overlaps no block and is written as above.
+        unsafe {
+            own_output(coll, 0, &parts, &scalars, base + at + 64);
+            m.ptr()
+                .add(at + 8)
+                .cast::<u64>()
+                .write_volatile(start.start().as_nanos());
+            m.ptr().add(at).cast::<u64>().write_volatile(VERDICT_OK);
+        }
+    })?;
+    let at = OFF_RESULT + set * RESULT_SET;
+    // SAFETY: the result written by the last rank before the barrier this rank passed, not
+    // written again before this rank's next barrier (see above).
+    let (verdict, start) = unsafe {
+        (
+            m.ptr().add(at).cast::<u64>().read_volatile(),
+            m.ptr().add(at + 8).cast::<u64>().read_volatile(),
+        )
+    };
+    if verdict != VERDICT_OK {
+        let descs: Vec<Desc> = (0..n).map(|i| desc_at(host, set, i)).collect();
+        agree(&descs, desc)?;
+        return Err(crate::error::NcclError::internal(
+            "the ranks' calls were found to disagree, but agree here",
+        ));
+    }
+    let (_, recv_elems) = coll.kind.extents(coll.count, n, host.rank, coll.root);
+    // SAFETY: the result holds the output, `recv_elems` elements (`shared_output`), and
+    // `coll.recv` is this rank's receive buffer of that extent (checked at enqueue), outside
+    // the segment.
+    unsafe {
+        super::copy(
+            m.ptr() as usize + at + 64,
+            coll.recv,
+            recv_elems * coll.dtype.size(),
+        )
+    };
+    Ok(SimTime::from_nanos(start))
+}
