@@ -181,13 +181,18 @@ impl Waiter {
 
     /// `Err` once the communicator is aborted or the deadline has passed.
     pub fn check(&self) -> Result<()> {
+        self.check_at(Instant::now())
+    }
+
+    /// [`Waiter::check`] at time `now`.
+    fn check_at(&self, now: Instant) -> Result<()> {
         if self.abort.load(Ordering::Relaxed) {
             return Err(NcclError::invalid_usage(format!(
                 "communicator aborted while waiting for {}",
                 self.what
             )));
         }
-        if Instant::now() >= self.deadline {
+        if now >= self.deadline {
             return Err(NcclError::new(
                 crate::types::result::TIMEOUT,
                 format!(
@@ -224,18 +229,22 @@ impl Waiter {
         mut done: impl FnMut() -> bool,
     ) -> Result<()> {
         // Poll for a bounded time, yielding the core to the peers we wait for (`Spin`), then
-        // sleep on the futex until the word changes: never a busy loop.
+        // sleep on the futex until the word changes: never a busy loop. One clock reading per
+        // round serves the deadline and the polling phase.
+        if done() {
+            return Ok(());
+        }
         let mut spin = Spin::new();
         loop {
             let seen = word.load(Ordering::Acquire);
             if done() {
                 return Ok(());
             }
-            self.check()?;
-            if spin.again() {
+            let now = Instant::now();
+            self.check_at(now)?;
+            if spin.again_at(now) {
                 continue;
             }
-            let now = Instant::now();
             let nap = (self.deadline - now).min(Duration::from_millis(100));
             match sleepers {
                 Some(count) => {
@@ -281,7 +290,12 @@ impl Spin {
     /// Yields the core once and returns true while the polling phase lasts; false once it is
     /// over (then the caller sleeps until woken).
     pub fn again(&mut self) -> bool {
-        if Instant::now() >= self.until {
+        self.again_at(Instant::now())
+    }
+
+    /// [`Spin::again`] at time `now`.
+    pub fn again_at(&mut self, now: Instant) -> bool {
+        if now >= self.until {
             return false;
         }
         std::thread::yield_now();
