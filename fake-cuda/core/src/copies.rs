@@ -157,9 +157,15 @@ impl Core {
                 }
             }
             let wall = self.start_floor();
-            let times = st.timeline.schedule(key, ns, wall);
-            self.publish_work(&mut st, stream_device);
-            times
+            if let Op::Meeting { .. } = op {
+                // Placed once it knows its start, below.
+                let ready = st.timeline.ready(key, wall);
+                (ready, ready)
+            } else {
+                let times = st.timeline.schedule(key, ns, wall);
+                self.publish_work(&mut st, stream_device);
+                times
+            }
         };
         // SAFETY (all arms): device ranges were checked to lie inside live allocations; host
         // ranges are the caller's promise, as with the real runtime; host functions are the
@@ -238,9 +244,8 @@ impl Core {
                 let mut st = self.lock();
                 let key = self.resolve(&mut st, stream)?;
                 let wait = start.saturating_sub(ready.0);
-                let (_, end) = st
-                    .timeline
-                    .schedule(key, wait.saturating_add(duration_ns), None);
+                let placed = wait.saturating_add(duration_ns);
+                let (_, end) = st.timeline.schedule(key, placed, Some(ready.0));
                 let device = st.timeline.stream_info(key).device;
                 self.publish_work(&mut st, device);
                 return Ok(Some(end));

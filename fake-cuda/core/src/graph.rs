@@ -9,7 +9,7 @@
 use crate::abi::{CMeetFn, CWorkFn};
 use crate::error::{CoreError, Result};
 use crate::CopyKind;
-use std::collections::HashMap;
+use fnv::FnvHashMap as HashMap;
 use std::sync::Arc;
 
 /// Argument data of host work that the core owns: released (`release(data)`) when the last

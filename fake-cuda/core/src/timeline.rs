@@ -195,6 +195,17 @@ impl Timeline {
     /// `wall_ns` is a time the work cannot start before: the wall clock when pacing, or what
     /// the submitting thread polled for under the virtual clock.
     pub fn schedule(&mut self, key: u64, duration_ns: u64, wall_ns: Option<u64>) -> (u64, u64) {
+        let start = self.ready(key, wall_ns);
+        let end = start.saturating_add(duration_ns);
+        let device = self.streams[&key].device;
+        self.set_clock(key, end);
+        let c = self.devices.entry(device).or_default();
+        c.busy = c.busy.saturating_add(duration_ns);
+        (start, end)
+    }
+
+    /// When work placed on stream `key` now would start (`schedule`), without placing it.
+    pub fn ready(&self, key: u64, wall_ns: Option<u64>) -> u64 {
         let s = &self.streams[&key];
         let mut start = s.clock_ns.max(self.host_clock_ns).max(wall_ns.unwrap_or(0));
         let blocking = s.flags & STREAM_NON_BLOCKING == 0;
@@ -207,12 +218,7 @@ impl Timeline {
                 start = start.max(self.streams[l].clock_ns);
             }
         }
-        let end = start.saturating_add(duration_ns);
-        let device = s.device;
-        self.set_clock(key, end);
-        let c = self.devices.entry(device).or_default();
-        c.busy = c.busy.saturating_add(duration_ns);
-        (start, end)
+        start
     }
 
     /// The host waited for `clock_ns`: later work cannot start earlier.
