@@ -83,7 +83,13 @@ fn device_buffer(
     if ptr == 0 {
         return Err(NcclError::invalid_argument(format!("{what} is NULL")));
     }
-    let b = crate::cuda::buffer_extent(ptr)?;
+    // A buffer the call writes is committed against the host's memory in the same call when
+    // the elements fit in it; they are checked below.
+    let size = dtype.size();
+    let b = match elems.checked_mul(size) {
+        Some(need) if write => crate::cuda::buffer_extent_commit(ptr, need)?,
+        _ => crate::cuda::buffer_extent(ptr)?,
+    };
     if b.kind == fake_cuda_abi::BUFFER_NONE {
         return Err(NcclError::invalid_argument(format!(
             "{what} {ptr:#x} is not device memory"
@@ -95,7 +101,6 @@ fn device_buffer(
             b.device
         )));
     }
-    let size = dtype.size();
     let need = elems
         .checked_mul(size)
         .ok_or_else(|| NcclError::invalid_argument(format!("{what}: count {elems} overflows")))?;
@@ -119,9 +124,6 @@ fn device_buffer(
             b.end - b.base,
             end - b.end
         )));
-    }
-    if write {
-        crate::cuda::commit(ptr, need)?;
     }
     Ok(())
 }

@@ -95,11 +95,12 @@ pub fn buffer_extent(ptr: usize) -> Result<fake_cuda_abi::CBufferExtent> {
         .map_err(|e| NcclError::cuda("the buffer's allocation", e))
 }
 
-/// Commits device memory a collective is about to write against the host's memory (see
-/// `fake_cuda_core::backing`): a CUDA out-of-memory error when the host cannot back it.
-pub fn commit(ptr: usize, len: usize) -> Result<()> {
+/// [`buffer_extent`], and when `[ptr, ptr + len)` lies inside that buffer, the range committed
+/// against the host's memory (see `fake_cuda_core::backing`), in one call: a CUDA
+/// out-of-memory error when the host cannot back it.
+pub fn buffer_extent_commit(ptr: usize, len: usize) -> Result<fake_cuda_abi::CBufferExtent> {
     core()?
-        .commit_memory(ptr, len)
+        .buffer_extent_commit(ptr, len)
         .map_err(|e| NcclError::cuda(&format!("device memory at {ptr:#x} (+{len} bytes)"), e))
 }
 
@@ -150,33 +151,14 @@ pub fn free(ptr: usize) -> Result<()> {
         .map_err(|e| NcclError::cuda(&format!("cudaFree({ptr:#x})"), e))
 }
 
-/// Enqueues `work(data)` on `stream`, lasting `duration` of virtual time. The core runs it
-/// on the calling thread before returning, unless the stream is capturing, in which case it is
-/// recorded and runs at each graph launch; the core calls `release(data)` once when no work
-/// needs it any more.
-///
-/// # Safety
-/// `data` must stay valid until `release(data)`; `release` must not call into the core.
-pub unsafe fn enqueue_owned(
-    stream: u64,
-    duration: SimDuration,
-    work: CWorkFn,
-    data: *mut std::ffi::c_void,
-    release: CWorkFn,
-) -> Result<()> {
-    let c = core()?;
-    // SAFETY: forwarded from this function's contract.
-    unsafe { c.enqueue_owned(stream, duration.as_nanos(), Some(work), data, release) }
-        .map_err(|e| NcclError::cuda(&format!("enqueue on stream {stream:#x}"), e))
-}
-
 /// Enqueues `work` on `stream` as work that starts when others are ready: the core calls
 /// `work(data, stream, ready)` (now, or at each launch of a graph capturing it) and the stream
 /// then waits until the start it returns and `duration` more. Gives the end in virtual time
 /// when it ran now.
 ///
 /// # Safety
-/// As [`enqueue_owned`], with `work(data, ..)`.
+/// `data` must stay valid until the core calls `release(data)` (once, when no work needs it
+/// any more); `release` must not call into the core.
 pub unsafe fn enqueue_meeting(
     stream: u64,
     duration: SimDuration,
@@ -191,33 +173,11 @@ pub unsafe fn enqueue_meeting(
     Ok((end != 0).then(|| SimTime::from_nanos(end)))
 }
 
-/// Virtual time at which `stream`'s queued work completes.
-pub fn stream_clock(stream: u64) -> Result<SimTime> {
-    core()?
-        .stream_clock(stream)
-        .map(SimTime::from_nanos)
-        .map_err(|e| NcclError::cuda(&format!("stream {stream:#x}"), e))
-}
-
 /// The host waited until virtual time `t` (a blocking call that waits for operations).
 pub fn host_wait(t: SimTime) -> Result<()> {
     core()?
         .host_wait(t.as_nanos())
         .map_err(|e| NcclError::cuda("waiting for the operations", e))
-}
-
-/// Advances `stream` by `d` of virtual time (recorded while it captures).
-pub fn advance(stream: u64, d: SimDuration) -> Result<()> {
-    let c = core()?;
-    // SAFETY: no work function, so no data to keep alive.
-    unsafe { c.enqueue(stream, d.as_nanos(), None, std::ptr::null_mut()) }
-        .map_err(|e| NcclError::cuda(&format!("enqueue on stream {stream:#x}"), e))
-}
-
-/// The stream the host work running on this thread was submitted to (for a graph replay, the
-/// stream the graph was launched on); None outside host work.
-pub fn host_stream() -> Option<u64> {
-    core().ok()?.host_stream().ok()
 }
 
 /// Bytes allocated now and at most so far on visible device `dev`.

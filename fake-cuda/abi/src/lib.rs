@@ -595,6 +595,10 @@ macro_rules! core_api {
                 data: *mut c_void,
                 release: CWorkFn
             ) -> (end_ns: u64);
+            /// `buffer_extent`, and when `[ptr, ptr + commit_len)` lies inside that buffer, that
+            /// range committed as `commit_memory` does, in one call (a collective checking the
+            /// receive buffer it is about to write).
+            fn buffer_extent_commit(ptr: usize, commit_len: usize) -> (extent: CBufferExtent);
         }
     };
 }

@@ -267,7 +267,28 @@ impl Core {
     /// so; the next reserved range is another buffer). Kind 0 when `ptr` is not in device
     /// memory of this process.
     pub fn buffer_extent(&self, ptr: usize) -> abi::CBufferExtent {
-        let st = self.lock();
+        self.extent_in(&self.lock(), ptr)
+    }
+
+    /// [`Core::buffer_extent`], and when `[ptr, ptr + commit_len)` lies inside that buffer,
+    /// the range committed as [`Core::commit`] does, under one lock.
+    pub fn buffer_extent_commit(
+        &self,
+        ptr: usize,
+        commit_len: usize,
+    ) -> Result<abi::CBufferExtent> {
+        let mut st = self.lock();
+        let extent = self.extent_in(&st, ptr);
+        let inside = ptr
+            .checked_add(commit_len)
+            .is_some_and(|end| end <= extent.end);
+        if commit_len > 0 && extent.kind != abi::BUFFER_NONE && inside {
+            self.commit_device(&mut st, ptr, commit_len)?;
+        }
+        Ok(extent)
+    }
+
+    fn extent_in(&self, st: &State, ptr: usize) -> abi::CBufferExtent {
         let found = if let Some(a) = st.arenas.iter().flatten().find(|a| a.contains(ptr)) {
             a.allocation_at(ptr).map(|alloc| {
                 let base = a.data_base() + alloc.offset as usize;

@@ -123,6 +123,9 @@ struct ncclsim_core_api_v1 {
      * 0 when nothing ran now (capturing, or work failed). */
     int (*enqueue_meeting)(uint64_t stream, uint64_t duration_ns, ncclsim_meet_fn work,
                            void *data, ncclsim_work_fn release, uint64_t *end_ns);
+    /* buffer_extent, and when [ptr, ptr + commit_len) lies inside that buffer, that range
+     * committed as commit_memory does, in one call. */
+    ncclsim_fn buffer_extent_commit; /* (uintptr_t ptr, size_t commit_len, struct { int32_t kind; int32_t device; uintptr_t base; uintptr_t end; } *out) */
 };
 
 const struct ncclsim_core_api_v1 *ncclsim_cuda_core_v1(void);

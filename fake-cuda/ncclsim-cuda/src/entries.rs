@@ -336,6 +336,10 @@ pub(crate) unsafe fn enqueue_meeting(
     Ok(end.map_or(0, SimTime::as_nanos))
 }
 
+pub(crate) fn buffer_extent_commit(ptr: usize, commit_len: usize) -> Result<CBufferExtent> {
+    core()?.buffer_extent_commit(ptr, commit_len)
+}
+
 pub(crate) fn device_synchronize() -> Result<()> {
     core()?.device_synchronize()
 }
