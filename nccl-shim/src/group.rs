@@ -192,7 +192,8 @@ pub fn op(comm: Arc<Comm>, stream: u64, op: Op) -> Result<()> {
         GROUP.with(|g| g.borrow_mut().ops.push((comm, stream, op)));
         Ok(())
     } else {
-        run_ops(vec![(comm, stream, op)])
+        // One operation of one communicator: what `run_ops` would do with it.
+        run_comm(&comm, &[(stream, op)], false)
     }
 }
 
