@@ -86,6 +86,22 @@ fn seconds(out: std::process::Output, what: &str) -> f64 {
         .unwrap_or_else(|_| panic!("{what} printed no time"))
 }
 
+/// Calls a program's timed loop makes for criterion's `iters`: at least as many as give a
+/// steady mean per call (the counts `allreduce-sweep.sh` uses). Each sample starts new
+/// processes, which criterion counts as nothing, so it asks for few iterations of a small
+/// message; a loop of a handful of calls times its first, cold ones. The runners return the
+/// loop's mean per call times `iters`.
+fn loop_len(n: usize, bytes: usize, iters: u64) -> u64 {
+    let steady = match bytes {
+        0..=4096 if n <= 8 => 20_000,
+        0..=4096 => 5_000,
+        4097..=1_048_576 => 200,
+        1_048_577..=16_777_216 => 20,
+        _ => 2,
+    };
+    iters.max(steady)
+}
+
 fn run_nccl(n: usize, bytes: usize, iters: u64) -> Duration {
     run_nccl_sim(n, bytes, iters, true)
 }
@@ -96,13 +112,14 @@ fn run_nccl_sim(n: usize, bytes: usize, iters: u64, sim: bool) -> Duration {
     let sim = if sim { "1" } else { "0" };
     let id = p.dir.join(format!("id-{n}-{bytes}"));
     let _ = std::fs::remove_file(&id);
+    let calls = loop_len(n, bytes, iters);
     let args = |r: usize| {
         vec![
             r.to_string(),
             n.to_string(),
             id.display().to_string(),
             bytes.to_string(),
-            iters.to_string(),
+            calls.to_string(),
         ]
     };
     let others: Vec<_> = (1..n)
@@ -139,7 +156,7 @@ fn run_mpi(exe: &Path, n: usize, bytes: usize, iters: u64) -> Duration {
             &n.to_string(),
         ])
         .arg(exe)
-        .args([bytes.to_string(), iters.to_string()])
+        .args([bytes.to_string(), loop_len(n, bytes, iters).to_string()])
         .output()
         .expect("mpirun");
     Duration::from_secs_f64(seconds(out, "mpi_allreduce") * iters as f64)
@@ -147,7 +164,11 @@ fn run_mpi(exe: &Path, n: usize, bytes: usize, iters: u64) -> Duration {
 
 fn run_memcpy(n: usize, bytes: usize, iters: u64) -> Duration {
     let out = Command::new(&programs().memcpy)
-        .args([n.to_string(), bytes.to_string(), iters.to_string()])
+        .args([
+            n.to_string(),
+            bytes.to_string(),
+            loop_len(n, bytes, iters).to_string(),
+        ])
         .output()
         .expect("memcpy_bound");
     Duration::from_secs_f64(seconds(out, "memcpy_bound") * iters as f64)
