@@ -63,9 +63,11 @@ thread_local! {
     /// Under the virtual clock, (core id, the latest completion this thread polled for): a
     /// thread that spun on a query until some work completed is at least that far itself.
     static POLLED: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+    /// (core id, the thread's current device): a thread that never set one is on device 0.
+    static CURRENT: std::cell::Cell<(u64, i32)> = const { std::cell::Cell::new((0, 0)) };
 }
 
-/// Tells cores apart in [`POLLED`] (tests make several cores in one process).
+/// Tells cores apart in [`POLLED`] and [`CURRENT`] (tests make several cores in one process).
 static NEXT_CORE_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Behaviour switches read from the environment.
@@ -388,8 +390,6 @@ pub struct Core {
     /// (the virtual host clock reads it on every clock read of the program).
     host_ns: AtomicU64,
     state: Mutex<State>,
-    /// Each thread's current device (forgotten after the thread exits).
-    current: Mutex<threads::PerThread<i32>>,
 }
 
 /// Work enqueued on a stream, run after the core's lock is released.
@@ -416,7 +416,6 @@ impl Core {
             id: NEXT_CORE_ID.fetch_add(1, Ordering::Relaxed),
             host_ns: AtomicU64::new(0),
             state: Mutex::new(state),
-            current: Mutex::new(threads::PerThread::default()),
         }
     }
 
@@ -595,15 +594,16 @@ impl Core {
 
     /// The calling thread's current device (0 until set).
     pub fn current_device(&self) -> i32 {
-        let cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        cur.get().copied().unwrap_or(0)
+        match CURRENT.get() {
+            (id, ordinal) if id == self.id => ordinal,
+            _ => 0,
+        }
     }
 
     /// Sets the calling thread's current device.
     pub fn set_device(&self, ordinal: i32) -> Result<()> {
         self.physical(ordinal)?;
-        let mut cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        *cur.get_or_insert_with(|| ordinal, |_| {}) = ordinal;
+        CURRENT.set((self.id, ordinal));
         Ok(())
     }
 
