@@ -21,8 +21,8 @@ use crate::comm::Comm;
 use crate::error::{NcclError, Result};
 use crate::ops::{Op, P2p};
 use crate::types::result;
+use fnv::FnvHashMap as HashMap;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
