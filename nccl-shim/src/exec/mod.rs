@@ -214,7 +214,8 @@ fn barrier_at(host: &HostGroup, g: u32, waiter: &Waiter) -> Result<()> {
 }
 
 /// [`barrier_at`], where the last rank to arrive runs `last` before it lets the others go:
-/// whatever `last` writes is seen by every rank once it has passed the barrier.
+/// whatever `last` writes is seen by every rank once it has passed the barrier. The others are
+/// let go even if `last` panics (its writes must tell them it did not finish).
 fn barrier_then(host: &HostGroup, g: u32, waiter: &Waiter, last: impl FnOnce()) -> Result<()> {
     let m = seg(host);
     let n = host.ranks.len() as u32;
@@ -222,7 +223,7 @@ fn barrier_then(host: &HostGroup, g: u32, waiter: &Waiter, last: impl FnOnce()) 
     let gen = m.atomic_u32(OFF_BAR_GEN);
     let sleepers = m.atomic_u32(OFF_BAR_SLEEPERS);
     if count.fetch_add(1, Ordering::AcqRel) + 1 == n {
-        last();
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(last));
         count.store(0, Ordering::Relaxed);
         // Sequentially consistent with the sleepers' count: either a sleeper counted itself
         // before this read (and is woken), or it reads the new generation before sleeping.

@@ -112,10 +112,11 @@ pub(super) fn run(host: &HostGroup, coll: &Coll, ready: SimTime) -> Result<SimTi
 }
 
 /// Where the shared result of block set `set` lies in the segment's header: a verdict line
-/// (`VERDICT_OK` or `VERDICT_DISAGREE`, then the operation's start in virtual time), then the
-/// output.
+/// (`VERDICT_PENDING` until the output is complete, then `VERDICT_OK` or `VERDICT_DISAGREE`;
+/// then the operation's start in virtual time), then the output.
 const OFF_RESULT: usize = 1024;
 const RESULT_SET: usize = 64 + INLINE;
+const VERDICT_PENDING: u64 = 0;
 const VERDICT_OK: u64 = 1;
 const VERDICT_DISAGREE: u64 = 2;
 
@@ -149,12 +150,21 @@ fn run_shared(
     let n = host.nranks;
     let m = seg(host);
     let set = arrive_then(host, desc, input, waiter, |set| {
-        let descs: Vec<Desc> = (0..n).map(|i| desc_at(host, set, i)).collect();
         let at = OFF_RESULT + set * RESULT_SET;
+        // SAFETY: for this block and the two below, the result of `set` lies in the segment's
+        // header (asserted above); the last rank to arrive writes it before the barrier lets
+        // the others read it, and no rank reads it after its next barrier, two before the next
+        // write (see `arrive`). Pending until this closure completes: the barrier lets the
+        // others go even if it does not.
+        unsafe {
+            m.ptr()
+                .add(at)
+                .cast::<u64>()
+                .write_volatile(VERDICT_PENDING)
+        };
+        let descs: Vec<Desc> = (0..n).map(|i| desc_at(host, set, i)).collect();
         if agree(&descs, desc).is_err() {
-            // SAFETY: the result of `set` lies in the segment's header (asserted above); the
-            // last rank to arrive writes it before the barrier lets the others read it, and no
-            // rank reads it after its next barrier, two before the next write (see `arrive`).
+            // SAFETY: as above.
             unsafe {
                 m.ptr()
                     .add(at)
@@ -190,6 +200,11 @@ fn run_shared(
             m.ptr().add(at + 8).cast::<u64>().read_volatile(),
         )
     };
+    if verdict == VERDICT_PENDING {
+        return Err(crate::error::NcclError::internal(
+            "the rank that arrived last did not finish computing the result",
+        ));
+    }
     if verdict != VERDICT_OK {
         let descs: Vec<Desc> = (0..n).map(|i| desc_at(host, set, i)).collect();
         agree(&descs, desc)?;
