@@ -28,23 +28,7 @@ int cudaIpcGetMemHandle(cudaIpcMemHandle_t *, void *);
 int cudaIpcOpenMemHandle(void **, cudaIpcMemHandle_t, unsigned int);
 int cudaIpcCloseMemHandle(void *);
 
-typedef unsigned long long CUdeviceptr;
-typedef unsigned long long CUmemGenericAllocationHandle;
-typedef struct { int type; int id; } CUmemLocation;
-typedef struct {
-    int type;
-    int requestedHandleTypes;
-    CUmemLocation location;
-    void *win32HandleMetaData;
-    struct { unsigned char compressionType, gpuDirectRDMACapable; unsigned short usage;
-             unsigned char reserved[4]; } allocFlags;
-} CUmemAllocationProp;
-typedef struct { CUmemLocation location; int flags; } CUmemAccessDesc;
-int cuMemCreate(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-                unsigned long long);
-int cuMemAddressReserve(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
-int cuMemMap(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
-int cuMemSetAccess(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+#include "cuda_vmm_decls.h"
 
 static const char *error_name(int code) { return ncclGetErrorString((ncclResult_t)code); }
 #include "ncclsim_check.h"
