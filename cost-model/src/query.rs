@@ -75,6 +75,42 @@ pub struct CostModel {
     /// Calibrated mode: the reference release's tables it prices with when `nccl` is an older
     /// release's (`calibrated::pricing_model`).
     pub pricing: Option<Box<NcclModel>>,
+    /// Calibrated mode on NVLink domains joined by NET (multi-node NVLink, several nodes): one
+    /// domain alone, whose NVLS AllReduce NVLSTree across the domains cannot beat.
+    domain: Option<Box<DomainBound>>,
+}
+
+/// One NVLink domain of a multi-node NVLink communicator, priced as a communicator of its own
+/// (the `mnnvl` class). NVLSTree across domains moves each GPU's data through the domain's
+/// NVLink switches as NVLS on that domain alone does (reduce into the switch, multicast back),
+/// and its tree over the network besides, so its time is at least that domain's NVLS time.
+#[derive(Debug, Clone)]
+struct DomainBound {
+    nccl: NcclModel,
+    calibration: Calibration,
+    pricing: Option<Box<NcclModel>>,
+}
+
+impl DomainBound {
+    fn of(shape: &CommShape, settings: &TunerSettings, version: NcclVersion) -> Option<Self> {
+        if !(shape.mnnvl && shape.n_nodes > 1 && shape.nvls_support) {
+            return None;
+        }
+        let one = shape.first_node();
+        let nccl = NcclModel::new(&one, settings, version).ok()?;
+        Some(DomainBound {
+            calibration: Calibration::for_shape(&one),
+            pricing: crate::calibrated::pricing_model(&nccl, settings).map(Box::new),
+            nccl,
+        })
+    }
+
+    fn nvls_time_us(&self, f: Func, bytes: u64) -> f64 {
+        let pricing = self.pricing.as_deref();
+        let (a, p) = (Algo::Nvls, Proto::Simple);
+        self.calibration
+            .time_us(&self.nccl, pricing, f, a, p, bytes)
+    }
 }
 
 impl CostModel {
@@ -91,8 +127,13 @@ impl CostModel {
             Mode::Calibrated => crate::calibrated::pricing_model(&nccl, settings).map(Box::new),
             Mode::Nccl => None,
         };
+        let domain = match mode {
+            Mode::Calibrated => DomainBound::of(shape, settings, version).map(Box::new),
+            Mode::Nccl => None,
+        };
         Ok(CostModel {
             pricing,
+            domain,
             // NCCL mode never reads the calibration (and the fit itself builds NCCL-mode models).
             calibration: match mode {
                 Mode::Calibrated => Calibration::for_shape(shape),
@@ -151,14 +192,22 @@ impl CostModel {
     fn time_for(&self, f: Func, info: &AlgoInfo, bytes: u64) -> f64 {
         match self.mode {
             Mode::Nccl => info.time_us as f64,
-            Mode::Calibrated => self.calibration.time_us(
-                &self.nccl,
-                self.pricing.as_deref(),
-                f,
-                info.algo,
-                info.proto,
-                bytes,
-            ),
+            Mode::Calibrated => {
+                let t = self.calibration.time_us(
+                    &self.nccl,
+                    self.pricing.as_deref(),
+                    f,
+                    info.algo,
+                    info.proto,
+                    bytes,
+                );
+                match &self.domain {
+                    Some(d) if info.algo == Algo::NvlsTree && f == Func::AllReduce => {
+                        t.max(d.nvls_time_us(f, bytes))
+                    }
+                    _ => t,
+                }
+            }
         }
     }
 

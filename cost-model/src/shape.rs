@@ -161,6 +161,18 @@ impl CommShape {
     pub fn local_ranks0(&self) -> usize {
         self.local_ranks.first().copied().unwrap_or(self.n_ranks)
     }
+    /// The communicator's first node alone, with the same graphs: for a multi-node NVLink
+    /// communicator, one of its NVLink domains.
+    pub fn first_node(&self) -> CommShape {
+        let n = self.local_ranks0();
+        CommShape {
+            n_ranks: n,
+            n_nodes: 1,
+            local_ranks: vec![n],
+            ..self.clone()
+        }
+    }
+
     /// Largest number of ranks on a node.
     pub fn max_local_ranks(&self) -> usize {
         self.local_ranks

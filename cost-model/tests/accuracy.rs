@@ -218,3 +218,33 @@ fn one_nvl72_rack_is_within_ten_percent_held_out() {
         assert!(c.err_cal() < c.err_nccl(), "{c:?}");
     }
 }
+
+/// NVLSTree across NVL72 racks moves each GPU's data through its rack's NVLink switches as NVLS
+/// on one rack does, and over the network besides: in calibrated mode two racks never get more
+/// bus bandwidth than one rack at the same size (beyond the busbw factor, 2(n-1)/n, of 144
+/// ranks against 72), on either plan of the racks.
+#[test]
+fn two_nvl72_racks_are_no_faster_than_one() {
+    use cost_model::accuracy::nvl72_checks;
+    let checks = nvl72_checks();
+    let factor = |n: f64| 2.0 * (n - 1.0) / n;
+    let scale = factor(144.0) / factor(72.0);
+    let mut compared = 0;
+    for two in checks.iter().filter(|c| c.racks == 2) {
+        let Some(one) = checks.iter().find(|c| c.racks == 1 && c.bytes == two.bytes) else {
+            continue;
+        };
+        for (a, b) in [
+            (two.calibrated, one.calibrated),
+            (two.calibrated_shared, one.calibrated_shared),
+        ] {
+            assert!(
+                a <= b * scale * (1.0 + 1e-9),
+                "{} B: 2 racks {a:.1} > 1 rack {b:.1}",
+                two.bytes
+            );
+        }
+        compared += 1;
+    }
+    assert!(compared >= 4, "sizes with both 1 and 2 racks: {compared}");
+}
