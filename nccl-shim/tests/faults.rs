@@ -17,6 +17,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 const REMOTE_ERROR: i32 = 6;
+const INTERNAL_ERROR: i32 = 3;
 const INVALID_ARGUMENT: i32 = 4;
 const INVALID_USAGE: i32 = 5;
 
@@ -753,5 +754,27 @@ fn a_process_outside_the_communicator_cannot_open_its_memory() {
         assert!(r.output.status.success(), "{}", r.text());
         assert_eq!(r.result("hold").1, 0, "{}", r.text());
         r.no_leaks();
+    }
+}
+
+/// The last rank to arrive at a small AllReduce computes the result every rank copies; if
+/// that computation fails (a panic, injected with `NCCLSIM_TEST_PANIC_SHARED` into the
+/// communicator's operation #2, the `idle` case's AllReduce, at whichever rank arrives last),
+/// the others are still let go: every rank's call fails with `ncclInternalError` as soon as
+/// the last rank arrives (rank 0, 500 ms late), none waits out `NCCLSIM_TIMEOUT` (30 s), and
+/// every rank then destroys its communicator and exits 0.
+#[test]
+fn a_failure_computing_a_shared_result_fails_every_rank_at_once() {
+    let ranks = Job::start("idle", 3, |_, c| {
+        c.env("NCCLSIM_TEST_PANIC_SHARED", "2");
+        c.env("NCCLSIM_TIMEOUT", "30");
+    })
+    .finish(Duration::from_secs(90));
+    for r in &ranks {
+        assert!(r.output.status.success(), "{}", r.text());
+        let (_, code, ms, msg) = r.result("idle");
+        eprintln!("rank {}: code {code} after {ms:.0} ms: {msg}", r.rank);
+        assert_eq!(*code, INTERNAL_ERROR, "rank {}: {}", r.rank, r.text());
+        assert!(*ms < 10_000.0, "rank {} waited {ms} ms", r.rank);
     }
 }

@@ -162,6 +162,8 @@ fn run_shared(
                 .cast::<u64>()
                 .write_volatile(VERDICT_PENDING)
         };
+        #[cfg(any(feature = "fault-injection", debug_assertions))]
+        panic_for_tests(desc.seq);
         let descs: Vec<Desc> = (0..n).map(|i| desc_at(host, set, i)).collect();
         if agree(&descs, desc).is_err() {
             // SAFETY: as above.
@@ -224,4 +226,20 @@ fn run_shared(
         )
     };
     Ok(SimTime::from_nanos(start))
+}
+
+/// `NCCLSIM_TEST_PANIC_SHARED=S` (tests only: cargo feature `fault-injection`, and debug
+/// builds, see `Cargo.toml`): the last rank to arrive at a communicator's operation #S of the
+/// shared-result path panics while computing the result, so tests can show the other ranks
+/// are let go and every rank fails the call.
+#[cfg(any(feature = "fault-injection", debug_assertions))]
+fn panic_for_tests(seq: u64) {
+    static SEQ: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    let at = SEQ.get_or_init(|| {
+        let v = std::env::var("NCCLSIM_TEST_PANIC_SHARED").ok()?;
+        v.trim().parse().ok()
+    });
+    if *at == Some(seq) {
+        panic!("NCCLSIM_TEST_PANIC_SHARED: panicking while computing operation #{seq}'s result");
+    }
 }
