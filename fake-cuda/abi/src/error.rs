@@ -196,6 +196,17 @@ impl Status {
 }
 
 impl CoreError {
+    /// Out of memory for `requested` bytes of host address space or host memory the kernel
+    /// refused to map (no device involved).
+    pub fn host_mapping_refused(requested: u64) -> CoreError {
+        CoreError::OutOfMemory {
+            device: -1,
+            requested,
+            free: 0,
+            total: 0,
+        }
+    }
+
     /// The CUDA error number of this error ([`Status::cuda_code`]); a core that could not be
     /// loaded is 3 (`cudaErrorInitializationError`, `CUDA_ERROR_NOT_INITIALIZED`).
     pub fn cuda_code(&self) -> i32 {

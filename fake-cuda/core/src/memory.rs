@@ -157,12 +157,7 @@ impl Core {
             )
         };
         if p == libc::MAP_FAILED {
-            return Err(CoreError::OutOfMemory {
-                device: -1,
-                requested: size as u64,
-                free: 0,
-                total: 0,
-            });
+            return Err(CoreError::host_mapping_refused(size as u64));
         }
         self.lock()
             .host

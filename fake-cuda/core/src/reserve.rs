@@ -67,12 +67,7 @@ pub fn reserve_aligned(len: usize, align: usize, hint: usize) -> Result<usize> {
     // SAFETY: a new anonymous mapping; the kernel picks the address.
     let p = unsafe { libc::mmap(std::ptr::null_mut(), total, libc::PROT_NONE, flags, -1, 0) };
     if p == libc::MAP_FAILED {
-        return Err(CoreError::OutOfMemory {
-            device: -1,
-            requested: len as u64,
-            free: 0,
-            total: 0,
-        });
+        return Err(CoreError::host_mapping_refused(len as u64));
     }
     let p = p as usize;
     let start = p.next_multiple_of(align);
