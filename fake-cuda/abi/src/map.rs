@@ -6,7 +6,7 @@ use rustix::fs::{fchmod, ftruncate, memfd_create, MemfdFlags, Mode};
 use rustix::mm::{mmap, munmap, MapFlags, ProtFlags};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicU32, AtomicU64};
 
 /// What a mapping may do with its pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,13 +103,33 @@ impl Mapping {
     /// # Panics
     /// When `offset` is not 4-byte aligned or the word does not lie inside the mapping.
     pub fn atomic_u32(&self, offset: usize) -> &AtomicU32 {
+        // SAFETY: `AtomicU32` is a u32 word, valid for every bit pattern.
+        unsafe { self.atomic_at(offset) }
+    }
+
+    /// The atomic u64 at byte `offset`.
+    ///
+    /// # Panics
+    /// When `offset` is not 8-byte aligned or the word does not lie inside the mapping.
+    pub fn atomic_u64(&self, offset: usize) -> &AtomicU64 {
+        // SAFETY: `AtomicU64` is a u64 word, valid for every bit pattern.
+        unsafe { self.atomic_at(offset) }
+    }
+
+    /// The `A` at byte `offset`, checked to be aligned and inside the mapping.
+    ///
+    /// # Safety
+    /// `A` must be an atomic integer type (every bit pattern a valid value).
+    unsafe fn atomic_at<A>(&self, offset: usize) -> &A {
+        let size = std::mem::size_of::<A>();
         assert!(
-            offset % 4 == 0 && offset.checked_add(4).is_some_and(|e| e <= self.len),
+            offset % size == 0 && offset.checked_add(size).is_some_and(|e| e <= self.len),
             "invariant: atomic inside the mapping"
         );
-        // SAFETY: aligned (page-aligned start, offset checked), inside the mapping, which
-        // lives as long as `&self`; shared memory is only accessed atomically through this.
-        unsafe { &*(self.ptr.add(offset) as *const AtomicU32) }
+        // SAFETY: aligned (page-aligned start, offset checked against the atomic's size, which
+        // is its alignment), inside the mapping, which lives as long as `&self`; shared memory
+        // is only accessed atomically through this; any bit pattern is an `A` (the contract).
+        unsafe { &*(self.ptr.add(offset) as *const A) }
     }
 
     /// Gives the pages up without unmapping them: returns (start, length), which the caller

@@ -276,12 +276,19 @@ fn arrive_then(
     Ok(set)
 }
 
-/// Local rank `i`'s descriptor in block set `set` (written before the barrier `arrive` met).
-fn desc_at(host: &HostGroup, set: usize, i: usize) -> Desc {
-    let off = block_off(host.ranks.len(), set, i);
-    // SAFETY: the block lies in the segment; it was written before the barrier this rank
-    // passed and is not written again until this rank's next barrier (see `arrive`).
-    unsafe { seg(host).ptr().add(off).cast::<Desc>().read_volatile() }
+/// Every local rank's descriptor in block set `set`, in local order (written before the
+/// barrier `arrive` met).
+fn descs_at(host: &HostGroup, set: usize) -> Vec<Desc> {
+    let n = host.ranks.len();
+    (0..n)
+        .map(|i| {
+            let off = block_off(n, set, i);
+            // SAFETY: the block lies in the segment; it was written before the barrier this
+            // rank passed and is not written again until this rank's next barrier (see
+            // `arrive`).
+            unsafe { seg(host).ptr().add(off).cast::<Desc>().read_volatile() }
+        })
+        .collect()
 }
 
 /// The scalar this rank applies to its own input (PreMulSum / ncclAvg), as element bits.
@@ -355,7 +362,6 @@ fn run_general(host: &HostGroup, user: &Coll, ready: SimTime) -> Result<SimTime>
 }
 
 fn run_staged(host: &HostGroup, coll: &Coll, ready: SimTime) -> Result<SimTime> {
-    let n = host.ranks.len();
     let me = host.rank;
     let seq = host.op_seq.fetch_add(1, Ordering::Relaxed) + 1;
     let waiter = host.waiter(crate::shm::WaitFor::Call {
@@ -368,7 +374,7 @@ fn run_staged(host: &HostGroup, coll: &Coll, ready: SimTime) -> Result<SimTime> 
         ..Desc::call(seq, coll, me, ready)
     };
     let set = arrive(host, &desc, &[], &waiter)?;
-    let descs: Vec<Desc> = (0..n).map(|i| desc_at(host, set, i)).collect();
+    let descs = descs_at(host, set);
     let local = Meeting::new(ready).join_all(descs.iter().map(|d| d.ready));
     // Everyone saw the same descriptors, so a disagreement fails every rank alike, before any
     // work and without the closing barrier; work errors (a peer buffer that cannot be mapped)

@@ -14,7 +14,7 @@
 //! each rank reducing all inputs costs less than one more meeting.
 
 use super::hosts::{exchange_remote, needed, own_output, refuse_across_hosts};
-use super::{agree, arrive, arrive_then, desc_at, seg, Desc, BLOCK, DESC, HEADER};
+use super::{agree, arrive, arrive_then, descs_at, seg, Desc, BLOCK, DESC, HEADER};
 use crate::clock::{Meeting, SimTime};
 use crate::error::Result;
 use crate::host::HostGroup;
@@ -69,7 +69,7 @@ pub(super) fn run(host: &HostGroup, coll: &Coll, ready: SimTime) -> Result<SimTi
     }
     let set = arrive(host, &desc, input, &waiter)?;
     let nl = host.ranks.len();
-    let descs: Vec<Desc> = (0..nl).map(|i| desc_at(host, set, i)).collect();
+    let descs = descs_at(host, set);
     if let Err(e) = agree(&descs, &desc) {
         // As the general path does, so remote ranks on either path see the refusal.
         if !host.is_whole() {
@@ -111,9 +111,7 @@ pub(super) fn run(host: &HostGroup, coll: &Coll, ready: SimTime) -> Result<SimTi
     Ok(meeting.start())
 }
 
-/// Where the shared result of block set `set` lies in the segment's header: a verdict line
-/// (`VERDICT_PENDING` until the output is complete, then `VERDICT_OK` or `VERDICT_DISAGREE`;
-/// then the operation's start in virtual time), then the output.
+/// The shared results of the two block sets lie in the segment's header from here (`result_at`).
 const OFF_RESULT: usize = 1024;
 const RESULT_SET: usize = 64 + INLINE;
 const VERDICT_PENDING: u64 = 0;
@@ -122,6 +120,13 @@ const VERDICT_DISAGREE: u64 = 2;
 
 const _: () = assert!(BLOCK % 64 == 0 && DESC % 64 == 0);
 const _: () = assert!(OFF_RESULT >= 256 && OFF_RESULT + 2 * RESULT_SET <= HEADER);
+
+/// Where the shared result of block set `set` lies in the segment: a verdict word
+/// (`VERDICT_PENDING` until the output is complete, then `VERDICT_OK` or `VERDICT_DISAGREE`),
+/// the operation's start in virtual time at +8, and the output at +64.
+fn result_at(set: usize) -> usize {
+    OFF_RESULT + set * RESULT_SET
+}
 
 /// Whether every rank of `coll` gets the same output, of at most `INLINE` bytes: then the last
 /// rank to arrive computes it once for all (`run_shared`).
@@ -149,30 +154,20 @@ fn run_shared(
 ) -> Result<SimTime> {
     let n = host.nranks;
     let m = seg(host);
+    // The verdict and the start: words of the result, written by the last rank to arrive
+    // before the barrier lets the others read them (the barrier's generation orders them), and
+    // not written again before every rank has passed its next barrier (see `arrive`).
+    let verdict = |set: usize| m.atomic_u64(result_at(set));
+    let start_word = |set: usize| m.atomic_u64(result_at(set) + 8);
     let set = arrive_then(host, desc, input, waiter, |set| {
-        let at = OFF_RESULT + set * RESULT_SET;
-        // SAFETY: for this block and the two below, the result of `set` lies in the segment's
-        // header (asserted above); the last rank to arrive writes it before the barrier lets
-        // the others read it, and no rank reads it after its next barrier, two before the next
-        // write (see `arrive`). Pending until this closure completes: the barrier lets the
-        // others go even if it does not.
-        unsafe {
-            m.ptr()
-                .add(at)
-                .cast::<u64>()
-                .write_volatile(VERDICT_PENDING)
-        };
+        // Pending until this closure completes: the barrier lets the others go even if it
+        // does not.
+        verdict(set).store(VERDICT_PENDING, Ordering::Relaxed);
         #[cfg(any(feature = "fault-injection", debug_assertions))]
         panic_for_tests(desc.seq);
-        let descs: Vec<Desc> = (0..n).map(|i| desc_at(host, set, i)).collect();
+        let descs = descs_at(host, set);
         if agree(&descs, desc).is_err() {
-            // SAFETY: as above.
-            unsafe {
-                m.ptr()
-                    .add(at)
-                    .cast::<u64>()
-                    .write_volatile(VERDICT_DISAGREE)
-            };
+            verdict(set).store(VERDICT_DISAGREE, Ordering::Relaxed);
             return;
         }
         let start = Meeting::new(desc.ready).join_all(descs.iter().map(|d| d.ready));
@@ -183,49 +178,39 @@ fn run_shared(
         let scalars: Vec<u64> = descs.iter().map(|d| d.scalar).collect();
         // SAFETY: rank q's input (at most INLINE bytes, `eligible`) is in its block, written
         // before the barrier; the output, at most INLINE bytes (`shared_output`), goes to the
-        // result, which overlaps no block and is written as above.
-        unsafe {
-            own_output(coll, 0, &parts, &scalars, base + at + 64);
-            m.ptr()
-                .add(at + 8)
-                .cast::<u64>()
-                .write_volatile(start.start().as_nanos());
-            m.ptr().add(at).cast::<u64>().write_volatile(VERDICT_OK);
-        }
+        // result of `set` after its verdict line, inside the segment's header (asserted above),
+        // which overlaps no block and which no rank reads before the barrier.
+        unsafe { own_output(coll, 0, &parts, &scalars, base + result_at(set) + 64) };
+        start_word(set).store(start.start().as_nanos(), Ordering::Relaxed);
+        verdict(set).store(VERDICT_OK, Ordering::Relaxed);
     })?;
-    let at = OFF_RESULT + set * RESULT_SET;
-    // SAFETY: the result written by the last rank before the barrier this rank passed, not
-    // written again before this rank's next barrier (see above).
-    let (verdict, start) = unsafe {
-        (
-            m.ptr().add(at).cast::<u64>().read_volatile(),
-            m.ptr().add(at + 8).cast::<u64>().read_volatile(),
-        )
-    };
-    if verdict == VERDICT_PENDING {
-        return Err(crate::error::NcclError::internal(
-            "the rank that arrived last did not finish computing the result",
-        ));
-    }
-    if verdict != VERDICT_OK {
-        let descs: Vec<Desc> = (0..n).map(|i| desc_at(host, set, i)).collect();
-        agree(&descs, desc)?;
-        return Err(crate::error::NcclError::internal(
-            "the ranks' calls were found to disagree, but agree here",
-        ));
+    match verdict(set).load(Ordering::Relaxed) {
+        VERDICT_OK => {}
+        VERDICT_PENDING => {
+            return Err(crate::error::NcclError::internal(
+                "the rank that arrived last did not finish computing the result",
+            ))
+        }
+        _ => {
+            agree(&descs_at(host, set), desc)?;
+            return Err(crate::error::NcclError::internal(
+                "the ranks' calls were found to disagree, but agree here",
+            ));
+        }
     }
     let (_, recv_elems) = coll.kind.extents(coll.count, n, host.rank, coll.root);
-    // SAFETY: the result holds the output, `recv_elems` elements (`shared_output`), and
+    // SAFETY: the result holds the output, `recv_elems` elements (`shared_output`), written
+    // before the barrier this rank passed and not written again before its next one, and
     // `coll.recv` is this rank's receive buffer of that extent (checked at enqueue), outside
     // the segment.
     unsafe {
         super::copy(
-            m.ptr() as usize + at + 64,
+            m.ptr() as usize + result_at(set) + 64,
             coll.recv,
             recv_elems * coll.dtype.size(),
         )
     };
-    Ok(SimTime::from_nanos(start))
+    Ok(SimTime::from_nanos(start_word(set).load(Ordering::Relaxed)))
 }
 
 /// `NCCLSIM_TEST_PANIC_SHARED=S` (tests only: cargo feature `fault-injection`, and debug
