@@ -86,7 +86,8 @@ fn device_buffer(
     // A buffer the call writes is committed against the host's memory in the same call when
     // the elements fit in it; they are checked below.
     let size = dtype.size();
-    let b = match elems.checked_mul(size) {
+    let bytes = elems.checked_mul(size);
+    let b = match bytes {
         Some(need) if write => crate::cuda::buffer_extent_commit(ptr, need)?,
         _ => crate::cuda::buffer_extent(ptr)?,
     };
@@ -101,8 +102,7 @@ fn device_buffer(
             b.device
         )));
     }
-    let need = elems
-        .checked_mul(size)
+    let need = bytes
         .ok_or_else(|| NcclError::invalid_argument(format!("{what}: count {elems} overflows")))?;
     let end = ptr
         .checked_add(need)
