@@ -113,6 +113,12 @@ static void touch(const char *path) {
     fclose(f);
 }
 
+/* Waits for another process to `touch` `path`, polling every 10 ms, at most `polls` times
+ * (the waiting case then goes on and its checks tell what went wrong). */
+static void await_file(const char *path, int polls) {
+    for (int i = 0; i < polls && access(path, F_OK) != 0; i++) usleep(10000);
+}
+
 static float *buf;
 static void *stream;
 
@@ -307,7 +313,7 @@ int main(int argc, char **argv) {
         snprintf(refused, sizeof refused, "%s.refused", path);
         ncclUniqueId id = shared_id(path, 1);
         if (R == 0)
-            for (int tries = 0; tries < 3000 && access(refused, F_OK) != 0; tries++) usleep(10000);
+            await_file(refused, 3000);
         ncclComm_t comm;
         double t = now_ms();
         ncclResult_t rc = ncclCommInitRank(&comm, 2, id, R == 0 ? 0 : 1);
@@ -329,7 +335,7 @@ int main(int argc, char **argv) {
         ncclComm_t comm;
         double t;
         if (R == 2) {
-            for (int tries = 0; tries < 3000 && access(formed, F_OK) != 0; tries++) usleep(10000);
+            await_file(formed, 3000);
             t = now_ms();
             ncclResult_t rc = ncclCommInitRank(&comm, 2, id, 1);
             result(what, rc, t, ncclGetLastError(NULL));
@@ -342,7 +348,7 @@ int main(int argc, char **argv) {
         OK(ncclCommInitRank(&comm, 2, id, R));
         checked_allreduce(comm);
         if (R == 0) touch(formed);
-        for (int tries = 0; tries < 6000 && access(refused, F_OK) != 0; tries++) usleep(10000);
+        await_file(refused, 6000);
         checked_allreduce(comm);
         OK(ncclCommDestroy(comm));
         result(what, 0, t, "reduced before and after the late rank");
@@ -392,7 +398,7 @@ int main(int argc, char **argv) {
         fflush(stdout);
         char go[4096];
         snprintf(go, sizeof go, "%s.go", path);
-        for (int i = 0; i < 3000 && access(go, F_OK) != 0; i++) usleep(10000);
+        await_file(go, 3000);
         checked_allreduce(comm);
         OK(ncclCommDestroy(comm));
         result(what, 0, t, "held and used");
