@@ -36,6 +36,7 @@ mod stubs;
 mod watch;
 
 use launcher::Launcher;
+use run_env::{names, RunEnv};
 
 use clap::Args;
 use std::collections::BTreeMap;
@@ -336,14 +337,14 @@ fn base_env(
         let p = Path::new(t);
         topo::read_xml(t).map_err(|e| format!("--topo: {e}"))?;
         let abs = p.canonicalize().map_err(|e| format!("--topo {t}: {e}"))?;
-        env.insert("NCCLSIM_TOPO".into(), abs.display().to_string());
+        env.insert(names::TOPO.into(), abs.display().to_string());
     }
     if let Some(d) = &args.trace {
         std::fs::create_dir_all(d).map_err(|e| format!("--trace {d}: {e}"))?;
         let abs = Path::new(d)
             .canonicalize()
             .map_err(|e| format!("--trace {d}: {e}"))?;
-        env.insert("NCCLSIM_TRACE".into(), abs.display().to_string());
+        env.insert(names::TRACE.into(), abs.display().to_string());
     }
     if let Some(d) = args.nvl_domain {
         // Grouped here once, as `ncclsim plan` groups them, so that a domain the nodes do not
@@ -356,18 +357,18 @@ fn base_env(
         } else if d == 0 {
             return Err("--nvl-domain 0: an NVLink domain needs at least one GPU".into());
         }
-        env.insert(topo::mnnvl::NVL_DOMAIN_ENV.into(), d.to_string());
+        env.insert(names::NVL_DOMAIN.into(), d.to_string());
     }
     if let Some(r) = &args.report {
-        env.insert("NCCLSIM_REPORT".into(), r.clone());
+        env.insert(names::REPORT.into(), r.clone());
     }
     if let Some(m) = &args.model {
-        env.insert("NCCLSIM_MODEL".into(), m.clone());
+        env.insert(names::MODEL.into(), m.clone());
     }
     if args.pace {
-        env.insert("NCCLSIM_PACE".into(), "1".into());
+        env.insert(names::PACE.into(), "1".into());
     }
-    env.insert("NCCLSIM_COMPUTE".into(), args.compute.clone());
+    env.insert(names::COMPUTE.into(), args.compute.clone());
     if let Some(f) = &args.kernel_times {
         // Read once here so that a bad file stops the run before any process starts.
         kernel_times::KernelTimes::read(f, kernel_times::MatchBy::Name)
@@ -375,9 +376,9 @@ fn base_env(
         let abs = Path::new(f)
             .canonicalize()
             .map_err(|e| format!("--kernel-times {f}: {e}"))?;
-        env.insert("NCCLSIM_KERNEL_TIMES".into(), abs.display().to_string());
+        env.insert(names::KERNEL_TIMES.into(), abs.display().to_string());
         env.insert(
-            "NCCLSIM_KERNEL_TIMES_MATCH".into(),
+            names::KERNEL_TIMES_MATCH.into(),
             args.kernel_times_match.as_deref().unwrap_or("name").into(),
         );
     }
@@ -390,7 +391,7 @@ fn base_env(
     }
     env.insert("PYTHONPATH".into(), pythonpath.join(":"));
     if let Some(c) = &args.clock {
-        env.insert("NCCLSIM_CLOCK".into(), c.clone());
+        env.insert(names::CLOCK.into(), c.clone());
     }
     for kv in &args.env {
         let (k, v) = kv
@@ -400,13 +401,20 @@ fn base_env(
         env.insert(k.to_string(), v.to_string());
     }
     // The setting the copies will see: --clock or --env, else the one they inherit.
-    let clock = env
-        .get("NCCLSIM_CLOCK")
-        .cloned()
-        .or_else(|| std::env::var("NCCLSIM_CLOCK").ok());
-    if clock.is_some_and(|c| c == "virtual") {
+    // Every copy parses what it inherits with these settings over it, as here: a value none
+    // of them could use stops the run now, named. (An inherited NCCLSIM_NODE is not passed on.)
+    let seen = |env: &BTreeMap<String, String>| {
+        RunEnv::from_lookup(|k| {
+            env.get(k)
+                .map(std::ffi::OsString::from)
+                .or_else(|| (k != names::NODE).then(|| std::env::var_os(k)).flatten())
+        })
+        .map_err(|e| format!("the run environment: {e}"))
+    };
+    if seen(&env)?.virtual_clock() {
         virtual_clock_env(&mut env, sonames)?;
     }
+    seen(&env)?;
     Ok(env)
 }
 
@@ -439,7 +447,7 @@ fn virtual_clock_env(env: &mut BTreeMap<String, String>, sonames: &Path) -> Resu
         now(libc::CLOCK_REALTIME),
         now(libc::CLOCK_MONOTONIC)
     );
-    env.entry("NCCLSIM_CLOCK_EPOCH".into()).or_insert(epoch);
+    env.entry(names::CLOCK_EPOCH.into()).or_insert(epoch);
     Ok(())
 }
 
@@ -508,12 +516,12 @@ fn copies(
                 set("NODE_RANK", node.to_string());
             }
             if nodes > 1 {
-                set("NCCLSIM_HOSTNAMES", "1".into());
+                set(names::HOSTNAMES, "1".into());
             }
             // The node is the simulation's (or the user's own --env with one node), never
             // inherited.
             let node_env = user_node.clone().unwrap_or_else(|| node.to_string());
-            env.insert("NCCLSIM_NODE".into(), node_env);
+            env.insert(names::NODE.into(), node_env);
             out.push(Copy {
                 node,
                 rank,
@@ -633,10 +641,10 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
         let mut cmd = Command::new(&c.argv[0]);
         cmd.args(&c.argv[1..])
             .envs(&c.env)
-            .env(fake_cuda_abi::telemetry::JOB_DIR_ENV, job.path());
-        if !c.env.contains_key("NCCLSIM_NODE") {
+            .env(run_env::names::JOB_DIR, job.path());
+        if !c.env.contains_key(names::NODE) {
             // The launcher's ranks place themselves; an inherited node would stop them.
-            cmd.env_remove("NCCLSIM_NODE");
+            cmd.env_remove(names::NODE);
         }
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let pipe = watcher.pipe();

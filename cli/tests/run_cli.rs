@@ -278,6 +278,19 @@ fn bad_options_are_refused() {
             vec!["--", "/nonexistent/program"],
             "cannot start /nonexistent/program",
         ),
+        // The run environment's own values, given by hand: refused as every copy would.
+        (
+            vec!["--env", "NCCLSIM_CLOCK=virt", "--", "true"],
+            "the run environment: NCCLSIM_CLOCK=\"virt\": expected real or virtual",
+        ),
+        (
+            vec!["--env", "NCCLSIM_HOST_MEMORY=8Q", "--", "true"],
+            "NCCLSIM_HOST_MEMORY=\"8Q\": expected a byte count",
+        ),
+        (
+            vec!["--env", "NCCLSIM_TIMEOUT=-1", "--", "true"],
+            "NCCLSIM_TIMEOUT=\"-1\": expected a positive number of seconds",
+        ),
     ] {
         let out = run(&args);
         let log = text(&out);

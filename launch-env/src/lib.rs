@@ -38,34 +38,34 @@ extern "C" fn init() {
 }
 
 fn setup() {
-    let Some(kind) = std::env::var("NCCLSIM_LAUNCHER")
-        .ok()
-        .as_deref()
-        .and_then(place::Kind::parse)
-    else {
+    // Parsed now, not through the process's cached run environment: placing the rank sets
+    // `NCCLSIM_NODE`, which every library then reads.
+    // A bad value stops a rank that must be placed; any other process goes on, and the fake
+    // CUDA core refuses to start naming the same variable.
+    let env = match run_env::RunEnv::from_process() {
+        Ok(env) => env,
+        Err(e) if std::env::var_os(run_env::names::LAUNCHER).is_some() => {
+            eprintln!("ncclsim: cannot place this rank on a simulated node: {e}");
+            std::process::exit(2);
+        }
+        Err(_) => return,
+    };
+    let Some(launcher) = env.launcher else {
         return;
     };
-    if std::env::var_os("NCCLSIM_NODE").is_some() {
+    if env.node.is_some() {
         return;
     }
-    let count = |name: &str| -> Result<Option<usize>, String> {
-        match std::env::var(name) {
-            Err(_) => Ok(None),
-            Ok(v) => v
-                .trim()
-                .parse()
-                .map(Some)
-                .map_err(|_| format!("{name}={v:?} is not a number")),
-        }
-    };
-    let placed = count("NCCLSIM_NODES").and_then(|nodes| {
-        let per = count("NCCLSIM_RANKS_PER_NODE")?;
-        place::place(kind, nodes.unwrap_or(1), per, |k| std::env::var(k).ok())
-    });
+    let placed = place::place(
+        launcher.into(),
+        env.nodes.unwrap_or(1),
+        env.ranks_per_node,
+        |k| std::env::var(k).ok(),
+    );
     match placed {
         Ok(None) => {}
         Ok(Some(p)) => {
-            std::env::set_var("NCCLSIM_NODE", p.node.to_string());
+            std::env::set_var(run_env::names::NODE, p.node.to_string());
             for (k, v) in &p.rewrites {
                 std::env::set_var(k, v);
             }
@@ -95,11 +95,11 @@ fn field_text(f: &[c_char]) -> String {
 
 /// The simulated node's host name, when this process should show one.
 fn simulated_name(real: &str, max: usize) -> Option<String> {
-    if std::env::var_os("NCCLSIM_HOSTNAMES")? != "1" {
+    let env = run_env::RunEnv::current().ok()?;
+    if !env.hostnames {
         return None;
     }
-    let node: usize = std::env::var("NCCLSIM_NODE").ok()?.trim().parse().ok()?;
-    Some(place::host_name(real, node, max))
+    Some(place::host_name(real, env.node? as usize, max))
 }
 
 /// `uname(2)` with the simulated node's name in `nodename`.

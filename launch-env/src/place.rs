@@ -32,16 +32,17 @@ pub enum Kind {
     Slurm,
 }
 
-impl Kind {
-    /// The kind `NCCLSIM_LAUNCHER` names; `None` for the kinds placed by `ncclsim run` itself.
-    pub fn parse(s: &str) -> Option<Kind> {
-        match s {
-            "mpi" => Some(Kind::Mpi),
-            "slurm" => Some(Kind::Slurm),
-            _ => None,
+impl From<run_env::Launcher> for Kind {
+    /// The kind `NCCLSIM_LAUNCHER` names.
+    fn from(l: run_env::Launcher) -> Kind {
+        match l {
+            run_env::Launcher::Mpi => Kind::Mpi,
+            run_env::Launcher::Slurm => Kind::Slurm,
         }
     }
+}
 
+impl Kind {
     fn rank_vars(self) -> &'static [&'static str] {
         match self {
             Kind::Mpi => &["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"],

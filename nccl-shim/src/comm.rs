@@ -90,8 +90,9 @@ pub fn host_hash() -> u64 {
     fnv1a(format!("{}{}", crate::error::machine_name(), boot.trim()).as_bytes())
 }
 
+/// This process's simulated node (`NCCLSIM_NODE` of the run environment), if it was placed.
 fn env_node() -> Option<i32> {
-    std::env::var("NCCLSIM_NODE").ok()?.trim().parse().ok()
+    run_env::RunEnv::current().ok()?.node.map(|n| n as i32)
 }
 
 /// A communicator, as one rank holds it.

@@ -44,13 +44,15 @@ fn registry() -> &'static Mutex<Registry> {
     R.get_or_init(|| Mutex::new(BTreeMap::new()))
 }
 
+/// Whether the run environment names a report file (`NCCLSIM_REPORT`).
+fn report_asked() -> bool {
+    run_env::RunEnv::current().is_ok_and(|e| e.report.is_some())
+}
+
 /// Whether a report is asked for (`NCCLSIM_REPORT`, or `NCCL_DEBUG=INFO`).
 pub fn enabled() -> bool {
     static E: OnceLock<bool> = OnceLock::new();
-    *E.get_or_init(|| {
-        std::env::var_os("NCCLSIM_REPORT").is_some()
-            || crate::error::level() >= crate::error::Level::Info
-    })
+    *E.get_or_init(|| report_asked() || crate::error::level() >= crate::error::Level::Info)
 }
 
 extern "C" fn at_exit() {
@@ -138,7 +140,7 @@ pub fn comm_ended(magic: u64, rank: usize, destroyed: bool) {
 
 /// Hands the `nccl` section to the core (written to the file now with `write`).
 fn publish(write: bool) {
-    if std::env::var_os("NCCLSIM_REPORT").is_none() {
+    if !report_asked() {
         return;
     }
     let json = section_json();

@@ -15,6 +15,7 @@ use crate::error::{self, NcclError, Result};
 use cost_model::types::{Collective, DataType, RedOp};
 use cost_model::{CostModel, Mode, Prediction, TunerSettings};
 use planner::{CommPlan, Member, Planner, PlannerSettings};
+use run_env::RunEnv;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use topo::cluster::{Cluster, Completion};
@@ -37,42 +38,45 @@ pub struct Sim {
     planner: PlannerSettings,
     tuner: TunerSettings,
     mode: Mode,
+    /// The GPU model completing a skeleton node file (`NCCLSIM_GPU`).
+    gpu: Option<&'static topo::profiles::GpuModel>,
     nvl_domains: topo::NvlDomains,
     planners: Mutex<HashMap<usize, Arc<Planner>>>,
     comms: Mutex<PlanCache>,
 }
 
-fn load() -> Result<Sim> {
-    let (source, xml) =
-        match std::env::var("NCCLSIM_TOPO").or_else(|_| std::env::var("NCCL_TOPO_FILE")) {
-            Ok(path) => (
-                path.clone(),
-                topo::read_xml(&path).map_err(|e| NcclError::invalid_usage(e.to_string()))?,
-            ),
-            Err(_) => (
-                format!("{} (bundled)", fake_cuda_abi::BUNDLED_NAME),
-                topo::xml::parse(fake_cuda_abi::BUNDLED_XML, "dgx-a100.xml")
-                    .map_err(|e| NcclError::internal(e.to_string()))?,
-            ),
-        };
+fn load(env: &RunEnv) -> Result<Sim> {
+    let (source, xml) = match &env.topo {
+        Some(path) => {
+            let path = path.to_string_lossy().into_owned();
+            let xml = topo::read_xml(&path).map_err(|e| NcclError::invalid_usage(e.to_string()))?;
+            (path, xml)
+        }
+        None => (
+            format!("{} (bundled)", fake_cuda_abi::BUNDLED_NAME),
+            topo::xml::parse(fake_cuda_abi::BUNDLED_XML, "dgx-a100.xml")
+                .map_err(|e| NcclError::internal(e.to_string()))?,
+        ),
+    };
     let planner =
         PlannerSettings::from_env().map_err(|e| NcclError::invalid_argument(e.to_string()))?;
     let tuner =
         TunerSettings::from_env().map_err(|e| NcclError::invalid_argument(e.to_string()))?;
-    let mode = match std::env::var("NCCLSIM_MODEL").as_deref() {
-        Ok("calibrated") => Mode::Calibrated,
-        Ok("nccl") | Err(_) => Mode::Nccl,
-        Ok(other) => {
-            return Err(NcclError::invalid_argument(format!(
-                "NCCLSIM_MODEL={other}: expected nccl or calibrated"
-            )))
-        }
+    let mode = match env.model {
+        run_env::Model::Calibrated => Mode::Calibrated,
+        run_env::Model::Nccl => Mode::Nccl,
     };
-    let nvl_domains =
-        topo::mnnvl::domains_from_env().map_err(|e| NcclError::invalid_argument(e.to_string()))?;
+    let gpu = match &env.gpu_model {
+        Some(g) => Some(
+            topo::profiles::gpu_model(g)
+                .map_err(|e| NcclError::invalid_argument(format!("NCCLSIM_GPU: {e}")))?,
+        ),
+        None => None,
+    };
     Ok(Sim {
         source,
-        nvl_domains,
+        gpu,
+        nvl_domains: topo::mnnvl::domains_of(env.nvl_domain),
         xml: Arc::new(xml),
         planner,
         tuner,
@@ -86,10 +90,17 @@ fn load() -> Result<Sim> {
 pub fn sim() -> Option<&'static Sim> {
     static S: OnceLock<Option<Sim>> = OnceLock::new();
     S.get_or_init(|| {
-        if std::env::var("NCCLSIM_SIM").is_ok_and(|v| v == "0") {
+        let env = match RunEnv::current() {
+            Ok(env) => env,
+            Err(e) => {
+                error::warn(&format!("simulation off: {e}"));
+                return None;
+            }
+        };
+        if !env.sim {
             return None;
         }
-        match load() {
+        match load(env) {
             Ok(s) => Some(s),
             Err(e) => {
                 error::warn(&format!("simulation off: {e}"));
@@ -114,14 +125,11 @@ impl Sim {
         let hosts: Vec<(String, Arc<topo::XmlElement>)> = (0..nodes)
             .map(|_| (self.source.clone(), self.xml.clone()))
             .collect();
-        let gpu = std::env::var("NCCLSIM_GPU")
-            .ok()
-            .and_then(|g| topo::profiles::gpu_model(&g).ok());
         let mut cluster = Cluster::from_hosts(
             &hosts,
             &self.planner.topo,
             Completion {
-                gpu,
+                gpu: self.gpu,
                 nic_speed_mbps: None,
             },
         )

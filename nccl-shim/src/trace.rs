@@ -20,13 +20,14 @@ struct Writer {
 fn writer() -> Option<&'static Mutex<Writer>> {
     static W: OnceLock<Option<Mutex<Writer>>> = OnceLock::new();
     W.get_or_init(|| {
-        let dir = std::env::var("NCCLSIM_TRACE").ok()?;
-        if let Err(e) = std::fs::create_dir_all(&dir) {
-            crate::error::warn(&format!("NCCLSIM_TRACE={dir}: {e}"));
+        let dir = run_env::RunEnv::current().ok()?.trace.as_ref()?;
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            crate::error::warn(&format!("NCCLSIM_TRACE={}: {e}", dir.display()));
             return None;
         }
         let path = format!(
-            "{dir}/ncclsim-{}-{}.json",
+            "{}/ncclsim-{}-{}.json",
+            dir.display(),
             crate::error::host_name(),
             std::process::id()
         );

@@ -235,31 +235,10 @@ pub fn assign_domains(hosts: &[HostShape], domains: NvlDomains) -> Result<Vec<Op
     Ok(out)
 }
 
-/// The environment variable `ncclsim run --nvl-domain GPUS` sets for the processes of a job:
-/// the GPUs per NVLink domain, read by the simulated NCCL and NVML as the CLI flag is read.
-pub const NVL_DOMAIN_ENV: &str = "NCCLSIM_NVL_DOMAIN";
-
-/// `--nvl-domain`'s value as a grouping: none given is [`NvlDomains::Auto`].
+/// `--nvl-domain`'s value (or `NCCLSIM_NVL_DOMAIN`'s) as a grouping: none given is
+/// [`NvlDomains::Auto`].
 pub fn domains_of(gpus: Option<usize>) -> NvlDomains {
     gpus.map_or(NvlDomains::Auto, NvlDomains::Gpus)
-}
-
-/// The grouping [`NVL_DOMAIN_ENV`] asks for: unset or empty is [`NvlDomains::Auto`], else a
-/// whole number of GPUs per domain.
-pub fn domains_from_env() -> Result<NvlDomains> {
-    match std::env::var(NVL_DOMAIN_ENV) {
-        Ok(v) if !v.trim().is_empty() => {
-            v.trim()
-                .parse::<usize>()
-                .map(NvlDomains::Gpus)
-                .map_err(|_| {
-                    TopoError::Model(format!(
-                        "{NVL_DOMAIN_ENV}={v:?}: expected a whole number of GPUs per NVLink domain"
-                    ))
-                })
-        }
-        _ => Ok(NvlDomains::Auto),
-    }
 }
 
 /// The fabric information of node `node` of a cluster whose nodes are all copies of `root`
@@ -280,32 +259,6 @@ pub fn node_fabric(
     };
     let hosts = vec![shape; node + 1];
     Ok(assign_domains(&hosts, domains)?.pop().flatten())
-}
-
-/// The fabric of the simulated node a process of `ncclsim run` is on: its node file
-/// (`NCCLSIM_TOPO`, else `NCCL_TOPO_FILE`, else `bundled` as (name, XML text)), its node
-/// (`NCCLSIM_NODE`, default 0) and the grouping ([`domains_from_env`]), as the fake CUDA core
-/// reads them; `gpus` is the node's GPU count.
-pub fn process_fabric(gpus: usize, bundled: (&str, &str)) -> Result<Option<FabricInfo>> {
-    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-    let (source, xml) = match env("NCCLSIM_TOPO").or_else(|| env("NCCL_TOPO_FILE")) {
-        Some(f) => {
-            let xml = crate::read_xml(&f)?;
-            (f, xml)
-        }
-        None => (
-            bundled.0.to_string(),
-            crate::xml::parse(bundled.1, bundled.0)?,
-        ),
-    };
-    let node = match env("NCCLSIM_NODE") {
-        Some(n) => n
-            .trim()
-            .parse::<usize>()
-            .map_err(|_| TopoError::Model(format!("NCCLSIM_NODE={n:?} is not a node index")))?,
-        None => 0,
-    };
-    node_fabric(&xml, &source, gpus, node, domains_from_env()?)
 }
 
 #[cfg(test)]

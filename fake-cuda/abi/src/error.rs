@@ -108,6 +108,10 @@ pub enum CoreError {
     /// `libncclsim_cuda.so` could not be loaded.
     #[error("cannot load the fake CUDA core: {0}")]
     Load(String),
+    /// A variable of the run environment has a value that cannot be used (the run-env crate's
+    /// message: the variable, its value, what it must be); the devices cannot be built.
+    #[error("environment: {0}")]
+    Environment(String),
 }
 
 /// Numeric code of a [`CoreError`], stable across the C vtable. 0 is success.
@@ -233,7 +237,7 @@ impl CoreError {
             CoreError::NotSupported(_) => Status::NotSupported,
             CoreError::Reported { status, .. } => *status,
             CoreError::Load(_) => Status::Internal,
-            CoreError::Topology(_) => Status::NoDevice,
+            CoreError::Topology(_) | CoreError::Environment(_) => Status::NoDevice,
             CoreError::CaptureViolation(_) => Status::CaptureViolation,
         }
     }

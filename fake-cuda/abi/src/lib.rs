@@ -169,6 +169,23 @@ pub struct CStreamInfo {
     pub priority: i32,
 }
 
+/// The NVLink fabric spanning hosts a GPU is part of, in C form (what NVML's GPU fabric
+/// information reports and the driver's fabric handles need).
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct CFabricInfo {
+    /// The cluster UUID as the two 64-bit halves NCCL prints (`%lx.%lx`).
+    pub cluster_uuid: [u64; 2],
+    /// The clique id.
+    pub clique_id: u32,
+    /// The fabric state (NVML's `NVML_GPU_FABRIC_STATE_*`).
+    pub state: u32,
+    /// The health mask (NVML's `NVML_GPU_FABRIC_HEALTH_MASK_*` fields).
+    pub health_mask: u32,
+    /// Zero.
+    pub reserved: u32,
+}
+
 /// Most NVLinks [`CDeviceTopology`] reports (NVML's `NVML_NVLINK_MAX_LINKS` is 18).
 pub const MAX_NVLINKS: usize = 32;
 /// Most PCI ancestors [`CDeviceTopology`] reports.
@@ -270,7 +287,8 @@ zeroed!(
     CHandle,
     CDeviceInfo,
     CPointerInfo,
-    CBufferExtent
+    CBufferExtent,
+    CFabricInfo
 );
 zeroed!(CArenaLocation, CStreamInfo, CDeviceTopology, CMemHandleInfo);
 
@@ -599,6 +617,11 @@ macro_rules! core_api {
             /// range committed as `commit_memory` does, in one call (a collective checking the
             /// receive buffer it is about to write).
             fn buffer_extent_commit(ptr: usize, commit_len: usize) -> (extent: CBufferExtent);
+            /// The NVLink fabric spanning hosts that physical device `index` is part of: its
+            /// simulated node's NVLink domain as the core grouped the job's nodes from the
+            /// run environment (`NCCLSIM_NVL_DOMAIN`, else the hardware's); not supported
+            /// when the node is in none.
+            fn physical_device_fabric(index: i32) -> (fabric: CFabricInfo);
         }
     };
 }

@@ -5,7 +5,7 @@
 //!
 //! A record is a sealed memfd of its writer (`F_SEAL_FUTURE_WRITE`: once published, no other
 //! process can map it writable or write to it), named in the job directory
-//! ([`JOB_DIR_ENV`]) by a symbolic link `<pid>` -> `/proc/<pid>/fd/<n>`. When the writer
+//! (`NCCLSIM_JOB_DIR`) by a symbolic link `<pid>` -> `/proc/<pid>/fd/<n>`. When the writer
 //! exits the memfd goes with it and the link dangles, so a reader ignores (and removes) it;
 //! `ncclsim run` removes the directory when the job ends.
 //!
@@ -16,8 +16,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Environment variable naming the job directory (set by `ncclsim run`).
-pub const JOB_DIR_ENV: &str = "NCCLSIM_JOB_DIR";
 /// "NCSMTELE": identifies a telemetry record.
 pub const RECORD_MAGIC: u64 = 0x4e43_534d_5445_4c45;
 /// Layout version of the record.

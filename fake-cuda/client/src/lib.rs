@@ -104,9 +104,13 @@ fn load() -> std::result::Result<Client, String> {
     ) {
         return Ok(Client { api });
     }
-    let candidates: Vec<String> = match std::env::var("NCCLSIM_CUDA_CORE") {
-        Ok(p) => vec![p],
-        Err(_) => own_directory()
+    // A run environment with a bad value still finds the core, which then reports that value.
+    let named = run_env::RunEnv::current()
+        .ok()
+        .and_then(|e| e.cuda_core.as_ref());
+    let candidates: Vec<String> = match named {
+        Some(p) => vec![p.to_string_lossy().into_owned()],
+        None => own_directory()
             .map(|d| d.join(abi::CORE_LIBRARY).to_string_lossy().into_owned())
             .into_iter()
             .chain([abi::CORE_LIBRARY.to_string()])

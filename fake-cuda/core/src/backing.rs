@@ -42,17 +42,6 @@ impl Available {
     }
 }
 
-/// `NCCLSIM_HOST_MEMORY` (bytes, K/M/G/T suffixes): the most this process's device memory may
-/// commit. An invalid value is reported on stderr and ignored.
-pub fn process_limit_from_env() -> Option<u64> {
-    let v = std::env::var("NCCLSIM_HOST_MEMORY").ok()?;
-    let parsed = crate::parse_bytes(&v);
-    if parsed.is_none() {
-        eprintln!("ncclsim: NCCLSIM_HOST_MEMORY={v:?} is not a byte count (e.g. 8G); ignored");
-    }
-    parsed
-}
-
 /// What the host can still back now: the machine's `MemAvailable` and the limits of the
 /// process's memory cgroups, the lowest of them.
 pub fn host_available() -> Available {

@@ -49,7 +49,7 @@ const SERVE_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long a requester waits for the owner's answer.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 /// The environment variable that makes a process not dumpable when it first shares memory.
-pub const HARDEN_ENV: &str = "NCCLSIM_HARDEN";
+pub const HARDEN_ENV: &str = run_env::names::HARDEN;
 
 /// A descriptor registered with this process's broker: its key and secret.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,7 +131,7 @@ pub fn withdraw(key: u32) {
 
 /// Makes the process not dumpable if [`HARDEN_ENV`] is `1`; says so on stderr if that fails.
 fn harden_if_asked() {
-    if std::env::var(HARDEN_ENV).is_ok_and(|v| v.trim() == "1") {
+    if run_env::RunEnv::current().is_ok_and(|e| e.harden) {
         if let Err(e) =
             rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         {

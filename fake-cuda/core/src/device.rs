@@ -93,6 +93,8 @@ pub struct DeviceDesc {
     pub pci_ancestors: Vec<PciBusId>,
     /// NVLinks in link-index order (a `count="2"` link of the XML is two entries).
     pub nvlinks: Vec<NvLink>,
+    /// The NVLink fabric spanning hosts the GPU's node is part of, if any.
+    pub fabric: Option<fake_cuda_abi::CFabricInfo>,
 }
 
 /// One NVLink of a GPU.

@@ -109,58 +109,20 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Reads `NCCLSIM_PACE`, `NCCLSIM_CLOCK`, `NCCLSIM_STRICT_KERNELS`, `NCCLSIM_HOST_MEMORY`
-    /// and `NCCLSIM_CACHE_LIMIT`
-    /// (bytes, with an optional K/M/G/T binary suffix; default a quarter of the machine's
-    /// memory; an invalid value is reported on stderr and the default used).
-    pub fn from_env() -> Config {
-        let on = |k: &str| std::env::var(k).is_ok_and(|v| v == "1" || v == "true");
-        let cache_limit = match std::env::var("NCCLSIM_CACHE_LIMIT") {
-            Ok(v) => parse_bytes(&v).unwrap_or_else(|| {
-                eprintln!(
-                    "ncclsim: NCCLSIM_CACHE_LIMIT={v:?} is not a byte count (e.g. 8G); using the default"
-                );
-                default_cache_limit()
-            }),
-            Err(_) => default_cache_limit(),
-        };
-        let virtual_clock = virtual_clock_from_env();
+    /// The switches of the run environment: `NCCLSIM_PACE`, `NCCLSIM_CLOCK`,
+    /// `NCCLSIM_STRICT_KERNELS`, `NCCLSIM_HOST_MEMORY` and `NCCLSIM_CACHE_LIMIT` (default a
+    /// quarter of the machine's memory).
+    pub fn of(env: &run_env::RunEnv) -> Config {
+        let virtual_clock = env.virtual_clock();
         Config {
-            pace: on("NCCLSIM_PACE") && !virtual_clock,
+            pace: env.pace && !virtual_clock,
             virtual_clock,
-            strict_kernels: on("NCCLSIM_STRICT_KERNELS"),
-            cache_limit,
-            host_memory: backing::process_limit_from_env(),
+            strict_kernels: env.strict_kernels,
+            cache_limit: env.cache_limit.unwrap_or_else(default_cache_limit),
+            host_memory: env.host_memory,
             team_wait: vmm::multicast::TEAM_WAIT,
         }
     }
-}
-
-/// `NCCLSIM_CLOCK`: `virtual` turns the virtual host clock on; unset, empty or `real` leaves
-/// the host clock real; anything else is reported on stderr (once per caller) and read as
-/// `real`.
-pub fn virtual_clock_from_env() -> bool {
-    match std::env::var("NCCLSIM_CLOCK").as_deref() {
-        Ok("virtual") => true,
-        Ok("real") | Ok("") | Err(_) => false,
-        Ok(other) => {
-            eprintln!("ncclsim: NCCLSIM_CLOCK={other:?} is neither virtual nor real; using real");
-            false
-        }
-    }
-}
-
-/// `1234`, `64K`, `8M`, `4G`, `1T` (binary multiples) as bytes.
-pub fn parse_bytes(text: &str) -> Option<u64> {
-    let t = text.trim();
-    let (digits, shift) = match t.char_indices().last()? {
-        (i, 'k' | 'K') => (&t[..i], 10),
-        (i, 'm' | 'M') => (&t[..i], 20),
-        (i, 'g' | 'G') => (&t[..i], 30),
-        (i, 't' | 'T') => (&t[..i], 40),
-        _ => (t, 0),
-    };
-    digits.trim().parse::<u64>().ok()?.checked_mul(1 << shift)
 }
 
 /// A quarter of the machine's physical memory (1 GiB if unknown).
@@ -419,26 +381,34 @@ impl Core {
         }
     }
 
-    /// The process core as the environment describes it: the devices of the topology node
-    /// ([`topology::TopologyChoice`]: `NCCLSIM_TOPO`/`NCCL_TOPO_FILE`, `NCCLSIM_NODE`, else the
-    /// bundled DGX A100), `CUDA_VISIBLE_DEVICES`, `NCCLSIM_PACE`, `NCCLSIM_STRICT_KERNELS`,
-    /// the measured kernel times of `NCCLSIM_KERNEL_TIMES` matched by
-    /// `NCCLSIM_KERNEL_TIMES_MATCH` (a file that cannot be read or parsed is an error), and the
-    /// job directory `NCCLSIM_JOB_DIR` where it publishes its telemetry record.
+    /// The process core as the run environment ([`run_env::RunEnv::current`]) describes it:
+    /// a value it cannot use is [`CoreError::Environment`]; see [`Core::of_env`].
     pub fn from_env() -> Result<Core> {
-        let choice = topology::TopologyChoice::from_lookup(|k| std::env::var(k).ok())?;
-        let devices = choice.devices()?;
-        let cvd = std::env::var("CUDA_VISIBLE_DEVICES").ok();
-        let visible = device::visible_devices(&devices, cvd.as_deref());
+        let env = run_env::RunEnv::current().map_err(|e| CoreError::Environment(e.to_string()))?;
+        Core::of_env(env, std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref())
+    }
+
+    /// The core of run environment `env`: the devices of its topology node
+    /// ([`topology::TopologyChoice`]: `NCCLSIM_TOPO`/`NCCL_TOPO_FILE`, `NCCLSIM_NODE`, else
+    /// the bundled DGX A100) of which `cuda_visible_devices` leaves some visible, its switches
+    /// ([`Config::of`]), the measured kernel times of `NCCLSIM_KERNEL_TIMES` matched by
+    /// `NCCLSIM_KERNEL_TIMES_MATCH` (a file that cannot be read or parsed is an error), and
+    /// the job directory `NCCLSIM_JOB_DIR` where it publishes its telemetry record.
+    pub fn of_env(env: &run_env::RunEnv, cuda_visible_devices: Option<&str>) -> Result<Core> {
+        let devices = topology::TopologyChoice::of(env).devices()?;
+        let visible = device::visible_devices(&devices, cuda_visible_devices);
         let times = kernel_times::KernelTimes::from_settings(
-            std::env::var("NCCLSIM_KERNEL_TIMES").ok().as_deref(),
-            std::env::var("NCCLSIM_KERNEL_TIMES_MATCH").ok().as_deref(),
+            env.kernel_times
+                .as_ref()
+                .map(|p| p.to_string_lossy())
+                .as_deref(),
+            env.kernel_times_match.as_deref(),
         )
         .map_err(|e| CoreError::InvalidValue(format!("NCCLSIM_KERNEL_TIMES: {e}")))?;
-        let core = Core::new(devices, visible, Config::from_env());
+        let core = Core::new(devices, visible, Config::of(env));
         core.set_kernel_times(times);
-        if let Some(job) = publish::Job::from_env() {
-            core.publish_to(job.dir, job.node);
+        if let Some(dir) = &env.job_dir {
+            core.publish_to(dir, env.node_or_zero());
         }
         Ok(core)
     }

@@ -22,21 +22,6 @@ pub(crate) struct Job {
     pub node: u32,
 }
 
-impl Job {
-    /// The job of the environment ([`telemetry::JOB_DIR_ENV`], `NCCLSIM_NODE`), if any.
-    pub fn from_env() -> Option<Job> {
-        let dir = std::env::var_os(telemetry::JOB_DIR_ENV).filter(|d| !d.is_empty())?;
-        let node = std::env::var("NCCLSIM_NODE")
-            .ok()
-            .and_then(|n| n.trim().parse().ok())
-            .unwrap_or(0);
-        Some(Job {
-            dir: dir.into(),
-            node,
-        })
-    }
-}
-
 /// The record's state in [`State`].
 #[derive(Default)]
 pub(crate) enum Publisher {

@@ -5,10 +5,10 @@
 //! model profile of the `topo` crate gives the name and memory size, and `compute_model::spec` the
 //! per-board numbers CUDA reports (multiprocessors, clocks, caches, bandwidths).
 //!
-//! The environment picks the file: `NCCLSIM_TOPO`, else `NCCL_TOPO_FILE`, else the bundled DGX
-//! A100 node (`topologies/dgx-a100.xml`). `NCCLSIM_NODE` says which node of a multi-node run
-//! this process is on (UUIDs differ per node), `NCCLSIM_GPU` names a GPU model to complete
-//! skeleton files that have no `<gpu>` elements.
+//! The run environment ([`run_env::RunEnv`]) picks the file: `NCCLSIM_TOPO`, else
+//! `NCCL_TOPO_FILE`, else the bundled DGX A100 node (`topologies/dgx-a100.xml`). `NCCLSIM_NODE`
+//! says which node of a multi-node run this process is on (UUIDs differ per node),
+//! `NCCLSIM_GPU` names a GPU model to complete skeleton files that have no `<gpu>` elements.
 
 use crate::device::{synthetic_uuid, DeviceDesc, NvLink, NvLinkPeer, PciBusId};
 use crate::error::{CoreError, Result};
@@ -16,7 +16,7 @@ use topo::xml::XmlElement;
 
 pub use fake_cuda_abi::{BUNDLED_NAME, BUNDLED_XML};
 
-/// Which topology file and node the environment names.
+/// Which topology file and node the run environment names.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TopologyChoice {
     /// Path of the XML (`NCCLSIM_TOPO`, else `NCCL_TOPO_FILE`); `None` for the bundled node.
@@ -25,24 +25,19 @@ pub struct TopologyChoice {
     pub node: u32,
     /// GPU model for skeleton files (`NCCLSIM_GPU`).
     pub gpu_model: Option<String>,
+    /// GPUs per NVLink domain (`NCCLSIM_NVL_DOMAIN`); `None`: as the hardware groups them.
+    pub nvl_domain: Option<usize>,
 }
 
 impl TopologyChoice {
-    /// Reads `NCCLSIM_TOPO`, `NCCL_TOPO_FILE`, `NCCLSIM_NODE` and `NCCLSIM_GPU` through `var`.
-    pub fn from_lookup(var: impl Fn(&str) -> Option<String>) -> Result<TopologyChoice> {
-        let node = match var("NCCLSIM_NODE") {
-            None => 0,
-            Some(v) => v.trim().parse().map_err(|_| {
-                CoreError::Topology(format!("NCCLSIM_NODE={v:?} is not a node index"))
-            })?,
-        };
-        Ok(TopologyChoice {
-            file: var("NCCLSIM_TOPO")
-                .or_else(|| var("NCCL_TOPO_FILE"))
-                .filter(|f| !f.is_empty()),
-            node,
-            gpu_model: var("NCCLSIM_GPU").filter(|m| !m.is_empty()),
-        })
+    /// The node file, node and GPU model of `env`.
+    pub fn of(env: &run_env::RunEnv) -> TopologyChoice {
+        TopologyChoice {
+            file: env.topo.as_ref().map(|p| p.to_string_lossy().into_owned()),
+            node: env.node_or_zero(),
+            gpu_model: env.gpu_model.clone(),
+            nvl_domain: env.nvl_domain,
+        }
     }
 
     /// The devices of the chosen node, in CUDA device order.
@@ -64,11 +59,49 @@ impl TopologyChoice {
             gpu,
             nic_speed_mbps: None,
         };
-        let (xml, _notes) = topo::cluster::prepare(&xml, &source, completion).map_err(bad)?;
+        let (prepared, _notes) = topo::cluster::prepare(&xml, &source, completion).map_err(bad)?;
         let stem = std::path::Path::new(&source)
             .file_stem()
             .map_or(source.clone(), |s| s.to_string_lossy().into_owned());
-        devices_from_xml(&xml, &format!("{stem}/node{}", self.node), &source, gpu)
+        let mut devices = devices_from_xml(
+            &prepared,
+            &format!("{stem}/node{}", self.node),
+            &source,
+            gpu,
+        )?;
+        let fabric = self.fabric(&xml, &source, devices.len())?;
+        for d in &mut devices {
+            d.fabric = fabric;
+        }
+        Ok(devices)
+    }
+
+    /// The fabric of this node when every node of the job is a copy of `root` with `gpus`
+    /// GPUs, grouped into NVLink domains as `ncclsim plan --nvl-domain` groups them
+    /// ([`topo::mnnvl::node_fabric`]).
+    fn fabric(
+        &self,
+        root: &XmlElement,
+        source: &str,
+        gpus: usize,
+    ) -> Result<Option<fake_cuda_abi::CFabricInfo>> {
+        let domains = topo::mnnvl::domains_of(self.nvl_domain);
+        let f = topo::mnnvl::node_fabric(root, source, gpus, self.node as usize, domains).map_err(
+            |e| match self.nvl_domain {
+                Some(n) => CoreError::Topology(format!(
+                    "GPU fabric ({}={n}): {e}",
+                    run_env::names::NVL_DOMAIN
+                )),
+                None => CoreError::Topology(format!("GPU fabric: {e}")),
+            },
+        )?;
+        Ok(f.map(|f| fake_cuda_abi::CFabricInfo {
+            cluster_uuid: f.cluster_uuid,
+            clique_id: f.clique_id,
+            state: f.state,
+            health_mask: f.health_mask,
+            reserved: 0,
+        }))
     }
 }
 
@@ -232,6 +265,7 @@ pub fn devices_from_xml(
             numa_node: f.numa_node,
             pci_ancestors: f.ancestors.clone(),
             nvlinks,
+            fabric: None,
         });
     }
     Ok(devices)
@@ -329,13 +363,6 @@ mod tests {
         };
         let e = choice.devices().unwrap_err().to_string();
         assert!(e.contains("/nonexistent/topo.xml"), "{e}");
-        let e = TopologyChoice::from_lookup(|k| (k == "NCCLSIM_NODE").then(|| "x".into()))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("NCCLSIM_NODE"), "{e}");
-        let e = TopologyChoice::from_lookup(|k| (k == "NCCLSIM_NODE").then(|| "abc".into()))
-            .unwrap_err();
-        assert_eq!(e.status(), crate::Status::NoDevice, "{e}");
         let root = topo::xml::parse("<system version=\"1\"><cpu/></system>", "e.xml").unwrap();
         let e = devices_from_xml(&root, "e", "e.xml", None)
             .unwrap_err()

@@ -318,7 +318,8 @@ fn an_invalid_node_index_means_no_device_and_says_why_once() {
         "{}",
         describe(&out)
     );
-    let why = "ncclsim: no fake CUDA devices: topology: NCCLSIM_NODE=\"abc\" is not a node index";
+    let why = "ncclsim: no fake CUDA devices: environment: NCCLSIM_NODE=\"abc\": expected a \
+               simulated node index (0, 1, ...)";
     assert_eq!(err.matches(why).count(), 1, "{err}");
 }
 

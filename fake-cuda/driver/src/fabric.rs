@@ -17,7 +17,6 @@
 //! created with the fabric handle type travel the same way (the core's import tells them
 //! from allocations by their file).
 
-use crate::vmm::node_has_fabric;
 use crate::{core, DriverError, Result, INVALID_VALUE};
 use fake_cuda_core::vmm::HANDLE_TYPE_POSIX_FD;
 use std::collections::HashMap;
@@ -62,19 +61,14 @@ fn state() -> MutexGuard<'static, Fabric> {
     .unwrap_or_else(|e| e.into_inner())
 }
 
-/// This process's NVLink domain, refusing a node outside one.
-fn domain() -> Result<topo::FabricInfo> {
-    if !node_has_fabric()? {
-        return Err(DriverError::Code(crate::NOT_SUPPORTED));
-    }
-    let gpus = core()?.physical_device_count()? as usize;
-    let bundled = (
-        fake_cuda_core::abi::BUNDLED_NAME,
-        fake_cuda_core::abi::BUNDLED_XML,
-    );
-    topo::mnnvl::process_fabric(gpus, bundled)
-        .map_err(|e| DriverError::Setting(format!("GPU fabric: {e}")))?
-        .ok_or(DriverError::Code(crate::NOT_SUPPORTED))
+/// This process's NVLink domain, as the core built it; a node outside one is refused.
+pub(crate) fn domain() -> Result<fake_cuda_core::abi::CFabricInfo> {
+    core()?
+        .physical_device_fabric(0)
+        .map_err(|e| match e.status() {
+            fake_cuda_core::Status::NotSupported => DriverError::Code(crate::NOT_SUPPORTED),
+            _ => e.into(),
+        })
 }
 
 /// `cuMemCreate` with `types` (which include [`HANDLE_TYPE_FABRIC`]): the core's allocation,

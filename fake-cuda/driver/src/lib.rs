@@ -44,9 +44,6 @@ pub enum DriverError {
     /// `cuGetProcAddress` of a name this library does not export.
     #[error("no driver function {0} (CUDA_ERROR_NOT_FOUND)")]
     NoSymbol(String),
-    /// A simulation setting of the environment is wrong (CUDA_ERROR_INVALID_VALUE).
-    #[error("{0}")]
-    Setting(String),
 }
 
 impl DriverError {
@@ -54,7 +51,6 @@ impl DriverError {
         match self {
             DriverError::Code(c) => *c,
             DriverError::NoSymbol(_) => NOT_FOUND,
-            DriverError::Setting(_) => INVALID_VALUE,
             // The driver API has no "invalid device function".
             DriverError::Core(e) if e.status() == Status::KernelRefused => NOT_SUPPORTED,
             DriverError::Core(e) => e.cuda_code(),

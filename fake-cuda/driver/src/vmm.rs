@@ -86,22 +86,14 @@ fn check_prop(prop: *const CUmemAllocationProp) -> Result<CUmemAllocationProp> {
 }
 
 /// Whether this process's simulated node is in an NVLink domain spanning nodes (what NVML's GPU
-/// fabric information reports, `topo::mnnvl::process_fabric`): its GPUs then report fabric
-/// handle support, as GB200/GB300 NVL72 GPUs do.
+/// fabric information reports; the core's `physical_device_fabric`): its GPUs then report
+/// fabric handle support, as GB200/GB300 NVL72 GPUs do.
 pub(crate) fn node_has_fabric() -> Result<bool> {
-    static F: std::sync::OnceLock<std::result::Result<bool, String>> = std::sync::OnceLock::new();
-    let gpus = core()?.physical_device_count()? as usize;
-    let bundled = (
-        fake_cuda_core::abi::BUNDLED_NAME,
-        fake_cuda_core::abi::BUNDLED_XML,
-    );
-    F.get_or_init(|| {
-        topo::mnnvl::process_fabric(gpus, bundled)
-            .map(|f| f.is_some())
-            .map_err(|e| e.to_string())
-    })
-    .clone()
-    .map_err(|e| DriverError::Setting(format!("GPU fabric: {e}")))
+    match fabric::domain() {
+        Ok(_) => Ok(true),
+        Err(DriverError::Code(NOT_SUPPORTED)) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 drv_fn!(

@@ -41,9 +41,10 @@ fn nvl72_trays_report_fabric_handle_support() {
     assert_eq!(run(&[("NCCLSIM_TOPO", tray.clone())]), "0 1 0");
     // The bundled DGX A100 (NVSwitches inside the node): not supported, CUDA_ERROR_NOT_SUPPORTED.
     assert_eq!(run(&[]), "0 0 801");
-    // A domain smaller than the tray: both calls refused.
+    // A domain smaller than the tray: the machine cannot be built, so the core refuses to
+    // start and both calls fail with CUDA_ERROR_NO_DEVICE.
     let text = run(&[("NCCLSIM_TOPO", tray), ("NCCLSIM_NVL_DOMAIN", "2".into())]);
-    assert_eq!(text, "1 -1 1", "both refused with CUDA_ERROR_INVALID_VALUE");
+    assert_eq!(text, "100 -1 100", "both refused with CUDA_ERROR_NO_DEVICE");
 }
 
 /// Node 0 of a rack of GB200 trays exports a fabric allocation; node 1 (same rack) imports it

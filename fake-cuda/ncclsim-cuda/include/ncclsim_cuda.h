@@ -126,6 +126,7 @@ struct ncclsim_core_api_v1 {
     /* buffer_extent, and when [ptr, ptr + commit_len) lies inside that buffer, that range
      * committed as commit_memory does, in one call. */
     ncclsim_fn buffer_extent_commit; /* (uintptr_t ptr, size_t commit_len, struct { int32_t kind; int32_t device; uintptr_t base; uintptr_t end; } *out) */
+    ncclsim_fn physical_device_fabric; /* (int32_t index, struct { uint64_t cluster_uuid[2]; uint32_t clique_id, state, health_mask, reserved; } *out) */
 };
 
 const struct ncclsim_core_api_v1 *ncclsim_cuda_core_v1(void);

@@ -164,6 +164,13 @@ pub(crate) fn compute_cost(
     })
 }
 
+pub(crate) fn physical_device_fabric(index: i32) -> Result<fake_cuda_abi::CFabricInfo> {
+    let (_, d) = physical(index)?;
+    d.fabric.ok_or(CoreError::NotSupported(
+        "this simulated node has no NVLink fabric spanning hosts",
+    ))
+}
+
 pub(crate) fn physical_device_busy(index: i32) -> Result<(u64, u64)> {
     let (i, _) = physical(index)?;
     Ok(core()?.physical_device_busy(i))

@@ -47,7 +47,7 @@ pub fn core() -> Result<&'static Core, CoreError> {
         }
         let core = Core::from_env();
         match &core {
-            Ok(_) if std::env::var_os("NCCLSIM_REPORT").is_some() => {
+            Ok(_) if run_env::RunEnv::current().is_ok_and(|e| e.report.is_some()) => {
                 // SAFETY: registering a plain extern "C" function; this library is never
                 // unloaded (front-ends open it with RTLD_NODELETE).
                 unsafe { libc::atexit(write_report) };
@@ -143,7 +143,10 @@ fn report_json() -> Result<serde_json::Value, CoreError> {
 /// Writes the report to `NCCLSIM_REPORT` (if set). Also the body of the `atexit` handler, so a
 /// panic ends here (the report is then not written).
 pub(crate) fn write_report_now() {
-    let Some(template) = std::env::var_os("NCCLSIM_REPORT") else {
+    let Some(template) = run_env::RunEnv::current()
+        .ok()
+        .and_then(|e| e.report.as_ref())
+    else {
         return;
     };
     let path = report_path(&template.to_string_lossy());

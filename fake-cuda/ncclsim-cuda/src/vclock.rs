@@ -71,7 +71,7 @@ pub(crate) fn ns_ts(ns: i128) -> timespec {
 /// Whether the virtual clock is on (`NCCLSIM_CLOCK=virtual`), read once.
 pub(crate) fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(fake_cuda_core::virtual_clock_from_env)
+    *ON.get_or_init(|| run_env::RunEnv::current().is_ok_and(|e| e.virtual_clock()))
 }
 
 /// The job's epoch: the real value of each virtualised clock at virtual time 0.
@@ -83,24 +83,18 @@ struct Epoch {
 }
 
 /// `NCCLSIM_CLOCK_EPOCH` = `<CLOCK_REALTIME ns>,<CLOCK_MONOTONIC ns>` as the launcher read them;
-/// without it (or if it does not parse, which is reported) this process's own clocks when it
-/// first reads the virtual clock. `CLOCK_MONOTONIC_RAW` and `CLOCK_BOOTTIME` keep their real
+/// without it this process's own clocks when it first reads the virtual clock (a value that
+/// does not parse leaves the run environment unusable: the core refuses to start, naming it). `CLOCK_MONOTONIC_RAW` and `CLOCK_BOOTTIME` keep their real
 /// distance from `CLOCK_MONOTONIC`.
 fn epoch() -> &'static Epoch {
     static EPOCH: OnceLock<Epoch> = OnceLock::new();
     EPOCH.get_or_init(|| {
         let mono_now = real_ns(libc::CLOCK_MONOTONIC).unwrap_or(0);
         let own = (real_ns(libc::CLOCK_REALTIME).unwrap_or(0), mono_now);
-        let (realtime, monotonic) = match std::env::var("NCCLSIM_CLOCK_EPOCH") {
-            Ok(v) => parse_epoch(&v).unwrap_or_else(|| {
-                eprintln!(
-                    "ncclsim: NCCLSIM_CLOCK_EPOCH={v:?} is not <realtime ns>,<monotonic ns>; \
-                     this process starts its virtual clock at its own time"
-                );
-                own
-            }),
-            Err(_) => own,
-        };
+        let (realtime, monotonic) = run_env::RunEnv::current()
+            .ok()
+            .and_then(|e| e.clock_epoch)
+            .map_or(own, |e| (e.realtime_ns, e.monotonic_ns));
         let offset = |clk| real_ns(clk).map_or(0, |t| t - mono_now);
         Epoch {
             realtime,
@@ -109,11 +103,6 @@ fn epoch() -> &'static Epoch {
             boottime: monotonic + offset(libc::CLOCK_BOOTTIME),
         }
     })
-}
-
-fn parse_epoch(v: &str) -> Option<(i128, i128)> {
-    let (a, b) = v.split_once(',')?;
-    Some((a.trim().parse().ok()?, b.trim().parse().ok()?))
 }
 
 /// The epoch of a virtualised clock; `None` for the clocks that stay real (CPU-time clocks,
@@ -297,17 +286,6 @@ fn object_at(addr: usize) -> Option<Object> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn epoch_text_is_two_integers() {
-        assert_eq!(parse_epoch("12,34"), Some((12, 34)));
-        assert_eq!(
-            parse_epoch(" 1700000000000000000 , 5 "),
-            Some((1_700_000_000_000_000_000, 5))
-        );
-        assert_eq!(parse_epoch("12"), None);
-        assert_eq!(parse_epoch("a,b"), None);
-    }
 
     #[test]
     fn timespec_round_trip() {

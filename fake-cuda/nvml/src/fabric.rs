@@ -3,8 +3,8 @@
 //! fabric it has joined, and what NCCL reads to decide whether ranks on different hosts share
 //! one NVLink domain (NCCL 2.30.7 `src/init.cc` `fillInfo`).
 //!
-//! The domains are the ones `ncclsim plan` and the simulated NCCL use
-//! ([`topo::mnnvl::node_fabric`]): nodes whose NVLinks go to an external NVSwitch fabric are
+//! The domains are the ones `ncclsim plan` and the simulated NCCL use (`topo::mnnvl::node_fabric`,
+//! asked of the core: `physical_device_fabric`): nodes whose NVLinks go to an external NVSwitch fabric are
 //! packed into domains of up to 72 GPUs, or of `NCCLSIM_NVL_DOMAIN` GPUs. Every GPU of a node
 //! reports its domain's cluster UUID, the clique id GB200 racks report, fabric state
 //! "completed" and the racks' health mask. GPUs of other nodes have no fabric: the calls return
@@ -17,12 +17,10 @@
 //! NVML's usual `size | (version << 24)`.
 
 use super::{
-    core, err, index, nvmlDevice_t, write_out, NvmlError, Result, INVALID_ARGUMENT, NOT_SUPPORTED,
-    SUCCESS,
+    core, err, index, nvmlDevice_t, write_out, NvmlError, Result, INVALID_ARGUMENT, SUCCESS,
 };
+use fake_cuda_core::abi::CFabricInfo as FabricInfo;
 use std::ffi::{c_int, c_uint};
-use std::sync::OnceLock;
-use topo::FabricInfo;
 
 /// `NVML_ERROR_ARGUMENT_VERSION_MISMATCH`.
 const ARGUMENT_VERSION_MISMATCH: c_int = 25;
@@ -65,28 +63,10 @@ pub struct nvmlGpuFabricInfo_v2_t {
 pub const FABRIC_INFO_V2: c_uint =
     std::mem::size_of::<nvmlGpuFabricInfo_v2_t>() as c_uint | 2 << 24;
 
-/// The fabric every GPU of this node reports (read once: the environment is the process's).
-fn node_fabric() -> Result<Option<FabricInfo>> {
-    static F: OnceLock<std::result::Result<Option<FabricInfo>, String>> = OnceLock::new();
-    let gpus = core()?.physical_device_count()? as usize;
-    let bundled = (
-        fake_cuda_core::abi::BUNDLED_NAME,
-        fake_cuda_core::abi::BUNDLED_XML,
-    );
-    F.get_or_init(|| topo::mnnvl::process_fabric(gpus, bundled).map_err(|e| e.to_string()))
-        .clone()
-        .map_err(|e| err(INVALID_ARGUMENT, format!("GPU fabric: {e}")))
-}
-
-/// `device`'s fabric, or NOT_SUPPORTED when its node has none.
+/// `device`'s fabric, as the core built it; NOT_SUPPORTED when its node has none.
 fn fabric(device: nvmlDevice_t) -> Result<FabricInfo> {
-    index(device)?;
-    node_fabric()?.ok_or_else(|| {
-        err(
-            NOT_SUPPORTED,
-            "this simulated node has no NVLink fabric spanning hosts",
-        )
-    })
+    let i = index(device)?;
+    Ok(core()?.physical_device_fabric(i as i32)?)
 }
 
 /// The UUID's bytes: its two halves as NCCL reads them back (native 64-bit words).

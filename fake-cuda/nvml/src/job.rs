@@ -7,7 +7,7 @@
 //! there. Records of processes on another simulated node are skipped; links of processes that
 //! have exited are removed.
 //!
-//! Outside a job (no [`JOB_DIR_ENV`](telemetry::JOB_DIR_ENV)) NVML reports this process only.
+//! Outside a job (no `NCCLSIM_JOB_DIR` in the run environment) NVML reports this process only.
 
 use fake_cuda_core::abi::telemetry::{self, DeviceSlot, RecordHeader, SlotSnapshot};
 use std::os::fd::AsRawFd;
@@ -29,12 +29,8 @@ pub(crate) struct DeviceUsage {
 
 /// The job directory and this process's node, when in a job.
 fn job() -> Option<(PathBuf, u32)> {
-    let dir = std::env::var_os(telemetry::JOB_DIR_ENV).filter(|d| !d.is_empty())?;
-    let node = std::env::var("NCCLSIM_NODE")
-        .ok()
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0);
-    Some((dir.into(), node))
+    let env = run_env::RunEnv::current().ok()?;
+    Some((env.job_dir.clone()?, env.node_or_zero()))
 }
 
 /// `CLOCK_MONOTONIC`, ns.

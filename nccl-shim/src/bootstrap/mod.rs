@@ -34,16 +34,8 @@ const MAX_HELLO: u64 = 64 << 10;
 
 /// The deadline of one bootstrap or operation wait (`NCCLSIM_TIMEOUT` seconds, default 600).
 pub fn timeout() -> Duration {
-    // Read once: every operation's wait asks for it.
-    static T: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
-    *T.get_or_init(|| {
-        let secs = std::env::var("NCCLSIM_TIMEOUT")
-            .ok()
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .filter(|v| *v > 0.0)
-            .unwrap_or(600.0);
-        Duration::from_secs_f64(secs)
-    })
+    // The run environment is parsed once: every operation's wait asks for it.
+    run_env::RunEnv::current().map_or(run_env::DEFAULT_TIMEOUT, |e| e.timeout)
 }
 
 /// Random 64 bits from the kernel.

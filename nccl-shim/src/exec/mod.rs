@@ -26,7 +26,7 @@ use crate::host::HostGroup;
 use crate::ops::{Coll, DEVICE_SCALAR_TAG};
 use crate::shm::{futex_wake, Mapping, Waiter};
 use crate::types::{Collective, RedOp, Reduction};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 mod hosts;
 mod kernels;
@@ -213,6 +213,26 @@ fn barrier_at(host: &HostGroup, g: u32, waiter: &Waiter) -> Result<()> {
     barrier_then(host, g, waiter, || ())
 }
 
+/// The last rank's release of a barrier generation, done when dropped: after `last` returns,
+/// or while a panic in it unwinds to the C boundary (which reports it to this rank's caller).
+struct Release<'a> {
+    count: &'a AtomicU32,
+    gen: &'a AtomicU32,
+    sleepers: &'a AtomicU32,
+}
+
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        self.count.store(0, Ordering::Relaxed);
+        // Sequentially consistent with the sleepers' count: either a sleeper counted itself
+        // before this read (and is woken), or it reads the new generation before sleeping.
+        self.gen.fetch_add(1, Ordering::SeqCst);
+        if self.sleepers.load(Ordering::SeqCst) != 0 {
+            futex_wake(self.gen);
+        }
+    }
+}
+
 /// [`barrier_at`], where the last rank to arrive runs `last` before it lets the others go:
 /// whatever `last` writes is seen by every rank once it has passed the barrier. The others are
 /// let go even if `last` panics (its writes must tell them it did not finish).
@@ -223,14 +243,12 @@ fn barrier_then(host: &HostGroup, g: u32, waiter: &Waiter, last: impl FnOnce()) 
     let gen = m.atomic_u32(OFF_BAR_GEN);
     let sleepers = m.atomic_u32(OFF_BAR_SLEEPERS);
     if count.fetch_add(1, Ordering::AcqRel) + 1 == n {
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(last));
-        count.store(0, Ordering::Relaxed);
-        // Sequentially consistent with the sleepers' count: either a sleeper counted itself
-        // before this read (and is woken), or it reads the new generation before sleeping.
-        gen.fetch_add(1, Ordering::SeqCst);
-        if sleepers.load(Ordering::SeqCst) != 0 {
-            futex_wake(gen);
-        }
+        let _release = Release {
+            count,
+            gen,
+            sleepers,
+        };
+        last();
         Ok(())
     } else {
         waiter.wait_counted(gen, sleepers, || gen.load(Ordering::Acquire) != g)
