@@ -13,12 +13,15 @@
 //! (even by another compiler version) agree on it. Entries are only ever appended; `size` tells
 //! a front-end which entries a core provides.
 
+pub mod device;
 pub mod error;
 pub mod map;
 pub mod shm;
 pub mod telemetry;
 pub mod time;
+pub mod version;
 
+pub use device::{uuid_string, MemoryKind, GRANULARITY, HANDLE_TYPE_POSIX_FD};
 pub use time::{SimDuration, SimTime};
 
 /// The C and borrowed types the entries of [`core_api!`] name, so that a consumer's
@@ -186,6 +189,16 @@ pub struct CFabricInfo {
     pub reserved: u32,
 }
 
+/// The board's facts NVML reports that CUDA's device properties do not carry, in C form.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct CBoardInfo {
+    /// Thermal design power, watts (the board's default power limit).
+    pub tdp_watts: u32,
+    /// Zero.
+    pub reserved: u32,
+}
+
 /// Most NVLinks [`CDeviceTopology`] reports (NVML's `NVML_NVLINK_MAX_LINKS` is 18).
 pub const MAX_NVLINKS: usize = 32;
 /// Most PCI ancestors [`CDeviceTopology`] reports.
@@ -288,7 +301,8 @@ zeroed!(
     CDeviceInfo,
     CPointerInfo,
     CBufferExtent,
-    CFabricInfo
+    CFabricInfo,
+    CBoardInfo
 );
 zeroed!(CArenaLocation, CStreamInfo, CDeviceTopology, CMemHandleInfo);
 
@@ -622,6 +636,8 @@ macro_rules! core_api {
             /// run environment (`NCCLSIM_NVL_DOMAIN`, else the hardware's); not supported
             /// when the node is in none.
             fn physical_device_fabric(index: i32) -> (fabric: CFabricInfo);
+            /// The board facts of physical device `index` (its model's datasheet figures).
+            fn physical_device_board(index: i32) -> (board: CBoardInfo);
         }
     };
 }

@@ -2,7 +2,7 @@
 //! (docs.nvidia.com/cuda/cublas, "cuBLAS Datatypes Reference" and "cuBLASLt Datatypes
 //! Reference") and CUDA's `cudaDataType` give them, and the error type of both libraries.
 
-use fake_cuda_core::{CoreError, Status as CoreStatus};
+use fake_cuda_abi::error::{CoreError, Status as CoreStatus};
 use std::ffi::{c_int, CStr};
 
 /// `cublasStatus_t`.

@@ -175,18 +175,7 @@ impl DeviceDesc {
     }
 }
 
-/// A GPU UUID in NVIDIA's text form, `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
-pub fn uuid_string(uuid: &[u8; 16]) -> String {
-    let h: String = uuid.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "GPU-{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
-}
+pub use fake_cuda_abi::uuid_string;
 
 /// A stable made-up UUID for a device, derived from the node name and the PCI address so that
 /// every process of a run sees the same UUIDs.

@@ -31,7 +31,7 @@ pub mod threads;
 pub mod timeline;
 pub mod timing;
 pub mod topology;
-pub mod version;
+pub use fake_cuda_abi::version;
 pub mod vmm;
 
 mod capture;
@@ -170,17 +170,7 @@ impl CopyKind {
     }
 }
 
-/// What kind of memory a pointer points into (`cudaMemoryType` numbering).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(i32)]
-pub enum MemoryKind {
-    /// Memory the core does not know.
-    Unregistered = 0,
-    /// Pinned host memory (allocated or registered).
-    Host = 1,
-    /// Device memory (own or opened through IPC).
-    Device = 2,
-}
+pub use fake_cuda_abi::MemoryKind;
 
 /// Answer of [`Core::pointer_info`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

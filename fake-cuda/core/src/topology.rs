@@ -305,6 +305,27 @@ mod tests {
     }
 
     #[test]
+    fn boards_get_their_datasheet_power_limits() {
+        // The TDP of each board (NVIDIA's datasheets), by the model its devices are built as.
+        let tdp = |name: &str| {
+            let m = topo::profiles::GPU_MODELS
+                .iter()
+                .find(|m| m.name == name)
+                .unwrap_or_else(|| panic!("no GPU model named {name}"));
+            compute_model::spec(m.keys[0]).tdp_watts
+        };
+        assert_eq!(tdp("NVIDIA A100-SXM4-40GB"), 400);
+        assert_eq!(tdp("NVIDIA A100-SXM4-80GB"), 400);
+        assert_eq!(tdp("NVIDIA A100 80GB PCIe"), 300);
+        assert_eq!(tdp("NVIDIA H100 80GB HBM3"), 700);
+        assert_eq!(tdp("NVIDIA H200"), 700);
+        assert_eq!(tdp("Tesla V100-SXM2-32GB"), 300);
+        assert_eq!(tdp("NVIDIA B200"), 1000);
+        assert_eq!(tdp("NVIDIA GeForce RTX 4090"), 450);
+        assert_eq!(bundled()[0].spec.tdp_watts, 400);
+    }
+
+    #[test]
     fn nodes_get_distinct_uuids() {
         let n0 = bundled();
         let n1 = TopologyChoice {

@@ -34,13 +34,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-/// Allocation, mapping and reservation granularity (the minimum and recommended value of
-/// `cuMemGetAllocationGranularity`, as on A100 and H100).
-pub const GRANULARITY: u64 = 2 << 20;
+pub use fake_cuda_abi::{GRANULARITY, HANDLE_TYPE_POSIX_FD};
 /// Prefix of allocation memfd names (`/proc/<pid>/fd/<n>` shows `/memfd:<name> (deleted)`).
 pub const MEMFD_PREFIX: &str = "ncclsim-vmm-";
-/// `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`.
-pub const HANDLE_TYPE_POSIX_FD: u32 = 1;
 /// `CU_MEM_ACCESS_FLAGS_PROT_READ`.
 pub const ACCESS_READ: u32 = 1;
 /// `CU_MEM_ACCESS_FLAGS_PROT_READWRITE`.

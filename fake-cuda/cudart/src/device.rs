@@ -3,7 +3,7 @@
 use crate::errors::{self, RuntimeError};
 use crate::types::{cudaDeviceProp, cudaError_t, cudaUUID_t};
 use crate::{core, ffi_fn, write_out, CUDA_VERSION};
-use fake_cuda_core::abi::{CDeviceInfo, PROFILER_START, PROFILER_STOP};
+use fake_cuda_abi::{CDeviceInfo, PROFILER_START, PROFILER_STOP};
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void, CStr};
 
 /// `cudaDeviceProp` for a device, with the values a real one of that model reports where our
@@ -359,7 +359,7 @@ ffi_fn!(
 
 ffi_fn!(
     fn cudaDriverGetVersion(version: *mut c_int) {
-        write_out(version, fake_cuda_core::version::DRIVER_CUDA_VERSION)
+        write_out(version, fake_cuda_abi::version::DRIVER_CUDA_VERSION)
     }
 );
 

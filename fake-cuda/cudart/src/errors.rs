@@ -2,7 +2,7 @@
 //! thread's last error.
 
 use crate::types::cudaError_t;
-use fake_cuda_core::CoreError;
+use fake_cuda_abi::error::CoreError;
 use std::cell::Cell;
 use std::ffi::CStr;
 

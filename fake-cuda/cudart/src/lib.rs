@@ -33,15 +33,15 @@ use errors::{Result, RuntimeError};
 use fake_cuda_client::{client, Client};
 
 /// The CUDA version of this runtime (`cudaRuntimeGetVersion`; `cudaDriverGetVersion` reports
-/// the driver's, `fake_cuda_core::version::DRIVER_CUDA_VERSION`, which is at least this).
+/// the driver's, `fake_cuda_abi::version::DRIVER_CUDA_VERSION`, which is at least this).
 #[cfg(not(cuda13))]
 pub const CUDA_VERSION: i32 = 12090;
 /// The CUDA version of this runtime (`cudaRuntimeGetVersion`; `cudaDriverGetVersion` reports
-/// the driver's, `fake_cuda_core::version::DRIVER_CUDA_VERSION`, which is at least this).
+/// the driver's, `fake_cuda_abi::version::DRIVER_CUDA_VERSION`, which is at least this).
 #[cfg(cuda13)]
 pub const CUDA_VERSION: i32 = 13050;
 
-const _: () = assert!(fake_cuda_core::version::DRIVER_CUDA_VERSION >= CUDA_VERSION);
+const _: () = assert!(fake_cuda_abi::version::DRIVER_CUDA_VERSION >= CUDA_VERSION);
 
 /// Writes an exported C function inside [`ffi_boundary::ffi_fn!`] with [`RuntimeError`]: no
 /// panic crosses the boundary and every error becomes a `cudaError_t`.

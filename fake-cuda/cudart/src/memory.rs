@@ -223,7 +223,7 @@ fn check_peer_copy(
     }
     for (what, p, d) in [("dst", dst, dst_device), ("src", src, src_device)] {
         let info = c.pointer_info(p)?;
-        if info.kind != fake_cuda_core::MemoryKind::Device as i32 {
+        if info.kind != fake_cuda_abi::MemoryKind::Device as i32 {
             return Err(RuntimeError::invalid(format!(
                 "cudaMemcpyPeer: {what} {p:#x} is not device memory"
             )));

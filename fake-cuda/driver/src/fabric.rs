@@ -18,7 +18,7 @@
 //! from allocations by their file).
 
 use crate::{core, DriverError, Result, INVALID_VALUE};
-use fake_cuda_core::vmm::HANDLE_TYPE_POSIX_FD;
+use fake_cuda_abi::HANDLE_TYPE_POSIX_FD;
 use std::collections::HashMap;
 use std::ffi::c_int;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -62,11 +62,11 @@ fn state() -> MutexGuard<'static, Fabric> {
 }
 
 /// This process's NVLink domain, as the core built it; a node outside one is refused.
-pub(crate) fn domain() -> Result<fake_cuda_core::abi::CFabricInfo> {
+pub(crate) fn domain() -> Result<fake_cuda_abi::CFabricInfo> {
     core()?
         .physical_device_fabric(0)
         .map_err(|e| match e.status() {
-            fake_cuda_core::Status::NotSupported => DriverError::Code(crate::NOT_SUPPORTED),
+            fake_cuda_abi::error::Status::NotSupported => DriverError::Code(crate::NOT_SUPPORTED),
             _ => e.into(),
         })
 }

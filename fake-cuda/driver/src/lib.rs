@@ -7,8 +7,8 @@
 
 #![allow(non_snake_case)]
 
+use fake_cuda_abi::error::{CoreError, Status};
 use fake_cuda_client::{client, Client};
-use fake_cuda_core::{CoreError, Status};
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 
 /// `CUresult`.
@@ -30,7 +30,7 @@ const UNKNOWN: CUresult = 999;
 
 /// The driver version reported: the core's (CUDA 13.5), shared with NVML and the runtimes, at
 /// least the version of every runtime we ship.
-const DRIVER_VERSION: c_int = fake_cuda_core::version::DRIVER_CUDA_VERSION;
+const DRIVER_VERSION: c_int = fake_cuda_abi::version::DRIVER_CUDA_VERSION;
 
 /// Error of the driver front-end.
 #[derive(Debug, thiserror::Error)]

@@ -10,7 +10,7 @@
 
 use crate::fabric::{self, HANDLE_TYPE_FABRIC};
 use crate::{core, write_out, DriverError, Result, INVALID_VALUE, NOT_SUPPORTED};
-use fake_cuda_core::vmm::{GRANULARITY, HANDLE_TYPE_POSIX_FD};
+use fake_cuda_abi::{GRANULARITY, HANDLE_TYPE_POSIX_FD};
 use std::ffi::{c_int, c_uint};
 
 /// `CUDA_ERROR_INVALID_DEVICE`.

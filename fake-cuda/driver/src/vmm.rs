@@ -4,7 +4,7 @@
 //! in the core (`fake_cuda_core::vmm`); this file checks the C structs and flags.
 
 use crate::{core, write_out, CUhandle, DriverError, Result, INVALID_VALUE, NOT_SUPPORTED};
-use fake_cuda_core::vmm::{GRANULARITY, HANDLE_TYPE_POSIX_FD};
+use fake_cuda_abi::{GRANULARITY, HANDLE_TYPE_POSIX_FD};
 use std::ffi::{c_int, c_uint, c_void};
 
 /// `CU_MEM_ALLOCATION_TYPE_PINNED`.

@@ -127,6 +127,7 @@ struct ncclsim_core_api_v1 {
      * committed as commit_memory does, in one call. */
     ncclsim_fn buffer_extent_commit; /* (uintptr_t ptr, size_t commit_len, struct { int32_t kind; int32_t device; uintptr_t base; uintptr_t end; } *out) */
     ncclsim_fn physical_device_fabric; /* (int32_t index, struct { uint64_t cluster_uuid[2]; uint32_t clique_id, state, health_mask, reserved; } *out) */
+    ncclsim_fn physical_device_board; /* (int32_t index, struct { uint32_t tdp_watts, reserved; } *out) */
 };
 
 const struct ncclsim_core_api_v1 *ncclsim_cuda_core_v1(void);

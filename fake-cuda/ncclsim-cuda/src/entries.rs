@@ -171,6 +171,14 @@ pub(crate) fn physical_device_fabric(index: i32) -> Result<fake_cuda_abi::CFabri
     ))
 }
 
+pub(crate) fn physical_device_board(index: i32) -> Result<fake_cuda_abi::CBoardInfo> {
+    let (_, d) = physical(index)?;
+    Ok(fake_cuda_abi::CBoardInfo {
+        tdp_watts: d.spec.tdp_watts,
+        reserved: 0,
+    })
+}
+
 pub(crate) fn physical_device_busy(index: i32) -> Result<(u64, u64)> {
     let (i, _) = physical(index)?;
     Ok(core()?.physical_device_busy(i))

@@ -19,7 +19,7 @@
 use super::{
     core, err, index, nvmlDevice_t, write_out, NvmlError, Result, INVALID_ARGUMENT, SUCCESS,
 };
-use fake_cuda_core::abi::CFabricInfo as FabricInfo;
+use fake_cuda_abi::CFabricInfo as FabricInfo;
 use std::ffi::{c_int, c_uint};
 
 /// `NVML_ERROR_ARGUMENT_VERSION_MISMATCH`.

@@ -9,7 +9,7 @@
 //!
 //! Outside a job (no `NCCLSIM_JOB_DIR` in the run environment) NVML reports this process only.
 
-use fake_cuda_core::abi::telemetry::{self, DeviceSlot, RecordHeader, SlotSnapshot};
+use fake_cuda_abi::telemetry::{self, DeviceSlot, RecordHeader, SlotSnapshot};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};

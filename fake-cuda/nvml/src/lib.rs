@@ -11,10 +11,10 @@
 
 #![allow(non_snake_case, non_camel_case_types)]
 
+use fake_cuda_abi::error::{CoreError, Status};
+use fake_cuda_abi::uuid_string;
+use fake_cuda_abi::CDeviceInfo;
 use fake_cuda_client::{client, Client};
-use fake_cuda_core::abi::CDeviceInfo;
-use fake_cuda_core::device::uuid_string;
-use fake_cuda_core::{CoreError, Status};
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void, CStr};
 use std::mem::size_of;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -35,9 +35,9 @@ const UNKNOWN: nvmlReturn_t = 999;
 
 /// The driver version strings and CUDA driver version reported: the core's, shared with
 /// `libcuda.so.1` and the runtimes.
-const DRIVER_VERSION: &[u8] = fake_cuda_core::version::DRIVER_VERSION.as_bytes();
-const NVML_VERSION: &[u8] = fake_cuda_core::version::NVML_VERSION.as_bytes();
-const CUDA_DRIVER_VERSION: c_int = fake_cuda_core::version::DRIVER_CUDA_VERSION;
+const DRIVER_VERSION: &[u8] = fake_cuda_abi::version::DRIVER_VERSION.as_bytes();
+const NVML_VERSION: &[u8] = fake_cuda_abi::version::NVML_VERSION.as_bytes();
+const CUDA_DRIVER_VERSION: c_int = fake_cuda_abi::version::DRIVER_CUDA_VERSION;
 
 /// Error of the NVML front-end.
 #[derive(Debug, thiserror::Error)]
@@ -539,7 +539,7 @@ nvml_fn!(
 // ---- NVLink and topology -------------------------------------------------------------------
 
 /// The NVLink `link` of `device`: (remote PCI, peer kind 0 GPU / 1 switch / 2 CPU, remote GPU).
-fn nvlink(device: nvmlDevice_t, link: c_uint) -> Result<fake_cuda_core::abi::CNvLink> {
+fn nvlink(device: nvmlDevice_t, link: c_uint) -> Result<fake_cuda_abi::CNvLink> {
     let t = core()?.physical_device_topology(index(device)?)?;
     if link >= t.nvlink_count {
         return Err(err(
@@ -652,7 +652,7 @@ nvml_fn!(
                     c.physical_device_topology(ia)?,
                     c.physical_device_topology(ib)?,
                 );
-                let links = |t: &fake_cuda_core::abi::CDeviceTopology| {
+                let links = |t: &fake_cuda_abi::CDeviceTopology| {
                     t.nvlinks[..t.nvlink_count as usize].to_vec()
                 };
                 let (la, lb) = (links(&ta), links(&tb));

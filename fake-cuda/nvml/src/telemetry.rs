@@ -28,15 +28,10 @@ pub(crate) struct Board {
     pub ecc: bool,
 }
 
-/// The board facts of a GPU by its NVML name and compute capability major: the TDP from the
-/// compute model's datasheet entry of the `topo` GPU model of that name (300 W for a name no
-/// model has), a quarter of it as the lowest limit, the idle clock of its generation.
-pub(crate) fn board(name: &str, sm_major: i32) -> Board {
-    let tdp_w = topo::profiles::GPU_MODELS
-        .iter()
-        .find(|m| m.name == name)
-        .map(|m| compute_model::spec(m.keys[0]).tdp_watts)
-        .unwrap_or(300);
+/// The board facts of a GPU by its NVML name, compute capability major and TDP (the core's,
+/// from the compute model's datasheet entry of its model): a quarter of the TDP as the lowest
+/// limit, the idle clock of its generation, a fan and no ECC on GeForce cards.
+pub(crate) fn board(name: &str, sm_major: i32, tdp_w: u32) -> Board {
     let geforce = name.contains("GeForce");
     Board {
         tdp_w,
@@ -110,7 +105,8 @@ fn spread(device: nvmlDevice_t) -> Result<u32> {
 fn device_board(device: nvmlDevice_t) -> Result<(Board, CDeviceInfo)> {
     let d = info(device)?;
     let name = String::from_utf8_lossy(&ffi_boundary::c_array_text(&d.name)).into_owned();
-    Ok((board(&name, d.sm_major), d))
+    let facts = core()?.physical_device_board(index(device)?)?;
+    Ok((board(&name, d.sm_major, facts.tdp_watts), d))
 }
 
 /// GPU temperature, C: 30-34 idle, up to 40 degrees more at full utilization.
@@ -628,18 +624,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn boards_get_their_datasheet_power_limits() {
-        assert_eq!(board("NVIDIA A100-SXM4-40GB", 8).tdp_w, 400);
-        assert_eq!(board("NVIDIA A100-SXM4-80GB", 8).tdp_w, 400);
-        assert_eq!(board("NVIDIA A100 80GB PCIe", 8).tdp_w, 300);
-        assert_eq!(board("NVIDIA H100 80GB HBM3", 9).tdp_w, 700);
-        assert_eq!(board("NVIDIA H200", 9).tdp_w, 700);
-        assert_eq!(board("Tesla V100-SXM2-32GB", 7).tdp_w, 300);
-        let b = board("NVIDIA B200", 10);
+    fn limits_clocks_and_features_follow_the_board() {
+        let b = board("NVIDIA B200", 10, 1000);
         assert_eq!((b.tdp_w, b.min_limit_w, b.idle_sm_mhz), (1000, 250, 345));
-        let g = board("NVIDIA GeForce RTX 4090", 8);
-        assert_eq!((g.tdp_w, g.fan, g.ecc), (450, true, false));
-        assert!(!board("NVIDIA A100-SXM4-40GB", 8).fan);
-        assert_eq!(board("a board no model has", 8).tdp_w, 300);
+        let g = board("NVIDIA GeForce RTX 4090", 8, 450);
+        assert_eq!((g.idle_sm_mhz, g.fan, g.ecc), (210, true, false));
+        let a = board("NVIDIA A100-SXM4-40GB", 8, 400);
+        assert!(!a.fan && a.ecc);
     }
 }
