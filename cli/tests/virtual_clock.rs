@@ -2,8 +2,9 @@
 //! clock around its calls and a `cudaStreamQuery` spin, nccl-tests' bandwidth formulas;
 //! `nccl-shim/tests/c/nccl_perf.c`) prints the times and bus bandwidths `ncclsim predict`
 //! prints for the same communicator: 8 ranks driven by one thread (operands out of place and in
-//! place), 8 processes, and 16 processes on 2 simulated nodes. The host work between calls takes no virtual time, so the
-//! two agree to rounding (checked within 1%).
+//! place), 8 processes, 16 processes on 2 simulated nodes, and 16 ranks of one `mpirun` (the
+//! program built with MPI, as nccl-tests with `MPI=1`). The host work between calls takes no
+//! virtual time, so the two agree to rounding (checked within 1%).
 
 mod common;
 
@@ -70,8 +71,26 @@ fn predicted(nodes: &str, sweep: &[&str]) -> Table {
     table
 }
 
-/// Checks every `perf` line of the program against the prediction; returns how many there were.
+/// Checks every `perf` line of the program against the prediction, and that every rank's
+/// clock ends at the same reading; returns how many lines there were.
 fn check(log: &str, table: &Table, ranks: usize) -> usize {
+    let lines = check_times(log, table, ranks);
+    // One epoch and one timeline: after a last AllReduce, every rank's clock reads the same.
+    let ends: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.strip_prefix("clock rank "))
+        .map(|l| l.rsplit(' ').next().unwrap_or_default())
+        .collect();
+    assert_eq!(ends.len(), ranks, "{log}");
+    assert!(
+        ends.iter().all(|e| *e == ends[0]),
+        "clocks after the last AllReduce: {ends:?}"
+    );
+    lines
+}
+
+/// Checks every `perf` line of the program against the prediction; returns how many there were.
+fn check_times(log: &str, table: &Table, ranks: usize) -> usize {
     let close = |a: f64, b: f64| (a - b).abs() <= 0.01 * b.abs().max(1e-9);
     let mut lines = 0;
     let mut per_rank = vec![0usize; ranks];
@@ -105,17 +124,6 @@ fn check(log: &str, table: &Table, ranks: usize) -> usize {
     assert!(
         per_rank.iter().all(|&n| n == per_rank[0] && n > 0),
         "every rank reports every size: {per_rank:?}\n{log}"
-    );
-    // One epoch and one timeline: after a last AllReduce, every rank's clock reads the same.
-    let ends: Vec<&str> = log
-        .lines()
-        .filter_map(|l| l.strip_prefix("clock rank "))
-        .map(|l| l.rsplit(' ').next().unwrap_or_default())
-        .collect();
-    assert_eq!(ends.len(), ranks, "{log}");
-    assert!(
-        ends.iter().all(|e| *e == ends[0]),
-        "clocks after the last AllReduce: {ends:?}"
     );
     lines
 }
@@ -204,6 +212,91 @@ fn eight_processes_time_what_predict_says() {
 #[test]
 fn sixteen_processes_on_two_nodes_time_what_predict_says() {
     processes("vclock-nodes", "2", 16, "5", "2");
+}
+
+/// `mpirun -np 16` over 2 simulated nodes, the program an MPI program as nccl-tests built with
+/// `MPI=1` (`MPI_Init`, rank and size from MPI, the NCCL id broadcast over MPI): the launcher
+/// and its daemons keep real time, the ranks read the virtual clock, and the table is
+/// `predict`'s. The ranks' clocks need not end equal here: `MPI_Init` sleeps while it waits for
+/// its peers, and a thread's sleeps move its clock by the time they last.
+#[test]
+fn mpirun_16_ranks_on_two_nodes_time_what_predict_says() {
+    if Command::new("mpicc").arg("--version").output().is_err() {
+        assert!(
+            std::env::var_os("NCCLSIM_REQUIRE_MPI").is_none(),
+            "mpicc not found and NCCLSIM_REQUIRE_MPI is set"
+        );
+        eprintln!("skipped: OpenMPI's mpicc not found (benches/install-openmpi.sh installs it)");
+        return;
+    }
+    let dir = support::scratch_dir("vclock-mpirun");
+    let libs = [
+        ("libnccl.so", "libnccl.so.2"),
+        ("libcudart12.so", "libcudart.so.12"),
+    ];
+    support::link_real_names(&dir, &libs);
+    support::built("libncclsim_cuda.so");
+    let exe = dir.join("nccl_perf_mpi");
+    let mut cc = Command::new("mpicc");
+    cc.arg("-DUSE_MPI")
+        .arg(repo().join("nccl-shim/tests/c/nccl_perf.c"))
+        .arg("-I")
+        .arg(repo().join("nccl-shim/include"))
+        .arg("-I")
+        .arg(repo().join("fake-cuda/test-support/include"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", dir.display()));
+    for (_, real) in libs {
+        cc.arg(format!("-l:{real}"));
+    }
+    support::run_ok(&mut cc);
+    for (_, real) in libs {
+        std::fs::remove_file(dir.join(real)).expect("remove a link");
+    }
+    let mut argv = vec![
+        "mpirun",
+        "--oversubscribe",
+        "--mca",
+        "btl",
+        "self,vader",
+        "-np",
+        "16",
+        exe.to_str().expect("utf-8 path"),
+        "mpi",
+    ];
+    argv.extend_from_slice(&SIZES);
+    argv.extend_from_slice(&["5", "2"]);
+    let log = {
+        let deps = support::deps_dir();
+        let mut args = vec![
+            "run",
+            "--lib-dir",
+            deps.to_str().expect("utf-8 path"),
+            "--clock",
+            "virtual",
+            "--topo",
+            "topologies/dgx-a100.xml",
+            "--nodes",
+            "2",
+            "--env",
+            "NCCLSIM_TIMEOUT=120",
+            "--",
+        ];
+        args.extend_from_slice(&argv);
+        let out = common::ncclsim()
+            .args(&args)
+            // OpenMPI refuses to run as root without both.
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .output()
+            .expect("run ncclsim");
+        let log = text(&out);
+        assert!(out.status.success(), "{log}");
+        log
+    };
+    let lines = check_times(&log, &predicted("2", &SWEEP), 16);
+    assert_eq!(lines, 16 * 5 * 7, "16 ranks x 5 collectives x 7 sizes");
 }
 
 /// ncclsim's own deadlines keep real time under the virtual clock (which does not move while

@@ -44,10 +44,11 @@ impl From<run_env::Launcher> for Kind {
 
 impl Kind {
     fn rank_vars(self) -> &'static [&'static str] {
-        match self {
-            Kind::Mpi => &["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"],
-            Kind::Slurm => &["SLURM_PROCID"],
-        }
+        let launcher = match self {
+            Kind::Mpi => run_env::Launcher::Mpi,
+            Kind::Slurm => run_env::Launcher::Slurm,
+        };
+        launcher.rank_vars()
     }
 
     fn size_vars(self) -> &'static [&'static str] {

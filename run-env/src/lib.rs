@@ -134,6 +134,15 @@ impl Launcher {
             Launcher::Slurm => "slurm",
         }
     }
+
+    /// The variables the launcher gives each rank its rank in (the first one set wins); the
+    /// launcher's own processes (`mpirun`, its daemons, `srun`) have none of them.
+    pub fn rank_vars(self) -> &'static [&'static str] {
+        match self {
+            Launcher::Mpi => &["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"],
+            Launcher::Slurm => &["SLURM_PROCID"],
+        }
+    }
 }
 
 /// Both clocks when a job's virtual time started, as the launcher read them.
@@ -163,6 +172,9 @@ pub struct RunEnv {
     pub nvl_domain: Option<usize>,
     /// The self-placing launcher (`NCCLSIM_LAUNCHER`).
     pub launcher: Option<Launcher>,
+    /// This process has its rank from that launcher ([`Launcher::rank_vars`]); `false` in the
+    /// launcher's own processes.
+    pub launcher_rank: bool,
     /// Simulated host names (`NCCLSIM_HOSTNAMES=1`).
     pub hostnames: bool,
     /// The host clock (`NCCLSIM_CLOCK`).
@@ -221,7 +233,7 @@ impl RunEnv {
     /// about to give its children).
     pub fn from_lookup(var: impl Fn(&str) -> Option<OsString>) -> Result<RunEnv, EnvError> {
         let r = Reader { var: &var };
-        Ok(RunEnv {
+        let env = RunEnv {
             topo: r
                 .path(names::TOPO)
                 .or_else(|| r.path(names::NCCL_TOPO_FILE)),
@@ -239,6 +251,7 @@ impl RunEnv {
                 &[("mpi", Launcher::Mpi), ("slurm", Launcher::Slurm)],
                 "mpi or slurm",
             )?,
+            launcher_rank: false,
             hostnames: r.flag(names::HOSTNAMES)?.unwrap_or(false),
             clock: r
                 .choice(
@@ -287,6 +300,13 @@ impl RunEnv {
                 .unwrap_or(DEFAULT_TIMEOUT),
             harden: r.flag(names::HARDEN)?.unwrap_or(false),
             cuda_core: r.path(names::CUDA_CORE),
+        };
+        let launcher_rank = env
+            .launcher
+            .is_some_and(|l| l.rank_vars().iter().any(|v| var(v).is_some()));
+        Ok(RunEnv {
+            launcher_rank,
+            ..env
         })
     }
 
@@ -295,9 +315,16 @@ impl RunEnv {
         self.node.unwrap_or(0)
     }
 
-    /// The virtual host clock is on.
+    /// The job runs on the virtual host clock (`NCCLSIM_CLOCK=virtual`).
     pub fn virtual_clock(&self) -> bool {
         self.clock == Clock::Virtual
+    }
+
+    /// This process reads the virtual host clock: the job runs on it and the process is one
+    /// of the job's programs, not a process of an MPI or Slurm launcher itself (`mpirun`, its
+    /// daemons and `srun` keep real time: their own timeouts and event loops need it).
+    pub fn virtual_host_clock(&self) -> bool {
+        self.virtual_clock() && (self.launcher.is_none() || self.launcher_rank)
     }
 }
 
@@ -478,6 +505,20 @@ mod tests {
         assert!(!e.sim);
         assert_eq!(e.host_memory, Some(8 << 30));
         assert_eq!(e.timeout, Duration::from_millis(2500));
+    }
+
+    #[test]
+    fn a_launchers_own_processes_keep_real_time() {
+        let virt = [("NCCLSIM_CLOCK", "virtual")];
+        assert!(env(&virt).unwrap().virtual_host_clock());
+        let mpirun = [virt[0], ("NCCLSIM_LAUNCHER", "mpi")];
+        assert!(!env(&mpirun).unwrap().virtual_host_clock());
+        let rank = [mpirun[0], mpirun[1], ("PMIX_RANK", "3")];
+        assert!(env(&rank).unwrap().launcher_rank);
+        assert!(env(&rank).unwrap().virtual_host_clock());
+        let srun = [virt[0], ("NCCLSIM_LAUNCHER", "slurm"), ("PMIX_RANK", "3")];
+        assert!(!env(&srun).unwrap().virtual_host_clock());
+        assert!(!env(&[("PMIX_RANK", "3")]).unwrap().virtual_host_clock());
     }
 
     #[test]

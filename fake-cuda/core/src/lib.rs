@@ -113,7 +113,7 @@ impl Config {
     /// `NCCLSIM_STRICT_KERNELS`, `NCCLSIM_HOST_MEMORY` and `NCCLSIM_CACHE_LIMIT` (default a
     /// quarter of the machine's memory).
     pub fn of(env: &run_env::RunEnv) -> Config {
-        let virtual_clock = env.virtual_clock();
+        let virtual_clock = env.virtual_host_clock();
         Config {
             pace: env.pace && !virtual_clock,
             virtual_clock,
@@ -468,6 +468,13 @@ impl Core {
     pub fn host_wait_until(&self, t: SimTime) {
         let mut st = self.lock();
         self.host_wait(&mut st, t.as_nanos());
+    }
+
+    /// Under the virtual clock, the calling thread slept `d` of host time: its clock moves on
+    /// by `d` as if it had polled until then, so what it reads and the work it submits next
+    /// are that much later; other threads are not moved.
+    pub fn host_thread_slept(&self, d: SimDuration) {
+        POLLED.set((self.id, (self.host_clock() + d).as_nanos()));
     }
 
     /// Under the virtual clock, the answer of a query of work completing at virtual time

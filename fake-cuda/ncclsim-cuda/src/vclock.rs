@@ -20,6 +20,17 @@
 //! virtual clock; it is moved onto the real clock by the real clock's lead over the virtual
 //! one, so the wait lasts as long as the program asked. Relative waits (`nanosleep`, `poll`,
 //! `select`, `epoll_wait`, relative `clock_nanosleep`) are real time already and untouched.
+//!
+//! Sleeping is host time passing: after a sleep of the program (`nanosleep`, `usleep`, `sleep`,
+//! `clock_nanosleep`, relative or absolute) the sleeping thread's clock has moved by the time
+//! it slept (to the wake-up time it asked for), as on a real machine, so a loop that sleeps
+//! until its clock passes a timeout ends (libraries probing hardware at start-up do this:
+//! OpenMPI's PSM2 transport waits for its device so). Only that thread moves: a thread that
+//! sleeps in a loop beside the program's work does not move the program's clock. Once the
+//! process's core exists the sleep moves the thread on the core (`Core::host_thread_slept`),
+//! so the work the thread submits next starts no earlier, as a late rank delays a collective
+//! on a real cluster; sleeps before it are an offset of that thread's readings only. Timed
+//! waits that time out do not move the clock.
 
 use libc::{c_int, c_void, clockid_t, timespec};
 use std::path::PathBuf;
@@ -68,10 +79,11 @@ pub(crate) fn ns_ts(ns: i128) -> timespec {
     }
 }
 
-/// Whether the virtual clock is on (`NCCLSIM_CLOCK=virtual`), read once.
+/// Whether this process reads the virtual clock (`NCCLSIM_CLOCK=virtual`, and not a process of
+/// the launcher itself: `RunEnv::virtual_host_clock`), read once.
 pub(crate) fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| run_env::RunEnv::current().is_ok_and(|e| e.virtual_clock()))
+    *ON.get_or_init(|| run_env::RunEnv::current().is_ok_and(|e| e.virtual_host_clock()))
 }
 
 /// The job's epoch: the real value of each virtualised clock at virtual time 0.
@@ -118,13 +130,41 @@ fn epoch_of(clk: clockid_t) -> Option<i128> {
     }
 }
 
-/// The host's virtual clock of this process (0 before the core exists; reading the clock
-/// never creates it).
+thread_local! {
+    /// How far this thread's sleeps before the core existed have moved its clock, ns.
+    static SLEPT: std::cell::Cell<i128> = const { std::cell::Cell::new(0) };
+}
+
+/// The calling thread's virtual clock since the epoch: the host's virtual clock of this
+/// process (0 before the core exists; reading the clock never creates it) and the thread's
+/// sleeps.
 fn host_ns() -> i128 {
-    crate::CORE
+    let core = crate::CORE
         .get()
         .and_then(|c| c.as_ref().ok())
-        .map_or(0, |c| c.host_clock().as_nanos() as i128)
+        .map_or(0, |c| c.host_clock().as_nanos() as i128);
+    core + SLEPT.get()
+}
+
+/// The program's thread slept `ns` (called after the sleep, from `caller`).
+pub(crate) fn slept(ns: i128, caller: usize) {
+    if ns <= 0 || !enabled() || is_ours(caller) {
+        return;
+    }
+    match crate::CORE.get().and_then(|c| c.as_ref().ok()) {
+        Some(core) => core.host_thread_slept(fake_cuda_core::SimDuration::from_nanos(
+            u64::try_from(ns).unwrap_or(u64::MAX),
+        )),
+        None => SLEPT.set(SLEPT.get().saturating_add(ns)),
+    }
+}
+
+/// The program's thread slept until `deadline` on clock `clk` (an absolute sleep, called
+/// after it from `caller`): its clock is moved to the deadline if short of it.
+pub(crate) fn slept_until(clk: clockid_t, deadline: i128, caller: usize) {
+    if let Some(now) = virtual_ns(clk, caller) {
+        slept(deadline - now, caller);
+    }
 }
 
 /// What the program reads from clock `clk`, called from `caller`: `None` when the real clock

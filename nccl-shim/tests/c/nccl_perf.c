@@ -3,6 +3,9 @@
  *
  *   nccl_perf group N MIN MAX STEP WARMUP ITERS        one process, one thread, N devices (-g N)
  *   nccl_perf rank R N IDFILE MIN MAX STEP WARMUP ITERS   one rank of N processes (device R % 8)
+ *   nccl_perf mpi MIN MAX STEP WARMUP ITERS           (built with -DUSE_MPI) one rank of an MPI
+ *                                                     job, as nccl-tests built with MPI=1: rank
+ *                                                     and size from MPI, the id broadcast by MPI
  *
  * For AllReduce, AllGather, ReduceScatter, Broadcast and SendRecv (float, sum, root 0,
  * out of place, or in place with NCCLSIM_PERF_IN_PLACE=1: one buffer per rank, placed as
@@ -23,6 +26,9 @@
 #include <time.h>
 #include <unistd.h>
 #include "nccl.h"
+#ifdef USE_MPI
+#include <mpi.h>
+#endif
 
 int cudaSetDevice(int);
 int cudaMalloc(void **, size_t);
@@ -206,9 +212,27 @@ int main(int argc, char **argv) {
         else read_id(argv[4], &id, 60);
         OK(ncclCommInitRank(&R.comm[0], R.n, id, r));
         a = 5;
+#ifdef USE_MPI
+    } else if (argc == 7 && strcmp(argv[1], "mpi") == 0) {
+        int r, n;
+        CHECK(MPI_Init(&argc, &argv) == MPI_SUCCESS);
+        MPI_Comm_rank(MPI_COMM_WORLD, &r);
+        MPI_Comm_size(MPI_COMM_WORLD, &n);
+        R.n = n;
+        R.local = 1;
+        R.first = r;
+        R.dev[0] = r % 8;
+        OK(cudaSetDevice(R.dev[0]));
+        ncclUniqueId id;
+        if (r == 0) OK(ncclGetUniqueId(&id));
+        CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD) == MPI_SUCCESS);
+        OK(ncclCommInitRank(&R.comm[0], R.n, id, r));
+        a = 2;
+#endif
     } else {
         fprintf(stderr, "usage: nccl_perf group N MIN MAX STEP WARMUP ITERS\n"
-                        "       nccl_perf rank R N IDFILE MIN MAX STEP WARMUP ITERS\n");
+                        "       nccl_perf rank R N IDFILE MIN MAX STEP WARMUP ITERS\n"
+                        "       nccl_perf mpi MIN MAX STEP WARMUP ITERS\n");
         return 2;
     }
     size_t min = (size_t)atoll(argv[a]), max = (size_t)atoll(argv[a + 1]);
@@ -233,5 +257,8 @@ int main(int argc, char **argv) {
         if (!R.in_place) OK(cudaFree(R.recv[i]));
         OK(ncclCommDestroy(R.comm[i]));
     }
+#ifdef USE_MPI
+    if (strcmp(argv[1], "mpi") == 0) MPI_Finalize();
+#endif
     return 0;
 }

@@ -7,7 +7,7 @@
 //! Only x86-64 and AArch64 are interposed (the trampolines are per architecture); elsewhere the
 //! virtual clock is refused by `ncclsim run` and the program's clocks stay real.
 
-use super::{ns_ts, real_deadline, virtual_ns};
+use super::{ns_ts, real_deadline, slept, slept_until, ts_ns, virtual_ns};
 use crate::VtableError;
 use libc::{c_int, c_void, clockid_t, time_t, timespec, timeval};
 use std::sync::OnceLock;
@@ -24,6 +24,9 @@ struct Real {
     mutex_timedlock: usize,
     mutex_clocklock: usize,
     clock_nanosleep: usize,
+    nanosleep: usize,
+    usleep: usize,
+    sleep: usize,
 }
 
 fn real() -> &'static Real {
@@ -39,6 +42,9 @@ fn real() -> &'static Real {
         mutex_timedlock: super::next(c"pthread_mutex_timedlock"),
         mutex_clocklock: super::next(c"pthread_mutex_clocklock"),
         clock_nanosleep: super::next(c"clock_nanosleep"),
+        nanosleep: super::next(c"nanosleep"),
+        usleep: super::next(c"usleep"),
+        sleep: super::next(c"sleep"),
     })
 }
 
@@ -115,6 +121,27 @@ type Timed = unsafe extern "C" fn(*mut c_void, *const timespec) -> c_int;
 type Clocked = unsafe extern "C" fn(*mut c_void, clockid_t, *const timespec) -> c_int;
 type ClockNanosleep =
     unsafe extern "C" fn(clockid_t, c_int, *const timespec, *mut timespec) -> c_int;
+type Nanosleep = unsafe extern "C" fn(*const timespec, *mut timespec) -> c_int;
+type Usleep = unsafe extern "C" fn(libc::useconds_t) -> c_int;
+type Sleep = unsafe extern "C" fn(libc::c_uint) -> libc::c_uint;
+
+/// The time a relative sleep of `req` slept: all of it, or on an interruption (`interrupted`)
+/// what `rem` says was left.
+fn relative_sleep(req: *const timespec, rem: *mut timespec, interrupted: bool) -> i128 {
+    if req.is_null() {
+        return 0;
+    }
+    // SAFETY: the caller's non-null request.
+    let asked = ts_ns(unsafe { &*req });
+    if !interrupted {
+        return asked;
+    }
+    if rem.is_null() {
+        return 0;
+    }
+    // SAFETY: the caller's non-null remainder, which the C library filled.
+    asked - ts_ns(unsafe { &*rem })
+}
 
 trampoline!(
     /// `clock_gettime`: the virtual clock for the program's realtime, monotonic, raw and
@@ -281,7 +308,8 @@ ffi_boundary::ffi_fn!(VtableError;
 
 trampoline!(
     /// `clock_nanosleep`: an absolute (`TIMER_ABSTIME`) wake-up time moved onto the real
-    /// clock; relative sleeps are real time already.
+    /// clock; relative sleeps are real time already. The thread's clock then moves by the
+    /// sleep.
     clock_nanosleep(clk: clockid_t, flags: c_int, req: *const timespec, rem: *mut timespec)
         -> c_int => vclock_clock_nanosleep,
     x86_64: "r8", aarch64: "x4"
@@ -295,11 +323,66 @@ ffi_boundary::ffi_fn!(VtableError;
         caller: usize,
     ) -> c_int, panic = libc::EINVAL; {
         let mut moved = ns_ts(0);
-        let req = if flags & libc::TIMER_ABSTIME != 0 {
+        let absolute = flags & libc::TIMER_ABSTIME != 0;
+        let asked = req;
+        let req = if absolute {
             real_deadline(req, Some(clk), caller, &mut moved)
         } else {
             req
         };
-        call_real!(clock_nanosleep as ClockNanosleep, libc::ENOSYS; clk, flags, req, rem)
+        let rc = call_real!(clock_nanosleep as ClockNanosleep, libc::ENOSYS; clk, flags, req, rem);
+        if absolute && rc == 0 && !asked.is_null() {
+            // SAFETY: the caller's non-null wake-up time.
+            slept_until(clk, ts_ns(unsafe { &*asked }), caller);
+        } else if !absolute && (rc == 0 || rc == libc::EINTR) && virtual_ns(clk, caller).is_some() {
+            slept(relative_sleep(asked, rem, rc == libc::EINTR), caller);
+        }
+        rc
+    }
+);
+
+trampoline!(
+    /// `nanosleep`: real time; the thread's clock then moves by the sleep.
+    nanosleep(req: *const timespec, rem: *mut timespec) -> c_int => vclock_nanosleep,
+    x86_64: "rdx", aarch64: "x2"
+);
+ffi_boundary::ffi_fn!(VtableError;
+    fn vclock_nanosleep(req: *const timespec, rem: *mut timespec, caller: usize) -> c_int,
+        panic = -1; {
+        let rc = call_real!(nanosleep as Nanosleep, set_errno(libc::ENOSYS); req, rem);
+        // SAFETY: the calling thread's errno location.
+        let interrupted = rc != 0 && unsafe { *libc::__errno_location() } == libc::EINTR;
+        if rc == 0 || interrupted {
+            slept(relative_sleep(req, rem, interrupted), caller);
+        }
+        rc
+    }
+);
+
+trampoline!(
+    /// `usleep`: real time; the thread's clock then moves by the sleep.
+    usleep(us: libc::useconds_t) -> c_int => vclock_usleep,
+    x86_64: "rsi", aarch64: "x1"
+);
+ffi_boundary::ffi_fn!(VtableError;
+    fn vclock_usleep(us: libc::useconds_t, caller: usize) -> c_int, panic = -1; {
+        let rc = call_real!(usleep as Usleep, set_errno(libc::ENOSYS); us);
+        if rc == 0 {
+            slept(i128::from(us) * 1000, caller);
+        }
+        rc
+    }
+);
+
+trampoline!(
+    /// `sleep`: real time; the thread's clock then moves by the seconds slept.
+    sleep(secs: libc::c_uint) -> libc::c_uint => vclock_sleep,
+    x86_64: "rsi", aarch64: "x1"
+);
+ffi_boundary::ffi_fn!(VtableError;
+    fn vclock_sleep(secs: libc::c_uint, caller: usize) -> libc::c_uint, panic = secs; {
+        let left = call_real!(sleep as Sleep, secs; secs);
+        slept(i128::from(secs.saturating_sub(left)) * 1_000_000_000, caller);
+        left
     }
 );
