@@ -1,8 +1,9 @@
 //! The virtual host clock (`NCCLSIM_CLOCK=virtual`, `libncclsim_cuda.so` preloaded) as a C
 //! program sees it (`c/host_clock.c`): clock reads start at the epoch the launcher gave and move
-//! only when the program waits for device work, by what the device's events measure; CPU-time
-//! clocks stay real; absolute deadlines computed from the virtual clock (condition variables,
-//! semaphores, `clock_nanosleep`) wait as long in real time as the program asked.
+//! when the program waits for device work, by what the device's events measure, and when it
+//! sleeps, by what it slept; CPU-time clocks stay real; absolute deadlines computed from the
+//! virtual clock (condition variables, semaphores, `clock_nanosleep`) wait as long in real time
+//! as the program asked, and a wait that times out does not move the clock.
 
 use fake_cuda_test_support as support;
 use std::path::Path;

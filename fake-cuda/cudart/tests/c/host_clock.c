@@ -47,13 +47,16 @@ int main(void) {
     long long e_rt = 0, e_mono = 0;
     CHECK(sscanf(epoch, "%lld,%lld", &e_rt, &e_mono) == 2);
 
-    /* Before any device work the clocks read the job's epoch, and host work (a real sleep)
-     * takes no virtual time. */
+    /* Before any device work the clocks read the job's epoch; host work takes no virtual
+     * time, but a sleep is host time passing: the sleeping thread's clock moves by it. */
     OK(cudaSetDevice(0));
     int64_t m0 = ns(CLOCK_MONOTONIC), r0 = ns(CLOCK_REALTIME);
     CHECK(m0 == e_mono && r0 == e_rt);
+    CHECK(ns(CLOCK_MONOTONIC) == m0);
     usleep(50000);
-    CHECK(ns(CLOCK_MONOTONIC) == m0 && ns(CLOCK_MONOTONIC_RAW) == ns(CLOCK_MONOTONIC_RAW));
+    CHECK(ns(CLOCK_MONOTONIC) == m0 + 50000000 && ns(CLOCK_REALTIME) == r0 + 50000000);
+    m0 += 50000000;
+    r0 += 50000000;
     struct timeval tv;
     CHECK(gettimeofday(&tv, NULL) == 0);
     CHECK((int64_t)tv.tv_sec * 1000000 + tv.tv_usec == r0 / 1000);
@@ -112,16 +115,27 @@ int main(void) {
     CHECK(sem_timedwait(&sem, &d) == -1 && errno == ETIMEDOUT);
     waited_about(tai, 200, "sem_timedwait");
     tai = ns(CLOCK_TAI);
-    d = at(ns(CLOCK_MONOTONIC) + 200000000);
+    /* Timed waits that time out leave the virtual clock where it was; a sleep to an absolute
+     * wake-up time moves it there. */
+    int64_t wake = ns(CLOCK_MONOTONIC) + 200000000;
+    d = at(wake);
     CHECK(clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &d, NULL) == 0);
     waited_about(tai, 200, "clock_nanosleep");
-    /* A relative sleep is real time and leaves the virtual clock where it was. */
+    CHECK(ns(CLOCK_MONOTONIC) == wake);
+    /* A relative sleep is real time and moves the virtual clock by its length. */
     int64_t before = ns(CLOCK_MONOTONIC);
     tai = ns(CLOCK_TAI);
     struct timespec rel = {0, 100000000};
     CHECK(clock_nanosleep(CLOCK_MONOTONIC, 0, &rel, NULL) == 0);
     waited_about(tai, 100, "relative clock_nanosleep");
-    CHECK(ns(CLOCK_MONOTONIC) == before);
+    CHECK(ns(CLOCK_MONOTONIC) == before + 100000000);
+    /* nanosleep and sleep alike. */
+    before = ns(CLOCK_MONOTONIC);
+    struct timespec ten_ms = {0, 10000000};
+    CHECK(nanosleep(&ten_ms, NULL) == 0);
+    CHECK(ns(CLOCK_MONOTONIC) == before + 10000000);
+    CHECK(sleep(1) == 0);
+    CHECK(ns(CLOCK_MONOTONIC) == before + 1010000000);
     printf("PASS host_clock\n");
     return 0;
 }
