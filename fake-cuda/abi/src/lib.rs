@@ -10,9 +10,10 @@
 //! static [`CoreApiV1`]. Every entry returns a [`Status`](error::Status) code (0 = success)
 //! and writes results through out-pointers; the message of the calling thread's last failure can be read
 //! with `last_error_message`. Only C types cross this boundary, so front-ends built separately
-//! (even by another compiler version) agree on it. Entries are only ever appended; `size` tells
-//! a front-end which entries a core provides.
+//! (even by another compiler version) agree on it. Within a [`CORE_ABI_VERSION`] entries are
+//! only appended; `size` tells a front-end which entries a core provides.
 
+pub mod describe;
 pub mod device;
 pub mod error;
 pub mod map;
@@ -37,8 +38,9 @@ pub const BUNDLED_XML: &str = include_str!("../../../topologies/dgx-a100.xml");
 pub const CORE_SYMBOL: &str = "ncclsim_cuda_core_v1";
 /// File name of the core shared object.
 pub const CORE_LIBRARY: &str = "libncclsim_cuda.so";
-/// Version of [`CoreApiV1`] this crate defines.
-pub const CORE_ABI_VERSION: u32 = 1;
+/// Version of [`CoreApiV1`] this crate defines: entries are appended within a version; one
+/// removed or changed makes the next version, which a front-end of another version refuses.
+pub const CORE_ABI_VERSION: u32 = 2;
 
 /// A device description in C form.
 #[repr(C)]
@@ -189,6 +191,62 @@ pub struct CFabricInfo {
     pub reserved: u32,
 }
 
+/// What a kernel costs, in C form: the compute model's inputs.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq)]
+pub struct CKernelCost {
+    /// Floating-point operations (a multiply-add is two).
+    pub flops: f64,
+    /// Bytes read and written in device memory.
+    pub bytes: f64,
+    /// Where the arithmetic runs: [`UNIT_VECTOR`] or [`UNIT_TENSOR`].
+    pub unit: i32,
+    /// Its precision: one of the `PRECISION_*` codes.
+    pub precision: i32,
+    /// A matrix product's shape, `batch` products of `m x k` by `k x n` (priced by tiles and
+    /// waves); all zero for other kernels.
+    pub batch: u64,
+    /// Rows of the product.
+    pub m: u64,
+    /// Columns of the product.
+    pub n: u64,
+    /// The product's inner dimension.
+    pub k: u64,
+}
+
+/// [`CKernelCost::unit`]: the vector units.
+pub const UNIT_VECTOR: i32 = 0;
+/// [`CKernelCost::unit`]: the tensor cores.
+pub const UNIT_TENSOR: i32 = 1;
+/// [`CKernelCost::precision`] codes (`compute_model::Precision::from_code`).
+pub const PRECISION_F64: i32 = 0;
+/// 32-bit floats.
+pub const PRECISION_F32: i32 = 1;
+/// 32-bit floats multiplied in TF32.
+pub const PRECISION_TF32: i32 = 2;
+/// IEEE half precision.
+pub const PRECISION_F16: i32 = 3;
+/// bfloat16.
+pub const PRECISION_BF16: i32 = 4;
+/// 8-bit floats.
+pub const PRECISION_F8: i32 = 5;
+
+/// Where compute was placed, in C form.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct CLaunchTimes {
+    /// 1 when it was placed now, 0 when it was captured into a graph (the rest is then 0).
+    pub placed: u32,
+    /// 1 when a `cudaProfilerStart` range is open (`range` is then its index).
+    pub in_range: u32,
+    /// The open profiler range's index.
+    pub range: u64,
+    /// Its virtual start, ns since the core started.
+    pub start_ns: u64,
+    /// Its virtual duration, ns.
+    pub duration_ns: u64,
+}
+
 /// The board's facts NVML reports that CUDA's device properties do not carry, in C form.
 #[repr(C)]
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
@@ -302,7 +360,8 @@ zeroed!(
     CPointerInfo,
     CBufferExtent,
     CFabricInfo,
-    CBoardInfo
+    CBoardInfo,
+    CLaunchTimes
 );
 zeroed!(CArenaLocation, CStreamInfo, CDeviceTopology, CMemHandleInfo);
 
@@ -555,28 +614,6 @@ macro_rules! core_api {
             /// Virtual time on physical device `index`: the summed durations of the work
             /// scheduled on its streams (`busy`) and when all of it completes (`clock`), ns.
             fn physical_device_busy(index: i32) -> (busy: u64, clock: u64);
-            /// The compute model's time for `flops` on vector (`unit` 0) or tensor (1) units in
-            /// `precision` (0 f64, 1 f32, 2 tf32, 3 f16, 4 bf16, 5 f8) and `bytes` of memory
-            /// traffic, on `stream`'s device, ns (nothing is scheduled).
-            fn price_compute(stream: u64, flops: f64, bytes: f64, unit: i32, precision: i32) -> (ns: u64);
-            /// The time of one launch of `name` that the caller schedules itself (cuBLAS
-            /// GEMMs): the measured time `NCCLSIM_KERNEL_TIMES` gives this launch of `name`,
-            /// else the compute model's for the kernel (`price_compute`, a matrix product of
-            /// known shape, `batch` products of `m x k` by `k x n`, priced by tiles and waves;
-            /// zeros for other kernels), ns. Counts the launch in the kernel-time table's
-            /// matching.
-            fn price_launch(
-                stream: u64,
-                flops: f64,
-                bytes: f64,
-                unit: i32,
-                precision: i32,
-                batch: u64,
-                m: u64,
-                n: u64,
-                k: u64,
-                name: *const c_char as &CStr
-            ) -> (ns: u64);
             /// The host waited until virtual time `clock_ns` (ns since the core started): later
             /// work starts no earlier, and the virtual host clock reads at least it.
             fn host_wait(clock_ns: u64) -> ();
@@ -638,6 +675,28 @@ macro_rules! core_api {
             fn physical_device_fabric(index: i32) -> (fabric: CFabricInfo);
             /// The board facts of physical device `index` (its model's datasheet figures).
             fn physical_device_board(index: i32) -> (board: CBoardInfo);
+            /// Compute on `stream`, the one door for priced kernels (torch ops, cuBLAS and
+            /// cuBLASLt GEMMs): one launch of `name` costing `cost`, which occupies the stream
+            /// for the time `NCCLSIM_KERNEL_TIMES` measured for this launch of `name`, else the
+            /// compute model's time for `cost` on the stream's GPU, placed, counted and
+            /// captured as the core's other stream work. `work(data)`, when given, computes it
+            /// in stream order (now, or at each replay of a graph the stream captures into),
+            /// and `release(data)`, when given, frees `data` once nothing needs it; compute
+            /// without `work` (its caller computes the values) is refused while the stream
+            /// captures. Gives where it was placed (`placed` 0 when it was captured).
+            ///
+            /// # Safety
+            /// `name` is a NUL-terminated string; `work(data)` must be safe to call until
+            /// `release(data)`, which must be safe to call once from any thread and must not
+            /// call into the core.
+            unsafe fn launch_compute(
+                stream: u64,
+                cost: CKernelCost,
+                name: *const c_char as &CStr,
+                work: Option<CWorkFn>,
+                data: *mut c_void,
+                release: Option<CWorkFn>
+            ) -> (times: CLaunchTimes);
         }
     };
 }

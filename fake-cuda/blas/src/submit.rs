@@ -5,6 +5,7 @@
 
 use crate::gemm::{Gemm, Scalar};
 use crate::types::{BlasError, Compute, DType, Result};
+use fake_cuda_abi::CKernelCost;
 use fake_cuda_client::{client, Client};
 use std::ffi::{c_void, CString};
 
@@ -124,32 +125,25 @@ fn precision_code(input: DType, compute: Compute, tf32: bool) -> i32 {
     }
 }
 
-/// Duration of a GEMM launched as `name` on `stream`'s device: its measured time when the
-/// kernel-time table (`NCCLSIM_KERNEL_TIMES`) has one for this launch of `name`, else the
-/// core's compute model (the model torch's ops are priced with too) for its shape on the tensor
-/// cores and its operands' bytes (`price_launch`).
-pub fn duration_ns(c: &Client, stream: u64, g: &Gemm, tf32: bool, name: &str) -> Result<u64> {
+/// What a GEMM costs the compute model (the model torch's ops are priced with too): its shape
+/// on the tensor cores and its operands' bytes.
+pub fn cost(g: &Gemm, tf32: bool) -> CKernelCost {
     let batch = g.items.len() as f64;
     let flops = 2.0 * g.m as f64 * g.n as f64 * g.k as f64 * batch;
     let bytes = batch
         * (g.m as f64 * g.k as f64 * g.a.dtype.size() as f64
             + g.k as f64 * g.n as f64 * g.b.dtype.size() as f64
             + g.m as f64 * g.n as f64 * (g.c.dtype.size() + g.d.dtype.size()) as f64);
-    let precision = precision_code(g.a.dtype, g.compute, tf32);
-    let (m, n, k) = (g.m as u64, g.n as u64, g.k as u64);
-    let name = CString::new(name).map_err(|_| BlasError::invalid("GEMM name holds a NUL"))?;
-    Ok(c.price_launch(
-        stream,
+    CKernelCost {
         flops,
         bytes,
-        1,
-        precision,
-        batch as u64,
-        m,
-        n,
-        k,
-        &name,
-    )?)
+        unit: fake_cuda_abi::UNIT_TENSOR,
+        precision: precision_code(g.a.dtype, g.compute, tf32),
+        batch: g.items.len() as u64,
+        m: g.m as u64,
+        n: g.n as u64,
+        k: g.k as u64,
+    }
 }
 
 unsafe extern "C" fn run_job(data: *mut c_void) {
@@ -177,11 +171,21 @@ pub fn enqueue(stream: u64, g: Gemm, tf32: bool, name: &str) -> Result<()> {
     if g.items.is_empty() || g.m == 0 || g.n == 0 {
         return Ok(());
     }
-    let ns = duration_ns(c, stream, &g, tf32, name)?;
+    let cost = cost(&g, tf32);
+    let name = CString::new(name).map_err(|_| BlasError::invalid("GEMM name holds a NUL"))?;
     let job = Box::into_raw(Box::new(g));
     // SAFETY: the core owns `job` from here on: `run_job` may run it (its ranges were checked
     // above) until `release_job` frees it, exactly once, without calling into the core.
-    unsafe { c.enqueue_owned(stream, ns, Some(run_job), job.cast(), release_job) }?;
+    unsafe {
+        c.launch_compute(
+            stream,
+            cost,
+            &name,
+            Some(run_job),
+            job.cast(),
+            Some(release_job),
+        )
+    }?;
     Ok(())
 }
 

@@ -97,7 +97,8 @@ impl Core {
                     n as u64,
                 )
             }
-            Op::Kernel { .. } => return Ok(0),
+            // Priced when it runs (`submit`): the kernel-time table counts its launches.
+            Op::Kernel { .. } | Op::Compute { .. } => return Ok(0),
             Op::Host { duration_ns, .. } => return Ok(duration_ns),
             // Placed when it starts (`submit`).
             Op::Meeting { .. } => return Ok(0),
@@ -129,8 +130,8 @@ impl Core {
         self.submit_timed(stream, op).map(|_| ())
     }
 
-    /// [`Core::submit`], giving the virtual time at which the operation ends when it ran now.
-    fn submit_timed(&self, stream: u64, op: Op) -> Result<Option<u64>> {
+    /// [`Core::submit`], giving the virtual (start, end) of the operation when it ran now.
+    pub(crate) fn submit_timed(&self, stream: u64, op: Op) -> Result<Option<(u64, u64)>> {
         let ready = {
             let mut st = self.lock();
             let key = self.resolve(&mut st, stream)?;
@@ -146,8 +147,23 @@ impl Core {
                     return Err(CoreError::KernelRefused(st.kernels.name_of(host_fun)));
                 }
             }
+            if let Op::Compute {
+                func: None, name, ..
+            } = &op
+            {
+                if st.graphs.is_capturing(key) {
+                    return Err(CoreError::CaptureViolation(format!(
+                        "{name}: compute the caller runs itself cannot be captured into a \
+                         graph (nothing would compute it at replay)"
+                    )));
+                }
+            }
             if st.graphs.record(key, &op) {
                 return Ok(None);
+            }
+            if let Op::Compute { cost, name, .. } = &op {
+                ns = self.priced_or_measured(&mut st, stream_device, cost, name);
+                st.kernels.launch_named(name);
             }
             if let Op::Kernel { host_fun } = op {
                 // A raw kernel takes no time, or its measured time from the kernel-time table.
@@ -218,7 +234,7 @@ impl Core {
                 }
             }
             Op::Kernel { .. } => {}
-            Op::Host { func, data, .. } => {
+            Op::Host { func, data, .. } | Op::Compute { func, data, .. } => {
                 if let Some(f) = func {
                     let outer = HOST_STREAM.replace(Some(stream));
                     // SAFETY: the program's host function, called with the argument it gave.
@@ -248,10 +264,10 @@ impl Core {
                 let (_, end) = st.timeline.schedule(key, placed, Some(ready.0));
                 let device = st.timeline.stream_info(key).device;
                 self.publish_work(&mut st, device);
-                return Ok(Some(end));
+                return Ok(Some((start.max(ready.0), end)));
             }
         }
-        Ok(Some(ready.1))
+        Ok(Some(ready))
     }
 
     /// `cudaMemcpyAsync`: copies `n` bytes in stream order.
@@ -439,6 +455,6 @@ impl Core {
                 owned,
             },
         )?;
-        Ok(end.map(SimTime::from_nanos))
+        Ok(end.map(|(_, end)| SimTime::from_nanos(end)))
     }
 }

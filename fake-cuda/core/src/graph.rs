@@ -99,6 +99,21 @@ pub enum Op {
         /// Keeps `data` alive while this operation (or a graph holding it) exists.
         owned: Option<Arc<OwnedData>>,
     },
+    /// Compute (`Core::launch_compute`): a launch of `name` that lasts its measured time from
+    /// the kernel-time table, else the compute model's time for `cost` on the stream's GPU;
+    /// `func(data)`, if any, computes it in stream order.
+    Compute {
+        /// What the kernel costs.
+        cost: compute_model::KernelCost,
+        /// The kernel's name (a torch op, a cuBLAS function).
+        name: Arc<str>,
+        /// Computes it, if anything does.
+        func: Option<CWorkFn>,
+        /// Its argument.
+        data: usize,
+        /// Keeps `data` alive while this operation (or a graph holding it) exists.
+        owned: Option<Arc<OwnedData>>,
+    },
     /// Work that starts when others are ready (`Core::enqueue_meeting`): `func` gets the time
     /// the stream reached it and gives its start; the stream then waits until the start and
     /// `duration_ns` more.
@@ -134,7 +149,7 @@ impl Op {
             Op::Fill {
                 dst, elem, count, ..
             } => Some((dst, elem.saturating_mul(count))),
-            Op::Kernel { .. } | Op::Host { .. } | Op::Meeting { .. } => None,
+            Op::Kernel { .. } | Op::Host { .. } | Op::Compute { .. } | Op::Meeting { .. } => None,
         }
     }
 
@@ -156,6 +171,7 @@ impl Op {
             } => format!("fill {count} x {elem} bytes with {pattern:#x}"),
             Op::Kernel { host_fun } => format!("kernel {host_fun:#x}"),
             Op::Host { duration_ns, .. } => format!("host work {duration_ns} ns"),
+            Op::Compute { name, .. } => format!("compute {name}"),
             Op::Meeting { duration_ns, .. } => format!("meeting, then {duration_ns} ns"),
         }
     }

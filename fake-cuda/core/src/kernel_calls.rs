@@ -2,6 +2,18 @@
 
 use super::*;
 
+/// What computes a [`Core::launch_compute`]: `func(data)` in stream order, and `release(data)`,
+/// if given, once no operation needs `data`.
+#[derive(Debug, Clone, Copy)]
+pub struct ComputeWork {
+    /// Computes the kernel.
+    pub func: CWorkFn,
+    /// Its argument.
+    pub data: usize,
+    /// Frees `data`.
+    pub release: Option<CWorkFn>,
+}
+
 impl Core {
     /// `__cudaRegisterFunction`.
     pub fn register_function(&self, host_fun: usize, name: &str) {
@@ -14,36 +26,56 @@ impl Core {
         self.submit(stream, Op::Kernel { host_fun })
     }
 
-    /// Compute whose time the compute model gives: occupies `stream` for the modelled time of
-    /// `cost` on the stream's GPU (`compute_model::price`), or the measured time of the
-    /// kernel-time table for this launch of `name`, and counts a launch of `name`; returns its
-    /// (start, end) in virtual ns. Refused while the stream captures: nothing would run the
-    /// computation at replay.
-    pub fn launch_priced(
+    /// Compute on `stream`, the one way torch ops, cuBLAS GEMMs and other priced kernels
+    /// reach the timeline: a launch of `name` that occupies the stream for the kernel-time
+    /// table's measured time of this launch of `name`, else the compute model's time for
+    /// `cost` on the stream's GPU (`compute_model::price`), counted by name. `work`, if any,
+    /// computes it in stream order (now, or at each replay of a graph the stream is capturing
+    /// into); compute without it (the caller computes the values itself) is refused while the
+    /// stream captures. Gives its virtual (start, duration), `None` when it was captured.
+    ///
+    /// # Safety
+    /// As [`Core::enqueue_host_owned`] for `work`: its function must be safe to call with its
+    /// data until the data is released, and the release must be safe once from any thread.
+    pub unsafe fn launch_compute(
         &self,
         stream: u64,
-        cost: &compute_model::KernelCost,
+        cost: compute_model::KernelCost,
         name: &str,
-    ) -> Result<(u64, u64)> {
-        let mut st = self.lock();
-        let key = self.resolve(&mut st, stream)?;
-        if st.graphs.is_capturing(key) {
-            return Err(CoreError::CaptureViolation(format!(
-                "{name}: compute on the simulated GPU cannot be captured into a graph"
-            )));
-        }
-        let phys = st.timeline.stream_info(key).device;
-        let ns = self.priced_or_measured(&mut st, phys, cost, name);
-        st.kernels.launch_named(name);
-        let wall = self.start_floor();
-        let times = st.timeline.schedule(key, ns, wall);
-        self.publish_work(&mut st, phys);
-        Ok(times)
+        work: Option<ComputeWork>,
+    ) -> Result<Option<(SimTime, SimDuration)>> {
+        let (func, data, owned) = match work {
+            Some(w) => (
+                Some(w.func),
+                w.data,
+                w.release.map(|r| {
+                    // SAFETY: the caller's contract.
+                    unsafe { graph::OwnedData::new(w.data, r) }
+                }),
+            ),
+            None => (None, 0, None),
+        };
+        let times = self.submit_timed(
+            stream,
+            Op::Compute {
+                cost,
+                name: name.into(),
+                func,
+                data,
+                owned,
+            },
+        )?;
+        Ok(times.map(|(start, end)| {
+            (
+                SimTime::from_nanos(start),
+                SimDuration::from_nanos(end.saturating_sub(start)),
+            )
+        }))
     }
 
     /// The measured time of the kernel-time table for this launch of `name` on `device`
     /// (physical), else the compute model's time for `cost` there.
-    fn priced_or_measured(
+    pub(crate) fn priced_or_measured(
         &self,
         st: &mut State,
         device: usize,
@@ -54,29 +86,6 @@ impl Core {
             .as_mut()
             .and_then(|t| t.duration(device, name))
             .unwrap_or_else(|| compute_model::price(&self.devices[device].spec, cost))
-    }
-
-    /// The time of a launch of `name` on `stream`'s device that the caller schedules itself
-    /// (cuBLAS GEMMs): the kernel-time table's measured time for this launch of `name`, else
-    /// the compute model's for `cost`, ns. Counts the launch in the table's matching.
-    pub fn price_launch(
-        &self,
-        stream: u64,
-        cost: &compute_model::KernelCost,
-        name: &str,
-    ) -> Result<u64> {
-        let mut st = self.lock();
-        let key = self.resolve(&mut st, stream)?;
-        let phys = st.timeline.stream_info(key).device;
-        Ok(self.priced_or_measured(&mut st, phys, cost, name))
-    }
-
-    /// The compute model's time for `cost` on `stream`'s device, ns (nothing is scheduled).
-    pub fn price_compute(&self, stream: u64, cost: &compute_model::KernelCost) -> Result<u64> {
-        let mut st = self.lock();
-        let key = self.resolve(&mut st, stream)?;
-        let phys = st.timeline.stream_info(key).device;
-        Ok(compute_model::price(&self.devices[phys].spec, cost))
     }
 
     /// Kernel launch counts by name.

@@ -45,6 +45,7 @@ mod streams;
 pub use device::{DeviceDesc, PciBusId};
 pub use error::{CoreError, Result, Status};
 pub use fake_cuda_abi::{SimDuration, SimTime};
+pub use kernel_calls::ComputeWork;
 
 use abi::CWorkFn;
 use arena::Arena;

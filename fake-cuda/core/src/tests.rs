@@ -401,6 +401,92 @@ fn kernels_counted_or_refused() {
     );
 }
 
+/// Compute the caller computes itself, placed now: its (start, end), ns.
+fn launch(core: &Core, stream: u64, cost: compute_model::KernelCost, name: &str) -> (u64, u64) {
+    // SAFETY: no work to call, nothing to release.
+    let (start, d) = unsafe { core.launch_compute(stream, cost, name, None) }
+        .unwrap()
+        .expect("placed now");
+    (start.as_nanos(), start.as_nanos() + d.as_nanos())
+}
+
+static COMPUTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static RELEASED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+unsafe extern "C" fn count_compute(data: *mut std::ffi::c_void) {
+    COMPUTED.fetch_add(data as usize, Ordering::SeqCst);
+}
+
+unsafe extern "C" fn count_release(_data: *mut std::ffi::c_void) {
+    RELEASED.fetch_add(1, Ordering::SeqCst);
+}
+
+#[test]
+fn compute_with_work_is_captured_and_computes_at_each_replay() {
+    let core = core_with(&[0], 1 << 30);
+    let s = core
+        .stream_create(timeline::STREAM_NON_BLOCKING, 0)
+        .unwrap();
+    let cost = compute_model::KernelCost {
+        flops: 2.0 * 4096.0 * 4096.0 * 4096.0,
+        bytes: 3.0 * 4096.0 * 4096.0 * 2.0,
+        unit: compute_model::Unit::Tensor(compute_model::Precision::Bf16),
+        gemm: Some(compute_model::Gemm {
+            batch: 1,
+            m: 4096,
+            n: 4096,
+            k: 4096,
+        }),
+    };
+    let model = compute_model::price(&core.devices[0].spec, &cost);
+    let work = ComputeWork {
+        func: count_compute,
+        data: 1,
+        release: Some(count_release),
+    };
+    // Eager: computed now, for the compute model's time, and released.
+    let t0 = core.stream_clock(s).unwrap().as_nanos();
+    // SAFETY: the work functions ignore their data and are safe to call from any thread.
+    let placed = unsafe { core.launch_compute(s, cost, "cublasGemmEx", Some(work)) }.unwrap();
+    let (start, d) = placed.expect("placed now");
+    assert_eq!((start.as_nanos(), d.as_nanos()), (t0, model));
+    assert_eq!(
+        (
+            COMPUTED.load(Ordering::SeqCst),
+            RELEASED.load(Ordering::SeqCst)
+        ),
+        (1, 1)
+    );
+    // Captured: nothing runs until a replay; each replay computes it and takes its time.
+    core.begin_capture(s).unwrap();
+    // SAFETY: as above.
+    let captured = unsafe { core.launch_compute(s, cost, "cublasGemmEx", Some(work)) }.unwrap();
+    assert_eq!(captured, None);
+    // Compute nobody would run at replay is refused while capturing.
+    // SAFETY: no work to call.
+    let refused = unsafe { core.launch_compute(s, cost, "aten::mm", None) };
+    assert!(
+        matches!(refused, Err(CoreError::CaptureViolation(_))),
+        "{refused:?}"
+    );
+    let g = core.end_capture(s).unwrap();
+    assert_eq!(COMPUTED.load(Ordering::SeqCst), 1);
+    let exec = core.graph_instantiate(g).unwrap();
+    let before = core.stream_clock(s).unwrap().as_nanos();
+    core.graph_launch(exec, s).unwrap();
+    core.graph_launch(exec, s).unwrap();
+    assert_eq!(COMPUTED.load(Ordering::SeqCst), 3);
+    assert_eq!(core.stream_clock(s).unwrap().as_nanos(), before + 2 * model);
+    core.graph_exec_destroy(exec).unwrap();
+    core.graph_destroy(g).unwrap();
+    assert_eq!(
+        RELEASED.load(Ordering::SeqCst),
+        2,
+        "released once the graph is gone"
+    );
+    assert_eq!(core.kernel_launch_counts()["cublasGemmEx"], 3);
+}
+
 #[test]
 fn kernel_time_table_prices_named_launches_raw_kernels_and_graph_replays() {
     let core = core_with(&[0, 1], 1 << 30);
@@ -423,19 +509,19 @@ fn kernel_time_table_prices_named_launches_raw_kernels_and_graph_replays() {
         gemm: None,
     };
     let t0 = core.stream_clock(s).unwrap().as_nanos();
-    let (a, b) = core.launch_priced(s, &cost, "aten::mm").unwrap();
+    let (a, b) = launch(&core, s, cost, "aten::mm");
     assert_eq!((a, b), (t0, t0 + 4000));
-    let (_, c) = core.launch_priced(s, &cost, "aten::mm").unwrap();
+    let (_, c) = launch(&core, s, cost, "aten::mm");
     assert_eq!(c, b + 6000);
-    let (_, d) = core.launch_priced(s, &cost, "aten::mm").unwrap();
+    let (_, d) = launch(&core, s, cost, "aten::mm");
     assert_eq!(
         d,
         c + 4000,
         "the third launch takes the first occurrence again"
     );
     // Not in the table: the compute model's time, what the core prices without a table.
-    let (e, f) = core.launch_priced(s, &cost, "aten::relu").unwrap();
-    assert_eq!(f - e, core.price_compute(s, &cost).unwrap());
+    let (e, f) = launch(&core, s, cost, "aten::relu");
+    assert_eq!(f - e, compute_model::price(&core.devices[0].spec, &cost));
     assert!(f - e > 0);
     // A raw kernel by its registered (mangled) name, eagerly and at each graph replay.
     core.register_function(0x42, "_Z4stepPf");
@@ -458,7 +544,7 @@ fn kernel_time_table_prices_named_launches_raw_kernels_and_graph_replays() {
     // Another device counts its own launches.
     core.set_device(1).unwrap();
     let s1 = core.stream_create(0, 0).unwrap();
-    let (a1, b1) = core.launch_priced(s1, &cost, "aten::mm").unwrap();
+    let (a1, b1) = launch(&core, s1, cost, "aten::mm");
     assert_eq!(b1 - a1, 4000);
 }
 

@@ -104,32 +104,38 @@ pub(crate) fn topology_common_ancestor(a: i32, b: i32) -> Result<u32> {
     Ok(common_ancestor(da, db) as u32)
 }
 
-pub(crate) fn price_compute(
+/// # Safety
+/// As `Core::launch_compute`, with `work(data)` and `release(data)`.
+pub(crate) unsafe fn launch_compute(
     stream: u64,
-    flops: f64,
-    bytes: f64,
-    unit: i32,
-    precision: i32,
-) -> Result<u64> {
-    let cost = compute_cost(flops, bytes, unit, precision, [0; 4])?;
-    core()?.price_compute(stream, &cost)
-}
-
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn price_launch(
-    stream: u64,
-    flops: f64,
-    bytes: f64,
-    unit: i32,
-    precision: i32,
-    batch: u64,
-    m: u64,
-    n: u64,
-    k: u64,
+    cost: fake_cuda_abi::CKernelCost,
     name: &CStr,
-) -> Result<u64> {
-    let cost = compute_cost(flops, bytes, unit, precision, [batch, m, n, k])?;
-    core()?.price_launch(stream, &cost, &name.to_string_lossy())
+    work: Option<CWorkFn>,
+    data: *mut c_void,
+    release: Option<CWorkFn>,
+) -> Result<fake_cuda_abi::CLaunchTimes> {
+    let cost = compute_cost(&cost)?;
+    let work = work.map(|func| fake_cuda_core::ComputeWork {
+        func,
+        data: data as usize,
+        release,
+    });
+    // A release without work still owns `data`: free it, as nothing will run.
+    if let (None, Some(r)) = (work, release) {
+        // SAFETY: the caller's contract: `release(data)` is safe to call once.
+        unsafe { r(data) };
+    }
+    // SAFETY: the caller's contract is the core method's.
+    let placed = unsafe { core()?.launch_compute(stream, cost, &name.to_string_lossy(), work) }?;
+    let (ranges, active) = crate::profiler_state();
+    let (start, duration) = placed.map_or((0, 0), |(s, d)| (s.as_nanos(), d.as_nanos()));
+    Ok(fake_cuda_abi::CLaunchTimes {
+        placed: u32::from(placed.is_some()),
+        in_range: u32::from(active),
+        range: if active { ranges.saturating_sub(1) } else { 0 },
+        start_ns: start,
+        duration_ns: duration,
+    })
 }
 
 pub(crate) fn host_wait(clock_ns: u64) -> Result<()> {
@@ -137,28 +143,27 @@ pub(crate) fn host_wait(clock_ns: u64) -> Result<()> {
     Ok(())
 }
 
-/// A [`compute_model::KernelCost`] from the C boundary's codes; `gemm` is (batch, m, n, k) of a
-/// matrix product, zeros for other kernels.
-pub(crate) fn compute_cost(
-    flops: f64,
-    bytes: f64,
-    unit: i32,
-    precision: i32,
-    gemm: [u64; 4],
-) -> Result<compute_model::KernelCost> {
-    let p = compute_model::Precision::from_code(precision)
-        .ok_or_else(|| CoreError::InvalidValue(format!("precision code {precision}")))?;
-    let unit = match unit {
-        0 => compute_model::Unit::Vector(p),
-        1 => compute_model::Unit::Tensor(p),
+/// A [`compute_model::KernelCost`] from its C form.
+pub(crate) fn compute_cost(c: &fake_cuda_abi::CKernelCost) -> Result<compute_model::KernelCost> {
+    let p = compute_model::Precision::from_code(c.precision)
+        .ok_or_else(|| CoreError::InvalidValue(format!("precision code {}", c.precision)))?;
+    let unit = match c.unit {
+        fake_cuda_abi::UNIT_VECTOR => compute_model::Unit::Vector(p),
+        fake_cuda_abi::UNIT_TENSOR => compute_model::Unit::Tensor(p),
         u => return Err(CoreError::InvalidValue(format!("unit code {u}"))),
     };
-    let [batch, m, n, k] = gemm;
+    let (batch, m, n, k) = (c.batch, c.m, c.n, c.k);
     let gemm =
         (batch > 0 && m > 0 && n > 0 && k > 0).then_some(compute_model::Gemm { batch, m, n, k });
+    if !(c.flops.is_finite() && c.flops >= 0.0 && c.bytes.is_finite() && c.bytes >= 0.0) {
+        return Err(CoreError::InvalidValue(format!(
+            "kernel cost of {} flops and {} bytes",
+            c.flops, c.bytes
+        )));
+    }
     Ok(compute_model::KernelCost {
-        flops,
-        bytes,
+        flops: c.flops,
+        bytes: c.bytes,
         unit,
         gemm,
     })

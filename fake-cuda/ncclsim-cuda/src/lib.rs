@@ -106,6 +106,11 @@ pub(crate) static SECTIONS: Mutex<BTreeMap<String, serde_json::Value>> =
 /// Profiler ranges started so far (`cudaProfilerStart`) and whether one is open.
 pub(crate) static PROFILER: Mutex<(u64, bool)> = Mutex::new((0, false));
 
+/// (ranges opened so far, whether one is open) of `cudaProfilerStart`/`Stop`.
+pub(crate) fn profiler_state() -> (u64, bool) {
+    *PROFILER.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// `NCCLSIM_REPORT`'s file name with `%h` (short host name) and `%p` (process id) replaced, as
 /// NCCL does for `NCCL_DEBUG_FILE`.
 fn report_path(template: &str) -> String {
@@ -317,9 +322,8 @@ macro_rules! vtable_entries {
                     if [$($out.is_null()),*].contains(&true) {
                         return Err(CoreError::InvalidValue("null output pointer".into()));
                     }
-                    let results = call_body!($($unsafe)? entries::$name(
-                        $(body_arg!($arg: $cty $(as $rty)?)),*
-                    ))?;
+                    $(let $arg = body_arg!($arg: $cty $(as $rty)?);)*
+                    let results = call_body!($($unsafe)? entries::$name($($arg),*))?;
                     PutOuts::put_outs(results, ($($out,)*))
                 })().map_err(VtableError)
             });
@@ -384,20 +388,29 @@ ffi_boundary::ffi_fn!(VtableError; export
     ) {
         static CALLED: CallCount = CallCount::new("compute_launch");
         count_call(&CALLED);
-        let cost = entries::compute_cost(flops, bytes, unit, precision, [batch, m, n, k])
-            .map_err(VtableError)?;
         if name.is_null() {
             return Err(VtableError(CoreError::InvalidValue("null kernel name".into())));
         }
         // SAFETY: the caller passes a NUL-terminated string, checked non-null above.
-        let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
-        let (start, end) = core()
-            .and_then(|c| c.launch_priced(stream, &cost, &name))
-            .map_err(VtableError)?;
-        let (ranges, active) = *PROFILER.lock().unwrap_or_else(|p| p.into_inner());
-        let range = if active { ranges as i64 - 1 } else { -1 };
-        put(out_start_ns, start)
-            .and_then(|()| put(out_ns, end - start))
+        let name = unsafe { CStr::from_ptr(name) };
+        let cost = fake_cuda_abi::CKernelCost {
+            flops,
+            bytes,
+            unit,
+            precision,
+            batch,
+            m,
+            n,
+            k,
+        };
+        // SAFETY: no work to call, nothing to release.
+        let t = unsafe {
+            entries::launch_compute(stream, cost, name, None, std::ptr::null_mut(), None)
+        }
+        .map_err(VtableError)?;
+        let range = if t.in_range != 0 { t.range as i64 } else { -1 };
+        put(out_start_ns, t.start_ns)
+            .and_then(|()| put(out_ns, t.duration_ns))
             .and_then(|()| put(out_range, range))
             .map_err(VtableError)
     }

@@ -15,7 +15,7 @@ static const struct ncclsim_core_api_v1 *core_api(void) {
         (const struct ncclsim_core_api_v1 *(*)(void))dlsym(lib, "ncclsim_cuda_core_v1");
     CHECK(get != NULL);
     const struct ncclsim_core_api_v1 *api = get();
-    CHECK(api->version == 1 && api->size == sizeof *api);
+    CHECK(api->version == NCCLSIM_CORE_ABI_VERSION && api->size == sizeof *api);
     return api;
 }
 #endif
