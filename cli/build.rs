@@ -12,8 +12,10 @@ fn collect(dir: &Path, root: &Path, out: &mut Vec<PathBuf>) {
     entries.sort();
     for p in entries {
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        // Not what pip's in-tree build leaves (`ncclsim.egg-info/`, with its own entry points).
-        if name.starts_with('.') || name == "__pycache__" || name.ends_with(".egg-info") {
+        // Not what pip's in-tree build leaves (`ncclsim.egg-info/`, with its own entry points),
+        // nor the package's unit tests (`python/tests`, run by the suite, not by programs).
+        let tests = dir == root && name == "tests";
+        if name.starts_with('.') || name == "__pycache__" || name.ends_with(".egg-info") || tests {
             continue;
         }
         if p.is_dir() {

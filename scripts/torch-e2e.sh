@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end suite: unmodified torch.distributed (NCCL backend, torchrun) on ncclsim's libraries
 # through `ncclsim run`, as 2 simulated DGX A100 nodes x 8 processes (16 ranks: the world, TP
-# groups {0-7} {8-15} and DP groups {0,8} {1,9} ...):
+# groups {0-7} {8-15} and DP groups {0,8} {1,9} ...), after the Python package's unit tests:
+#   U. python/tests (pytest, installed into the venv if missing): the pure parts of the Python
+#      package against plain CPU torch, with the venv's torch on stubs of every NVIDIA library,
+#      ncclsim's own included (`ncclsim.stubs --all`): no GPU and none of ncclsim's libraries.
 #   0. NVIDIA's CUDA runtime wheel installed into the venv (torch's RPATH finds it first):
 #      `ncclsim run`'s preloaded libraries must still be the ones torch uses.
 #   1. scripts/torch/collectives.py: every collective torch offers, in several dtypes, on the
@@ -33,6 +36,8 @@
 #      of rank 1's results): must fail, proving the checks check. The switch exists only in a
 #      libnccl.so.2 built with nccl-shim's `fault-injection` feature, built for this stage in
 #      target/fault-injection and run beside the other release libraries.
+#   5b. ... and compute.py with NCCLSIM_TEST_COMPUTE_PERTURB=1 (wrong matrix products) must fail
+#      too: the Python package obeys that switch only beside such a libnccl.so.2.
 #   6. NCCL's own Python bindings (nccl4py, in a venv of their own): an all-reduce of device
 #      buffers made by host copies, checked, on 4 processes.
 #   7. monitors: scripts/env-check/env_check.sh (nvidia-smi, -L, topo -m, nvlink --status, the
@@ -59,6 +64,18 @@ exec 3>&1  # stage timings go to the terminal even when a stage's output goes to
 fail() { echo "torch-e2e: FAIL: $*; logs in $logs" >&2; exit 1; }
 
 [ -d "$venv/ncclsim-stubs" ] || scripts/torch-venv.sh "$venv"
+torch_lib=$("$venv/bin/python" -c 'import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec("torch").origin), "lib"))')
+
+echo "== U. unit tests of the Python package (python/tests), torch without GPU libraries"
+"$venv/bin/python" -c "import pytest" 2>/dev/null \
+    || "$venv/bin/python" -m pip --disable-pip-version-check -q install pytest
+unit_stubs="$repo/target/torch-unit-stubs"
+rm -rf "$unit_stubs"
+"$venv/bin/python" scripts/torch-stubs.py --all "$torch_lib" "$unit_stubs" > /dev/null
+LD_LIBRARY_PATH="$unit_stubs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests \
+    || { echo "torch-e2e: FAIL: the Python package's unit tests" >&2; exit 1; }
+
 cargo build --release -q
 ncclsim="$repo/target/release/ncclsim"
 # Stage 5's libnccl.so.2, with the test-only switches (in a target directory of its own, so the
@@ -101,7 +118,6 @@ passes() { grep -oh "rank [0-9]*: PASS" "$@" | sort -u | wc -l; }
 
 echo "== 0. NVIDIA's CUDA runtime wheel beside torch (found first through torch's RPATH): ours win"
 # torch's CUDA major: the libcudart.so.N its CUDA library links (importing torch needs one).
-torch_lib=$(python -c 'import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec("torch").origin), "lib"))')
 major=$(readelf -d "$torch_lib/libc10_cuda.so" | grep -o 'libcudart\.so\.[0-9]*' | head -1 | cut -d. -f3)
 if [ "$major" -ge 13 ]; then wheel="nvidia-cuda-runtime>=$major,<$((major + 1))"; else wheel="nvidia-cuda-runtime-cu$major"; fi
 python -m pip --disable-pip-version-check -q install --no-deps "$wheel"
@@ -250,8 +266,9 @@ for k in '"aten::addmm"' '"aten::mm"' ncclDevKernel_AllReduce; do
     echo "kernel list: $n rows of $k"
     [ "$n" -gt 0 ] || fail "trace kernels: no $k"
 done
-if "${run[@]}" --env NCCLSIM_TEST_COMPUTE_PERTURB=1 -- torchrun --nproc_per_node 2 \
-    scripts/torch/compute.py > "$logs/compute-perturbed.log" 2>&1; then
+# The switch acts only beside a libnccl.so.2 with fault injection (stage 5's libraries).
+if "${run[@]}" --lib-dir "$faults_libs" --env NCCLSIM_TEST_COMPUTE_PERTURB=1 -- torchrun \
+    --nproc_per_node 2 scripts/torch/compute.py > "$logs/compute-perturbed.log" 2>&1; then
     fail "the run with wrong matrix products passed: the compute checks do not check"
 fi
 grep -m1 "FAIL" "$logs/compute-perturbed.log"

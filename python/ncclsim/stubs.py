@@ -9,29 +9,38 @@ script per library (each function logs its name once on stderr and returns the l
 "not initialized"/"not supported" status), and compiles them with `cc`. No NVIDIA file is read
 or copied; only torch's own import tables are.
 
-The libraries ncclsim implements itself (libcudart, libcuda, libnvidia-ml, libnccl) are not
-stubbed: point the loader at ncclsim's builds for those.
+Which libraries: every NVIDIA library torch links but the CUDA runtime, driver, NVML and NCCL
+(libcudart, libcuda, libnvidia-ml, libnccl), which ncclsim provides (`ncclsim run` preloads its
+builds of them). cuBLAS and cuBLASLt are stubbed like cuDNN and the rest although ncclsim has
+its own (`fake-cuda/cublas`, `fake-cuda/cublaslt`), which compute GEMMs on the CPU for C and C++
+programs: `ncclsim run` preloads those too, so under it they win over these stubs and torch's
+own cuBLAS calls (made with `--compute off`; otherwise ncclsim's Python package computes
+torch's matmuls) reach them. The cuBLAS stubs themselves fail like every other stub.
 
 `ncclsim run` runs it once per torch build when the command starts a torch program (the stand-ins
 are cached under the user's cache directory and put on the loader's path after ncclsim's own
 libraries); scripts/torch-venv.sh runs it for the test venv. It needs binutils (`readelf`, `nm`)
 and a C compiler (`cc`, or `CC`).
 
-Usage: python -m ncclsim.stubs [--succeed LIBS] TORCH_LIB_DIR OUT_DIR
+Usage: python -m ncclsim.stubs [--succeed LIBS] [--all] TORCH_LIB_DIR OUT_DIR
   TORCH_LIB_DIR  the installed torch's lib/ (site-packages/torch/lib)
   OUT_DIR        where the stub libraries (and their sources, *.c / *.map / *.txt) go
   --succeed LIBS comma-separated library stems (e.g. cublas,cublasLt) whose stubs return 0
-                 (success) and do nothing, as ncclsim's kernels do: torch's matmuls then
-                 "complete" with meaningless results, so DDP and FSDP steps run. Output
-                 arguments are left unwritten, so this is for experiments, not a promise.
+                 (success) and do nothing. Output arguments are left unwritten, so calls
+                 "complete" with meaningless results: for experiments, not a promise.
+  --all          stub ncclsim's own libraries too (CUDA runtime, driver, NVML, NCCL), so torch
+                 imports with no GPU library at all and finds no CUDA device, as a torch built
+                 without CUDA would (scripts/torch-e2e.sh runs the Python package's unit tests
+                 so, python/tests).
 
-Nothing in the stubs does work: cuBLAS, cuDNN, cuFFT, ... calls fail with their library's
-error status. The functions that return or write a string, and the version queries, are written
-by their public signatures (`SPECIAL`): error strings are valid strings, and versions are real
-ones (cuDNN's is the one this torch was built against, which ncclsim's Python package puts in
-`NCCLSIM_CUDNN_VERSION` when torch starts; the CUDA libraries' follow torch's CUDA release), so
-torch's version checks pass and nothing dereferences a status code. torch's ops on CUDA tensors
-are computed by ncclsim's Python package (python/ncclsim), which never calls these libraries.
+Nothing in the stubs does work: every call fails with its library's error status (but with
+`--succeed`). The functions that return or write a string, and the version queries, are
+written by their public signatures (`SPECIAL`): error strings are valid strings, and versions
+are real ones (cuDNN's is the one this torch was built against, which ncclsim's Python package
+puts in `NCCLSIM_CUDNN_VERSION` when torch starts; the CUDA libraries' follow torch's CUDA
+release), so torch's version checks pass and nothing dereferences a status code. torch's ops on
+CUDA tensors are computed by ncclsim's Python package (python/ncclsim), which never calls these
+libraries.
 """
 
 from __future__ import annotations
@@ -43,7 +52,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-# Libraries ncclsim provides for real (fake-cuda, nccl-shim): never stubbed.
+# Libraries ncclsim provides in place of NVIDIA's (fake-cuda, nccl-shim): stubbed only with
+# `--all`. (`ncclsim run` preloads its libcublas and libcublasLt too; those are stubbed all the
+# same, see the module's docstring.)
 OURS = {"libcudart.so.12", "libcudart.so.13", "libcuda.so.1", "libnvidia-ml.so.1", "libnccl.so.2"}
 
 # SONAME patterns of the NVIDIA libraries we stub, with the status every stub function returns
@@ -63,6 +74,11 @@ STUBBED = [
     (r"libnvshmem_host\.so\.\d+", 1),  # NVSHMEM's non-zero failure
     (r"libnvJitLink\.so\.\d+", 1),  # NVJITLINK_ERROR_UNRECOGNIZED_OPTION
     (r"libnvToolsExt\.so\.\d+", 0),  # NVTX: markers return nothing useful anyway
+    # Stubbed only with `--all` (they are in OURS):
+    (r"libcudart\.so\.\d+", 3),  # cudaErrorInitializationError
+    (r"libcuda\.so\.\d+", 3),  # CUDA_ERROR_NOT_INITIALIZED
+    (r"libnvidia-ml\.so\.\d+", 1),  # NVML_ERROR_UNINITIALIZED
+    (r"libnccl\.so\.\d+", 2),  # ncclSystemError
 ]
 
 # Unversioned references (the library has no version node) go to a library by name prefix.
@@ -73,6 +89,9 @@ PREFIXES = [
     ("nvshmem", "libnvshmem_host.so."),
     ("nvJitLink", "libnvJitLink.so."),
     ("nvtx", "libnvToolsExt.so."),
+    ("nccl", "libnccl.so."),
+    ("nvml", "libnvidia-ml.so."),
+    ("cu", "libcuda.so."),  # the driver API (cuCtxGetCurrent, ...), after the other cu* prefixes
 ]
 
 # Version nodes whose name is not the SONAME.
@@ -102,6 +121,22 @@ SPECIAL = {
     "if (s) *s = ncclsim_stub_text; return {status}; }}",
     "nvshmem_info_get_version": "void nvshmem_info_get_version(int *major, int *minor) {{ "
     "if (major) *major = {major}; if (minor) *minor = 0; }}",
+    # With `--all`: the CUDA runtime's, driver's and NCCL's error strings, and the runtime's
+    # registration of the device code compiled into torch, which runs at load and at exit
+    # (nothing to register: silent).
+    "cudaGetErrorString": "const char *cudaGetErrorString(int s) {{ (void)s; return ncclsim_stub_text; }}",
+    "cudaGetErrorName": "const char *cudaGetErrorName(int s) {{ (void)s; return ncclsim_stub_text; }}",
+    "cuGetErrorString": "int cuGetErrorString(int e, const char **s) {{ (void)e; if (!s) return 1; "
+    "*s = ncclsim_stub_text; return 0; }}",
+    "cuGetErrorName": "int cuGetErrorName(int e, const char **s) {{ (void)e; if (!s) return 1; "
+    "*s = ncclsim_stub_text; return 0; }}",
+    "ncclGetErrorString": "const char *ncclGetErrorString(int s) {{ (void)s; return ncclsim_stub_text; }}",
+    "ncclGetLastError": "const char *ncclGetLastError(void *comm) {{ (void)comm; return ncclsim_stub_text; }}",
+    "__cudaRegisterFatBinary": "void **__cudaRegisterFatBinary(void *f) {{ static void *h; (void)f; return &h; }}",
+    "__cudaRegisterFatBinaryEnd": "void __cudaRegisterFatBinaryEnd(void **h) {{ (void)h; }}",
+    "__cudaUnregisterFatBinary": "void __cudaUnregisterFatBinary(void **h) {{ (void)h; }}",
+    "__cudaRegisterFunction": "void __cudaRegisterFunction(void) {{ }}",
+    "__cudaRegisterVar": "void __cudaRegisterVar(void) {{ }}",
 }
 
 
@@ -134,15 +169,16 @@ def status_of(soname: str) -> int | None:
     return None
 
 
-def scan(torch_lib: Path) -> dict[str, dict[str, set[str]]]:
-    """{soname: {version node or "": names}} of what torch's libraries import from NVIDIA's."""
+def scan(torch_lib: Path, ours: set[str] = OURS) -> dict[str, dict[str, set[str]]]:
+    """{soname: {version node or "": names}} of what torch's libraries import from NVIDIA's,
+    but for the libraries in `ours`."""
     libs = sorted(p for p in torch_lib.glob("*.so*") if p.is_file())
     if not libs:
         sys.exit(f"torch-stubs: no shared objects in {torch_lib}")
     sonames = {n for lib in libs for n in needed(lib)}
-    stubbed = sorted(n for n in sonames if n not in OURS and status_of(n) is not None)
+    stubbed = sorted(n for n in sonames if n not in ours and status_of(n) is not None)
     # Anything else must be torch's own or the system's; say so if the loader cannot find it.
-    known = OURS | set(stubbed) | {p.name for p in torch_lib.iterdir()}
+    known = ours | set(stubbed) | {p.name for p in torch_lib.iterdir()}
     system = run(["ldconfig", "-p"]) if shutil.which("ldconfig") else ""
     for name in sorted(sonames - known):
         if f"{name} " not in system:
@@ -233,19 +269,34 @@ def version_script(nodes: dict[str, set[str]]) -> str:
     return "".join(out)
 
 
-def main() -> None:
-    args = sys.argv[1:]
+def parse_args(argv: list[str]) -> tuple[set[str], bool, list[str]]:
+    """(`--succeed` stems, `--all`, the other arguments) of the command line."""
     stems: set[str] = set()
-    if len(args) == 4 and args[0] == "--succeed":
-        stems = {s for s in args[1].split(",") if s}
-        args = args[2:]
-    if len(args) != 2:
+    everything = False
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--succeed" and i + 1 < len(argv):
+            stems |= {s for s in argv[i + 1].split(",") if s}
+            i += 2
+            continue
+        if argv[i] == "--all":
+            everything = True
+        else:
+            rest.append(argv[i])
+        i += 1
+    return stems, everything, rest
+
+
+def main() -> None:
+    stems, everything, args = parse_args(sys.argv[1:])
+    if len(args) != 2 or any(a.startswith("--") for a in args):
         sys.exit(__doc__)
     torch_lib, out = Path(args[0]), Path(args[1])
     out.mkdir(parents=True, exist_ok=True)
     cc = os.environ.get("CC", "cc")
     cuda = cuda_release(torch_lib)
-    for soname, nodes in scan(torch_lib).items():
+    for soname, nodes in scan(torch_lib, set() if everything else OURS).items():
         status = 0 if succeeds(soname, stems) else status_of(soname)
         names = sorted({n for v in nodes.values() for n in v})
         stem = out / soname

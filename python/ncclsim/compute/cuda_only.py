@@ -167,7 +167,9 @@ def _mm_dtype_out(f):
 
 
 def fused_dropout(x, p, generator=None):
-    mask = torch.empty(x.shape, dtype=torch.bool).bernoulli_(p, generator=generator)
+    # `p` is the probability of keeping an element; the mask is uint8, as the CUDA kernel's
+    # (and torch's decomposition of the op) is.
+    mask = torch.empty(x.shape, dtype=torch.uint8).bernoulli_(p, generator=generator)
     return x * mask / p, mask
 
 
@@ -179,8 +181,8 @@ def fused_rms_norm_backward(grad_out, x, normalized_shape, rstd, weight, output_
     k = len(normalized_shape)
     dims = list(range(x.dim() - k, x.dim()))
     xa, dy = _acc(x), _acc(grad_out)
-    r = rstd.reshape(list(rstd.shape) + [1] * (x.dim() - rstd.dim())).float()
-    g = dy * weight.float() if weight is not None else dy
+    r = rstd.reshape(list(rstd.shape) + [1] * (x.dim() - rstd.dim())).to(xa.dtype)
+    g = dy * weight.to(xa.dtype) if weight is not None else dy
     dx = r * g - xa * r**3 * (g * xa).mean(dims, keepdim=True)
     dw = None
     if weight is not None:

@@ -29,6 +29,7 @@ kernels, except for ops whose output shape depends on the data, which are comput
 
 from __future__ import annotations
 
+import mmap
 import os
 import warnings
 
@@ -235,8 +236,8 @@ def _run(info: _Op, args: tuple, kwargs: dict, meta: bool):
 
 _HALF = (torch.float16, torch.bfloat16)
 
-_CONVOLUTIONS = {"aten::convolution", "aten::_convolution", "aten::cudnn_convolution",
-                 "aten::convolution_backward", "aten::cudnn_convolution_transpose"}
+# The convolutions as the dispatcher names their default overloads (`timing.CONVOLUTIONS`).
+_CONVOLUTIONS = frozenset(f"aten::{name}" for name in timing.CONVOLUTIONS)
 
 
 def _channels_last(t) -> bool:
@@ -332,9 +333,49 @@ def _run_outs(info: _Op, fn, call: _Call, kwargs: dict, cargs: list, ckwargs: di
     return call.back(r, not meta)
 
 
-# Fault injection for the test suite (it must fail when a result is wrong): matrix products
-# come out with their first element off by one half.
+# Fault injection for the test suite (it must fail when a result is wrong): with
+# `NCCLSIM_TEST_COMPUTE_PERTURB=1`, matrix products come out with their first element off by one
+# half. The switch works only in a process whose libnccl.so.2 is a build with the runtime's own
+# test switches (nccl-shim's `fault-injection` feature, or a debug build: scripts/torch-e2e.sh
+# runs its perturbed stage on such a build), so setting the variable alone never makes a user's
+# results wrong. Such a build reads `NCCLSIM_TEST_PERTURB`, so its file holds that name; a
+# release build does not.
 _PERTURBED = {"aten::mm", "aten::addmm", "aten::bmm"}
+_FAULT_INJECTION_MARK = b"NCCLSIM_TEST_PERTURB"
+_perturbing: list = []  # [whether perturbation is on], once decided
+
+
+def _fault_injection_build(maps: str = "/proc/self/maps") -> bool:
+    """Whether a libnccl mapped in this process (per `maps`) is a build with test switches."""
+    try:
+        with open(maps) as f:
+            paths = {line.split(None, 5)[5].strip() for line in f if len(line.split(None, 5)) == 6}
+    except OSError:
+        return False
+    for path in sorted(paths):
+        name = os.path.basename(path)
+        if name != "libnccl.so" and not name.startswith("libnccl.so."):
+            continue
+        try:
+            with open(path, "rb") as lib, mmap.mmap(lib.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                if data.find(_FAULT_INJECTION_MARK) >= 0:
+                    return True
+        except (OSError, ValueError):  # unreadable, or empty (ValueError from mmap)
+            continue
+    return False
+
+
+def _perturb_on() -> bool:
+    """Whether the test switch `NCCLSIM_TEST_COMPUTE_PERTURB=1` is set and may act (decided once
+    per process; set but refused, it says so once)."""
+    if not _perturbing:
+        wanted = os.environ.get("NCCLSIM_TEST_COMPUTE_PERTURB") == "1"
+        on = wanted and _fault_injection_build()
+        if wanted and not on:
+            print("ncclsim: NCCLSIM_TEST_COMPUTE_PERTURB=1 ignored: it is a test switch of builds "
+                  "whose libnccl.so.2 has fault injection", flush=True)
+        _perturbing.append(on)
+    return _perturbing[0]
 
 
 def _perturb(r):
@@ -345,7 +386,7 @@ def _perturb(r):
 
 def _kernel(info: _Op, mode: str):
     meta = mode == "time"
-    perturb = os.environ.get("NCCLSIM_TEST_COMPUTE_PERTURB") == "1" and info.name in _PERTURBED
+    perturb = info.name in _PERTURBED and _perturb_on()
 
     def kernel(*args, **kwargs):
         r = None

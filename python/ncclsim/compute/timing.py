@@ -47,8 +47,14 @@ _PRECISION = {
     torch.float8_e4m3fn: _F8,
     torch.float8_e5m2: _F8,
 }
-_CONVOLUTIONS = {"convolution", "_convolution", "cudnn_convolution", "convolution_backward",
-                 "_slow_conv2d_forward", "cudnn_convolution_transpose"}
+# The convolutions (op names without `aten::` and overload): priced in the precision
+# `torch.backends.cudnn.allow_tf32` gives float32 and, in half precision on NCHW operands,
+# with cuDNN's layout transposes (`_nchw_transposes`); `kernels` gives their shaped-only
+# results cuDNN's layout (`kernels._conv_layout`). `_slow_conv2d_forward` has no meta kernel,
+# so `kernels` computes it and never reshapes it; `cudnn_convolution_transpose` has no FLOP
+# formula in torch, so it is priced as a vector op and the precision rule never applies to it.
+CONVOLUTIONS = frozenset({"convolution", "_convolution", "cudnn_convolution", "convolution_backward",
+                          "_slow_conv2d_forward", "cudnn_convolution_transpose"})
 
 _NAMES = ["f64", "f32", "tf32", "f16", "bf16", "f8"]
 _pid = os.getpid()
@@ -121,7 +127,7 @@ def _nchw_transposes(base: str, args: tuple, ins: list, outs: list) -> int:
 def _precision(dtype, base: str) -> int:
     p = _PRECISION.get(dtype, _F32)
     if p == _F32:
-        if base in _CONVOLUTIONS:
+        if base in CONVOLUTIONS:
             return _TF32 if torch.backends.cudnn.allow_tf32 else _F32
         return _TF32 if torch.backends.cuda.matmul.allow_tf32 else _F32
     return p
@@ -160,8 +166,9 @@ class _Out(threading.local):
 
 
 _out = _Out()
-_raw_stream = torch._C._cuda_getCurrentRawStream
-_get_device = torch._C._cuda_getDevice
+# Absent from torch builds without CUDA, where nothing is priced (`_library` finds no core).
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+_get_device = getattr(torch._C, "_cuda_getDevice", None)
 
 
 def price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device | None) -> None:
@@ -242,7 +249,7 @@ def cost(info: Priced, args: tuple, kwargs: dict, result) -> tuple:
                 flops = float(sum(t.numel() for t in outs))
         first = next((t for t in ins if t.is_floating_point()), None)
         unit, precision = _TENSOR, _precision(first.dtype if first is not None else torch.float32, info.base)
-        if info.base in _CONVOLUTIONS and precision in (_F16, _BF16):
+        if info.base in CONVOLUTIONS and precision in (_F16, _BF16):
             nbytes += _nchw_transposes(info.base, args, ins, outs)
     else:
         flops = float(sum(t.numel() for t in outs) or sum(t.numel() for t in ins))
