@@ -9,6 +9,11 @@ CORE_ABI_VERSION = 2
 CORE_SYMBOL = "ncclsim_cuda_core_v1"
 CORE_LIBRARY = "libncclsim_cuda.so"
 
+# Byte offsets of the vtable's size (size_t), version (uint32) and last_error_message.
+SIZE_OFFSET = 0
+VERSION_OFFSET = 8
+LAST_ERROR_MESSAGE_OFFSET = 16
+
 # Byte offset of each entry's function pointer in the vtable.
 ENTRY_OFFSET = {
     "device_count": 24,

@@ -245,6 +245,13 @@ pub fn python_module() -> String {
     s.push_str(&format!("CORE_ABI_VERSION = {}\n", crate::CORE_ABI_VERSION));
     s.push_str(&format!("CORE_SYMBOL = \"{}\"\n", crate::CORE_SYMBOL));
     s.push_str(&format!("CORE_LIBRARY = \"{}\"\n\n", crate::CORE_LIBRARY));
+    s.push_str(&format!(
+        "# Byte offsets of the vtable's size (size_t), version (uint32) and last_error_message.\n\
+         SIZE_OFFSET = {}\nVERSION_OFFSET = {}\nLAST_ERROR_MESSAGE_OFFSET = {}\n\n",
+        std::mem::offset_of!(crate::CoreApiV1, size),
+        std::mem::offset_of!(crate::CoreApiV1, version),
+        std::mem::offset_of!(crate::CoreApiV1, last_error_message),
+    ));
     s.push_str("# Byte offset of each entry's function pointer in the vtable.\nENTRY_OFFSET = {\n");
     for (i, e) in ENTRIES.iter().enumerate() {
         s.push_str(&format!("    \"{}\": {},\n", e.name, entry_offset(i)));

@@ -111,7 +111,7 @@ pub fn check(c: &Client, g: &Gemm) -> Result<()> {
     Ok(())
 }
 
-/// The compute model's precision code for a GEMM (`ncclsim_compute_launch`'s codes): f16 and
+/// The compute model's precision code for a GEMM (`fake_cuda_abi::PRECISION_*`): f16 and
 /// bf16 inputs on their tensor cores, f64, and f32 in TF32 when the compute type or the
 /// handle's math mode (`CUBLAS_TF32_TENSOR_OP_MATH`, `tf32`) allows it, else at the f32 rate.
 fn precision_code(input: DType, compute: Compute, tf32: bool) -> i32 {

@@ -21,8 +21,8 @@
 //!   order as the profiled one (a C program's kernels and GEMMs; not torch ops, some of which
 //!   are several kernels on a real GPU and some none).
 //!
-//! What consults the table: torch ops priced through `ncclsim_compute_launch`, cuBLAS and
-//! cuBLASLt GEMMs, and raw `cudaLaunchKernel`/`<<<>>>` launches (which otherwise take no time).
+//! What consults the table: torch ops and cuBLAS and cuBLASLt GEMMs, priced through the core's
+//! `launch_compute`, and raw `cudaLaunchKernel`/`<<<>>>` launches (which otherwise take no time).
 //! NCCL operations and copies never do.
 
 #![forbid(unsafe_code)]

@@ -267,18 +267,4 @@ struct ncclsim_core_api_v1 {
 
 const struct ncclsim_core_api_v1 *ncclsim_cuda_core_v1(void);
 
-/* Commits len bytes of device memory at ptr against the host's memory before the caller
- * touches them directly (ncclsim's Python compute layer); on failure copies the message into
- * msg (msg_len bytes, NUL-terminated; msg may be NULL) and returns non-zero (3, out of memory,
- * when the host cannot back them). */
-int ncclsim_commit_memory(size_t ptr, size_t len, char *msg, size_t msg_len);
-
-/* Compute priced by the compute model: `flops` on vector (unit 0) or tensor (unit 1) units in
- * `precision` (0 f64, 1 f32, 2 tf32, 3 f16, 4 bf16, 5 f8) and `bytes` of memory traffic occupy
- * `stream` of the current device for their modelled time and count one launch of `name`;
- * writes the virtual start and duration (ns) and the open cudaProfilerStart range's index (-1
- * outside one). Returns 0 or a core status code. */
-int ncclsim_compute_launch(uint64_t stream, double flops, double bytes, int unit, int precision,
-                           const char *name, uint64_t *out_start_ns, uint64_t *out_ns,
-                           int64_t *out_range);
 #endif

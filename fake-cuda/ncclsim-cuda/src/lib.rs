@@ -1,8 +1,8 @@
 //! `libncclsim_cuda.so`: the one fake CUDA core of a process.
 //!
 //! This shared object owns the process's only [`Core`] and exports `ncclsim_cuda_core_v1`,
-//! returning the static vtable of [`fake_cuda_abi`], and `ncclsim_compute_launch`, the
-//! compute model's priced launch for callers without the vtable (ncclsim's Python package). Every
+//! returning the static vtable of [`fake_cuda_abi`], which every caller uses (the front-ends,
+//! `libnccl.so.2`, and ncclsim's Python package through ctypes). Every
 //! front-end (`libcudart.so.12`, later `.13`, `libcuda.so.1`, `libnvidia-ml.so.1`,
 //! `libnccl.so.2`) `dlopen`s this file from its own directory, and the dynamic loader maps a
 //! file once per process, so whichever library a program loads first, they all share this
@@ -359,83 +359,6 @@ ffi_boundary::ffi_fn!(VtableError; export
     /// The core's vtable.
     fn ncclsim_cuda_core_v1() -> *const CoreApiV1 {
         &API
-    }
-);
-
-ffi_boundary::ffi_fn!(VtableError; export
-    /// Compute priced by the compute model, for programs without the vtable (ncclsim's Python
-    /// package calls it through ctypes): `flops` of arithmetic on the units of `unit` (0 vector,
-    /// 1 tensor) in `precision` (`compute_model::Precision::from_code`) and `bytes` of memory
-    /// traffic occupy `stream` of the current device for their modelled time and count one
-    /// launch of `name` (NUL-terminated); writes the virtual start and duration (ns) and the
-    /// open `cudaProfilerStart` range's index (-1 outside one). A matrix product gives its
-    /// shape (`batch` products of `m x k` by `k x n`; all zero for other kernels), which the
-    /// model prices by tiles and waves.
-    fn ncclsim_compute_launch(
-        stream: u64,
-        flops: f64,
-        bytes: f64,
-        unit: i32,
-        precision: i32,
-        batch: u64,
-        m: u64,
-        n: u64,
-        k: u64,
-        name: *const c_char,
-        out_start_ns: *mut u64,
-        out_ns: *mut u64,
-        out_range: *mut i64,
-    ) {
-        static CALLED: CallCount = CallCount::new("compute_launch");
-        count_call(&CALLED);
-        if name.is_null() {
-            return Err(VtableError(CoreError::InvalidValue("null kernel name".into())));
-        }
-        // SAFETY: the caller passes a NUL-terminated string, checked non-null above.
-        let name = unsafe { CStr::from_ptr(name) };
-        let cost = fake_cuda_abi::CKernelCost {
-            flops,
-            bytes,
-            unit,
-            precision,
-            batch,
-            m,
-            n,
-            k,
-        };
-        // SAFETY: no work to call, nothing to release.
-        let t = unsafe {
-            entries::launch_compute(stream, cost, name, None, std::ptr::null_mut(), None)
-        }
-        .map_err(VtableError)?;
-        let range = if t.in_range != 0 { t.range as i64 } else { -1 };
-        put(out_start_ns, t.start_ns)
-            .and_then(|()| put(out_ns, t.duration_ns))
-            .and_then(|()| put(out_range, range))
-            .map_err(VtableError)
-    }
-);
-
-ffi_boundary::ffi_fn!(VtableError; export
-    /// Commits `len` bytes of device memory at `ptr` against the host's memory before the
-    /// caller touches them directly (ncclsim's Python compute layer, through ctypes; see
-    /// `fake_cuda_core::backing`). On failure the message is copied, NUL-terminated and
-    /// truncated, into `msg` (`msg_len` bytes; may be null) and the status is non-zero
-    /// (`Status::OutOfMemory` when the host cannot back the memory).
-    fn ncclsim_commit_memory(ptr: usize, len: usize, msg: *mut c_char, msg_len: usize) {
-        let r = core().and_then(|c| c.commit(ptr, len));
-        if let (Err(e), false) = (&r, msg.is_null()) {
-            if msg_len > 0 {
-                let text = e.to_string();
-                let n = text.len().min(msg_len - 1);
-                // SAFETY: the caller gives `msg_len` writable bytes at a non-null `msg`.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(text.as_ptr().cast(), msg, n);
-                    *msg.add(n) = 0;
-                }
-            }
-        }
-        r.map_err(VtableError)
     }
 );
 

@@ -13,41 +13,25 @@ import ctypes
 
 import torch
 
+from . import core
+
 # (storage address, storage bytes, dtype) -> 1-D CPU tensor of that dtype over the storage. A
 # storage freed and another made at the same address with the same size is the same memory, so
 # a stale entry is still right; the map is cleared when it grows large.
 _views: dict[tuple[int, int, torch.dtype], torch.Tensor] = {}
 _LIMIT = 16384
-_commit = None
-
-
-def _committer():
-    """`ncclsim_commit_memory` of the fake CUDA core, or False outside ncclsim's libraries."""
-    global _commit
-    if _commit is None:
-        try:
-            f = ctypes.CDLL("libncclsim_cuda.so").ncclsim_commit_memory
-            f.argtypes = [ctypes.c_size_t, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
-            f.restype = ctypes.c_int
-            _commit = f
-        except (OSError, AttributeError):
-            _commit = False
-    return _commit
 
 
 def commit(ptr: int, nbytes: int) -> None:
     """Has the fake CUDA core back `nbytes` of device memory at `ptr` with host memory before
     CPU kernels touch them (the first touch of memory the host cannot back would otherwise
-    bring the kernel's OOM killer): torch.OutOfMemoryError when the host cannot."""
-    f = _committer()
-    if not f or nbytes == 0:
+    bring the kernel's OOM killer; the vtable's `commit_memory`): torch.OutOfMemoryError when
+    the host cannot. Nothing outside ncclsim's libraries."""
+    c = core.core()
+    if c is None or nbytes == 0:
         return
-    if f(ptr, nbytes, None, 0) == 0:
-        return
-    # Refused: again, for the message (a buffer per call would cost every op).
-    msg = ctypes.create_string_buffer(512)
-    if f(ptr, nbytes, msg, len(msg)) != 0:
-        raise torch.OutOfMemoryError(f"CUDA out of memory: {msg.value.decode(errors='replace')}")
+    if c.commit_memory(ptr, nbytes) != 0:
+        raise torch.OutOfMemoryError(f"CUDA out of memory: {c.last_error()}")
 
 
 def _storage_view(ptr: int, nbytes: int, dtype: torch.dtype) -> torch.Tensor:

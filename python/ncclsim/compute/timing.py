@@ -1,8 +1,9 @@
 """The time each op takes on the simulated GPU.
 
 Every op the kernels compute (or, in `time` mode, only shape) is priced by the fake CUDA
-core's compute model (`ncclsim_compute_launch` in libncclsim_cuda.so: a roofline over the
-board's datasheet peaks, compute-model crate) and occupies the op's stream for that time, so
+core's compute model (the vtable's `launch_compute`, the door cuBLAS GEMMs take too: the
+kernel-time table's measured time, else a roofline over the board's datasheet peaks and GEMM
+waves, compute-model crate) and occupies the op's stream for that time, so
 CUDA events, stream synchronisation and NCCL operations queued after it see it: overlap of
 communication with compute and pipeline bubbles follow from the streams' timelines.
 
@@ -35,10 +36,12 @@ try:
 finally:
     _log.setLevel(_level)
 
-from . import trace
+from .. import _core_abi as abi
+from . import core, trace
 
-_F64, _F32, _TF32, _F16, _BF16, _F8 = range(6)
-_VECTOR, _TENSOR = 0, 1
+_F64, _F32, _TF32 = abi.PRECISION_F64, abi.PRECISION_F32, abi.PRECISION_TF32
+_F16, _BF16, _F8 = abi.PRECISION_F16, abi.PRECISION_BF16, abi.PRECISION_F8
+_VECTOR, _TENSOR = abi.UNIT_VECTOR, abi.UNIT_TENSOR
 _PRECISION = {
     torch.float64: _F64,
     torch.float32: _F32,
@@ -58,28 +61,9 @@ CONVOLUTIONS = frozenset({"convolution", "_convolution", "cudnn_convolution", "c
 
 _NAMES = ["f64", "f32", "tf32", "f16", "bf16", "f8"]
 _pid = os.getpid()
-_launch = None
 _enabled = os.environ.get("NCCLSIM_COMPUTE_TIME", "1") != "0"
 # Modelled time of everything priced in this process, ns (tests compare it with CUDA events).
 total_ns = 0
-
-
-def _library():
-    global _launch, _enabled
-    if _launch is None:
-        try:
-            lib = ctypes.CDLL("libncclsim_cuda.so")
-            f = lib.ncclsim_compute_launch
-        except (OSError, AttributeError):
-            _enabled = False  # not under ncclsim's libraries: nothing to price on
-            return None
-        u64 = ctypes.POINTER(ctypes.c_uint64)
-        dim = ctypes.c_uint64
-        f.argtypes = [ctypes.c_uint64, ctypes.c_double, ctypes.c_double, ctypes.c_int, ctypes.c_int,
-                      dim, dim, dim, dim, ctypes.c_char_p, u64, u64, ctypes.POINTER(ctypes.c_int64)]
-        f.restype = ctypes.c_int
-        _launch = f
-    return _launch
 
 
 def _tensors(x, out):
@@ -134,8 +118,6 @@ def _precision(dtype, base: str) -> int:
 
 
 _warned: list = []
-# The core's status for work refused because its stream is capturing a graph.
-_CAPTURE_VIOLATION = 14
 
 
 # The matrix products whose FLOPs come from their GEMM shape directly (torch's formulas give the
@@ -158,15 +140,16 @@ class Priced:
 
 
 class _Out(threading.local):
-    """Per-thread out-parameters of the launch call (threads may price at once)."""
+    """Per-thread arguments of the launch call (threads may price at once)."""
 
     def __init__(self) -> None:
-        self.start, self.ns, self.range = ctypes.c_uint64(0), ctypes.c_uint64(0), ctypes.c_int64(-1)
-        self.refs = (ctypes.byref(self.start), ctypes.byref(self.ns), ctypes.byref(self.range))
+        self.cost = core.KernelCost()
+        self.times = core.LaunchTimes()
+        self.ref = ctypes.byref(self.times)
 
 
 _out = _Out()
-# Absent from torch builds without CUDA, where nothing is priced (`_library` finds no core).
+# Absent from torch builds without CUDA, where nothing is priced (`core.core()` finds no core).
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _get_device = getattr(torch._C, "_cuda_getDevice", None)
 
@@ -184,7 +167,7 @@ def price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device 
             print(f"ncclsim: could not price {info.name} ({type(e).__name__}: {e}); "
                   "ops that cannot be priced take no time", flush=True)
         return
-    if status == _CAPTURE_VIOLATION:
+    if status == abi.STATUS_CAPTURE_VIOLATION:
         raise RuntimeError(
             f"ncclsim: {info.name} was called while its stream captures a CUDA graph; ops on the "
             "simulated GPUs compute when they are called, so a replay of the graph would not "
@@ -273,30 +256,36 @@ def _device_name(index: int) -> str:
 def _price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device | None) -> int:
     """Prices one op; returns the core's status (0, or why it refused)."""
     global total_ns
-    launch = _launch or _library()
-    if launch is None:
+    c = core.core()
+    if c is None:
         return 0
     flops, nbytes, unit, precision, first, gemm, ins = cost(info, args, kwargs, result)
     current = _get_device()
     index = device.index if device is not None and device.index is not None else current
     stream = _raw_stream(index)
     out = _out
+    k = out.cost
+    k.flops, k.bytes, k.unit, k.precision = flops, float(nbytes), unit, precision
+    k.batch, k.m, k.n, k.k = gemm
     if current != index:
         torch.cuda.set_device(index)
     try:
-        status = launch(stream, flops, float(nbytes), unit, precision, *gemm, info.name_b, *out.refs)
+        # No work function: the kernels compute the op themselves (so it is refused while its
+        # stream captures a graph: nothing would compute it at replay).
+        status = c.launch_compute(stream, k, info.name_b, None, None, None, out.ref)
     finally:
         if current != index:
             torch.cuda.set_device(current)
     if status != 0:
         return status
-    ns = out.ns.value
+    t = out.times
+    ns = t.duration_ns
     total_ns += ns
     if trace.enabled():
-        rng = out.range.value
+        rng = t.range if t.in_range else -1
         trace.add({
             "name": info.name, "cat": "compute", "ph": "X", "pid": _pid, "tid": stream,
-            "ts": out.start.value / 1e3, "dur": ns / 1e3,
+            "ts": t.start_ns / 1e3, "dur": ns / 1e3,
             "args": {
                 "device": index, "gpu": _device_name(index), "stream": stream,
                 "flops": flops, "bytes": nbytes,

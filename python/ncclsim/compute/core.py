@@ -1,0 +1,76 @@
+"""The fake CUDA core as the package calls it: through the core's vtable
+(`ncclsim_cuda_core_v1` in libncclsim_cuda.so), laid out as the Rust declaration generates it
+(`ncclsim._core_abi`), the same entries the CUDA front-ends call.
+
+`core()` is None outside ncclsim's libraries (a torch on real GPUs, or the unit tests), and when
+the loaded core is of another vtable version (then said once)."""
+
+from __future__ import annotations
+
+import ctypes
+
+from .. import _core_abi as abi
+
+
+def _struct(name: str, fields: list, size: int):
+    cls = type(name, (ctypes.Structure,), {"_fields_": [(f, getattr(ctypes, t)) for f, t, _ in fields]})
+    offsets = [getattr(cls, f).offset for f, _, _ in fields]
+    if ctypes.sizeof(cls) != size or offsets != [o for _, _, o in fields]:
+        raise ImportError(f"ncclsim: {name} does not have the core's layout")
+    return cls
+
+
+KernelCost = _struct("KernelCost", abi.KERNEL_COST_FIELDS, abi.KERNEL_COST_SIZE)
+LaunchTimes = _struct("LaunchTimes", abi.LAUNCH_TIMES_FIELDS, abi.LAUNCH_TIMES_SIZE)
+
+
+class VtableMismatch(Exception):
+    """The loaded core's vtable is of another version than this package's."""
+
+
+class Core:
+    """The entries of one core's vtable this package calls."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        get = getattr(lib, abi.CORE_SYMBOL)
+        get.restype = ctypes.c_void_p
+        table = get()
+        if not table:
+            raise OSError("the fake CUDA core gave no vtable")
+        version = ctypes.c_uint32.from_address(table + abi.VERSION_OFFSET).value
+        if version != abi.CORE_ABI_VERSION:
+            raise VtableMismatch(f"the fake CUDA core's vtable is version {version}, this package's "
+                          f"{abi.CORE_ABI_VERSION} (libraries and package of different builds)")
+
+        def entry(offset: int, restype, *argtypes):
+            address = ctypes.c_void_p.from_address(table + offset).value
+            return ctypes.CFUNCTYPE(restype, *argtypes)(address)
+
+        c = ctypes
+        self._last_error = entry(abi.LAST_ERROR_MESSAGE_OFFSET, c.c_size_t, c.c_char_p, c.c_size_t)
+        self.launch_compute = entry(
+            abi.ENTRY_OFFSET["launch_compute"], c.c_int, c.c_uint64, KernelCost, c.c_char_p,
+            c.c_void_p, c.c_void_p, c.c_void_p, c.POINTER(LaunchTimes))
+        self.commit_memory = entry(abi.ENTRY_OFFSET["commit_memory"], c.c_int, c.c_size_t, c.c_size_t)
+
+    def last_error(self) -> str:
+        """The message of this thread's last failed call."""
+        buf = ctypes.create_string_buffer(1024)
+        self._last_error(buf, len(buf))
+        return buf.value.decode(errors="replace")
+
+
+_core: list = []  # [Core or None], once looked for
+
+
+def core() -> Core | None:
+    """The process's core, or None outside ncclsim's libraries."""
+    if not _core:
+        try:
+            _core.append(Core(ctypes.CDLL(abi.CORE_LIBRARY)))
+        except VtableMismatch as e:
+            print(f"ncclsim: {e}; ops are not priced", flush=True)
+            _core.append(None)
+        except (OSError, AttributeError):  # not under ncclsim's libraries
+            _core.append(None)
+    return _core[0]
