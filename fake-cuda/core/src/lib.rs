@@ -346,7 +346,6 @@ pub struct Core {
 }
 
 /// Work enqueued on a stream, run after the core's lock is released.
-type Work<'a> = Box<dyn FnOnce() + 'a>;
 
 impl Core {
     /// A core over `devices` (physical order) with `visible` the physical indices a program

@@ -35,28 +35,6 @@ impl Core {
         Ok(SimTime::from_nanos(st.timeline.stream_clock(key)))
     }
 
-    /// Enqueues work of a given virtual duration (the NCCL shim's entry point): `work` runs
-    /// now, on the calling thread, after the lock is released. Returns the (start, end)
-    /// virtual times.
-    pub fn enqueue(&self, stream: u64, duration_ns: u64, work: Work<'_>) -> Result<(u64, u64)> {
-        let times = {
-            let mut st = self.lock();
-            let key = self.resolve(&mut st, stream)?;
-            if st.graphs.is_capturing(key) {
-                return Err(CoreError::CaptureViolation(
-                    "Rust closures cannot be captured into a graph (use enqueue_host)".into(),
-                ));
-            }
-            let wall = self.start_floor();
-            let times = st.timeline.schedule(key, duration_ns, wall);
-            let phys = st.timeline.stream_info(key).device;
-            self.publish_work(&mut st, phys);
-            times
-        };
-        work();
-        Ok(times)
-    }
-
     /// Refuses synchronising with a capturing stream (CUDA invalidates the capture).
     fn not_capturing(&self, st: &State, key: u64, what: &str) -> Result<()> {
         if st.graphs.is_capturing(key) {

@@ -142,7 +142,7 @@ fn streams_events_and_elapsed_virtual_time() {
         .unwrap();
     let (e0, e1) = (core.event_create(0), core.event_create(0));
     core.event_record(e0, s).unwrap();
-    core.enqueue(s, 3_000_000, Box::new(|| {})).unwrap();
+    host_work(&core, s, 3_000_000);
     core.event_record(e1, s).unwrap();
     assert_eq!(core.event_elapsed_ms(e0, e1).unwrap(), 3.0);
     core.stream_query(s).unwrap();
@@ -183,7 +183,7 @@ fn pacing_holds_queries_back() {
         ..Config::default()
     });
     let s = core.stream_create(0, 0).unwrap();
-    core.enqueue(s, 50_000_000, Box::new(|| {})).unwrap();
+    host_work(&core, s, 50_000_000);
     assert_eq!(core.stream_query(s).unwrap_err(), CoreError::NotReady);
     let t = Instant::now();
     core.stream_synchronize(s).unwrap();
@@ -199,9 +199,9 @@ fn virtual_clock_queries_move_the_host_clock_to_completion() {
     });
     let s = core.stream_create(0, 0).unwrap();
     let e = core.event_create(0);
-    core.enqueue(s, 50_000_000, Box::new(|| {})).unwrap();
+    host_work(&core, s, 50_000_000);
     core.event_record(e, s).unwrap();
-    core.enqueue(s, 20_000_000, Box::new(|| {})).unwrap();
+    host_work(&core, s, 20_000_000);
     // Nothing waited yet: the host is at 0, the work ends at 50 ms and 70 ms.
     assert_eq!(core.host_clock().as_nanos(), 0);
     let t = Instant::now();
@@ -221,7 +221,7 @@ fn virtual_clock_queries_move_the_host_clock_to_completion() {
             let other = core
                 .stream_create(timeline::STREAM_NON_BLOCKING, 0)
                 .unwrap();
-            let (start, _) = core.enqueue(other, 1_000, Box::new(|| {})).unwrap();
+            let (start, _) = host_work(&core, other, 1_000);
             assert_eq!(start, 0);
         });
     });
@@ -230,9 +230,9 @@ fn virtual_clock_queries_move_the_host_clock_to_completion() {
     let idle = core
         .stream_create(timeline::STREAM_NON_BLOCKING, 0)
         .unwrap();
-    let (start, _) = core.enqueue(idle, 1_000, Box::new(|| {})).unwrap();
+    let (start, _) = host_work(&core, idle, 1_000);
     assert_eq!(start, 70_000_000);
-    core.enqueue(s, 1_000, Box::new(|| {})).unwrap();
+    host_work(&core, s, 1_000);
     core.stream_synchronize(s).unwrap();
     assert_eq!(core.host_clock().as_nanos(), 70_001_000);
 }
@@ -255,7 +255,6 @@ fn capture_records_and_launch_replays() {
         core.stream_synchronize(s).unwrap_err().status(),
         Status::CaptureViolation
     );
-    assert!(core.enqueue(s, 1, Box::new(|| {})).is_err());
     let g = core.end_capture(s).unwrap();
     let mut back = [0u8; 64];
     // SAFETY: the host sides are this test's buffers, alive for the copy and any replay.
@@ -399,6 +398,17 @@ fn kernels_counted_or_refused() {
         strict.launch_kernel(0x42, 0).unwrap_err(),
         CoreError::KernelRefused("fill".into())
     );
+}
+
+/// `duration_ns` of modelled host work on `stream`, placed now: its (start, end), ns.
+fn host_work(core: &Core, stream: u64, duration_ns: u64) -> (u64, u64) {
+    let op = Op::Host {
+        func: None,
+        data: 0,
+        duration_ns,
+        owned: None,
+    };
+    core.submit_timed(stream, op).unwrap().expect("placed now")
 }
 
 /// Compute the caller computes itself, placed now: its (start, end), ns.
