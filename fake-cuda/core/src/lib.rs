@@ -345,7 +345,6 @@ pub struct Core {
     state: Mutex<State>,
 }
 
-/// Work enqueued on a stream, run after the core's lock is released.
 
 impl Core {
     /// A core over `devices` (physical order) with `visible` the physical indices a program
