@@ -345,7 +345,6 @@ pub struct Core {
     state: Mutex<State>,
 }
 
-
 impl Core {
     /// A core over `devices` (physical order) with `visible` the physical indices a program
     /// sees, in ordinal order.
