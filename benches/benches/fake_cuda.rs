@@ -128,7 +128,10 @@ fn legacy_stream(c: &mut Criterion) {
         }
         // Work on the legacy stream of device 0 (null stream), as cudaMemcpy / kernels do.
         g.bench_function(format!("{streams} streams"), |b| {
-            b.iter(|| core.enqueue(black_box(0), 1, Box::new(|| {})).unwrap())
+            b.iter(|| {
+                // SAFETY: no host function to call.
+                unsafe { core.enqueue_host(black_box(0), 1, None, 0) }.unwrap()
+            })
         });
     }
     // The same while publishing the process's telemetry record (as under `ncclsim run`).
@@ -137,7 +140,10 @@ fn legacy_stream(c: &mut Criterion) {
     let core = core();
     core.publish_to(&dir, 0);
     g.bench_function("1 streams, telemetry published", |b| {
-        b.iter(|| core.enqueue(black_box(0), 1, Box::new(|| {})).unwrap())
+        b.iter(|| {
+            // SAFETY: no host function to call.
+            unsafe { core.enqueue_host(black_box(0), 1, None, 0) }.unwrap()
+        })
     });
     g.finish();
     std::fs::remove_dir_all(&dir).unwrap();

@@ -131,7 +131,7 @@ impl Core {
     }
 
     /// [`Core::submit`], giving the virtual (start, end) of the operation when it ran now.
-    pub(crate) fn submit_timed(&self, stream: u64, op: Op) -> Result<Option<(u64, u64)>> {
+    pub(crate) fn submit_timed(&self, stream: u64, op: Op) -> Result<Option<(SimTime, SimTime)>> {
         let ready = {
             let mut st = self.lock();
             let key = self.resolve(&mut st, stream)?;
@@ -162,7 +162,9 @@ impl Core {
                 return Ok(None);
             }
             if let Op::Compute { cost, name, .. } = &op {
-                ns = self.priced_or_measured(&mut st, stream_device, cost, name);
+                ns = self
+                    .priced_or_measured(&mut st, stream_device, cost, name)
+                    .as_nanos();
                 st.kernels.launch_named(name);
             }
             if let Op::Kernel { host_fun } = op {
@@ -178,7 +180,7 @@ impl Core {
                 let ready = st.timeline.ready(key, wall);
                 (ready, ready)
             } else {
-                let times = st.timeline.schedule(key, ns, wall);
+                let times = st.timeline.schedule(key, SimDuration::from_nanos(ns), wall);
                 self.publish_work(&mut st, stream_device);
                 times
             }
@@ -252,19 +254,20 @@ impl Core {
                 let outer = HOST_STREAM.replace(Some(stream));
                 // SAFETY: the caller's work function, called with the argument it gave
                 // (`enqueue_meeting`'s contract).
-                let start = unsafe { func(data as *mut std::ffi::c_void, stream, ready.0) };
+                let start =
+                    unsafe { func(data as *mut std::ffi::c_void, stream, ready.0.as_nanos()) };
                 HOST_STREAM.set(outer);
                 if start == crate::abi::MEETING_FAILED {
                     return Ok(None);
                 }
+                let start = SimTime::from_nanos(start).max(ready.0);
                 let mut st = self.lock();
                 let key = self.resolve(&mut st, stream)?;
-                let wait = start.saturating_sub(ready.0);
-                let placed = wait.saturating_add(duration_ns);
+                let placed = (start - ready.0) + SimDuration::from_nanos(duration_ns);
                 let (_, end) = st.timeline.schedule(key, placed, Some(ready.0));
                 let device = st.timeline.stream_info(key).device;
                 self.publish_work(&mut st, device);
-                return Ok(Some((start.max(ready.0), end)));
+                return Ok(Some((start, end)));
             }
         }
         Ok(Some(ready))
@@ -455,6 +458,6 @@ impl Core {
                 owned,
             },
         )?;
-        Ok(end.map(|(_, end)| SimTime::from_nanos(end)))
+        Ok(end.map(|(_, end)| end))
     }
 }

@@ -65,12 +65,7 @@ impl Core {
                 owned,
             },
         )?;
-        Ok(times.map(|(start, end)| {
-            (
-                SimTime::from_nanos(start),
-                SimDuration::from_nanos(end.saturating_sub(start)),
-            )
-        }))
+        Ok(times.map(|(start, end)| (start, end - start)))
     }
 
     /// The measured time of the kernel-time table for this launch of `name` on `device`
@@ -81,11 +76,13 @@ impl Core {
         device: usize,
         cost: &compute_model::KernelCost,
         name: &str,
-    ) -> u64 {
-        st.kernel_times
+    ) -> SimDuration {
+        let ns = st
+            .kernel_times
             .as_mut()
             .and_then(|t| t.duration(device, name))
-            .unwrap_or_else(|| compute_model::price(&self.devices[device].spec, cost))
+            .unwrap_or_else(|| compute_model::price(&self.devices[device].spec, cost));
+        SimDuration::from_nanos(ns)
     }
 
     /// Kernel launch counts by name.

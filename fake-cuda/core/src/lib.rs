@@ -431,41 +431,41 @@ impl Core {
     /// the host has waited for (synchronisations on any thread), or that this thread polled
     /// for under the virtual clock, whichever is later. Lock-free.
     pub fn host_clock(&self) -> SimTime {
-        SimTime::from_nanos(self.host_ns.load(Ordering::Acquire).max(self.polled_ns()))
+        SimTime::from_nanos(self.host_ns.load(Ordering::Acquire)).max(self.polled())
     }
 
     /// What the calling thread polled for on this core (0 if nothing).
-    fn polled_ns(&self) -> u64 {
+    fn polled(&self) -> SimTime {
         let (id, t) = POLLED.get();
         if id == self.id {
-            t
+            SimTime::from_nanos(t)
         } else {
-            0
+            SimTime::ZERO
         }
     }
 
     /// The earliest time work the calling thread submits may start besides its stream's and
     /// the host's clocks: the wall clock when pacing, what the thread polled for otherwise.
-    fn start_floor(&self) -> Option<u64> {
-        let polled = self.polled_ns();
+    fn start_floor(&self) -> Option<SimTime> {
+        let polled = self.polled();
         match self.pace_now() {
             Some(wall) => Some(wall.max(polled)),
-            None => (polled > 0).then_some(polled),
+            None => (polled > SimTime::ZERO).then_some(polled),
         }
     }
 
     /// The host waited for virtual time `t` (never moves the host clock back).
-    fn host_wait(&self, st: &mut State, t: u64) {
+    fn host_wait(&self, st: &mut State, t: SimTime) {
         st.timeline.host_waited(t);
         self.host_ns
-            .fetch_max(st.timeline.host_clock(), Ordering::AcqRel);
+            .fetch_max(st.timeline.host_clock().as_nanos(), Ordering::AcqRel);
     }
 
     /// The host waited until virtual time `t` (a blocking call of another library that
     /// waits for work it enqueued, such as `ncclCommFinalize`).
     pub fn host_wait_until(&self, t: SimTime) {
         let mut st = self.lock();
-        self.host_wait(&mut st, t.as_nanos());
+        self.host_wait(&mut st, t);
     }
 
     /// Under the virtual clock, the calling thread slept `d` of host time: its clock moves on
@@ -479,27 +479,28 @@ impl Core {
     /// `done_ns`: done if the calling thread's clock has reached it; otherwise "not ready",
     /// and the thread's clock moves to `done_ns` (a thread that keeps polling sees it
     /// complete then).
-    fn poll_virtual(&self, done_ns: u64) -> Result<()> {
-        if self.host_clock().as_nanos() >= done_ns {
+    fn poll_virtual(&self, done: SimTime) -> Result<()> {
+        if self.host_clock() >= done {
             return Ok(());
         }
-        POLLED.set((self.id, done_ns));
+        POLLED.set((self.id, done.as_nanos()));
         Err(CoreError::NotReady)
     }
 
-    fn wall_ns(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64
+    /// The wall clock since the core started, as an instant of the virtual clocks (pacing).
+    fn wall(&self) -> SimTime {
+        SimTime::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
     }
 
-    fn pace_now(&self) -> Option<u64> {
-        self.config.pace.then(|| self.wall_ns())
+    fn pace_now(&self) -> Option<SimTime> {
+        self.config.pace.then(|| self.wall())
     }
 
-    fn pace_until(&self, clock_ns: u64) {
+    fn pace_until(&self, clock: SimTime) {
         if self.config.pace {
-            let now = self.wall_ns();
-            if clock_ns > now {
-                std::thread::sleep(Duration::from_nanos(clock_ns - now));
+            let ahead = clock - self.wall();
+            if !ahead.is_zero() {
+                std::thread::sleep(Duration::from_nanos(ahead.as_nanos()));
             }
         }
     }
@@ -533,13 +534,13 @@ impl Core {
         Ok(&self.devices[self.physical(ordinal)?])
     }
 
-    /// Number of devices of the node, whatever `CUDA_VISIBLE_DEVICES` hides (NVML's view).
-    /// (Busy, clock) nanoseconds of virtual time on physical device `index`: the summed
-    /// durations of the work this process scheduled there, and when all of it completes.
-    pub fn physical_device_busy(&self, index: usize) -> (u64, u64) {
+    /// Virtual time on physical device `index`: the summed durations of the work this process
+    /// scheduled there, and when all of it completes.
+    pub fn physical_device_busy(&self, index: usize) -> (SimDuration, SimTime) {
         self.lock().timeline.device_busy(index)
     }
 
+    /// Number of devices of the node, whatever `CUDA_VISIBLE_DEVICES` hides (NVML's view).
     pub fn physical_device_count(&self) -> usize {
         self.devices.len()
     }

@@ -243,7 +243,7 @@ impl Core {
         }
         let (busy, clock) = st.timeline.device_busy(phys);
         if let Some(slot) = st.publisher.slot(self.devices.len(), phys) {
-            slot.scheduled(busy, clock, monotonic_ns());
+            slot.scheduled(busy.as_nanos(), clock.as_nanos(), monotonic_ns());
         }
     }
 }

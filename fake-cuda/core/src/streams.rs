@@ -32,7 +32,7 @@ impl Core {
     pub fn stream_clock(&self, stream: u64) -> Result<SimTime> {
         let mut st = self.lock();
         let key = self.resolve(&mut st, stream)?;
-        Ok(SimTime::from_nanos(st.timeline.stream_clock(key)))
+        Ok(st.timeline.stream_clock(key))
     }
 
     /// Refuses synchronising with a capturing stream (CUDA invalidates the capture).
@@ -47,7 +47,7 @@ impl Core {
 
     /// The virtual completion time of a stream that is not capturing; with `host_waits` the
     /// host clock moves to it (the host synchronised with the stream).
-    fn settled_clock(&self, stream: u64, what: &str, host_waits: bool) -> Result<u64> {
+    fn settled_clock(&self, stream: u64, what: &str, host_waits: bool) -> Result<SimTime> {
         let mut st = self.lock();
         let key = self.resolve(&mut st, stream)?;
         self.not_capturing(&st, key, what)?;
@@ -65,7 +65,7 @@ impl Core {
         if self.config.virtual_clock {
             return self.poll_virtual(clock);
         }
-        if self.config.pace && self.wall_ns() < clock {
+        if self.config.pace && self.wall() < clock {
             return Err(CoreError::NotReady);
         }
         Ok(())
@@ -143,7 +143,7 @@ impl Core {
             return t.map_or(Ok(()), |t| self.poll_virtual(t));
         }
         match t {
-            Some(t) if self.config.pace && self.wall_ns() < t => Err(CoreError::NotReady),
+            Some(t) if self.config.pace && self.wall() < t => Err(CoreError::NotReady),
             _ => Ok(()),
         }
     }
@@ -152,7 +152,7 @@ impl Core {
     pub fn event_synchronize(&self, event: u64) -> Result<()> {
         let t = {
             let mut st = self.lock();
-            let t = st.timeline.event_time(event)?.unwrap_or(0);
+            let t = st.timeline.event_time(event)?.unwrap_or_default();
             self.host_wait(&mut st, t);
             t
         };

@@ -408,7 +408,8 @@ fn host_work(core: &Core, stream: u64, duration_ns: u64) -> (u64, u64) {
         duration_ns,
         owned: None,
     };
-    core.submit_timed(stream, op).unwrap().expect("placed now")
+    let (start, end) = core.submit_timed(stream, op).unwrap().expect("placed now");
+    (start.as_nanos(), end.as_nanos())
 }
 
 /// Compute the caller computes itself, placed now: its (start, end), ns.

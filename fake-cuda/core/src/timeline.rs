@@ -11,6 +11,7 @@
 
 use crate::error::{CoreError, Result};
 use crate::threads::PerThread;
+use fake_cuda_abi::{SimDuration, SimTime};
 use fnv::FnvHashMap as HashMap;
 
 /// `cudaStreamNonBlocking`: no implicit synchronisation with the legacy default stream.
@@ -31,13 +32,13 @@ struct Stream {
     flags: u32,
     priority: i32,
     legacy: bool,
-    clock_ns: u64,
+    clock: SimTime,
 }
 
 #[derive(Debug, Clone)]
 struct Event {
     flags: u32,
-    recorded_ns: Option<u64>,
+    recorded: Option<SimTime>,
 }
 
 /// What a stream handle refers to, as front-ends report it.
@@ -57,11 +58,11 @@ pub struct StreamInfo {
 #[derive(Debug, Clone, Copy, Default)]
 struct DeviceClocks {
     /// Over all streams of the device.
-    all: u64,
+    all: SimTime,
     /// Over its blocking streams (not `cudaStreamNonBlocking`).
-    blocking: u64,
+    blocking: SimTime,
     /// Sum of the durations of all work scheduled on its streams (NVML's utilization).
-    busy: u64,
+    busy: SimDuration,
 }
 
 /// All streams and events of a process and the host's virtual clock.
@@ -74,7 +75,7 @@ pub struct Timeline {
     devices: HashMap<usize, DeviceClocks>,
     events: HashMap<u64, Event>,
     next_handle: u64,
-    host_clock_ns: u64,
+    host_clock: SimTime,
 }
 
 impl Timeline {
@@ -96,18 +97,18 @@ impl Timeline {
                 flags,
                 priority,
                 legacy: false,
-                clock_ns: 0,
+                clock: SimTime::ZERO,
             },
         );
-        self.set_clock(h, self.host_clock_ns);
+        self.set_clock(h, self.host_clock);
         h
     }
 
     /// Moves stream `key`'s clock forward to `t` (never back) and the device's aggregates.
-    fn set_clock(&mut self, key: u64, t: u64) {
+    fn set_clock(&mut self, key: u64, t: SimTime) {
         let s = self.streams.get_mut(&key).expect("resolved key");
-        s.clock_ns = s.clock_ns.max(t);
-        let (device, clock) = (s.device, s.clock_ns);
+        s.clock = s.clock.max(t);
+        let (device, clock) = (s.device, s.clock);
         let blocking = s.flags & STREAM_NON_BLOCKING == 0;
         let c = self.devices.entry(device).or_default();
         c.all = c.all.max(clock);
@@ -187,27 +188,32 @@ impl Timeline {
     }
 
     /// The virtual time at which all work enqueued so far on `key` completes.
-    pub fn stream_clock(&self, key: u64) -> u64 {
-        self.streams[&key].clock_ns
+    pub fn stream_clock(&self, key: u64) -> SimTime {
+        self.streams[&key].clock
     }
 
-    /// Places `duration_ns` of work on stream `key`; returns its (start, end) virtual times.
-    /// `wall_ns` is a time the work cannot start before: the wall clock when pacing, or what
+    /// Places `duration` of work on stream `key`; returns its (start, end) virtual times.
+    /// `floor` is a time the work cannot start before: the wall clock when pacing, or what
     /// the submitting thread polled for under the virtual clock.
-    pub fn schedule(&mut self, key: u64, duration_ns: u64, wall_ns: Option<u64>) -> (u64, u64) {
-        let start = self.ready(key, wall_ns);
-        let end = start.saturating_add(duration_ns);
+    pub fn schedule(
+        &mut self,
+        key: u64,
+        duration: SimDuration,
+        floor: Option<SimTime>,
+    ) -> (SimTime, SimTime) {
+        let start = self.ready(key, floor);
+        let end = start + duration;
         let device = self.streams[&key].device;
         self.set_clock(key, end);
         let c = self.devices.entry(device).or_default();
-        c.busy = c.busy.saturating_add(duration_ns);
+        c.busy += duration;
         (start, end)
     }
 
     /// When work placed on stream `key` now would start (`schedule`), without placing it.
-    pub fn ready(&self, key: u64, wall_ns: Option<u64>) -> u64 {
+    pub fn ready(&self, key: u64, floor: Option<SimTime>) -> SimTime {
         let s = &self.streams[&key];
-        let mut start = s.clock_ns.max(self.host_clock_ns).max(wall_ns.unwrap_or(0));
+        let mut start = s.clock.max(self.host_clock).max(floor.unwrap_or_default());
         let blocking = s.flags & STREAM_NON_BLOCKING == 0;
         if s.legacy {
             // The legacy stream waits for all earlier work on the device's blocking streams.
@@ -215,38 +221,38 @@ impl Timeline {
             start = start.max(dev.blocking);
         } else if blocking {
             if let Some(l) = self.legacy.get(&s.device) {
-                start = start.max(self.streams[l].clock_ns);
+                start = start.max(self.streams[l].clock);
             }
         }
         start
     }
 
-    /// The host waited for `clock_ns`: later work cannot start earlier.
-    pub fn host_waited(&mut self, clock_ns: u64) {
-        self.host_clock_ns = self.host_clock_ns.max(clock_ns);
+    /// The host waited until `t`: later work cannot start earlier.
+    pub fn host_waited(&mut self, t: SimTime) {
+        self.host_clock = self.host_clock.max(t);
     }
 
     /// The host's virtual clock.
-    pub fn host_clock(&self) -> u64 {
-        self.host_clock_ns
+    pub fn host_clock(&self) -> SimTime {
+        self.host_clock
     }
 
     /// Completion time of all work on a device's streams.
-    pub fn device_clock(&self, device: usize) -> u64 {
-        self.devices.get(&device).map_or(0, |c| c.all)
+    pub fn device_clock(&self, device: usize) -> SimTime {
+        self.devices.get(&device).map_or(SimTime::ZERO, |c| c.all)
     }
 
     /// (Busy time, completion time of all work) of a device's streams: the work scheduled on
     /// them summed, and the latest of their clocks.
-    pub fn device_busy(&self, device: usize) -> (u64, u64) {
+    pub fn device_busy(&self, device: usize) -> (SimDuration, SimTime) {
         self.devices
             .get(&device)
-            .map_or((0, 0), |c| (c.busy, c.all))
+            .map_or_else(Default::default, |c| (c.busy, c.all))
     }
 
     /// Makes stream `key` wait for `event` (no-op if the event was never recorded).
     pub fn wait_event(&mut self, key: u64, event: u64) -> Result<()> {
-        let t = self.event(event)?.recorded_ns;
+        let t = self.event(event)?.recorded;
         if let Some(t) = t {
             self.set_clock(key, t);
         }
@@ -260,16 +266,16 @@ impl Timeline {
             h,
             Event {
                 flags,
-                recorded_ns: None,
+                recorded: None,
             },
         );
         h
     }
 
-    /// Creates an event that is already complete at virtual time `at_ns` (opened IPC events).
-    pub fn create_completed_event(&mut self, flags: u32, at_ns: u64) -> u64 {
+    /// Creates an event that is already complete at virtual time `at` (opened IPC events).
+    pub fn create_completed_event(&mut self, flags: u32, at: SimTime) -> u64 {
         let h = self.create_event(flags);
-        self.events.get_mut(&h).expect("just created").recorded_ns = Some(at_ns);
+        self.events.get_mut(&h).expect("just created").recorded = Some(at);
         h
     }
 
@@ -292,16 +298,16 @@ impl Timeline {
     }
 
     /// Records `event` on stream `key`: it completes when the work enqueued so far does.
-    pub fn record(&mut self, event: u64, key: u64, wall_ns: Option<u64>) -> Result<()> {
+    pub fn record(&mut self, event: u64, key: u64, floor: Option<SimTime>) -> Result<()> {
         self.event(event)?;
-        let (_, t) = self.schedule(key, 0, wall_ns);
-        self.events.get_mut(&event).expect("checked").recorded_ns = Some(t);
+        let (_, t) = self.schedule(key, SimDuration::ZERO, floor);
+        self.events.get_mut(&event).expect("checked").recorded = Some(t);
         Ok(())
     }
 
     /// Virtual completion time of an event; `None` if never recorded.
-    pub fn event_time(&self, event: u64) -> Result<Option<u64>> {
-        Ok(self.event(event)?.recorded_ns)
+    pub fn event_time(&self, event: u64) -> Result<Option<SimTime>> {
+        Ok(self.event(event)?.recorded)
     }
 
     /// Flags the event was created with.
@@ -322,11 +328,11 @@ impl Timeline {
                 },
             });
         }
-        match (a.recorded_ns, b.recorded_ns) {
-            (Some(x), Some(y)) => Ok(((y as f64 - x as f64) / 1e6) as f32),
+        match (a.recorded, b.recorded) {
+            (Some(x), Some(y)) => Ok(((y.as_nanos() as f64 - x.as_nanos() as f64) / 1e6) as f32),
             _ => Err(CoreError::InvalidHandle {
                 what: "event (never recorded)",
-                handle: if a.recorded_ns.is_none() { start } else { end },
+                handle: if a.recorded.is_none() { start } else { end },
             }),
         }
     }
@@ -336,16 +342,28 @@ impl Timeline {
 mod tests {
     use super::*;
 
+    fn d(ns: u64) -> SimDuration {
+        SimDuration::from_nanos(ns)
+    }
+
+    fn at(ns: u64) -> SimTime {
+        SimTime::from_nanos(ns)
+    }
+
+    fn span(a: u64, b: u64) -> (SimTime, SimTime) {
+        (at(a), at(b))
+    }
+
     #[test]
     fn work_on_one_stream_is_serial() {
         let mut t = Timeline::default();
         let s = t.create_stream(0, STREAM_NON_BLOCKING, 0);
-        assert_eq!(t.schedule(s, 100, None), (0, 100));
-        assert_eq!(t.schedule(s, 50, None), (100, 150));
+        assert_eq!(t.schedule(s, d(100), None), span(0, 100));
+        assert_eq!(t.schedule(s, d(50), None), span(100, 150));
         let other = t.create_stream(0, STREAM_NON_BLOCKING, 0);
         assert_eq!(
-            t.schedule(other, 10, None),
-            (0, 10),
+            t.schedule(other, d(10), None),
+            span(0, 10),
             "independent streams overlap"
         );
     }
@@ -356,14 +374,14 @@ mod tests {
         let a = t.create_stream(0, STREAM_NON_BLOCKING, 0);
         let b = t.create_stream(0, STREAM_NON_BLOCKING, 0);
         let other = t.create_stream(1, 0, 0);
-        t.schedule(a, 100, None);
-        t.schedule(a, 50, None);
-        t.schedule(b, 30, None);
-        t.host_waited(400);
-        t.schedule(other, 10, None);
-        assert_eq!(t.device_busy(0), (180, 150));
-        assert_eq!(t.device_busy(1), (10, 410));
-        assert_eq!(t.device_busy(2), (0, 0));
+        t.schedule(a, d(100), None);
+        t.schedule(a, d(50), None);
+        t.schedule(b, d(30), None);
+        t.host_waited(at(400));
+        t.schedule(other, d(10), None);
+        assert_eq!(t.device_busy(0), (d(180), at(150)));
+        assert_eq!(t.device_busy(1), (d(10), at(410)));
+        assert_eq!(t.device_busy(2), (d(0), at(0)));
     }
 
     #[test]
@@ -371,16 +389,16 @@ mod tests {
         let mut t = Timeline::default();
         let blocking = t.create_stream(0, 0, 0);
         let nonblocking = t.create_stream(0, STREAM_NON_BLOCKING, 0);
-        t.schedule(blocking, 100, None);
-        t.schedule(nonblocking, 1000, None);
+        t.schedule(blocking, d(100), None);
+        t.schedule(nonblocking, d(1000), None);
         let legacy = t.resolve(0, 0).unwrap();
         assert_eq!(t.resolve(STREAM_LEGACY, 0).unwrap(), legacy);
-        assert_eq!(t.schedule(legacy, 10, None), (100, 110));
-        assert_eq!(t.schedule(blocking, 1, None), (110, 111));
-        assert_eq!(t.schedule(nonblocking, 1, None), (1000, 1001));
+        assert_eq!(t.schedule(legacy, d(10), None), span(100, 110));
+        assert_eq!(t.schedule(blocking, d(1), None), span(110, 111));
+        assert_eq!(t.schedule(nonblocking, d(1), None), span(1000, 1001));
         // Another device's legacy stream is separate.
         let legacy1 = t.resolve(0, 1).unwrap();
-        assert_eq!(t.schedule(legacy1, 5, None), (0, 5));
+        assert_eq!(t.schedule(legacy1, d(5), None), span(0, 5));
     }
 
     #[test]
@@ -390,12 +408,12 @@ mod tests {
         let b = t.create_stream(0, STREAM_NON_BLOCKING, 0);
         let (e0, e1) = (t.create_event(0), t.create_event(0));
         t.record(e0, a, None).unwrap();
-        t.schedule(a, 2_500_000, None);
+        t.schedule(a, d(2_500_000), None);
         t.record(e1, a, None).unwrap();
         assert_eq!(t.elapsed_ms(e0, e1).unwrap(), 2.5);
         assert_eq!(t.elapsed_ms(e1, e0).unwrap(), -2.5);
         t.wait_event(b, e1).unwrap();
-        assert_eq!(t.schedule(b, 1, None), (2_500_000, 2_500_001));
+        assert_eq!(t.schedule(b, d(1), None), span(2_500_000, 2_500_001));
         let never = t.create_event(0);
         assert!(t.elapsed_ms(e0, never).is_err());
         let untimed = t.create_event(EVENT_DISABLE_TIMING);
@@ -409,12 +427,16 @@ mod tests {
     fn host_synchronisation_orders_later_work() {
         let mut t = Timeline::default();
         let a = t.create_stream(0, STREAM_NON_BLOCKING, 0);
-        t.schedule(a, 500, None);
+        t.schedule(a, d(500), None);
         t.host_waited(t.stream_clock(a));
         let b = t.create_stream(0, STREAM_NON_BLOCKING, 0);
-        assert_eq!(t.schedule(b, 1, None), (500, 501));
-        assert_eq!(t.device_clock(0), 501);
-        assert_eq!(t.schedule(b, 0, Some(9000)), (9000, 9000), "pacing");
+        assert_eq!(t.schedule(b, d(1), None), span(500, 501));
+        assert_eq!(t.device_clock(0), at(501));
+        assert_eq!(
+            t.schedule(b, d(0), Some(at(9000))),
+            span(9000, 9000),
+            "pacing"
+        );
     }
 
     #[test]
@@ -437,7 +459,7 @@ mod tests {
         for i in 0..50u64 {
             let flags = if i % 3 == 0 { STREAM_NON_BLOCKING } else { 0 };
             let s = t.create_stream((i % 2) as usize, flags, 0);
-            t.schedule(s, 1000 * (i % 7), None);
+            t.schedule(s, d(1000 * (i % 7)), None);
             all.push(s);
         }
         let e = t.create_event(0);
@@ -449,14 +471,14 @@ mod tests {
                     .map(|k| &t.streams[k])
                     .filter(|s| s.device == dev)
                     .filter(|s| !blocking_only || s.flags & STREAM_NON_BLOCKING == 0)
-                    .map(|s| s.clock_ns)
+                    .map(|s| s.clock)
                     .max()
                     .unwrap()
             };
             let (want_all, want_blocking) = (of(false), of(true));
             assert_eq!(t.device_clock(dev), want_all);
             let legacy = t.resolve(STREAM_LEGACY, dev).unwrap();
-            let (start, _) = t.schedule(legacy, 0, None);
+            let (start, _) = t.schedule(legacy, d(0), None);
             assert_eq!(start, want_blocking);
         }
     }
@@ -469,7 +491,7 @@ mod tests {
                 s.spawn(|| {
                     let mut t = t.lock().unwrap();
                     let k = t.resolve(STREAM_PER_THREAD, 0).unwrap();
-                    t.schedule(k, 10 * i, None);
+                    t.schedule(k, d(10 * i), None);
                 });
             });
         }
@@ -482,6 +504,6 @@ mod tests {
         assert!(t.streams.len() <= 32, "{} streams", t.streams.len());
         // Their work still orders the legacy stream.
         let legacy = t.resolve(STREAM_LEGACY, 0).unwrap();
-        assert_eq!(t.schedule(legacy, 1, None), (4990, 4991));
+        assert_eq!(t.schedule(legacy, d(1), None), span(4990, 4991));
     }
 }

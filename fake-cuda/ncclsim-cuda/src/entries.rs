@@ -186,7 +186,8 @@ pub(crate) fn physical_device_board(index: i32) -> Result<fake_cuda_abi::CBoardI
 
 pub(crate) fn physical_device_busy(index: i32) -> Result<(u64, u64)> {
     let (i, _) = physical(index)?;
-    Ok(core()?.physical_device_busy(i))
+    let (busy, clock) = core()?.physical_device_busy(i);
+    Ok((busy.as_nanos(), clock.as_nanos()))
 }
 
 pub(crate) fn get_device() -> Result<i32> {
