@@ -170,7 +170,7 @@ pub unsafe fn enqueue_meeting(
     // SAFETY: forwarded from this function's contract.
     let end = unsafe { c.enqueue_meeting(stream, duration.as_nanos(), work, data, release) }
         .map_err(|e| NcclError::cuda(&format!("enqueue on stream {stream:#x}"), e))?;
-    Ok((end != 0).then(|| SimTime::from_nanos(end)))
+    Ok(end.get())
 }
 
 /// The host waited until virtual time `t` (a blocking call that waits for operations).

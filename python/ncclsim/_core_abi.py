@@ -145,6 +145,14 @@ KERNEL_COST_FIELDS = [
 ]
 KERNEL_COST_SIZE = 56
 
+# (field, ctypes type, byte offset) of CMaybeTime, 16 bytes.
+MAYBE_TIME_FIELDS = [
+    ("present", "c_uint32", 0),
+    ("reserved", "c_uint32", 4),
+    ("ns", "c_uint64", 8),
+]
+MAYBE_TIME_SIZE = 16
+
 # (field, ctypes type, byte offset) of CLaunchTimes, 32 bytes.
 LAUNCH_TIMES_FIELDS = [
     ("placed", "c_uint32", 0),

@@ -89,6 +89,7 @@ fn c_type(rust: &str) -> String {
         "CMeetFn" => Some("ncclsim_meet_fn"),
         "CKernelCost" => Some("struct ncclsim_kernel_cost"),
         "CLaunchTimes" => Some("struct ncclsim_launch_times"),
+        "CMaybeTime" => Some("struct ncclsim_maybe_time"),
         _ => None,
     };
     if let Some(s) = scalar {
@@ -216,6 +217,11 @@ pub const STRUCTS: &[StructDesc] = &[
         m: "c_uint64",
         n: "c_uint64",
         k: "c_uint64",
+    }),
+    struct_desc!(CMaybeTime {
+        present: "c_uint32",
+        reserved: "c_uint32",
+        ns: "c_uint64",
     }),
     struct_desc!(CLaunchTimes {
         placed: "c_uint32",

@@ -231,6 +231,35 @@ pub const PRECISION_BF16: i32 = 4;
 /// 8-bit floats.
 pub const PRECISION_F8: i32 = 5;
 
+/// An instant that may be absent, in C form (`Option<SimTime>`).
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct CMaybeTime {
+    /// 1 when there is an instant, 0 when there is none (`ns` is then 0).
+    pub present: u32,
+    /// Zero.
+    pub reserved: u32,
+    /// The instant, ns since the core started.
+    pub ns: u64,
+}
+
+impl From<Option<SimTime>> for CMaybeTime {
+    fn from(t: Option<SimTime>) -> CMaybeTime {
+        CMaybeTime {
+            present: u32::from(t.is_some()),
+            reserved: 0,
+            ns: t.map_or(0, SimTime::as_nanos),
+        }
+    }
+}
+
+impl CMaybeTime {
+    /// The instant, if there is one.
+    pub fn get(self) -> Option<SimTime> {
+        (self.present != 0).then(|| SimTime::from_nanos(self.ns))
+    }
+}
+
 /// Where compute was placed, in C form.
 #[repr(C)]
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
@@ -361,7 +390,8 @@ zeroed!(
     CBufferExtent,
     CFabricInfo,
     CBoardInfo,
-    CLaunchTimes
+    CLaunchTimes,
+    CMaybeTime
 );
 zeroed!(CArenaLocation, CStreamInfo, CDeviceTopology, CMemHandleInfo);
 
@@ -652,7 +682,7 @@ macro_rules! core_api {
             /// Like `enqueue_owned`, for work that starts when others are ready (a collective):
             /// the core calls `work(data, stream, ready)` with the time the stream reached it,
             /// and the stream then waits until the start `work` returns and `duration_ns` more.
-            /// Gives the virtual time at which that ends, 0 when nothing ran now (the stream
+            /// Gives the virtual time at which that ends, none when nothing ran now (the stream
             /// was capturing, or `work` returned [`MEETING_FAILED`]).
             ///
             /// # Safety
@@ -663,7 +693,7 @@ macro_rules! core_api {
                 work: CMeetFn,
                 data: *mut c_void,
                 release: CWorkFn
-            ) -> (end_ns: u64);
+            ) -> (end: CMaybeTime);
             /// `buffer_extent`, and when `[ptr, ptr + commit_len)` lies inside that buffer, that
             /// range committed as `commit_memory` does, in one call (a collective checking the
             /// receive buffer it is about to write).

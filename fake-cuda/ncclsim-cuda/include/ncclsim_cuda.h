@@ -31,6 +31,12 @@ struct ncclsim_kernel_cost {
     uint64_t k;
 };
 
+struct ncclsim_maybe_time {
+    uint32_t present;
+    uint32_t reserved;
+    uint64_t ns;
+};
+
 struct ncclsim_launch_times {
     uint32_t placed;
     uint32_t in_range;
@@ -238,9 +244,9 @@ struct ncclsim_core_api_v1 {
     /* Like `enqueue_owned`, for work that starts when others are ready (a collective):
      * the core calls `work(data, stream, ready)` with the time the stream reached it,
      * and the stream then waits until the start `work` returns and `duration_ns` more.
-     * Gives the virtual time at which that ends, 0 when nothing ran now (the stream
+     * Gives the virtual time at which that ends, none when nothing ran now (the stream
      * was capturing, or `work` returned [`MEETING_FAILED`]). */
-    int (*enqueue_meeting)(uint64_t stream, uint64_t duration_ns, ncclsim_meet_fn work, void *data, ncclsim_work_fn release, uint64_t *end_ns);
+    int (*enqueue_meeting)(uint64_t stream, uint64_t duration_ns, ncclsim_meet_fn work, void *data, ncclsim_work_fn release, struct ncclsim_maybe_time *end);
     /* `buffer_extent`, and when `[ptr, ptr + commit_len)` lies inside that buffer, that
      * range committed as `commit_memory` does, in one call (a collective checking the
      * receive buffer it is about to write). */

@@ -350,11 +350,11 @@ pub(crate) unsafe fn enqueue_meeting(
     work: fake_cuda_abi::CMeetFn,
     data: *mut c_void,
     release: CWorkFn,
-) -> Result<u64> {
+) -> Result<fake_cuda_abi::CMaybeTime> {
     // SAFETY: this function's contract is the contract of the core method.
     let end =
         unsafe { core()?.enqueue_meeting(stream, duration_ns, work, data as usize, release) }?;
-    Ok(end.map_or(0, SimTime::as_nanos))
+    Ok(end.into())
 }
 
 pub(crate) fn buffer_extent_commit(ptr: usize, commit_len: usize) -> Result<CBufferExtent> {
