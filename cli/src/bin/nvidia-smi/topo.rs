@@ -2,9 +2,9 @@
 //! by the `topo` crate from the node the fake libraries simulate, in nvidia-smi's layout (tab
 //! separated, CPU and NUMA affinity columns, legends).
 //!
-//! The node is the fake CUDA core's: `NCCLSIM_TOPO`, else `NCCL_TOPO_FILE`, else the bundled
-//! DGX A100; `NCCLSIM_GPU` completes skeleton files; `NCCL_*` settings are read as `ncclsim topo
-//! paths` reads them. A cell is NCCL's path type, except that an NVLink path (NVL) is written
+//! The node is the fake CUDA core's, as the run environment names it (`run_env::RunEnv`):
+//! `NCCLSIM_TOPO`, else `NCCL_TOPO_FILE`, else the bundled DGX A100; `NCCLSIM_GPU` completes
+//! skeleton files; `NCCL_*` settings are read as `ncclsim topo paths` reads them. A cell is NCCL's path type, except that an NVLink path (NVL) is written
 //! `NV#`, # being the NVLinks the GPU has on it (to the peer, or to the NVSwitches), and a
 //! GPU's own cell `X`.
 
@@ -14,19 +14,21 @@ use topo::{LinkType, NodeKind, PathType, Topology};
 
 const BUNDLED: &str = include_str!("../../../../topologies/dgx-a100.xml");
 
-fn env(k: &str) -> Option<String> {
-    std::env::var(k).ok().filter(|v| !v.is_empty())
-}
-
 /// The simulated node's topology with NCCL's paths.
 fn load() -> Result<Arc<Topology>, String> {
-    let (text, source) = match env("NCCLSIM_TOPO").or_else(|| env("NCCL_TOPO_FILE")) {
-        Some(f) => (topo::read_text(&f).map_err(|e| e.to_string())?, f),
+    let env = run_env::RunEnv::current().map_err(|e| e.to_string())?;
+    let (text, source) = match &env.topo {
+        Some(f) => {
+            let f = f.to_string_lossy().into_owned();
+            (topo::read_text(&f).map_err(|e| e.to_string())?, f)
+        }
         None => (BUNDLED.to_string(), "dgx-a100.xml".to_string()),
     };
     let xml = Arc::new(topo::xml::parse(&text, &source).map_err(|e| e.to_string())?);
-    let gpu = env("NCCLSIM_GPU")
-        .map(|m| topo::profiles::gpu_model(&m))
+    let gpu = env
+        .gpu_model
+        .as_deref()
+        .map(topo::profiles::gpu_model)
         .transpose()
         .map_err(|e| e.to_string())?;
     let settings = topo::TopoSettings::from_env().map_err(|e| e.to_string())?;
