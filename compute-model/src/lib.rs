@@ -51,6 +51,18 @@ impl Precision {
             _ => return None,
         })
     }
+
+    /// Its short name in traces: f64, f32, tf32, f16, bf16, f8.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F64 => "f64",
+            Precision::F32 => "f32",
+            Precision::Tf32 => "tf32",
+            Precision::F16 => "f16",
+            Precision::Bf16 => "bf16",
+            Precision::F8 => "f8",
+        }
+    }
 }
 
 /// Which units a kernel's arithmetic runs on.

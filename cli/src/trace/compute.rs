@@ -1,5 +1,5 @@
-//! The compute operations of a run's traces (`compute-*.json`, written by ncclsim's Python
-//! package) repriced on another topology's GPUs with the compute model.
+//! The compute operations of a run's traces (`compute-*.json`, written by the fake CUDA core
+//! for every launch through its compute door: torch ops and cuBLAS GEMMs) repriced on another topology's GPUs with the compute model.
 
 use compute_model::{Gemm, GpuSpec, KernelCost, Precision, Unit};
 use topo::xml::XmlElement;

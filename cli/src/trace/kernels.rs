@@ -2,8 +2,9 @@
 //! GPU trace report (`nsys stats --report gputrace --format csv`), so tools that read that
 //! report (kernel-level schedulers, per-kernel time tables) read ours.
 //!
-//! Rows are the compute operations ncclsim's Python package traced (`compute-*.json`:
-//! aten ops named as the dispatcher names them, e.g. `aten::mm`) and the NCCL operations of
+//! Rows are the compute operations the fake CUDA core traced (`compute-*.json`: aten ops named
+//! as the dispatcher names them, e.g. `aten::mm`, and cuBLAS/cuBLASLt GEMMs by the function
+//! called, e.g. `cublasGemmEx`) and the NCCL operations of
 //! `libnccl.so.2`'s trace (`ncclsim-*.json`, named like NCCL's device kernels:
 //! `ncclDevKernel_AllReduce_Sum_f32_RING_LL`), with their virtual start and modelled duration.
 //! Only the work inside the program's `cudaProfilerStart`/`Stop` ranges is listed when it has

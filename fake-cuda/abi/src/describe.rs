@@ -329,8 +329,8 @@ mod tests {
         }
         assert!(table.contains(
             "int (*launch_compute)(uint64_t stream, struct ncclsim_kernel_cost cost, \
-             const char *name, ncclsim_work_fn work, void *data, ncclsim_work_fn release, \
-             struct ncclsim_launch_times *times);"
+             const char *name, const char *detail, ncclsim_work_fn work, void *data, \
+             ncclsim_work_fn release, struct ncclsim_launch_times *times);"
         ));
         assert!(table.contains("int (*device_count)(int32_t *count);"));
         assert!(table.contains("    /* Visible device count. */\n"));

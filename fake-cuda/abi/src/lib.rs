@@ -713,16 +713,20 @@ macro_rules! core_api {
             /// in stream order (now, or at each replay of a graph the stream captures into),
             /// and `release(data)`, when given, frees `data` once nothing needs it; compute
             /// without `work` (its caller computes the values) is refused while the stream
-            /// captures. Gives where it was placed (`placed` 0 when it was captured).
+            /// captures. `detail`, when not null, is a JSON object added to the launch's trace
+            /// event (`NCCLSIM_TRACE`). Gives where it was placed (`placed` 0 when it was
+            /// captured).
             ///
             /// # Safety
-            /// `name` is a NUL-terminated string; `work(data)` must be safe to call until
+            /// `name` and a non-null `detail` are NUL-terminated strings; `work(data)` must be
+            /// safe to call until
             /// `release(data)`, which must be safe to call once from any thread and must not
             /// call into the core.
             unsafe fn launch_compute(
                 stream: u64,
                 cost: CKernelCost,
                 name: *const c_char as &CStr,
+                detail: *const c_char,
                 work: Option<CWorkFn>,
                 data: *mut c_void,
                 release: Option<CWorkFn>

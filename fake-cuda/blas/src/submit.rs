@@ -181,6 +181,7 @@ pub fn enqueue(stream: u64, g: Gemm, tf32: bool, name: &str) -> Result<()> {
             stream,
             cost,
             &name,
+            std::ptr::null(),
             Some(run_job),
             job.cast(),
             Some(release_job),

@@ -117,6 +117,41 @@ impl Core {
         Ok(timing::copy_ns(&self.devices[dev], path, bytes))
     }
 
+    /// Adds a placed compute launch to the trace, if tracing (a failure to write is said once
+    /// and ends the tracing, never the program's work).
+    #[allow(clippy::too_many_arguments)]
+    fn trace_compute(
+        &self,
+        st: &mut State,
+        stream: u64,
+        device: usize,
+        (start, end): (SimTime, SimTime),
+        cost: &compute_model::KernelCost,
+        name: &str,
+        detail: &Option<std::sync::Arc<str>>,
+    ) {
+        let range = st.profiler.1.then_some(st.profiler.0.saturating_sub(1));
+        let ordinal = self.ordinal_of(device).unwrap_or(-1);
+        let Some(w) = st.compute_trace.as_mut() else {
+            return;
+        };
+        let launch = compute_trace::Launch {
+            name,
+            stream,
+            start_ns: start.as_nanos(),
+            duration_ns: (end - start).as_nanos(),
+            device: ordinal,
+            gpu: &self.devices[device].name,
+            cost,
+            range,
+            detail: detail.as_deref(),
+        };
+        if let Err(e) = w.add(std::process::id(), &launch) {
+            eprintln!("ncclsim: NCCLSIM_TRACE: {e}; compute is no longer traced");
+            st.compute_trace = None;
+        }
+    }
+
     /// The stream whose host work is running on the calling thread, as it was submitted (for
     /// a graph replay, the stream the graph was launched on); None outside host work.
     pub fn host_stream() -> Option<u64> {
@@ -182,6 +217,12 @@ impl Core {
             } else {
                 let times = st.timeline.schedule(key, SimDuration::from_nanos(ns), wall);
                 self.publish_work(&mut st, stream_device);
+                if let Op::Compute {
+                    cost, name, detail, ..
+                } = &op
+                {
+                    self.trace_compute(&mut st, stream, stream_device, times, cost, name, detail);
+                }
                 times
             }
         };

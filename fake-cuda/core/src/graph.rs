@@ -107,6 +107,8 @@ pub enum Op {
         cost: compute_model::KernelCost,
         /// The kernel's name (a torch op, a cuBLAS function).
         name: Arc<str>,
+        /// What the caller adds to its trace event (a JSON object), if anything.
+        detail: Option<Arc<str>>,
         /// Computes it, if anything does.
         func: Option<CWorkFn>,
         /// Its argument.

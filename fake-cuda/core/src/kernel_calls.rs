@@ -32,7 +32,9 @@ impl Core {
     /// `cost` on the stream's GPU (`compute_model::price`), counted by name. `work`, if any,
     /// computes it in stream order (now, or at each replay of a graph the stream is capturing
     /// into); compute without it (the caller computes the values itself) is refused while the
-    /// stream captures. Gives its virtual (start, duration), `None` when it was captured.
+    /// stream captures. With tracing on, each placement (eager or at a replay) is a trace event
+    /// carrying `detail` (a JSON object of the caller's). Gives its virtual (start, duration),
+    /// `None` when it was captured.
     ///
     /// # Safety
     /// As [`Core::enqueue_host_owned`] for `work`: its function must be safe to call with its
@@ -42,6 +44,7 @@ impl Core {
         stream: u64,
         cost: compute_model::KernelCost,
         name: &str,
+        detail: Option<&str>,
         work: Option<ComputeWork>,
     ) -> Result<Option<(SimTime, SimDuration)>> {
         let (func, data, owned) = match work {
@@ -60,6 +63,7 @@ impl Core {
             Op::Compute {
                 cost,
                 name: name.into(),
+                detail: detail.map(Into::into),
                 func,
                 data,
                 owned,
@@ -83,6 +87,41 @@ impl Core {
             .and_then(|t| t.duration(device, name))
             .unwrap_or_else(|| compute_model::price(&self.devices[device].spec, cost));
         SimDuration::from_nanos(ns)
+    }
+
+    /// Traces every launch through the compute door into `dir` from now on
+    /// (`compute-<host>-<pid>.json`, see `compute_trace`, made at the first launch).
+    pub fn trace_compute_to(&self, dir: &std::path::Path) -> Result<()> {
+        let t = compute_trace::Trace::new(dir).map_err(|e| CoreError::Os {
+            call: "make the trace directory",
+            errno: format!("{}: {e}", dir.display()),
+        })?;
+        self.lock().compute_trace = Some(t);
+        Ok(())
+    }
+
+    /// Writes the compute trace's buffered events (at exit, and whenever a reader needs them).
+    pub fn flush_compute_trace(&self) -> Result<()> {
+        match self.lock().compute_trace.as_mut() {
+            Some(w) => w.flush().map_err(|e| CoreError::Os {
+                call: "write the compute trace",
+                errno: e.to_string(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// `cudaProfilerStart` (`op` 1), `cudaProfilerStop` (0), or a query (any other): the
+    /// ranges started so far and whether one is open.
+    pub fn profiler(&self, op: i32) -> (u64, bool) {
+        let mut st = self.lock();
+        let p = &mut st.profiler;
+        match op {
+            crate::abi::PROFILER_START if !p.1 => *p = (p.0 + 1, true),
+            crate::abi::PROFILER_STOP => p.1 = false,
+            _ => {}
+        }
+        *p
     }
 
     /// Kernel launch counts by name.

@@ -35,6 +35,7 @@ pub use fake_cuda_abi::version;
 pub mod vmm;
 
 mod capture;
+mod compute_trace;
 mod copies;
 mod ipc_calls;
 mod kernel_calls;
@@ -257,6 +258,10 @@ struct State {
     kernel_times: Option<kernel_times::KernelTimes>,
     /// This process's telemetry record for the other processes of its job.
     publisher: publish::Publisher,
+    /// Where compute is traced (`NCCLSIM_TRACE`), if anywhere.
+    compute_trace: Option<compute_trace::Trace>,
+    /// `cudaProfilerStart` ranges opened so far, and whether one is open.
+    profiler: (u64, bool),
 }
 
 impl State {
@@ -397,6 +402,9 @@ impl Core {
         core.set_kernel_times(times);
         if let Some(dir) = &env.job_dir {
             core.publish_to(dir, env.node_or_zero());
+        }
+        if let Some(dir) = &env.trace {
+            core.trace_compute_to(dir)?;
         }
         Ok(core)
     }

@@ -415,7 +415,7 @@ fn host_work(core: &Core, stream: u64, duration_ns: u64) -> (u64, u64) {
 /// Compute the caller computes itself, placed now: its (start, end), ns.
 fn launch(core: &Core, stream: u64, cost: compute_model::KernelCost, name: &str) -> (u64, u64) {
     // SAFETY: no work to call, nothing to release.
-    let (start, d) = unsafe { core.launch_compute(stream, cost, name, None) }
+    let (start, d) = unsafe { core.launch_compute(stream, cost, name, None, None) }
         .unwrap()
         .expect("placed now");
     (start.as_nanos(), start.as_nanos() + d.as_nanos())
@@ -458,7 +458,7 @@ fn compute_with_work_is_captured_and_computes_at_each_replay() {
     // Eager: computed now, for the compute model's time, and released.
     let t0 = core.stream_clock(s).unwrap().as_nanos();
     // SAFETY: the work functions ignore their data and are safe to call from any thread.
-    let placed = unsafe { core.launch_compute(s, cost, "cublasGemmEx", Some(work)) }.unwrap();
+    let placed = unsafe { core.launch_compute(s, cost, "cublasGemmEx", None, Some(work)) }.unwrap();
     let (start, d) = placed.expect("placed now");
     assert_eq!((start.as_nanos(), d.as_nanos()), (t0, model));
     assert_eq!(
@@ -471,11 +471,12 @@ fn compute_with_work_is_captured_and_computes_at_each_replay() {
     // Captured: nothing runs until a replay; each replay computes it and takes its time.
     core.begin_capture(s).unwrap();
     // SAFETY: as above.
-    let captured = unsafe { core.launch_compute(s, cost, "cublasGemmEx", Some(work)) }.unwrap();
+    let captured =
+        unsafe { core.launch_compute(s, cost, "cublasGemmEx", None, Some(work)) }.unwrap();
     assert_eq!(captured, None);
     // Compute nobody would run at replay is refused while capturing.
     // SAFETY: no work to call.
-    let refused = unsafe { core.launch_compute(s, cost, "aten::mm", None) };
+    let refused = unsafe { core.launch_compute(s, cost, "aten::mm", None, None) };
     assert!(
         matches!(refused, Err(CoreError::CaptureViolation(_))),
         "{refused:?}"
@@ -496,6 +497,57 @@ fn compute_with_work_is_captured_and_computes_at_each_replay() {
         "released once the graph is gone"
     );
     assert_eq!(core.kernel_launch_counts()["cublasGemmEx"], 3);
+}
+
+#[test]
+fn compute_is_traced_eagerly_and_at_each_replay() {
+    let core = core_with(&[0], 1 << 30);
+    let dir = std::env::temp_dir().join(format!("ncclsim-core-trace-{}", std::process::id()));
+    core.trace_compute_to(&dir).unwrap();
+    let s = core
+        .stream_create(timeline::STREAM_NON_BLOCKING, 0)
+        .unwrap();
+    let cost = compute_model::KernelCost {
+        flops: 1e9,
+        bytes: 1e6,
+        unit: compute_model::Unit::Tensor(compute_model::Precision::F16),
+        gemm: None,
+    };
+    let (a, b) = launch(&core, s, cost, "aten::mm");
+    unsafe extern "C" fn nothing(_: *mut std::ffi::c_void) {}
+    let work = ComputeWork {
+        func: nothing,
+        data: 0,
+        release: None,
+    };
+    core.begin_capture(s).unwrap();
+    // SAFETY: the work function does nothing.
+    unsafe { core.launch_compute(s, cost, "cublasHgemm", Some(r#"{"m":8}"#), Some(work)) }.unwrap();
+    let g = core.end_capture(s).unwrap();
+    let exec = core.graph_instantiate(g).unwrap();
+    core.graph_launch(exec, s).unwrap();
+    core.graph_launch(exec, s).unwrap();
+    core.flush_compute_trace().unwrap();
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let events: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let names: Vec<&str> = events.iter().map(|e| e["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["aten::mm", "cublasHgemm", "cublasHgemm"]);
+    assert_eq!(events[0]["ts"].as_f64(), Some(a as f64 / 1e3));
+    assert_eq!(events[0]["dur"].as_f64(), Some((b - a) as f64 / 1e3));
+    assert_eq!(events[0]["args"]["precision"], "f16");
+    assert_eq!(
+        events[2]["args"]["m"], 8,
+        "the caller's detail, also at a replay"
+    );
+    let end = |e: &serde_json::Value| e["ts"].as_f64().unwrap() + e["dur"].as_f64().unwrap();
+    assert!(events[2]["ts"].as_f64().unwrap() >= end(&events[1]));
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -266,8 +266,10 @@ struct ncclsim_core_api_v1 {
      * in stream order (now, or at each replay of a graph the stream captures into),
      * and `release(data)`, when given, frees `data` once nothing needs it; compute
      * without `work` (its caller computes the values) is refused while the stream
-     * captures. Gives where it was placed (`placed` 0 when it was captured). */
-    int (*launch_compute)(uint64_t stream, struct ncclsim_kernel_cost cost, const char *name, ncclsim_work_fn work, void *data, ncclsim_work_fn release, struct ncclsim_launch_times *times);
+     * captures. `detail`, when not null, is a JSON object added to the launch's trace
+     * event (`NCCLSIM_TRACE`). Gives where it was placed (`placed` 0 when it was
+     * captured). */
+    int (*launch_compute)(uint64_t stream, struct ncclsim_kernel_cost cost, const char *name, const char *detail, ncclsim_work_fn work, void *data, ncclsim_work_fn release, struct ncclsim_launch_times *times);
 };
 /* End of the generated part. */
 

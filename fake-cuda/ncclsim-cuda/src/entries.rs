@@ -3,11 +3,10 @@
 //! static table are generated in `lib.rs` from the entry list
 //! ([`fake_cuda_abi::core_api!`]), which each body's signature must match.
 
-use crate::{core, write_report_now, PROFILER, SECTIONS};
+use crate::{core, write_report_now, SECTIONS};
 use fake_cuda_abi::{
     CArenaLocation, CBufferExtent, CDeviceInfo, CDeviceTopology, CHandle, CMemHandleInfo, CNvLink,
-    CPointerInfo, CStreamInfo, CWorkFn, SimTime, MAX_NVLINKS, MAX_PCI_ANCESTORS, PROFILER_START,
-    PROFILER_STOP,
+    CPointerInfo, CStreamInfo, CWorkFn, SimTime, MAX_NVLINKS, MAX_PCI_ANCESTORS,
 };
 use fake_cuda_core::device::{common_ancestor, NvLinkPeer};
 use fake_cuda_core::{CopyKind, Core, CoreError, DeviceDesc, PciBusId};
@@ -110,11 +109,18 @@ pub(crate) unsafe fn launch_compute(
     stream: u64,
     cost: fake_cuda_abi::CKernelCost,
     name: &CStr,
+    detail: *const c_char,
     work: Option<CWorkFn>,
     data: *mut c_void,
     release: Option<CWorkFn>,
 ) -> Result<fake_cuda_abi::CLaunchTimes> {
     let cost = compute_cost(&cost)?;
+    let detail = if detail.is_null() {
+        None
+    } else {
+        // SAFETY: the caller's contract: a non-null `detail` is NUL-terminated.
+        Some(unsafe { CStr::from_ptr(detail) }.to_string_lossy())
+    };
     let work = work.map(|func| fake_cuda_core::ComputeWork {
         func,
         data: data as usize,
@@ -126,7 +132,15 @@ pub(crate) unsafe fn launch_compute(
         unsafe { r(data) };
     }
     // SAFETY: the caller's contract is the core method's.
-    let placed = unsafe { core()?.launch_compute(stream, cost, &name.to_string_lossy(), work) }?;
+    let placed = unsafe {
+        core()?.launch_compute(
+            stream,
+            cost,
+            &name.to_string_lossy(),
+            detail.as_deref(),
+            work,
+        )
+    }?;
     let (ranges, active) = crate::profiler_state();
     let (start, duration) = placed.map_or((0, 0), |(s, d)| (s.as_nanos(), d.as_nanos()));
     Ok(fake_cuda_abi::CLaunchTimes {
@@ -607,13 +621,8 @@ pub(crate) fn memory_stats(ordinal: i32) -> Result<(u64, u64)> {
 }
 
 pub(crate) fn profiler(op: i32) -> Result<(u64, i32)> {
-    let mut p = PROFILER.lock().unwrap_or_else(|p| p.into_inner());
-    match op {
-        PROFILER_START if !p.1 => *p = (p.0 + 1, true),
-        PROFILER_STOP => p.1 = false,
-        _ => {}
-    }
-    Ok((p.0, i32::from(p.1)))
+    let (ranges, active) = core()?.profiler(op);
+    Ok((ranges, i32::from(active)))
 }
 
 pub(crate) fn report_section(name: &CStr, json: &CStr, write_now: bool) -> Result<()> {

@@ -47,12 +47,18 @@ pub fn core() -> Result<&'static Core, CoreError> {
         }
         let core = Core::from_env();
         match &core {
-            Ok(_) if run_env::RunEnv::current().is_ok_and(|e| e.report.is_some()) => {
-                // SAFETY: registering a plain extern "C" function; this library is never
-                // unloaded (front-ends open it with RTLD_NODELETE).
-                unsafe { libc::atexit(write_report) };
+            Ok(_) => {
+                let env = run_env::RunEnv::current().ok();
+                if env.is_some_and(|e| e.report.is_some()) {
+                    // SAFETY: registering a plain extern "C" function; this library is never
+                    // unloaded (front-ends open it with RTLD_NODELETE).
+                    unsafe { libc::atexit(write_report) };
+                }
+                if env.is_some_and(|e| e.trace.is_some()) {
+                    // SAFETY: as above.
+                    unsafe { libc::atexit(flush_compute_trace) };
+                }
             }
-            Ok(_) => {}
             Err(e) => eprintln!("ncclsim: no fake CUDA devices: {e}"),
         }
         core
@@ -103,12 +109,22 @@ fn call_counts() -> BTreeMap<String, u64> {
 pub(crate) static SECTIONS: Mutex<BTreeMap<String, serde_json::Value>> =
     Mutex::new(BTreeMap::new());
 
-/// Profiler ranges started so far (`cudaProfilerStart`) and whether one is open.
-pub(crate) static PROFILER: Mutex<(u64, bool)> = Mutex::new((0, false));
-
-/// (ranges opened so far, whether one is open) of `cudaProfilerStart`/`Stop`.
+/// (ranges opened so far, whether one is open) of `cudaProfilerStart`/`Stop` (the core's).
 pub(crate) fn profiler_state() -> (u64, bool) {
-    *PROFILER.lock().unwrap_or_else(|p| p.into_inner())
+    core().map_or((0, false), |c| c.profiler(fake_cuda_abi::PROFILER_QUERY))
+}
+
+/// Writes the compute trace's last events at exit (a panic ends here; they are then lost).
+extern "C" fn flush_compute_trace() {
+    ffi_boundary::callback::<VtableError, ()>(
+        "flush_compute_trace",
+        || (),
+        || {
+            if let Err(e) = core().and_then(Core::flush_compute_trace) {
+                eprintln!("ncclsim: NCCLSIM_TRACE: {e}");
+            }
+        },
+    );
 }
 
 /// `NCCLSIM_REPORT`'s file name with `%h` (short host name) and `%p` (process id) replaced, as
@@ -135,7 +151,7 @@ fn report_json() -> Result<serde_json::Value, CoreError> {
     let mut v = serde_json::to_value(&report)
         .map_err(|e| CoreError::InvalidValue(format!("report: {e}")))?;
     if let Some(o) = v.as_object_mut() {
-        let ranges = PROFILER.lock().unwrap_or_else(|p| p.into_inner()).0;
+        let ranges = profiler_state().0;
         o.insert("profiler_ranges".into(), ranges.into());
         // The core's own figures keep their names whatever a section is called.
         for (name, section) in SECTIONS.lock().unwrap_or_else(|p| p.into_inner()).iter() {

@@ -50,7 +50,7 @@ class Core:
         self._last_error = entry(abi.LAST_ERROR_MESSAGE_OFFSET, c.c_size_t, c.c_char_p, c.c_size_t)
         self.launch_compute = entry(
             abi.ENTRY_OFFSET["launch_compute"], c.c_int, c.c_uint64, KernelCost, c.c_char_p,
-            c.c_void_p, c.c_void_p, c.c_void_p, c.POINTER(LaunchTimes))
+            c.c_char_p, c.c_void_p, c.c_void_p, c.c_void_p, c.POINTER(LaunchTimes))
         self.commit_memory = entry(abi.ENTRY_OFFSET["commit_memory"], c.c_int, c.c_size_t, c.c_size_t)
 
     def last_error(self) -> str:

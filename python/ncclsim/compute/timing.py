@@ -13,13 +13,15 @@ tensor cores, in the precision torch runs them (float32 matmuls in TF32 when
 `torch.backends.cuda.matmul.allow_tf32`, convolutions when `torch.backends.cudnn.allow_tf32`,
 which is torch's default); every other op one operation per output element on the vector
 units; memory traffic as the bytes of the op's tensor arguments plus those of its new results.
-With `NCCLSIM_TRACE=DIR` every priced op is also a trace event (`trace`). `NCCLSIM_COMPUTE_TIME=0`
+With `NCCLSIM_TRACE=DIR` every priced op is also a trace event, written by the core with the
+launches of cuBLAS (`DIR/compute-<host>-<pid>.json`), to which the op adds its shapes and dtype. `NCCLSIM_COMPUTE_TIME=0`
 turns pricing off (ops then take no time).
 """
 
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import threading
 
@@ -37,7 +39,7 @@ finally:
     _log.setLevel(_level)
 
 from .. import _core_abi as abi
-from . import core, trace
+from . import core
 
 _F64, _F32, _TF32 = abi.PRECISION_F64, abi.PRECISION_F32, abi.PRECISION_TF32
 _F16, _BF16, _F8 = abi.PRECISION_F16, abi.PRECISION_BF16, abi.PRECISION_F8
@@ -60,8 +62,9 @@ CONVOLUTIONS = frozenset({"convolution", "_convolution", "cudnn_convolution", "c
                           "_slow_conv2d_forward", "cudnn_convolution_transpose"})
 
 _NAMES = ["f64", "f32", "tf32", "f16", "bf16", "f8"]
-_pid = os.getpid()
 _enabled = os.environ.get("NCCLSIM_COMPUTE_TIME", "1") != "0"
+# The run environment's trace directory (blank is unset): whether ops describe themselves.
+_tracing = bool(os.environ.get("NCCLSIM_TRACE", "").strip())
 # Modelled time of everything priced in this process, ns (tests compare it with CUDA events).
 total_ns = 0
 
@@ -242,17 +245,6 @@ def cost(info: Priced, args: tuple, kwargs: dict, result) -> tuple:
     return flops, nbytes, unit, precision, first, gemm, ins
 
 
-_names: dict = {}
-
-
-def _device_name(index: int) -> str:
-    """The board of device `index` as the driver names it (what `trace reprice` scales from)."""
-    name = _names.get(index)
-    if name is None:
-        name = _names[index] = torch.cuda.get_device_name(index)
-    return name
-
-
 def _price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device | None) -> int:
     """Prices one op; returns the core's status (0, or why it refused)."""
     global total_ns
@@ -269,31 +261,20 @@ def _price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device
     k.batch, k.m, k.n, k.k = gemm
     if current != index:
         torch.cuda.set_device(index)
+    # The core writes the trace event (NCCLSIM_TRACE); the op's shapes and dtype are what only
+    # torch knows.
+    detail = json.dumps({
+        "shapes": [list(t.shape) for t in ins],
+        "dtype": str(first.dtype).removeprefix("torch.") if first is not None else None,
+    }).encode() if _tracing else None
     try:
         # No work function: the kernels compute the op themselves (so it is refused while its
         # stream captures a graph: nothing would compute it at replay).
-        status = c.launch_compute(stream, k, info.name_b, None, None, None, out.ref)
+        status = c.launch_compute(stream, k, info.name_b, detail, None, None, None, out.ref)
     finally:
         if current != index:
             torch.cuda.set_device(current)
     if status != 0:
         return status
-    t = out.times
-    ns = t.duration_ns
-    total_ns += ns
-    if trace.enabled():
-        rng = t.range if t.in_range else -1
-        trace.add({
-            "name": info.name, "cat": "compute", "ph": "X", "pid": _pid, "tid": stream,
-            "ts": t.start_ns / 1e3, "dur": ns / 1e3,
-            "args": {
-                "device": index, "gpu": _device_name(index), "stream": stream,
-                "flops": flops, "bytes": nbytes,
-                "unit": "tensor" if unit == _TENSOR else "vector", "precision": _NAMES[precision],
-                "shapes": [list(t.shape) for t in ins],
-                "dtype": str(first.dtype).removeprefix("torch.") if first is not None else None,
-                "gemm": list(gemm) if gemm[0] else None,
-                "range": rng if rng >= 0 else None,
-            },
-        })
+    total_ns += out.times.duration_ns
     return 0
