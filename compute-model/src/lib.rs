@@ -209,17 +209,15 @@ impl Gemm {
     }
 }
 
-/// The modelled time of `cost` on `gpu` in a running program, ns: the kernel's time
+/// The modelled time of `cost` on `gpu` in a running program, whole ns: the kernel's time
 /// ([`price_at`] with the fitted efficiency) at the architecture's sustained rate
-/// (`calibration::sustained`).
+/// (`calibration::sustained`), rounded; a time past `u64` saturates (a cost of infinite work
+/// takes the longest time there is, not a marker value).
 pub fn price(gpu: &GpuSpec, cost: &KernelCost) -> u64 {
     let ns = price_at(gpu, cost, calibration::efficiency(gpu, cost.unit))
         / calibration::sustained(gpu.arch);
-    if ns.is_finite() {
-        ns.round() as u64
-    } else {
-        u64::MAX
-    }
+    // `as` saturates: +inf and anything past u64::MAX give u64::MAX, NaN (no cost) 0.
+    ns.round() as u64
 }
 
 /// The modelled time of `cost` alone on `gpu` with arithmetic efficiency `e` (a kernel timed

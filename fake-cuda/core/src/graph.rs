@@ -8,6 +8,7 @@
 
 use crate::abi::{CMeetFn, CWorkFn};
 use crate::error::{CoreError, Result};
+use crate::timeline::StreamKey;
 use crate::CopyKind;
 use fnv::FnvHashMap as HashMap;
 use std::sync::Arc;
@@ -192,14 +193,14 @@ pub enum CaptureStatus {
 #[derive(Debug)]
 struct Capture {
     graph: u64,
-    origin: u64,
+    origin: StreamKey,
 }
 
 /// Captures in progress, graphs and executable graphs of a process.
 #[derive(Debug, Default)]
 pub struct Graphs {
-    /// Capturing stream key -> capture id.
-    streams: HashMap<u64, u64>,
+    /// Capturing stream -> capture id.
+    streams: HashMap<StreamKey, u64>,
     captures: HashMap<u64, Capture>,
     /// Events recorded during a capture -> capture id.
     events: HashMap<u64, u64>,
@@ -218,7 +219,7 @@ impl Graphs {
     }
 
     /// Starts capturing stream `key` into a new graph.
-    pub fn begin(&mut self, key: u64) -> Result<()> {
+    pub fn begin(&mut self, key: StreamKey) -> Result<()> {
         if self.streams.contains_key(&key) {
             return Err(CoreError::CaptureViolation(format!(
                 "stream {key:#x} is already capturing"
@@ -232,7 +233,7 @@ impl Graphs {
     }
 
     /// Ends the capture `key` started; returns its graph. Streams that joined it stop too.
-    pub fn end(&mut self, key: u64) -> Result<u64> {
+    pub fn end(&mut self, key: StreamKey) -> Result<u64> {
         let id = *self.streams.get(&key).ok_or_else(|| {
             CoreError::CaptureViolation(format!("stream {key:#x} is not capturing"))
         })?;
@@ -248,7 +249,7 @@ impl Graphs {
     }
 
     /// (status, capture id, graph) of stream `key`.
-    pub fn info(&self, key: u64) -> (CaptureStatus, u64, u64) {
+    pub fn info(&self, key: StreamKey) -> (CaptureStatus, u64, u64) {
         match self.streams.get(&key) {
             Some(&id) => (CaptureStatus::Active, id, self.captures[&id].graph),
             None => (CaptureStatus::None, 0, 0),
@@ -256,7 +257,7 @@ impl Graphs {
     }
 
     /// Whether stream `key` is capturing.
-    pub fn is_capturing(&self, key: u64) -> bool {
+    pub fn is_capturing(&self, key: StreamKey) -> bool {
         self.streams.contains_key(&key)
     }
 
@@ -266,7 +267,7 @@ impl Graphs {
     }
 
     /// Appends `op` to the capture of stream `key`; false if it is not capturing.
-    pub fn record(&mut self, key: u64, op: &Op) -> bool {
+    pub fn record(&mut self, key: StreamKey, op: &Op) -> bool {
         let Some(id) = self.streams.get(&key) else {
             return false;
         };
@@ -279,7 +280,7 @@ impl Graphs {
     }
 
     /// An event recorded on stream `key`: true if it was recorded into a capture.
-    pub fn event_recorded(&mut self, event: u64, key: u64) -> bool {
+    pub fn event_recorded(&mut self, event: u64, key: StreamKey) -> bool {
         match self.streams.get(&key) {
             Some(&id) => {
                 self.events.insert(event, id);
@@ -293,7 +294,7 @@ impl Graphs {
     }
 
     /// Stream `key` waits for `event`: true if that joined it to the event's capture.
-    pub fn event_waited(&mut self, key: u64, event: u64) -> Result<bool> {
+    pub fn event_waited(&mut self, key: StreamKey, event: u64) -> Result<bool> {
         let Some(&id) = self.events.get(&event) else {
             return Ok(false);
         };
@@ -381,19 +382,23 @@ mod tests {
 
     const K: Op = Op::Kernel { host_fun: 0x10 };
 
+    fn k(n: u64) -> StreamKey {
+        StreamKey::for_tests(n)
+    }
+
     #[test]
     fn capture_records_and_ends() {
         let mut g = Graphs::default();
-        assert!(!g.record(7, &K));
-        g.begin(7).unwrap();
-        assert!(g.begin(7).is_err());
-        assert!(g.record(7, &K));
-        let (status, id, graph) = g.info(7);
+        assert!(!g.record(k(7), &K));
+        g.begin(k(7)).unwrap();
+        assert!(g.begin(k(7)).is_err());
+        assert!(g.record(k(7), &K));
+        let (status, id, graph) = g.info(k(7));
         assert_eq!(status, CaptureStatus::Active);
         assert!(id != 0 && graph != 0);
         assert!(g.destroy_graph(graph).is_err(), "still capturing");
-        assert_eq!(g.end(7).unwrap(), graph);
-        assert_eq!(g.info(7).0, CaptureStatus::None);
+        assert_eq!(g.end(k(7)).unwrap(), graph);
+        assert_eq!(g.info(k(7)).0, CaptureStatus::None);
         assert_eq!(g.graph_ops(graph).unwrap().len(), 1);
         let e = g.instantiate(graph).unwrap();
         g.destroy_graph(graph).unwrap();
@@ -405,14 +410,14 @@ mod tests {
     #[test]
     fn fork_join_through_events() {
         let mut g = Graphs::default();
-        g.begin(1).unwrap();
-        assert!(g.event_recorded(100, 1));
-        assert!(g.event_waited(2, 100).unwrap());
-        assert!(g.record(2, &K));
-        assert!(g.end(2).is_err(), "only the origin ends a capture");
-        let graph = g.end(1).unwrap();
-        assert!(!g.is_capturing(2));
+        g.begin(k(1)).unwrap();
+        assert!(g.event_recorded(100, k(1)));
+        assert!(g.event_waited(k(2), 100).unwrap());
+        assert!(g.record(k(2), &K));
+        assert!(g.end(k(2)).is_err(), "only the origin ends a capture");
+        let graph = g.end(k(1)).unwrap();
+        assert!(!g.is_capturing(k(2)));
         assert_eq!(g.graph_ops(graph).unwrap().len(), 1);
-        assert!(!g.event_waited(3, 100).unwrap(), "capture events expire");
+        assert!(!g.event_waited(k(3), 100).unwrap(), "capture events expire");
     }
 }

@@ -6,7 +6,11 @@ impl Core {
     /// Creates a stream on the current device.
     pub fn stream_create(&self, flags: u32, priority: i32) -> Result<u64> {
         let (_, phys) = self.current_checked()?;
-        Ok(self.lock().timeline.create_stream(phys, flags, priority))
+        Ok(self
+            .lock()
+            .timeline
+            .create_stream(phys, flags, priority)
+            .handle())
     }
 
     /// Destroys a stream.
@@ -14,7 +18,7 @@ impl Core {
         self.lock().timeline.destroy_stream(stream)
     }
 
-    pub(crate) fn resolve(&self, st: &mut State, stream: u64) -> Result<u64> {
+    pub(crate) fn resolve(&self, st: &mut State, stream: u64) -> Result<timeline::StreamKey> {
         let (_, phys) = self.current_checked()?;
         st.timeline.resolve(stream, phys)
     }
@@ -36,7 +40,7 @@ impl Core {
     }
 
     /// Refuses synchronising with a capturing stream (CUDA invalidates the capture).
-    fn not_capturing(&self, st: &State, key: u64, what: &str) -> Result<()> {
+    fn not_capturing(&self, st: &State, key: timeline::StreamKey, what: &str) -> Result<()> {
         if st.graphs.is_capturing(key) {
             return Err(CoreError::CaptureViolation(format!(
                 "{what} on stream {key:#x} while it is capturing"

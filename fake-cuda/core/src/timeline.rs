@@ -23,6 +23,30 @@ pub const STREAM_LEGACY: u64 = 0x1;
 /// The per-thread default stream handle.
 pub const STREAM_PER_THREAD: u64 = 0x2;
 
+/// A stream the timeline knows, as [`Timeline::resolve`] gives it (a handle checked, a default
+/// stream made on first use): what the timeline and the capture state are keyed by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StreamKey(u64);
+
+impl StreamKey {
+    /// The handle a program holds for the stream.
+    pub fn handle(self) -> u64 {
+        self.0
+    }
+
+    /// A key of handle `h`, for tests of the state keyed by streams.
+    #[cfg(test)]
+    pub(crate) fn for_tests(h: u64) -> StreamKey {
+        StreamKey(h)
+    }
+}
+
+impl std::fmt::LowerHex for StreamKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::LowerHex::fmt(&self.0, f)
+    }
+}
+
 /// First handle value given to user streams and events (well above the special values).
 const FIRST_HANDLE: u64 = 0x5eed_0000;
 
@@ -68,10 +92,10 @@ struct DeviceClocks {
 /// All streams and events of a process and the host's virtual clock.
 #[derive(Debug, Default)]
 pub struct Timeline {
-    streams: HashMap<u64, Stream>,
-    legacy: HashMap<usize, u64>,
+    streams: HashMap<StreamKey, Stream>,
+    legacy: HashMap<usize, StreamKey>,
     /// Each thread's per-thread default streams, by device; dropped after the thread exits.
-    per_thread: PerThread<HashMap<usize, u64>>,
+    per_thread: PerThread<HashMap<usize, StreamKey>>,
     devices: HashMap<usize, DeviceClocks>,
     events: HashMap<u64, Event>,
     next_handle: u64,
@@ -88,8 +112,8 @@ impl Timeline {
     }
 
     /// Creates a stream on `device` (a visible ordinal).
-    pub fn create_stream(&mut self, device: usize, flags: u32, priority: i32) -> u64 {
-        let h = self.fresh_handle();
+    pub fn create_stream(&mut self, device: usize, flags: u32, priority: i32) -> StreamKey {
+        let h = StreamKey(self.fresh_handle());
         self.streams.insert(
             h,
             Stream {
@@ -105,7 +129,7 @@ impl Timeline {
     }
 
     /// Moves stream `key`'s clock forward to `t` (never back) and the device's aggregates.
-    fn set_clock(&mut self, key: u64, t: SimTime) {
+    fn set_clock(&mut self, key: StreamKey, t: SimTime) {
         let s = self.streams.get_mut(&key).expect("resolved key");
         s.clock = s.clock.max(t);
         let (device, clock) = (s.device, s.clock);
@@ -119,7 +143,7 @@ impl Timeline {
 
     /// Resolves a user-visible handle (`0`, `1` = legacy, `2` = per-thread, or a created
     /// stream) to an internal stream key, creating default streams on first use.
-    pub fn resolve(&mut self, handle: u64, current_device: usize) -> Result<u64> {
+    pub fn resolve(&mut self, handle: u64, current_device: usize) -> Result<StreamKey> {
         match handle {
             0 | STREAM_LEGACY => {
                 if let Some(&k) = self.legacy.get(&current_device) {
@@ -147,7 +171,7 @@ impl Timeline {
                 }
                 Ok(k)
             }
-            h if self.streams.contains_key(&h) => Ok(h),
+            h if self.streams.contains_key(&StreamKey(h)) => Ok(StreamKey(h)),
             h => Err(CoreError::InvalidHandle {
                 what: "stream",
                 handle: h,
@@ -157,12 +181,13 @@ impl Timeline {
 
     /// Destroys a created stream; default streams cannot be destroyed.
     pub fn destroy_stream(&mut self, handle: u64) -> Result<()> {
-        let special = self.legacy.values().any(|&k| k == handle)
+        let key = StreamKey(handle);
+        let special = self.legacy.values().any(|&k| k == key)
             || self
                 .per_thread
                 .values()
-                .any(|m| m.values().any(|&k| k == handle));
-        if special || self.streams.remove(&handle).is_none() {
+                .any(|m| m.values().any(|&k| k == key));
+        if special || self.streams.remove(&key).is_none() {
             return Err(CoreError::InvalidHandle {
                 what: "stream",
                 handle,
@@ -178,7 +203,7 @@ impl Timeline {
     }
 
     /// Device, flags and priority of a resolved stream.
-    pub fn stream_info(&self, key: u64) -> StreamInfo {
+    pub fn stream_info(&self, key: StreamKey) -> StreamInfo {
         let s = &self.streams[&key];
         StreamInfo {
             device: s.device,
@@ -188,7 +213,7 @@ impl Timeline {
     }
 
     /// The virtual time at which all work enqueued so far on `key` completes.
-    pub fn stream_clock(&self, key: u64) -> SimTime {
+    pub fn stream_clock(&self, key: StreamKey) -> SimTime {
         self.streams[&key].clock
     }
 
@@ -197,7 +222,7 @@ impl Timeline {
     /// the submitting thread polled for under the virtual clock.
     pub fn schedule(
         &mut self,
-        key: u64,
+        key: StreamKey,
         duration: SimDuration,
         floor: Option<SimTime>,
     ) -> (SimTime, SimTime) {
@@ -211,7 +236,7 @@ impl Timeline {
     }
 
     /// When work placed on stream `key` now would start (`schedule`), without placing it.
-    pub fn ready(&self, key: u64, floor: Option<SimTime>) -> SimTime {
+    pub fn ready(&self, key: StreamKey, floor: Option<SimTime>) -> SimTime {
         let s = &self.streams[&key];
         let mut start = s.clock.max(self.host_clock).max(floor.unwrap_or_default());
         let blocking = s.flags & STREAM_NON_BLOCKING == 0;
@@ -251,7 +276,7 @@ impl Timeline {
     }
 
     /// Makes stream `key` wait for `event` (no-op if the event was never recorded).
-    pub fn wait_event(&mut self, key: u64, event: u64) -> Result<()> {
+    pub fn wait_event(&mut self, key: StreamKey, event: u64) -> Result<()> {
         let t = self.event(event)?.recorded;
         if let Some(t) = t {
             self.set_clock(key, t);
@@ -298,7 +323,7 @@ impl Timeline {
     }
 
     /// Records `event` on stream `key`: it completes when the work enqueued so far does.
-    pub fn record(&mut self, event: u64, key: u64, floor: Option<SimTime>) -> Result<()> {
+    pub fn record(&mut self, event: u64, key: StreamKey, floor: Option<SimTime>) -> Result<()> {
         self.event(event)?;
         let (_, t) = self.schedule(key, SimDuration::ZERO, floor);
         self.events.get_mut(&event).expect("checked").recorded = Some(t);
@@ -447,9 +472,9 @@ mod tests {
         assert_eq!(t.stream_info(s).priority, -3);
         let pt = t.resolve(STREAM_PER_THREAD, 0).unwrap();
         assert_ne!(pt, t.resolve(0, 0).unwrap());
-        assert!(t.destroy_stream(pt).is_err());
-        t.destroy_stream(s).unwrap();
-        assert!(t.destroy_stream(s).is_err());
+        assert!(t.destroy_stream(pt.handle()).is_err());
+        t.destroy_stream(s.handle()).unwrap();
+        assert!(t.destroy_stream(s.handle()).is_err());
     }
 
     #[test]
