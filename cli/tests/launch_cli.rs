@@ -9,7 +9,7 @@ mod common;
 use common::{repo, text};
 use fake_cuda_test_support as support;
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn run(args: &[&str]) -> Output {
     common::ncclsim_run()
@@ -58,35 +58,11 @@ fn check_layout(log: &str) {
 
 #[test]
 fn mpirun_16_ranks_are_two_simulated_nodes() {
-    if Command::new("mpicc").arg("--version").output().is_err() {
-        assert!(
-            std::env::var_os("NCCLSIM_REQUIRE_MPI").is_none(),
-            "mpicc not found and NCCLSIM_REQUIRE_MPI is set"
-        );
-        eprintln!("skipped: OpenMPI's mpicc not found (benches/install-openmpi.sh installs it)");
+    if !common::have_mpi() {
         return;
     }
     let dir = support::scratch_dir("launch-mpi");
-    support::link_real_names(&dir, LIBS);
-    let exe = dir.join("launch_allreduce_mpi");
-    let mut cc = Command::new("mpicc");
-    cc.arg("-DUSE_MPI")
-        .arg(source())
-        .arg("-I")
-        .arg(repo().join("nccl-shim/include"))
-        .arg("-I")
-        .arg(repo().join("fake-cuda/test-support/include"))
-        .arg("-o")
-        .arg(&exe)
-        .arg(format!("-L{}", dir.display()));
-    for (_, real) in LIBS {
-        cc.arg(format!("-l:{real}"));
-    }
-    support::run_ok(&mut cc);
-    // The libraries must come from `ncclsim run`.
-    for (_, real) in LIBS {
-        std::fs::remove_file(dir.join(real)).expect("remove a link");
-    }
+    let exe = common::mpi_program(&dir, &source(), LIBS, "launch_allreduce_mpi");
     let out = run(&[
         "--topo",
         "topologies/dgx-a100.xml",

@@ -145,7 +145,13 @@ fn run(layout: &[&str], argv: &[&str]) -> String {
     args.extend_from_slice(layout);
     args.push("--");
     args.extend_from_slice(argv);
-    let out = ncclsim(&args);
+    let out = common::ncclsim()
+        .args(&args)
+        // OpenMPI refuses to run as root without both (other launches ignore them).
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("run ncclsim");
     let log = text(&out);
     assert!(out.status.success(), "{log}");
     log
@@ -221,39 +227,19 @@ fn sixteen_processes_on_two_nodes_time_what_predict_says() {
 /// its peers, and a thread's sleeps move its clock by the time they last.
 #[test]
 fn mpirun_16_ranks_on_two_nodes_time_what_predict_says() {
-    if Command::new("mpicc").arg("--version").output().is_err() {
-        assert!(
-            std::env::var_os("NCCLSIM_REQUIRE_MPI").is_none(),
-            "mpicc not found and NCCLSIM_REQUIRE_MPI is set"
-        );
-        eprintln!("skipped: OpenMPI's mpicc not found (benches/install-openmpi.sh installs it)");
+    if !common::have_mpi() {
         return;
     }
     let dir = support::scratch_dir("vclock-mpirun");
-    let libs = [
-        ("libnccl.so", "libnccl.so.2"),
-        ("libcudart12.so", "libcudart.so.12"),
-    ];
-    support::link_real_names(&dir, &libs);
-    support::built("libncclsim_cuda.so");
-    let exe = dir.join("nccl_perf_mpi");
-    let mut cc = Command::new("mpicc");
-    cc.arg("-DUSE_MPI")
-        .arg(repo().join("nccl-shim/tests/c/nccl_perf.c"))
-        .arg("-I")
-        .arg(repo().join("nccl-shim/include"))
-        .arg("-I")
-        .arg(repo().join("fake-cuda/test-support/include"))
-        .arg("-o")
-        .arg(&exe)
-        .arg(format!("-L{}", dir.display()));
-    for (_, real) in libs {
-        cc.arg(format!("-l:{real}"));
-    }
-    support::run_ok(&mut cc);
-    for (_, real) in libs {
-        std::fs::remove_file(dir.join(real)).expect("remove a link");
-    }
+    let exe = common::mpi_program(
+        &dir,
+        &repo().join("nccl-shim/tests/c/nccl_perf.c"),
+        &[
+            ("libnccl.so", "libnccl.so.2"),
+            ("libcudart12.so", "libcudart.so.12"),
+        ],
+        "nccl_perf_mpi",
+    );
     let mut argv = vec![
         "mpirun",
         "--oversubscribe",
@@ -267,34 +253,7 @@ fn mpirun_16_ranks_on_two_nodes_time_what_predict_says() {
     ];
     argv.extend_from_slice(&SIZES);
     argv.extend_from_slice(&["5", "2"]);
-    let log = {
-        let deps = support::deps_dir();
-        let mut args = vec![
-            "run",
-            "--lib-dir",
-            deps.to_str().expect("utf-8 path"),
-            "--clock",
-            "virtual",
-            "--topo",
-            "topologies/dgx-a100.xml",
-            "--nodes",
-            "2",
-            "--env",
-            "NCCLSIM_TIMEOUT=120",
-            "--",
-        ];
-        args.extend_from_slice(&argv);
-        let out = common::ncclsim()
-            .args(&args)
-            // OpenMPI refuses to run as root without both.
-            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-            .output()
-            .expect("run ncclsim");
-        let log = text(&out);
-        assert!(out.status.success(), "{log}");
-        log
-    };
+    let log = run(&["--nodes", "2"], &argv);
     let lines = check_times(&log, &predicted("2", &SWEEP), 16);
     assert_eq!(lines, 16 * 5 * 7, "16 ranks x 5 collectives x 7 sizes");
 }

@@ -54,3 +54,44 @@ pub fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     )
 }
+
+/// Whether OpenMPI's `mpicc` is here; without it an MPI test skips, unless `NCCLSIM_REQUIRE_MPI`
+/// is set (the suite's `scripts/test.sh` installs OpenMPI and sets it), when it fails.
+pub fn have_mpi() -> bool {
+    if Command::new("mpicc").arg("--version").output().is_ok() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("NCCLSIM_REQUIRE_MPI").is_none(),
+        "mpicc not found and NCCLSIM_REQUIRE_MPI is set"
+    );
+    eprintln!("skipped: OpenMPI's mpicc not found (benches/install-openmpi.sh installs it)");
+    false
+}
+
+/// `source` built with `mpicc -DUSE_MPI` into `dir/exe`, against `libs` ((built file, real
+/// name) pairs) by their real names, whose links are removed afterwards: at run time the
+/// libraries must come from `ncclsim run`.
+pub fn mpi_program(dir: &Path, source: &Path, libs: &[(&str, &str)], exe: &str) -> PathBuf {
+    support::link_real_names(dir, libs);
+    support::built("libncclsim_cuda.so");
+    let out = dir.join(exe);
+    let mut cc = Command::new("mpicc");
+    cc.arg("-DUSE_MPI")
+        .arg(source)
+        .arg("-I")
+        .arg(repo().join("nccl-shim/include"))
+        .arg("-I")
+        .arg(repo().join("fake-cuda/test-support/include"))
+        .arg("-o")
+        .arg(&out)
+        .arg(format!("-L{}", dir.display()));
+    for (_, real) in libs {
+        cc.arg(format!("-l:{real}"));
+    }
+    support::run_ok(&mut cc);
+    for (_, real) in libs {
+        std::fs::remove_file(dir.join(real)).expect("remove a link");
+    }
+    out
+}
