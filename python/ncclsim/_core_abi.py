@@ -105,6 +105,11 @@ ENTRY_OFFSET = {
     "physical_device_fabric": 712,
     "physical_device_board": 720,
     "launch_compute": 728,
+    "user_object_create": 736,
+    "user_object_retain": 744,
+    "user_object_release": 752,
+    "graph_retain_user_object": 760,
+    "graph_release_user_object": 768,
 }
 
 UNIT_VECTOR = 0

@@ -731,6 +731,23 @@ macro_rules! core_api {
                 data: *mut c_void,
                 release: Option<CWorkFn>
             ) -> (times: CLaunchTimes);
+            /// `cudaUserObjectCreate`: an object whose creator holds `refs` references;
+            /// `destroy(ptr)` runs once no reference is left (the creator's or a graph's).
+            ///
+            /// # Safety
+            /// `destroy(ptr)` must be safe to call once, from any thread, at any later time,
+            /// and must not call into the core.
+            unsafe fn user_object_create(ptr: *mut c_void, destroy: CWorkFn, refs: u32)
+                -> (object: u64);
+            /// `cudaUserObjectRetain`: `count` more of the creator's references.
+            fn user_object_retain(object: u64, count: u32) -> ();
+            /// `cudaUserObjectRelease`: `count` of the creator's references go.
+            fn user_object_release(object: u64, count: u32) -> ();
+            /// `cudaGraphRetainUserObject`: `graph` (made, or being captured into) holds
+            /// `count` references to `object`; with `moved` 1 they are the creator's.
+            fn graph_retain_user_object(graph: u64, object: u64, count: u32, moved: i32) -> ();
+            /// `cudaGraphReleaseUserObject`: `count` of `graph`'s references to `object` go.
+            fn graph_release_user_object(graph: u64, object: u64, count: u32) -> ();
         }
     };
 }

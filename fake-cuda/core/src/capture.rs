@@ -45,6 +45,53 @@ impl Core {
         self.lock().graphs.graph_ops(graph)
     }
 
+    /// `cudaUserObjectCreate`: an object whose creator holds `refs` references; `destroy(ptr)`
+    /// runs once the last reference (the creator's or a graph's) goes, possibly while the
+    /// core's lock is held (CUDA's destructors must not call CUDA).
+    ///
+    /// # Safety
+    /// `destroy(ptr)` must be safe to call once, from any thread, at any later time.
+    pub unsafe fn user_object_create(
+        &self,
+        ptr: usize,
+        destroy: CWorkFn,
+        refs: u32,
+    ) -> Result<u64> {
+        // SAFETY: the caller's contract.
+        let owned = unsafe { graph::OwnedData::new(ptr, destroy) };
+        self.lock().graphs.create_user_object(owned, refs)
+    }
+
+    /// `cudaUserObjectRetain`.
+    pub fn user_object_retain(&self, object: u64, count: u32) -> Result<()> {
+        self.lock().graphs.retain_user_object(object, count)
+    }
+
+    /// `cudaUserObjectRelease`.
+    pub fn user_object_release(&self, object: u64, count: u32) -> Result<()> {
+        self.lock().graphs.release_user_object(object, count)
+    }
+
+    /// `cudaGraphRetainUserObject` (`moved`: `cudaGraphUserObjectMove`).
+    pub fn graph_retain_user_object(
+        &self,
+        graph: u64,
+        object: u64,
+        count: u32,
+        moved: bool,
+    ) -> Result<()> {
+        self.lock()
+            .graphs
+            .graph_retain_user_object(graph, object, count, moved)
+    }
+
+    /// `cudaGraphReleaseUserObject`.
+    pub fn graph_release_user_object(&self, graph: u64, object: u64, count: u32) -> Result<()> {
+        self.lock()
+            .graphs
+            .graph_release_user_object(graph, object, count)
+    }
+
     /// `cudaGraphInstantiate`.
     pub fn graph_instantiate(&self, graph: u64) -> Result<u64> {
         self.lock().graphs.instantiate(graph)

@@ -206,6 +206,12 @@ pub struct Graphs {
     events: HashMap<u64, u64>,
     graphs: HashMap<u64, Vec<Op>>,
     execs: HashMap<u64, Vec<Op>>,
+    /// User objects (`cudaUserObjectCreate`) by handle, with the references their creator
+    /// holds; an object is destroyed (its `OwnedData` released) when the last reference, the
+    /// creator's or a graph's, goes.
+    objects: HashMap<u64, (Arc<OwnedData>, u32)>,
+    /// The user object references each graph and executable graph holds.
+    held: HashMap<u64, Vec<(u64, Arc<OwnedData>)>>,
     next: u64,
 }
 
@@ -342,15 +348,106 @@ impl Graphs {
             ));
         }
         self.graphs.remove(&graph);
+        self.held.remove(&graph);
         Ok(())
     }
 
-    /// Freezes a graph into an executable graph.
+    /// Freezes a graph into an executable graph, which holds the graph's user objects too.
     pub fn instantiate(&mut self, graph: u64) -> Result<u64> {
         let ops = self.ops(graph)?.clone();
         let e = self.fresh();
         self.execs.insert(e, ops);
+        if let Some(h) = self.held.get(&graph).cloned() {
+            self.held.insert(e, h);
+        }
         Ok(e)
+    }
+
+    /// `cudaUserObjectCreate`: an object whose creator holds `refs` references.
+    pub fn create_user_object(&mut self, owned: Arc<OwnedData>, refs: u32) -> Result<u64> {
+        if refs == 0 {
+            return Err(CoreError::InvalidValue(
+                "a user object needs at least one reference".into(),
+            ));
+        }
+        let h = self.fresh();
+        self.objects.insert(h, (owned, refs));
+        Ok(h)
+    }
+
+    fn object(&mut self, object: u64) -> Result<&mut (Arc<OwnedData>, u32)> {
+        self.objects
+            .get_mut(&object)
+            .ok_or(CoreError::InvalidHandle {
+                what: "user object",
+                handle: object,
+            })
+    }
+
+    /// `cudaUserObjectRetain`: `count` more references of the creator's.
+    pub fn retain_user_object(&mut self, object: u64, count: u32) -> Result<()> {
+        let o = self.object(object)?;
+        o.1 = o
+            .1
+            .checked_add(count)
+            .ok_or_else(|| CoreError::InvalidValue("a user object's references overflow".into()))?;
+        Ok(())
+    }
+
+    /// `cudaUserObjectRelease`: `count` of the creator's references go (the object with
+    /// them, if no graph holds it).
+    pub fn release_user_object(&mut self, object: u64, count: u32) -> Result<()> {
+        let o = self.object(object)?;
+        if count > o.1 {
+            return Err(CoreError::InvalidValue(format!(
+                "{count} references released of a user object that has {}",
+                o.1
+            )));
+        }
+        o.1 -= count;
+        if o.1 == 0 {
+            self.objects.remove(&object);
+        }
+        Ok(())
+    }
+
+    /// `cudaGraphRetainUserObject`: graph `graph` (made or being captured into) holds `count`
+    /// references to `object`, new ones or, with `moved`, the creator's.
+    pub fn graph_retain_user_object(
+        &mut self,
+        graph: u64,
+        object: u64,
+        count: u32,
+        moved: bool,
+    ) -> Result<()> {
+        self.ops(graph)?;
+        let owned = self.object(object)?.0.clone();
+        if moved {
+            self.release_user_object(object, count)?;
+        }
+        let held = self.held.entry(graph).or_default();
+        held.extend((0..count).map(|_| (object, owned.clone())));
+        Ok(())
+    }
+
+    /// `cudaGraphReleaseUserObject`: `count` of the references graph `graph` holds to `object`
+    /// go.
+    pub fn graph_release_user_object(&mut self, graph: u64, object: u64, count: u32) -> Result<()> {
+        self.ops(graph)?;
+        let held = self.held.entry(graph).or_default();
+        let have = held.iter().filter(|(o, _)| *o == object).count();
+        if (count as usize) > have {
+            return Err(CoreError::InvalidValue(format!(
+                "{count} references released of a user object the graph holds {have} of"
+            )));
+        }
+        let mut left = count;
+        held.retain(|(o, _)| {
+            let drop = *o == object && left > 0;
+            left -= u32::from(drop);
+            !drop
+        });
+        Ok(())
     }
 
     /// The operations an executable graph replays.
@@ -364,15 +461,14 @@ impl Graphs {
             })
     }
 
-    /// Destroys an executable graph.
+    /// Destroys an executable graph (and its references to user objects).
     pub fn destroy_exec(&mut self, exec: u64) -> Result<()> {
-        self.execs
-            .remove(&exec)
-            .map(|_| ())
-            .ok_or(CoreError::InvalidHandle {
-                what: "graph exec",
-                handle: exec,
-            })
+        self.execs.remove(&exec).ok_or(CoreError::InvalidHandle {
+            what: "graph exec",
+            handle: exec,
+        })?;
+        self.held.remove(&exec);
+        Ok(())
     }
 }
 
@@ -405,6 +501,60 @@ mod tests {
         assert_eq!(g.exec_ops(e).unwrap().len(), 1, "exec outlives its graph");
         g.destroy_exec(e).unwrap();
         assert!(g.exec_ops(e).is_err());
+    }
+
+    static DESTROYED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    unsafe extern "C" fn destroyed(_: *mut std::ffi::c_void) {
+        DESTROYED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    #[test]
+    fn user_objects_live_while_a_reference_does() {
+        let gone = || DESTROYED.load(std::sync::atomic::Ordering::SeqCst);
+        let mut g = Graphs::default();
+        let owned = |g: &mut Graphs, refs| {
+            // SAFETY: the destructor only counts.
+            let o = unsafe { OwnedData::new(0, destroyed) };
+            g.create_user_object(o, refs).unwrap()
+        };
+        // The creator's references only.
+        let a = owned(&mut g, 2);
+        g.retain_user_object(a, 1).unwrap();
+        g.release_user_object(a, 2).unwrap();
+        assert_eq!(gone(), 0);
+        assert!(g.release_user_object(a, 2).is_err(), "one is left");
+        g.release_user_object(a, 1).unwrap();
+        assert_eq!(gone(), 1);
+        assert!(
+            g.retain_user_object(a, 1).is_err(),
+            "gone with its last reference"
+        );
+        // A graph takes the creator's reference (moved); its executable graph holds it too.
+        g.begin(k(5)).unwrap();
+        let (_, _, graph) = g.info(k(5));
+        let b = owned(&mut g, 1);
+        g.graph_retain_user_object(graph, b, 1, true).unwrap();
+        assert!(g.release_user_object(b, 1).is_err(), "moved to the graph");
+        let graph = g.end(k(5)).unwrap();
+        let exec = g.instantiate(graph).unwrap();
+        g.destroy_graph(graph).unwrap();
+        assert_eq!(gone(), 1, "the executable graph still holds it");
+        g.destroy_exec(exec).unwrap();
+        assert_eq!(gone(), 2);
+        // A graph's own references, released again.
+        let graph = g.create_graph();
+        let c = owned(&mut g, 1);
+        g.graph_retain_user_object(graph, c, 2, false).unwrap();
+        g.graph_release_user_object(graph, c, 1).unwrap();
+        assert!(g.graph_release_user_object(graph, c, 2).is_err());
+        g.release_user_object(c, 1).unwrap();
+        assert_eq!(gone(), 2, "the graph holds one");
+        g.graph_release_user_object(graph, c, 1).unwrap();
+        assert_eq!(gone(), 3);
+        assert!(g
+            .create_user_object(unsafe { OwnedData::new(0, destroyed) }, 0)
+            .is_err());
     }
 
     #[test]

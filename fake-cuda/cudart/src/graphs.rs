@@ -90,3 +90,66 @@ ffi_fn!(
         Ok(core()?.graph_write_dot(graph as u64, path)?)
     }
 );
+
+/// `cudaUserObjectNoDestructorSync`: the one flag `cudaUserObjectCreate` takes (destructors may
+/// run later, on any thread, without the launching stream waiting).
+const USER_OBJECT_NO_DESTRUCTOR_SYNC: c_uint = 1;
+/// `cudaGraphUserObjectMove`: the retained references are the caller's.
+const GRAPH_USER_OBJECT_MOVE: c_uint = 1;
+
+ffi_fn!(
+    fn cudaUserObjectCreate(
+        object: *mut *mut c_void,
+        ptr: *mut c_void,
+        destroy: Option<unsafe extern "C" fn(*mut c_void)>,
+        initial_refcount: c_uint,
+        flags: c_uint,
+    ) {
+        let Some(destroy) = destroy else {
+            return Err(RuntimeError::invalid("null destroy function"));
+        };
+        if object.is_null() || flags != USER_OBJECT_NO_DESTRUCTOR_SYNC || initial_refcount == 0 {
+            return Err(RuntimeError::invalid(format!(
+                "null object_out, flags {flags} (must be cudaUserObjectNoDestructorSync) or \
+                 initialRefcount {initial_refcount}"
+            )));
+        }
+        // SAFETY: CUDA's contract for the destructor: callable once, later, on any thread,
+        // without calling CUDA.
+        let h = unsafe { core()?.user_object_create(ptr, destroy, initial_refcount) }?;
+        write_out(object, h as *mut c_void)
+    }
+);
+
+ffi_fn!(
+    fn cudaUserObjectRetain(object: *mut c_void, count: c_uint) {
+        Ok(core()?.user_object_retain(object as u64, count)?)
+    }
+);
+
+ffi_fn!(
+    fn cudaUserObjectRelease(object: *mut c_void, count: c_uint) {
+        Ok(core()?.user_object_release(object as u64, count)?)
+    }
+);
+
+ffi_fn!(
+    fn cudaGraphRetainUserObject(
+        graph: *mut c_void,
+        object: *mut c_void,
+        count: c_uint,
+        flags: c_uint,
+    ) {
+        if flags & !GRAPH_USER_OBJECT_MOVE != 0 {
+            return Err(RuntimeError::invalid(format!("flags {flags}")));
+        }
+        let moved = i32::from(flags & GRAPH_USER_OBJECT_MOVE != 0);
+        Ok(core()?.graph_retain_user_object(graph as u64, object as u64, count, moved)?)
+    }
+);
+
+ffi_fn!(
+    fn cudaGraphReleaseUserObject(graph: *mut c_void, object: *mut c_void, count: c_uint) {
+        Ok(core()?.graph_release_user_object(graph as u64, object as u64, count)?)
+    }
+);

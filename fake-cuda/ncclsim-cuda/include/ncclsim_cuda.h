@@ -270,6 +270,18 @@ struct ncclsim_core_api_v1 {
      * event (`NCCLSIM_TRACE`). Gives where it was placed (`placed` 0 when it was
      * captured). */
     int (*launch_compute)(uint64_t stream, struct ncclsim_kernel_cost cost, const char *name, const char *detail, ncclsim_work_fn work, void *data, ncclsim_work_fn release, struct ncclsim_launch_times *times);
+    /* `cudaUserObjectCreate`: an object whose creator holds `refs` references;
+     * `destroy(ptr)` runs once no reference is left (the creator's or a graph's). */
+    int (*user_object_create)(void *ptr, ncclsim_work_fn destroy, uint32_t refs, uint64_t *object);
+    /* `cudaUserObjectRetain`: `count` more of the creator's references. */
+    int (*user_object_retain)(uint64_t object, uint32_t count);
+    /* `cudaUserObjectRelease`: `count` of the creator's references go. */
+    int (*user_object_release)(uint64_t object, uint32_t count);
+    /* `cudaGraphRetainUserObject`: `graph` (made, or being captured into) holds
+     * `count` references to `object`; with `moved` 1 they are the creator's. */
+    int (*graph_retain_user_object)(uint64_t graph, uint64_t object, uint32_t count, int32_t moved);
+    /* `cudaGraphReleaseUserObject`: `count` of `graph`'s references to `object` go. */
+    int (*graph_release_user_object)(uint64_t graph, uint64_t object, uint32_t count);
 };
 /* End of the generated part. */
 

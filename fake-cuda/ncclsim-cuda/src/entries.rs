@@ -152,6 +152,38 @@ pub(crate) unsafe fn launch_compute(
     })
 }
 
+/// # Safety
+/// As `Core::user_object_create`.
+pub(crate) unsafe fn user_object_create(
+    ptr: *mut c_void,
+    destroy: CWorkFn,
+    refs: u32,
+) -> Result<u64> {
+    // SAFETY: this function's contract is the core method's.
+    unsafe { core()?.user_object_create(ptr as usize, destroy, refs) }
+}
+
+pub(crate) fn user_object_retain(object: u64, count: u32) -> Result<()> {
+    core()?.user_object_retain(object, count)
+}
+
+pub(crate) fn user_object_release(object: u64, count: u32) -> Result<()> {
+    core()?.user_object_release(object, count)
+}
+
+pub(crate) fn graph_retain_user_object(
+    graph: u64,
+    object: u64,
+    count: u32,
+    moved: i32,
+) -> Result<()> {
+    core()?.graph_retain_user_object(graph, object, count, moved != 0)
+}
+
+pub(crate) fn graph_release_user_object(graph: u64, object: u64, count: u32) -> Result<()> {
+    core()?.graph_release_user_object(graph, object, count)
+}
+
 pub(crate) fn host_wait(clock_ns: u64) -> Result<()> {
     core()?.host_wait_until(SimTime::from_nanos(clock_ns));
     Ok(())
