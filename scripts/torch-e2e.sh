@@ -38,6 +38,9 @@
 #      target/fault-injection and run beside the other release libraries.
 #   5b. ... and compute.py with NCCLSIM_TEST_COMPUTE_PERTURB=1 (wrong matrix products) must fail
 #      too: the Python package obeys that switch only beside such a libnccl.so.2.
+#   5c. scripts/torch/cuda_graphs.py on 1 node x 2: a training step with its all_reduce captured
+#      with torch.cuda.graph and replayed 3 times ends with the eager run's and the CPU's
+#      parameters and takes the eager step's time; make_graphed_callables likewise.
 #   6. NCCL's own Python bindings (nccl4py, in a venv of their own): an all-reduce of device
 #      buffers made by host copies, checked, on 4 processes.
 #   7. monitors: scripts/env-check/env_check.sh (nvidia-smi, -L, topo -m, nvlink --status, the
@@ -272,6 +275,13 @@ if "${run[@]}" --lib-dir "$faults_libs" --env NCCLSIM_TEST_COMPUTE_PERTURB=1 -- 
     fail "the run with wrong matrix products passed: the compute checks do not check"
 fi
 grep -m1 "FAIL" "$logs/compute-perturbed.log"
+# A training step with an all_reduce captured in a CUDA graph and replayed, and
+# make_graphed_callables: the same parameters as eager and as the CPU, the same step time.
+"$ncclsim" run --topo "$topo" --lib-path "$venv/ncclsim-stubs" -- torchrun --nproc_per_node 2 \
+    scripts/torch/cuda_graphs.py > "$logs/cuda-graphs.log" 2>&1 \
+    || { grep -v "^W" "$logs/cuda-graphs.log" | tail -20; fail "CUDA graph checks exited $?"; }
+grep "step time" "$logs/cuda-graphs.log"
+[ "$(passes "$logs/cuda-graphs.log")" = 2 ] || fail "cuda_graphs: not every rank passed"
 "$ncclsim" run --topo "$topo" --compute time --lib-path "$venv/ncclsim-stubs" \
     -- python scripts/torch/compute_time.py > "$logs/compute-time.log" 2>&1 \
     || fail "--compute time checks exited $?"

@@ -35,7 +35,7 @@ import warnings
 
 import torch
 
-from . import cuda_only, rng, timing
+from . import cuda_only, graphs, rng, timing
 from .alias import host_view, is_dense
 
 _CPU = torch.device("cpu")
@@ -389,6 +389,8 @@ def _kernel(info: _Op, mode: str):
     perturb = info.name in _PERTURBED and _perturb_on()
 
     def kernel(*args, **kwargs):
+        if graphs.capturing():
+            return _capture(info, args, kwargs, meta)
         r = None
         if meta:
             try:
@@ -404,6 +406,45 @@ def _kernel(info: _Op, mode: str):
 
     kernel.__name__ = f"ncclsim_{info.name}"
     return kernel
+
+
+def _compute(info: _Op, args: tuple, kwargs: dict):
+    """Computes an op on the CPU over its CUDA arguments' memory: the kernels' own result (CPU
+    tensors, or the arguments it wrote), not yet copied to any CUDA result."""
+    call = _Call(False)
+    cargs = [call.convert(a) for a in args]
+    ckwargs = {k: call.convert(v) for k, v in kwargs.items()} if kwargs else {}
+    if info.gen_name is not None:
+        _generator(info, call, cargs, ckwargs)
+    fn = _unwrap_numbers(info, cargs) if info.packet is not None else info.fn
+    if info.outs:
+        return _run_outs(info, fn, call, kwargs, cargs, ckwargs, False)
+    r = fn(*cargs, **ckwargs)
+    call.views.clear()
+    return r
+
+
+def _capture(info: _Op, args: tuple, kwargs: dict, meta: bool):
+    """An op while its stream captures a CUDA graph (`graphs`): its results shaped, not
+    computed, and the op put into the graph to compute into them at each replay."""
+    try:
+        r = _run(info, args, kwargs, True)
+    except (NotImplementedError, RuntimeError):
+        if info.writes:
+            raise RuntimeError(
+                f"ncclsim: {info.name} writes its arguments and has no meta kernel to shape its "
+                "results, so it cannot be captured into a CUDA graph on the simulated GPU "
+                "(run it outside the capture)"
+            ) from None
+        # Computing it now only fills its own new results; each replay computes it again.
+        r = _run(info, args, kwargs, False)
+
+    def work():
+        if not meta:
+            graphs.fill(_compute(info, args, kwargs), r)
+
+    timing.price(info.priced, args, kwargs, r, _device_of(args), work=graphs.hold(work))
+    return r
 
 
 def _device_of(args: tuple) -> torch.device | None:
@@ -431,10 +472,17 @@ def _copy_kernel(mode: str):
             and self.is_neg() == src.is_neg()
         ):
             return native.call_boxed(keyset, self, src, non_blocking)
-        if mode != "time":
-            dst = host_view(self) if self.is_cuda else self
-            dst.copy_(host_view(src) if src.is_cuda else src)
-        timing.price(priced, (self, src), {}, self, self.device if self.is_cuda else src.device)
+        def work():
+            if mode != "time":
+                dst = host_view(self) if self.is_cuda else self
+                dst.copy_(host_view(src) if src.is_cuda else src)
+
+        device = self.device if self.is_cuda else src.device
+        if graphs.capturing():
+            timing.price(priced, (self, src), {}, self, device, work=graphs.hold(work))
+            return self
+        work()
+        timing.price(priced, (self, src), {}, self, device)
         return self
 
     return copy_

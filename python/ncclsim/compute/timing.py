@@ -39,7 +39,7 @@ finally:
     _log.setLevel(_level)
 
 from .. import _core_abi as abi
-from . import core
+from . import core, graphs
 
 _F64, _F32, _TF32 = abi.PRECISION_F64, abi.PRECISION_F32, abi.PRECISION_TF32
 _F16, _BF16, _F8 = abi.PRECISION_F16, abi.PRECISION_BF16, abi.PRECISION_F8
@@ -157,13 +157,16 @@ _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _get_device = getattr(torch._C, "_cuda_getDevice", None)
 
 
-def price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device | None) -> None:
+def price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device | None,
+          work: int | None = None) -> None:
     """Puts one op's modelled time on its device's current stream. A failure to price never
-    fails the op: it is reported once and the op takes no time."""
-    if not _enabled:
+    fails the op: it is reported once and the op takes no time. `work` is the id of a captured
+    op's work (`graphs.hold`): the op goes into the graph being captured, to compute and take
+    its time at each replay (taking no time with pricing off)."""
+    if not _enabled and work is None:
         return
     try:
-        status = _price(info, args, kwargs, result, device)
+        status = _price(info, args, kwargs, result, device, work)
     except Exception as e:  # noqa: BLE001 - pricing must not break the program's computation
         if not _warned:
             _warned.append(True)
@@ -172,9 +175,8 @@ def price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device 
         return
     if status == abi.STATUS_CAPTURE_VIOLATION:
         raise RuntimeError(
-            f"ncclsim: {info.name} was called while its stream captures a CUDA graph; ops on the "
-            "simulated GPUs compute when they are called, so a replay of the graph would not "
-            "compute them again (capture only NCCL operations, or run the ops eagerly)"
+            f"ncclsim: {info.name} ran on a stream that captures a CUDA graph but is not the "
+            "current stream of its device; the simulated GPUs capture ops on the current stream"
         )
 
 
@@ -245,7 +247,8 @@ def cost(info: Priced, args: tuple, kwargs: dict, result) -> tuple:
     return flops, nbytes, unit, precision, first, gemm, ins
 
 
-def _price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device | None) -> int:
+def _price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device | None,
+           work: int | None) -> int:
     """Prices one op; returns the core's status (0, or why it refused)."""
     global total_ns
     c = core.core()
@@ -259,6 +262,8 @@ def _price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device
     k = out.cost
     k.flops, k.bytes, k.unit, k.precision = flops, float(nbytes), unit, precision
     k.batch, k.m, k.n, k.k = gemm
+    if not _enabled:  # captured work with pricing off: it takes no time
+        k.flops, k.bytes, k.batch = 0.0, 0.0, 0
     if current != index:
         torch.cuda.set_device(index)
     # The core writes the trace event (NCCLSIM_TRACE); the op's shapes and dtype are what only
@@ -268,9 +273,13 @@ def _price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device
         "dtype": str(first.dtype).removeprefix("torch.") if first is not None else None,
     }).encode() if _tracing else None
     try:
-        # No work function: the kernels compute the op themselves (so it is refused while its
-        # stream captures a graph: nothing would compute it at replay).
-        status = c.launch_compute(stream, k, info.name_b, detail, None, None, None, out.ref)
+        # Eager ops give no work function: the kernels compute them themselves (so they are
+        # refused while their stream captures a graph). A captured op's work computes it.
+        if work is None:
+            status = c.launch_compute(stream, k, info.name_b, detail, None, None, None, out.ref)
+        else:
+            status = c.launch_compute(stream, k, info.name_b, detail, graphs.RUN_FN, work,
+                                      graphs.RELEASE_FN, out.ref)
     finally:
         if current != index:
             torch.cuda.set_device(current)
