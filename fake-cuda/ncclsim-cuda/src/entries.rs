@@ -114,7 +114,21 @@ pub(crate) unsafe fn launch_compute(
     data: *mut c_void,
     release: Option<CWorkFn>,
 ) -> Result<fake_cuda_abi::CLaunchTimes> {
-    let cost = compute_cost(&cost)?;
+    // `data` is the core's from here: freed once (by `release`) whatever happens, by the core
+    // once it holds the work, here when nothing will run it.
+    let free_here = || {
+        if let Some(r) = release {
+            // SAFETY: the caller's contract: `release(data)` is safe to call once.
+            unsafe { r(data) };
+        }
+    };
+    let (cost, core) = match compute_cost(&cost).and_then(|c| Ok((c, core()?))) {
+        Ok(v) => v,
+        Err(e) => {
+            free_here();
+            return Err(e);
+        }
+    };
     let detail = if detail.is_null() {
         None
     } else {
@@ -126,14 +140,12 @@ pub(crate) unsafe fn launch_compute(
         data: data as usize,
         release,
     });
-    // A release without work still owns `data`: free it, as nothing will run.
-    if let (None, Some(r)) = (work, release) {
-        // SAFETY: the caller's contract: `release(data)` is safe to call once.
-        unsafe { r(data) };
+    if work.is_none() {
+        free_here();
     }
     // SAFETY: the caller's contract is the core method's.
     let placed = unsafe {
-        core()?.launch_compute(
+        core.launch_compute(
             stream,
             cost,
             &name.to_string_lossy(),

@@ -71,6 +71,11 @@ def hold(work) -> int:
     return i
 
 
+def drop(work_id: int) -> None:
+    """Forgets work the core never took (what its release would do)."""
+    _release_captured(work_id)
+
+
 def fill(computed, results) -> None:
     """Copies what an op computed on the CPU (`computed`, its kernels' result) into the CUDA
     tensors the capture gave as its results; results that are the op's own arguments were

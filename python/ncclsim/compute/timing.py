@@ -168,6 +168,8 @@ def price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device 
     try:
         status = _price(info, args, kwargs, result, device, work)
     except Exception as e:  # noqa: BLE001 - pricing must not break the program's computation
+        if work is not None:
+            graphs.drop(work)  # never reached the core, which would release it
         if not _warned:
             _warned.append(True)
             print(f"ncclsim: could not price {info.name} ({type(e).__name__}: {e}); "
