@@ -56,12 +56,9 @@ fn setup() {
     if env.node.is_some() {
         return;
     }
-    let placed = place::place(
-        launcher.into(),
-        env.nodes.unwrap_or(1),
-        env.ranks_per_node,
-        |k| std::env::var(k).ok(),
-    );
+    let placed = place::place(launcher, env.nodes.unwrap_or(1), env.ranks_per_node, |k| {
+        std::env::var(k).ok()
+    });
     match placed {
         Ok(None) => {}
         Ok(Some(p)) => {

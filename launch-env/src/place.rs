@@ -23,60 +23,36 @@ pub struct Placement {
     pub rewrites: Vec<(&'static str, String)>,
 }
 
-/// The launchers whose ranks are placed by their variables.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// OpenMPI (`OMPI_COMM_WORLD_*`), PMIx (`PMIX_RANK`), MPICH/Hydra (`PMI_RANK`, `PMI_SIZE`).
-    Mpi,
-    /// Slurm's `srun` (`SLURM_PROCID`, `SLURM_NTASKS`).
-    Slurm,
-}
+/// The launchers whose ranks are placed by their variables (`NCCLSIM_LAUNCHER`): OpenMPI
+/// (`OMPI_COMM_WORLD_*`), PMIx (`PMIX_RANK`), MPICH/Hydra (`PMI_RANK`, `PMI_SIZE`), and Slurm's
+/// `srun` (`SLURM_PROCID`, `SLURM_NTASKS`). Their rank variables are `Launcher::rank_vars`.
+pub use run_env::Launcher as Kind;
 
-impl From<run_env::Launcher> for Kind {
-    /// The kind `NCCLSIM_LAUNCHER` names.
-    fn from(l: run_env::Launcher) -> Kind {
-        match l {
-            run_env::Launcher::Mpi => Kind::Mpi,
-            run_env::Launcher::Slurm => Kind::Slurm,
-        }
+fn size_vars(kind: Kind) -> &'static [&'static str] {
+    match kind {
+        Kind::Mpi => &["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "OMPI_UNIVERSE_SIZE"],
+        Kind::Slurm => &["SLURM_NTASKS", "SLURM_NPROCS"],
     }
 }
 
-impl Kind {
-    fn rank_vars(self) -> &'static [&'static str] {
-        let launcher = match self {
-            Kind::Mpi => run_env::Launcher::Mpi,
-            Kind::Slurm => run_env::Launcher::Slurm,
-        };
-        launcher.rank_vars()
-    }
-
-    fn size_vars(self) -> &'static [&'static str] {
-        match self {
-            Kind::Mpi => &["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "OMPI_UNIVERSE_SIZE"],
-            Kind::Slurm => &["SLURM_NTASKS", "SLURM_NPROCS"],
-        }
-    }
-
-    /// Per-host variables programs read to pick their GPU: (name, what it becomes).
-    fn local_vars(self) -> &'static [(&'static str, Local)] {
-        match self {
-            Kind::Mpi => &[
-                ("OMPI_COMM_WORLD_LOCAL_RANK", Local::Rank),
-                ("OMPI_COMM_WORLD_LOCAL_SIZE", Local::Size),
-                ("OMPI_COMM_WORLD_NODE_RANK", Local::Rank),
-                ("MPI_LOCALRANKID", Local::Rank),
-                ("MPI_LOCALNRANKS", Local::Size),
-                ("PMI_LOCAL_RANK", Local::Rank),
-                ("PMI_LOCAL_SIZE", Local::Size),
-            ],
-            Kind::Slurm => &[
-                ("SLURM_LOCALID", Local::Rank),
-                ("SLURM_NODEID", Local::Node),
-                ("SLURM_NNODES", Local::Nodes),
-                ("SLURM_JOB_NUM_NODES", Local::Nodes),
-            ],
-        }
+/// Per-host variables programs read to pick their GPU: (name, what it becomes).
+fn local_vars(kind: Kind) -> &'static [(&'static str, Local)] {
+    match kind {
+        Kind::Mpi => &[
+            ("OMPI_COMM_WORLD_LOCAL_RANK", Local::Rank),
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", Local::Size),
+            ("OMPI_COMM_WORLD_NODE_RANK", Local::Rank),
+            ("MPI_LOCALRANKID", Local::Rank),
+            ("MPI_LOCALNRANKS", Local::Size),
+            ("PMI_LOCAL_RANK", Local::Rank),
+            ("PMI_LOCAL_SIZE", Local::Size),
+        ],
+        Kind::Slurm => &[
+            ("SLURM_LOCALID", Local::Rank),
+            ("SLURM_NODEID", Local::Node),
+            ("SLURM_NNODES", Local::Nodes),
+            ("SLURM_JOB_NUM_NODES", Local::Nodes),
+        ],
     }
 }
 
@@ -121,11 +97,11 @@ pub fn place(
         Some(0) => return Err("NCCLSIM_RANKS_PER_NODE must be at least 1".into()),
         Some(p) => p,
         None => {
-            let Some((size_name, size)) = number(&var, kind.size_vars())? else {
+            let Some((size_name, size)) = number(&var, size_vars(kind))? else {
                 return Err(format!(
                     "{rank_name} is set but no job size ({}); give the ranks per node \
                      (ncclsim run --ranks-per-node)",
-                    kind.size_vars().join(", ")
+                    size_vars(kind).join(", ")
                 ));
             };
             if size == 0 || size % nodes != 0 {
@@ -145,8 +121,7 @@ pub fn place(
         ));
     }
     let local = rank % per;
-    let rewrites = kind
-        .local_vars()
+    let rewrites = local_vars(kind)
         .iter()
         .filter(|(n, _)| var(n).is_some())
         .map(|&(n, what)| {

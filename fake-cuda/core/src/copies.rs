@@ -130,7 +130,7 @@ impl Core {
         name: &str,
         detail: &Option<std::sync::Arc<str>>,
     ) {
-        let range = st.profiler.1.then_some(st.profiler.0.saturating_sub(1));
+        let range = st.open_profiler_range();
         let ordinal = self.ordinal_of(device).unwrap_or(-1);
         let Some(w) = st.compute_trace.as_mut() else {
             return;

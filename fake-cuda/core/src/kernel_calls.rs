@@ -124,6 +124,11 @@ impl Core {
         *p
     }
 
+    /// The index of the `cudaProfilerStart` range open now, if one is.
+    pub fn open_profiler_range(&self) -> Option<u64> {
+        self.lock().open_profiler_range()
+    }
+
     /// Kernel launch counts by name.
     pub fn kernel_launch_counts(&self) -> BTreeMap<String, u64> {
         self.lock().kernels.launch_counts().clone()

@@ -265,6 +265,12 @@ struct State {
 }
 
 impl State {
+    /// The index of the `cudaProfilerStart` range open now, if one is.
+    fn open_profiler_range(&self) -> Option<u64> {
+        let (ranges, open) = self.profiler;
+        open.then(|| ranges.saturating_sub(1))
+    }
+
     /// The arena holding `ptr` in its data area and the live allocation there containing it;
     /// `Ok(None)` when no arena of this process holds `ptr`.
     fn live_allocation(&mut self, ptr: usize) -> Result<Option<(&mut Arena, arena::Allocation)>> {

@@ -153,12 +153,12 @@ pub(crate) unsafe fn launch_compute(
             work,
         )
     }?;
-    let (ranges, active) = crate::profiler_state();
+    let range = core.open_profiler_range();
     let (start, duration) = placed.map_or((0, 0), |(s, d)| (s.as_nanos(), d.as_nanos()));
     Ok(fake_cuda_abi::CLaunchTimes {
         placed: u32::from(placed.is_some()),
-        in_range: u32::from(active),
-        range: if active { ranges.saturating_sub(1) } else { 0 },
+        in_range: u32::from(range.is_some()),
+        range: range.unwrap_or(0),
         start_ns: start,
         duration_ns: duration,
     })

@@ -109,11 +109,6 @@ fn call_counts() -> BTreeMap<String, u64> {
 pub(crate) static SECTIONS: Mutex<BTreeMap<String, serde_json::Value>> =
     Mutex::new(BTreeMap::new());
 
-/// (ranges opened so far, whether one is open) of `cudaProfilerStart`/`Stop` (the core's).
-pub(crate) fn profiler_state() -> (u64, bool) {
-    core().map_or((0, false), |c| c.profiler(fake_cuda_abi::PROFILER_QUERY))
-}
-
 /// Writes the compute trace's last events at exit (a panic ends here; they are then lost).
 extern "C" fn flush_compute_trace() {
     ffi_boundary::callback::<VtableError, ()>(
@@ -151,7 +146,7 @@ fn report_json() -> Result<serde_json::Value, CoreError> {
     let mut v = serde_json::to_value(&report)
         .map_err(|e| CoreError::InvalidValue(format!("report: {e}")))?;
     if let Some(o) = v.as_object_mut() {
-        let ranges = profiler_state().0;
+        let ranges = core()?.profiler(fake_cuda_abi::PROFILER_QUERY).0;
         o.insert("profiler_ranges".into(), ranges.into());
         // The core's own figures keep their names whatever a section is called.
         for (name, section) in SECTIONS.lock().unwrap_or_else(|p| p.into_inner()).iter() {

@@ -213,7 +213,8 @@ def _not_resizable(e: RuntimeError) -> bool:
     return "not resizable" in str(e)
 
 
-def _run(info: _Op, args: tuple, kwargs: dict, meta: bool):
+def _prepare(info: _Op, args: tuple, kwargs: dict, meta: bool):
+    """One call's CPU (or meta) arguments and the function to call them with."""
     call = _Call(meta)
     convert = call.convert
     cargs = [convert(a) for a in args]
@@ -221,6 +222,11 @@ def _run(info: _Op, args: tuple, kwargs: dict, meta: bool):
     if info.gen_name is not None and not meta:
         _generator(info, call, cargs, ckwargs)
     fn = _unwrap_numbers(info, cargs) if info.packet is not None else info.fn
+    return call, fn, cargs, ckwargs
+
+
+def _run(info: _Op, args: tuple, kwargs: dict, meta: bool):
+    call, fn, cargs, ckwargs = _prepare(info, args, kwargs, meta)
     if info.outs:
         return _run_outs(info, fn, call, kwargs, cargs, ckwargs, meta)
     try:
@@ -411,12 +417,7 @@ def _kernel(info: _Op, mode: str):
 def _compute(info: _Op, args: tuple, kwargs: dict):
     """Computes an op on the CPU over its CUDA arguments' memory: the kernels' own result (CPU
     tensors, or the arguments it wrote), not yet copied to any CUDA result."""
-    call = _Call(False)
-    cargs = [call.convert(a) for a in args]
-    ckwargs = {k: call.convert(v) for k, v in kwargs.items()} if kwargs else {}
-    if info.gen_name is not None:
-        _generator(info, call, cargs, ckwargs)
-    fn = _unwrap_numbers(info, cargs) if info.packet is not None else info.fn
+    call, fn, cargs, ckwargs = _prepare(info, args, kwargs, False)
     if info.outs:
         return _run_outs(info, fn, call, kwargs, cargs, ckwargs, False)
     r = fn(*cargs, **ckwargs)
