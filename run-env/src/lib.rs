@@ -72,7 +72,14 @@ pub mod names {
     pub const HARDEN: &str = "NCCLSIM_HARDEN";
     /// The path of `libncclsim_cuda.so`, when not found by its SONAME.
     pub const CUDA_CORE: &str = "NCCLSIM_CUDA_CORE";
+    /// The job's rank layout, `NAME=SIZE,...` (`--mesh`).
+    pub const MESH: &str = "NCCLSIM_MESH";
+    /// The mesh dimensions whose ranks other than the first are virtual (`--fold`).
+    pub const FOLD: &str = "NCCLSIM_FOLD";
 }
+
+pub mod mesh;
+pub use mesh::{Fold, Mesh};
 
 /// A value of the environment that cannot be used: which variable, its value, what it must be.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -211,6 +218,9 @@ pub struct RunEnv {
     pub harden: bool,
     /// The core library's path (`NCCLSIM_CUDA_CORE`).
     pub cuda_core: Option<PathBuf>,
+    /// The job's rank layout with its folded dimensions ([`names::MESH`], [`names::FOLD`]):
+    /// which ranks run and which are virtual copies of a representative.
+    pub fold: Option<Fold>,
 }
 
 /// The default deadline of one wait.
@@ -300,6 +310,7 @@ impl RunEnv {
                 .unwrap_or(DEFAULT_TIMEOUT),
             harden: r.flag(names::HARDEN)?.unwrap_or(false),
             cuda_core: r.path(names::CUDA_CORE),
+            fold: fold(&r)?,
         };
         let launcher_rank = env
             .launcher
@@ -329,6 +340,30 @@ impl RunEnv {
 }
 
 const BYTES: &str = "a byte count (1234, 64K, 8M, 4G, 1T)";
+
+/// The mesh and its folded dimensions. A mesh without a fold runs every rank (no fold).
+fn fold<F: Fn(&str) -> Option<OsString>>(r: &Reader<'_, F>) -> Result<Option<Fold>, EnvError> {
+    let mesh = r.parsed(
+        names::MESH,
+        |v| Mesh::parse(v).ok(),
+        "NAME=SIZE,... (distinct names, sizes at least 1)",
+    )?;
+    let Some(text) = r.text(names::FOLD)? else {
+        return Ok(None);
+    };
+    let Some(mesh) = mesh else {
+        return Err(EnvError {
+            name: names::FOLD,
+            value: text,
+            expected: "a fold of the job's mesh, which NCCLSIM_MESH must give",
+        });
+    };
+    Fold::parse(mesh, &text).map(Some).map_err(|_| EnvError {
+        name: names::FOLD,
+        value: text,
+        expected: "dimensions of NCCLSIM_MESH, comma-separated, each once",
+    })
+}
 
 /// Reads one variable at a time with the crate's policy: blank is unset, a bad value an error.
 struct Reader<'a, F: Fn(&str) -> Option<OsString>> {
@@ -484,8 +519,12 @@ mod tests {
             ("NCCLSIM_SIM", "0"),
             ("NCCLSIM_HOST_MEMORY", "8G"),
             ("NCCLSIM_TIMEOUT", "2.5"),
+            ("NCCLSIM_MESH", "dp=4,local=8"),
+            ("NCCLSIM_FOLD", "dp"),
         ])
         .unwrap();
+        let fold = e.fold.as_ref().unwrap();
+        assert_eq!((fold.ranks(), fold.real_ranks().len()), (32, 8));
         assert_eq!(e.topo, Some(PathBuf::from("/t/dgx-h100.xml")));
         assert_eq!(
             (e.node, e.nodes, e.nvl_domain),
@@ -556,6 +595,17 @@ mod tests {
     }
 
     #[test]
+    fn a_fold_needs_a_mesh_that_has_its_dimensions() {
+        let e = env(&[("NCCLSIM_FOLD", "dp")]).unwrap_err();
+        assert_eq!(e.name, "NCCLSIM_FOLD");
+        let e = env(&[("NCCLSIM_MESH", "dp=2"), ("NCCLSIM_FOLD", "tp")]).unwrap_err();
+        assert_eq!((e.name, e.value.as_str()), ("NCCLSIM_FOLD", "tp"));
+        let e = env(&[("NCCLSIM_MESH", "dp=0"), ("NCCLSIM_FOLD", "dp")]).unwrap_err();
+        assert_eq!(e.name, "NCCLSIM_MESH");
+        assert_eq!(env(&[("NCCLSIM_MESH", "dp=2")]).unwrap().fold, None);
+    }
+
+    #[test]
     fn a_clock_epoch_is_two_integers() {
         let e = |v: &str| parse_epoch(v).map(|e| (e.realtime_ns, e.monotonic_ns));
         assert_eq!(e("12,34"), Some((12, 34)));
@@ -581,7 +631,7 @@ mod tests {
         fn any_value_of_any_variable_parses_or_names_that_variable(
             name in proptest::sample::select(vec![
                 names::NODE, names::NODES, names::NVL_DOMAIN, names::CLOCK, names::COMPUTE,
-                names::HOST_MEMORY, names::TIMEOUT, names::CLOCK_EPOCH, names::SIM,
+                names::HOST_MEMORY, names::TIMEOUT, names::CLOCK_EPOCH, names::SIM, names::MESH,
             ]),
             value in "\\PC{0,12}",
         ) {
