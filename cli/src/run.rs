@@ -30,6 +30,7 @@
 //! (`NCCLSIM_JOB_DIR`, `job`) where each process's fake CUDA core publishes its memory and busy
 //! time, so NVML in any process of the run (nvidia-smi, a monitor) sees the whole job.
 
+mod fold;
 mod job;
 mod launcher;
 mod stubs;
@@ -107,6 +108,16 @@ pub struct RunArgs {
     /// to an external NVSwitch fabric (NVL72 trays) form domains of up to 72 GPUs.
     #[arg(long = "nvl-domain", value_name = "GPUS")]
     nvl_domain: Option<usize>,
+    /// The job's rank layout for --fold: NAME=SIZE,..., row major, last dimension fastest, its
+    /// product the job's ranks (default dp=NODES,local=RANKS-PER-NODE).
+    #[arg(long, value_name = "NAME=SIZE,...")]
+    mesh: Option<String>,
+    /// Run only the ranks whose coordinate in this mesh dimension is 0 (repeatable, or
+    /// comma-separated): every other rank is virtual, a copy of the rank with the same
+    /// coordinates and 0 in the folded ones, and is not started. The program still sees the
+    /// full job (RANK, WORLD_SIZE, every communicator's full member set).
+    #[arg(long, value_name = "DIM", value_delimiter = ',')]
+    fold: Vec<String>,
     /// More environment for the command, e.g. --env NCCL_DEBUG=INFO (repeatable).
     #[arg(long = "env", value_name = "NAME=VALUE")]
     env: Vec<String>,
@@ -464,8 +475,14 @@ fn copies(
     base: &BTreeMap<String, String>,
     port: u16,
     kind: Launcher,
+    folded: Option<&(run_env::Fold, usize)>,
 ) -> Result<Vec<Copy>, String> {
     let nodes = checked_count("nodes", args.nodes, topo::cluster::MAX_NODES as i64)?;
+    // Under --fold only nodes with a real rank start; torchrun's agents count only them.
+    let started: Vec<usize> = match folded {
+        Some((f, per)) => fold::real_nodes(f, *per),
+        None => (0..nodes).collect(),
+    };
     let user_node = launcher::user_node(base, nodes)?;
     if kind.spreads_ranks() {
         return launcher::launched(args, base, nodes, kind);
@@ -485,9 +502,12 @@ fn copies(
             format!("--nodes {nodes} x --procs-per-node {per}: more than 65536 processes")
         })?;
     let mut out = Vec::with_capacity(nranks);
-    for node in 0..nodes {
+    for (started_index, &node) in started.iter().enumerate() {
         for local in 0..per {
             let rank = node * per + local;
+            if kind == Launcher::Plain && folded.is_some_and(|(f, _)| !f.is_real(rank)) {
+                continue;
+            }
             let sub = |s: &str| {
                 s.replace("{node}", &node.to_string())
                     .replace("{nodes}", &nodes.to_string())
@@ -502,8 +522,8 @@ fn copies(
                     env.insert(k.to_string(), v);
                 }
             };
-            set("PET_NNODES", nodes.to_string());
-            set("PET_NODE_RANK", node.to_string());
+            set("PET_NNODES", started.len().to_string());
+            set("PET_NODE_RANK", started_index.to_string());
             set("PET_MASTER_ADDR", "127.0.0.1".into());
             set("PET_MASTER_PORT", port.to_string());
             set("MASTER_ADDR", "127.0.0.1".into());
@@ -522,6 +542,10 @@ fn copies(
             // inherited.
             let node_env = user_node.clone().unwrap_or_else(|| node.to_string());
             env.insert(names::NODE.into(), node_env);
+            if let Some((f, _)) = folded {
+                env.insert(names::MESH.into(), f.mesh().to_string());
+                env.insert(names::FOLD.into(), f.to_string());
+            }
             out.push(Copy {
                 node,
                 rank,
@@ -601,8 +625,14 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
     let base = base_env(args, &sonames, &tools, torch_stubs.as_deref())?;
     let port = free_port()?;
     let kind = Launcher::from_arg(&args.launcher, &args.command);
-    let copies = copies(args, &base, port, kind)?;
+    let folded = fold::of_args(args, kind)?;
+    let copies = copies(args, &base, port, kind, folded.as_ref())?;
     if args.dry_run {
+        if let Some((f, per)) = &folded {
+            for line in fold::describe(f, *per) {
+                println!("{line}");
+            }
+        }
         if kind.spreads_ranks() {
             println!(
                 "# launcher {}: started once; each rank finds its simulated node from its rank \

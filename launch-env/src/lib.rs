@@ -17,10 +17,14 @@
 //! asks the kernel directly, still finds the processes of one real machine and moves their
 //! data through shared memory.
 //!
+//! Folded jobs: torchrun's workers take the full job's ranks, and those of virtual ranks end
+//! before their `main` ([`fold`]).
+//!
 //! Interpreter exit: threads that CPython ends during finalization wait for the process to end
 //! rather than unwind into `std::terminate` ([`finalizing`]).
 
 pub mod finalizing;
+pub mod fold;
 pub mod place;
 
 use std::ffi::{c_char, c_int};
@@ -50,6 +54,9 @@ fn setup() {
         }
         Err(_) => return,
     };
+    if let Some(f) = &env.fold {
+        fold::place_worker(f, env.node);
+    }
     let Some(launcher) = env.launcher else {
         return;
     };

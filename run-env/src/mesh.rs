@@ -129,9 +129,9 @@ impl Fold {
     pub fn new(mesh: Mesh, names: &[&str]) -> Result<Fold, String> {
         let mut folded = Vec::new();
         for name in names {
-            let d = mesh.dim(name).ok_or_else(|| {
-                format!("--fold {name}: the mesh {mesh} has no dimension {name}")
-            })?;
+            let d = mesh
+                .dim(name)
+                .ok_or_else(|| format!("--fold {name}: the mesh {mesh} has no dimension {name}"))?;
             if folded.contains(&d) {
                 return Err(format!("--fold {name} is given twice"));
             }
@@ -237,7 +237,9 @@ mod tests {
         assert!(Mesh::parse("dp=2,dp=3").unwrap_err().contains("twice"));
         assert!(Mesh::parse("dp").unwrap_err().contains("NAME=SIZE"));
         assert!(Mesh::parse("dp=x").unwrap_err().contains("whole number"));
-        assert!(Mesh::parse("a=65536,b=65536").unwrap_err().contains("more than"));
+        assert!(Mesh::parse("a=65536,b=65536")
+            .unwrap_err()
+            .contains("more than"));
         let m = Mesh::parse("dp=2,local=8").unwrap();
         let e = Fold::parse(m.clone(), "tp").unwrap_err();
         assert!(e.contains("no dimension tp"), "{e}");
