@@ -543,6 +543,7 @@ fn copies(
             let node_env = user_node.clone().unwrap_or_else(|| node.to_string());
             env.insert(names::NODE.into(), node_env);
             if let Some((f, _)) = folded {
+                env.insert(names::NODES.into(), nodes.to_string());
                 env.insert(names::MESH.into(), f.mesh().to_string());
                 env.insert(names::FOLD.into(), f.to_string());
             }

@@ -163,7 +163,13 @@ fn collective(
     } else {
         crate::types::Reduction::SUM
     };
-    let (se, re) = kind.extents(count, c.nranks, c.rank, root);
+    // In a folded communicator the representative of a virtual root sends as that root does.
+    let sender = match &c.fold {
+        Some(f) if kind.rooted() && f.rep[root] == c.rank => root,
+        _ => c.rank,
+    };
+    let (se, _) = kind.extents(count, c.nranks, sender, root);
+    let (_, re) = kind.extents(count, c.nranks, c.rank, root);
     device_buffer(send, se, dtype, "sendbuff", c.cuda_dev, false)?;
     device_buffer(recv, re, dtype, "recvbuff", c.cuda_dev, true)?;
     let coll = Coll {

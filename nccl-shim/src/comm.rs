@@ -133,6 +133,9 @@ pub struct Comm {
     /// This rank's count in the bootstrap root of its unique id, when this process runs that
     /// root: while held, the root refuses late peers with the reason.
     pub root_member: Option<bootstrap::RootMember>,
+    /// The members' job ranks and representatives when some are virtual (a folded job): the
+    /// data path (`group`, `hub`) then holds the real members only.
+    pub fold: Option<Arc<crate::fold::Folding>>,
 }
 
 impl Comm {
@@ -265,7 +268,13 @@ impl Drop for Offer {
 
 /// Creates a communicator once every member's info is known (`members`) and the hub is
 /// formed: sets up this host's shared segment.
-fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> Result<Comm> {
+fn assemble(
+    j: Joining,
+    mut members: Vec<Member>,
+    magic: u64,
+    mut hub: Hub,
+    folding: Option<crate::fold::Folding>,
+) -> Result<Comm> {
     assign_nodes(&mut members);
     check_members(&members)?;
     let me = &members[j.rank];
@@ -335,7 +344,12 @@ fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> R
         crate::net::Links::none(j.nranks)
     };
     let processes = local_processes(&members, j.rank);
-    let sim = simulate(&members, j.rank, magic, &j.config, j.handle);
+    // The program's communicator: every member, virtual ones as their place in the job.
+    let (rank, nranks, full) = match &folding {
+        Some(f) => (f.real[j.rank], f.global.len(), full_members(&members, f)?),
+        None => (j.rank, j.nranks, members.clone()),
+    };
+    let sim = simulate(&full, rank, magic, &j.config, j.handle);
     let group = HostGroup {
         rank: j.rank,
         nranks: j.nranks,
@@ -356,10 +370,10 @@ fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> R
     Ok(Comm {
         sim,
         handle: j.handle,
-        rank: j.rank,
-        nranks: j.nranks,
+        rank,
+        nranks,
         cuda_dev: j.cuda_dev,
-        members,
+        members: full,
         magic,
         config: j.config,
         hub: Mutex::new(hub),
@@ -371,7 +385,40 @@ fn assemble(j: Joining, mut members: Vec<Member>, magic: u64, mut hub: Hub) -> R
         redops: Mutex::new(Default::default()),
         prediction_failed: AtomicBool::new(false),
         root_member: None,
+        fold: folding.map(Arc::new),
     })
+}
+
+/// Every member of a folded communicator: the real ones as they joined, each virtual one on
+/// its job rank's node (`NCCLSIM_NODES` nodes of equal size) and GPU (its representative's
+/// GPU shifted by their distance within the node when the representative's GPU is its local
+/// rank, else the same GPU), as a process of no host here.
+fn full_members(real: &[Member], f: &crate::fold::Folding) -> Result<Vec<Member>> {
+    let env = run_env::RunEnv::current().map_err(|e| NcclError::invalid_usage(e.to_string()))?;
+    let job = env
+        .fold
+        .as_ref()
+        .map_or(f.global.len(), run_env::Fold::ranks);
+    let per = job / env.nodes.unwrap_or(1).max(1);
+    Ok((0..f.global.len())
+        .map(|m| {
+            let r = &real[f.inner[m]];
+            if f.rep[m] == m {
+                return r.clone();
+            }
+            let (g, p) = (f.global[m], f.global[f.rep[m]]);
+            let node = (g / per.max(1)) as i32;
+            let mut v = r.clone();
+            if r.device.physical as usize == p % per.max(1) {
+                v.device.physical = (g % per.max(1)) as i32;
+            }
+            v.node = node;
+            v.pid = 0;
+            v.host_hash = topo::hash::fnv1a(format!("virtual node {node}").as_bytes());
+            v.hostname = format!("virtual-node{node}");
+            v
+        })
+        .collect())
 }
 
 /// Plans the communicator on the simulated hardware, prints NCCL's init lines for this rank
@@ -478,8 +525,25 @@ fn join(id: &crate::types::UniqueId, j: Joining) -> Result<Comm> {
             }
         }
     }
+    let name = j.config.comm_name.clone().unwrap_or_else(|| "comm".into());
+    let folding = match crate::fold::members_of(j.nranks)? {
+        Some((fold, global)) => crate::fold::Folding::of(fold, &global, &name)?,
+        None => None,
+    };
+    if let Some(f) = &folding {
+        if f.rep[j.rank] != j.rank {
+            return Err(NcclError::invalid_usage(format!(
+                "rank {} of {name} is virtual under the job's fold: it has no process",
+                j.rank
+            )));
+        }
+    }
+    // The real members meet as a communicator of their own (the data path's).
+    let (irank, in_n) = folding
+        .as_ref()
+        .map_or((j.rank, j.nranks), |f| (f.inner_rank(j.rank), f.real.len()));
     cuda::set_device(j.cuda_dev)?;
-    let listener = if j.rank == 0 {
+    let listener = if irank == 0 {
         Some(bootstrap::listen(None)?)
     } else {
         None
@@ -490,8 +554,7 @@ fn join(id: &crate::types::UniqueId, j: Joining) -> Result<Comm> {
     };
     let me = my_member(j.cuda_dev, hub_addr)?;
     let root_member = bootstrap::RootMember::join(magic);
-    let table =
-        bootstrap::exchange_with_root(root, magic, j.rank, j.nranks, &me.encode(), &j.abort)?;
+    let table = bootstrap::exchange_with_root(root, magic, irank, in_n, &me.encode(), &j.abort)?;
     let members = table
         .iter()
         .map(|b| Member::decode(b))
@@ -508,12 +571,17 @@ fn join(id: &crate::types::UniqueId, j: Joining) -> Result<Comm> {
         listener,
         members[0].hub_addr,
         magic,
-        (j.rank, j.nranks),
-        local_processes(&members, j.rank),
+        (irank, in_n),
+        local_processes(&members, irank),
         &j.abort,
     )?;
     let api = j.api;
-    let mut comm = assemble(j, members, magic, hub)?;
+    let inner = Joining {
+        rank: irank,
+        nranks: in_n,
+        ..j
+    };
+    let mut comm = assemble(inner, members, magic, hub, folding)?;
     comm.root_member = root_member;
     comm.log_init_complete(api, format_args!("commId {:#x}", comm.magic));
     Ok(comm)
@@ -547,6 +615,12 @@ pub fn split(
         return Err(NcclError::invalid_argument(format!(
             "color {color} is negative (only NCCL_SPLIT_NOCOLOR = -1 is allowed)"
         )));
+    }
+    if parent.fold.is_some() {
+        return Err(NcclError::invalid_usage(
+            "ncclCommSplit of a communicator with virtual members (a folded job): the colors of \
+             its virtual members are not known here",
+        ));
     }
     let child = parent.child_count.fetch_add(1, Ordering::Relaxed) + 1;
     let mut e = Enc::default();
@@ -615,6 +689,7 @@ pub fn split(
         members,
         magic,
         hub,
+        None,
     )?;
     comm.log_init_complete(
         api,

@@ -10,6 +10,7 @@
 //!   then the predicted duration).
 //! - [`host`]: a rank's host group (its host's ranks and segment, links to other hosts, the
 //!   numbering of operations), which `comm` owns and `exec` borrows.
+//! - [`fold`]: communicators with virtual members (a folded job) and their data.
 //! - [`exec`]: the shared segment, barrier and data movement; [`reduce`]: the arithmetic.
 //! - [`net`]: TCP between ranks on different hosts.
 //! - [`sim`]: each communicator's NCCL plan and cost model.
@@ -24,6 +25,7 @@ pub(crate) mod comm;
 pub(crate) mod cuda;
 pub(crate) mod error;
 pub(crate) mod exec;
+pub(crate) mod fold;
 pub(crate) mod group;
 pub(crate) mod host;
 pub(crate) mod net;

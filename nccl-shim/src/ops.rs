@@ -135,17 +135,17 @@ impl RedOps {
                     )));
                 }
                 match d.host_scalar {
-                    Some(s) => Reduction::PreMulSum { scalar: s },
-                    // Resolved when the operation runs (stream order), see `exec`.
+                    Some(s) => Reduction::PreMulSum {
+                        scalar: s,
+                        on_device: false,
+                    },
+                    // Read when the operation runs (stream order), see `exec`.
                     None => Reduction::PreMulSum {
-                        scalar: d.device_scalar as u64 | DEVICE_SCALAR_TAG,
+                        scalar: d.device_scalar as u64,
+                        on_device: true,
                     },
                 }
             }
         })
     }
 }
-
-/// Marks a PreMulSum scalar that is still a device address (read at execution time). Device
-/// addresses of this process never have the top bit set.
-pub const DEVICE_SCALAR_TAG: u64 = 1 << 63;

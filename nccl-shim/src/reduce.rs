@@ -292,7 +292,7 @@ fn reduce_typed<T: Elem>(out: &mut [u8], inputs: &[&[u8]], red: Reduction, scala
             &scratch
         };
         let scalar = scalars.get(i).copied().unwrap_or(match red {
-            Reduction::PreMulSum { scalar } => scalar,
+            Reduction::PreMulSum { scalar, .. } => scalar,
             _ => 0,
         });
         if i == 0 {
@@ -415,6 +415,7 @@ mod tests {
     fn premulsum_scales_each_input() {
         let red = Reduction::PreMulSum {
             scalar: scalar_bits(DataType::Float64, 0.5),
+            on_device: false,
         };
         let mut out = vec![0u64; 1];
         // SAFETY: `out` is a live vector of at least that many bytes; u8 has no alignment or validity needs.

@@ -54,9 +54,16 @@ impl Task {
         } else {
             SimTime::ZERO
         };
-        let start = match &self.work {
-            Work::Coll(c) => crate::exec::run_collective(&self.comm.group, c, ready)?,
-            Work::P2p(ops) => crate::exec::run_p2p(&self.comm.group, ops, ready)?,
+        let group = &self.comm.group;
+        let start = match (&self.work, &self.comm.fold) {
+            (Work::Coll(c), None) => crate::exec::run_collective(group, c, ready)?,
+            (Work::Coll(c), Some(f)) => {
+                crate::fold::run_collective(group, f, self.comm.rank, c, ready)?
+            }
+            (Work::P2p(ops), None) => crate::exec::run_p2p(group, ops, ready)?,
+            (Work::P2p(ops), Some(f)) => {
+                crate::exec::run_p2p(group, &crate::fold::inner_p2p(f, ops)?, ready)?
+            }
         };
         let Some(p) = &self.priced else {
             return Ok(ready);

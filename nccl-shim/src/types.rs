@@ -64,8 +64,11 @@ pub enum Reduction {
     /// Each input scaled by `scalar` (converted to the element type), then summed in rank
     /// order (NCCL's PreMulSum; ncclAvg on floating types with 1/nranks).
     PreMulSum {
-        /// The scalar as the element type's bits, little-endian, zero-extended.
+        /// The scalar as the element type's bits, little-endian, zero-extended; or, with
+        /// `on_device`, the device address of the scalar, read when the operation runs.
         scalar: u64,
+        /// `scalar` is a device address (`ncclScalarDevice`).
+        on_device: bool,
     },
     /// Summed in rank order, then divided by `divisor` (ncclAvg on integer types).
     SumPostDiv {
@@ -88,6 +91,7 @@ impl Reduction {
             },
             RedOp::Avg => Reduction::PreMulSum {
                 scalar: crate::reduce::scalar_bits(dtype, 1.0 / nranks as f64),
+                on_device: false,
             },
             op => Reduction::Op(op),
         }

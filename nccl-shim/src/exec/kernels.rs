@@ -14,10 +14,10 @@ thread_local! {
 
 /// What a reduction computes: element type, reduction, and each input's PreMulSum scalar.
 #[derive(Clone, Copy)]
-pub(super) struct Arith<'a> {
-    pub(super) dtype: DataType,
-    pub(super) red: Reduction,
-    pub(super) scalars: &'a [u64],
+pub(crate) struct Arith<'a> {
+    pub(crate) dtype: DataType,
+    pub(crate) red: Reduction,
+    pub(crate) scalars: &'a [u64],
 }
 
 /// Reduces `len` bytes at `inputs[q] + in_off` (in rank order) and writes the result at each
@@ -27,7 +27,7 @@ pub(super) struct Arith<'a> {
 /// Each `inputs[q] + in_off` must be readable and each `outputs[i] + out_off` writable for
 /// `len` bytes, and no other thread may write those input ranges or touch those output ranges
 /// during the call.
-pub(super) unsafe fn reduce_range(
+pub(crate) unsafe fn reduce_range(
     a: Arith<'_>,
     inputs: &[usize],
     in_off: usize,
@@ -78,7 +78,7 @@ pub(super) unsafe fn reduce_range(
 /// # Safety
 /// `src` must be readable and `dst` writable for `len` bytes (the ranges may overlap), and no
 /// other thread may write `src`'s range or touch `dst`'s range during the call.
-pub(super) unsafe fn copy(src: usize, dst: usize, len: usize) {
+pub(crate) unsafe fn copy(src: usize, dst: usize, len: usize) {
     if len == 0 || src == dst {
         return;
     }

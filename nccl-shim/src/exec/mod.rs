@@ -23,7 +23,7 @@
 use crate::clock::{Meeting, SimTime};
 use crate::error::{NcclError, Result};
 use crate::host::HostGroup;
-use crate::ops::{Coll, DEVICE_SCALAR_TAG};
+use crate::ops::Coll;
 use crate::shm::{futex_wake, Mapping, Waiter};
 use crate::types::{Collective, RedOp, Reduction};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -35,7 +35,7 @@ mod small;
 mod staging;
 
 use hosts::work_across_hosts;
-use kernels::{copy, reduce_range, Arith};
+pub(crate) use kernels::{copy, reduce_range, Arith};
 pub use p2p::run_p2p;
 
 /// Message slots per ordered pair of local ranks.
@@ -310,10 +310,13 @@ fn descs_at(host: &HostGroup, set: usize) -> Vec<Desc> {
 }
 
 /// The scalar this rank applies to its own input (PreMulSum / ncclAvg), as element bits.
-fn own_scalar(coll: &Coll) -> u64 {
+pub(crate) fn own_scalar(coll: &Coll) -> u64 {
     match coll.red {
-        Reduction::PreMulSum { scalar } if scalar & DEVICE_SCALAR_TAG != 0 => {
-            let addr = (scalar & !DEVICE_SCALAR_TAG) as usize;
+        Reduction::PreMulSum {
+            scalar,
+            on_device: true,
+        } => {
+            let addr = scalar as usize;
             let mut b = [0u8; 8];
             // SAFETY: a device scalar is one element in this process's device memory, which
             // is host memory here (checked when the op was created to be non-null).
@@ -322,7 +325,7 @@ fn own_scalar(coll: &Coll) -> u64 {
             };
             u64::from_le_bytes(b)
         }
-        Reduction::PreMulSum { scalar } => scalar,
+        Reduction::PreMulSum { scalar, .. } => scalar,
         _ => 0,
     }
 }

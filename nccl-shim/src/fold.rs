@@ -1,0 +1,326 @@
+//! Communicators with virtual members (a folded job: `NCCLSIM_MESH`, `NCCLSIM_FOLD`).
+//!
+//! A virtual rank runs no process: it does what its representative does and holds its data
+//! (`run_env::Fold`). A communicator is created by its real members only; they meet through the
+//! root and the hub as a communicator of the real members (the *inner* communicator, which the
+//! data path runs on), while the program sees the full one: its rank and size, every call's
+//! argument checks, its plan (planned over every member on the full cluster) and each call's
+//! predicted time. A virtual member is ready when its representative is, so an operation's
+//! meeting of the real members is the full communicator's.
+//!
+//! Data: each collective gives every real rank what the full communicator gives it when every
+//! virtual member holds its representative's buffers. Reductions gather the real members'
+//! inputs through the inner communicator and reduce all members' inputs in member order, each
+//! virtual member's being its representative's, so the result has the bits of the all-real run
+//! (the data path's one reduction order). Copies take a virtual member's slot from its
+//! representative. Sends and receives between real members run as they are; a virtual peer is
+//! refused.
+//!
+//! Membership: a communicator with as many ranks as the job is the job's world (its ranks are
+//! the job's ranks); any other communicator of a folded job is refused, naming its size, since
+//! its members' job ranks are not known here.
+
+use crate::clock::SimTime;
+use crate::error::{NcclError, Result};
+use crate::ops::Coll;
+use crate::types::{Collective, DataType, Reduction};
+use run_env::Fold;
+
+/// A communicator's members in a folded job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Folding {
+    /// Each member's rank in the job.
+    pub global: Vec<usize>,
+    /// Each member's representative (a member: itself when real).
+    pub rep: Vec<usize>,
+    /// The real members, ascending: member `real[i]` is rank i of the inner communicator.
+    pub real: Vec<usize>,
+    /// Each member's representative's rank in the inner communicator.
+    pub inner: Vec<usize>,
+}
+
+impl Folding {
+    /// The folding of a communicator whose members have job ranks `global`; `None` when every
+    /// member is real. A virtual member whose representative is not a member is an error: the
+    /// fold does not fit this program.
+    pub fn of(fold: &Fold, global: &[usize], name: &str) -> Result<Option<Folding>> {
+        if global.iter().all(|&g| g < fold.ranks() && fold.is_real(g)) {
+            return Ok(None);
+        }
+        let mut rep = Vec::with_capacity(global.len());
+        for (m, &g) in global.iter().enumerate() {
+            if g >= fold.ranks() {
+                return Err(NcclError::invalid_usage(format!(
+                    "communicator {name}: member {m} is job rank {g}, but the job's mesh {} has {} ranks",
+                    fold.mesh(),
+                    fold.ranks()
+                )));
+            }
+            let p = fold.representative(g);
+            let at = global.iter().position(|&x| x == p).ok_or_else(|| {
+                NcclError::invalid_usage(format!(
+                    "communicator {name}: its member {m} (job rank {g}) is virtual under --fold {fold}, \
+                     and its representative, job rank {p}, is not a member: this communicator does \
+                     not fold (fold other dimensions, or run it unfolded)"
+                ))
+            })?;
+            rep.push(at);
+        }
+        let real: Vec<usize> = (0..global.len()).filter(|&m| rep[m] == m).collect();
+        let inner = rep
+            .iter()
+            .map(|p| real.binary_search(p).unwrap_or(0))
+            .collect();
+        Ok(Some(Folding {
+            global: global.to_vec(),
+            rep,
+            real,
+            inner,
+        }))
+    }
+
+    /// This member's rank in the inner communicator (`member` must be real).
+    pub fn inner_rank(&self, member: usize) -> usize {
+        self.inner[member]
+    }
+}
+
+/// The job ranks of the members of a communicator of `nranks`: in a folded job, the world
+/// when it has the job's size; `None` when the job is not folded. Any other communicator of a
+/// folded job is refused: its members' job ranks are not known to this library.
+pub fn members_of(nranks: usize) -> Result<Option<(&'static Fold, Vec<usize>)>> {
+    let env = run_env::RunEnv::current().map_err(|e| NcclError::invalid_usage(e.to_string()))?;
+    let Some(fold) = env.fold.as_ref() else {
+        return Ok(None);
+    };
+    if nranks == fold.ranks() {
+        return Ok(Some((fold, (0..nranks).collect())));
+    }
+    Err(NcclError::invalid_usage(format!(
+        "a communicator of {nranks} ranks in a job of {} ranks folded over {fold}: only the \
+         world communicator folds (its ranks are the job's); the members of any other are not \
+         known here",
+        fold.ranks()
+    )))
+}
+
+/// A send/receive batch of the full communicator as the inner one runs it: peers become inner
+/// ranks; a virtual peer is refused.
+pub fn inner_p2p(f: &Folding, ops: &[crate::ops::P2p]) -> Result<Vec<crate::ops::P2p>> {
+    ops.iter()
+        .map(|op| {
+            if f.rep[op.peer] != op.peer {
+                return Err(NcclError::invalid_usage(format!(
+                    "{} with peer {} (job rank {}), a virtual rank of the job's fold: a send or \
+                     receive with a virtual peer is not run",
+                    if op.send { "ncclSend" } else { "ncclRecv" },
+                    op.peer,
+                    f.global[op.peer]
+                )));
+            }
+            Ok(crate::ops::P2p {
+                peer: f.inner[op.peer],
+                ..*op
+            })
+        })
+        .collect()
+}
+
+/// A device buffer of this rank's for one operation, freed when dropped.
+struct Scratch(usize);
+
+impl Scratch {
+    fn new(dev: i32, bytes: usize) -> Result<Scratch> {
+        Ok(Scratch(crate::cuda::malloc(dev, bytes.max(1))?))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = crate::cuda::free(self.0);
+    }
+}
+
+/// Runs `coll` of the full communicator (member `me` of `f`) on the inner communicator
+/// `host`; gives when it starts.
+pub fn run_collective(
+    host: &crate::host::HostGroup,
+    f: &Folding,
+    me: usize,
+    coll: &Coll,
+    ready: SimTime,
+) -> Result<SimTime> {
+    use Collective::*;
+    let n = f.global.len();
+    let es = coll.dtype.size();
+    let c = coll.count;
+    let reps = host.nranks;
+    let inner_root = f.inner[coll.root.min(n - 1)];
+    match coll.kind {
+        Broadcast => {
+            let inner = Coll {
+                root: inner_root,
+                ..*coll
+            };
+            crate::exec::run_collective(host, &inner, ready)
+        }
+        AllReduce | Reduce | ReduceScatter | AllGather | AlltoAll | Gather => {
+            // Every real member's send buffer, gathered.
+            let each = match coll.kind {
+                ReduceScatter | AlltoAll => c * n * es,
+                _ => c * es,
+            };
+            let all = Scratch::new(host.cuda_dev, each * reps)?;
+            let start = gather(host, coll.send, each, all.0, ready)?;
+            let scalars = scalars(host, f, coll, ready)?;
+            let block = |i: usize| all.0 + f.inner[i] * each;
+            let out = coll.recv;
+            match coll.kind {
+                AllReduce => reduce(coll, &scalars, (0..n).map(block), 0, out, c * es),
+                Reduce if coll.root == me => {
+                    reduce(coll, &scalars, (0..n).map(block), 0, out, c * es)
+                }
+                ReduceScatter => {
+                    reduce(coll, &scalars, (0..n).map(block), me * c * es, out, c * es)
+                }
+                AllGather => (0..n).for_each(|i| copy(block(i), out + i * c * es, c * es)),
+                Gather if coll.root == me => {
+                    (0..n).for_each(|i| copy(block(i), out + i * c * es, c * es))
+                }
+                AlltoAll => {
+                    (0..n).for_each(|j| copy(block(j) + me * c * es, out + j * c * es, c * es))
+                }
+                _ => {}
+            }
+            Ok(start)
+        }
+        Scatter => {
+            // The root's send buffer (a virtual root's is its representative's), broadcast,
+            // then this member's block of it.
+            let bytes = c * n * es;
+            let all = Scratch::new(host.cuda_dev, bytes)?;
+            let inner = Coll {
+                kind: Broadcast,
+                dtype: DataType::Uint8,
+                count: bytes,
+                root: inner_root,
+                ..*coll
+            };
+            let inner = Coll {
+                recv: all.0,
+                ..inner
+            };
+            let start = crate::exec::run_collective(host, &inner, ready)?;
+            copy(all.0 + me * c * es, coll.recv, c * es);
+            Ok(start)
+        }
+        SendRecv => Err(NcclError::internal("a send/receive is not a collective")),
+    }
+}
+
+/// Gathers `each` bytes at `send` of every inner rank into `out` (inner rank order).
+fn gather(
+    host: &crate::host::HostGroup,
+    send: usize,
+    each: usize,
+    out: usize,
+    ready: SimTime,
+) -> Result<SimTime> {
+    let inner = Coll {
+        kind: Collective::AllGather,
+        dtype: DataType::Uint8,
+        red: Reduction::Op(crate::types::RedOp::Sum),
+        op: 0,
+        root: 0,
+        count: each,
+        send,
+        recv: out,
+    };
+    crate::exec::run_collective(host, &inner, ready)
+}
+
+/// Each member's PreMulSum scalar (its representative's), gathered when the reduction has
+/// one; empty otherwise.
+fn scalars(
+    host: &crate::host::HostGroup,
+    f: &Folding,
+    coll: &Coll,
+    ready: SimTime,
+) -> Result<Vec<u64>> {
+    if !matches!(coll.red, Reduction::PreMulSum { .. })
+        || !matches!(
+            coll.kind,
+            Collective::AllReduce | Collective::Reduce | Collective::ReduceScatter
+        )
+    {
+        return Ok(Vec::new());
+    }
+    let mine = Scratch::new(host.cuda_dev, 8)?;
+    let all = Scratch::new(host.cuda_dev, 8 * host.nranks)?;
+    let bits = crate::exec::own_scalar(coll).to_le_bytes();
+    // SAFETY: `mine` is this rank's own fresh 8-byte device buffer, host memory here.
+    unsafe { std::ptr::copy_nonoverlapping(bits.as_ptr(), mine.0 as *mut u8, 8) };
+    gather(host, mine.0, 8, all.0, ready)?;
+    Ok(f.inner
+        .iter()
+        .map(|&i| {
+            let mut b = [0u8; 8];
+            // SAFETY: `all` holds 8 bytes per inner rank, written by the gather just finished.
+            unsafe {
+                std::ptr::copy_nonoverlapping((all.0 + 8 * i) as *const u8, b.as_mut_ptr(), 8)
+            };
+            u64::from_le_bytes(b)
+        })
+        .collect())
+}
+
+fn reduce(
+    coll: &Coll,
+    scalars: &[u64],
+    inputs: impl Iterator<Item = usize>,
+    in_off: usize,
+    out: usize,
+    len: usize,
+) {
+    let inputs: Vec<usize> = inputs.collect();
+    let a = crate::exec::Arith {
+        dtype: coll.dtype,
+        red: coll.red,
+        scalars,
+    };
+    // SAFETY: every input is a block of this rank's gathered scratch, `len` bytes from
+    // `in_off` inside it, written by the gather that has finished; `out` is this rank's result
+    // buffer of `len` bytes (checked at enqueue), which nothing else touches while the
+    // operation runs.
+    unsafe { crate::exec::reduce_range(a, &inputs, in_off, &[out], 0, len) };
+}
+
+fn copy(src: usize, dst: usize, len: usize) {
+    // SAFETY: `src` is inside this rank's gathered scratch and `dst` inside its result buffer
+    // (checked at enqueue to hold the call's result), distinct allocations.
+    unsafe { crate::exec::copy(src, dst, len) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use run_env::Mesh;
+
+    #[test]
+    fn members_fold_onto_their_representatives() {
+        let fold = Fold::new(Mesh::parse("dp=2,local=4").unwrap(), &["dp"]).unwrap();
+        let world: Vec<usize> = (0..8).collect();
+        let f = Folding::of(&fold, &world, "world").unwrap().unwrap();
+        assert_eq!(f.real, vec![0, 1, 2, 3]);
+        assert_eq!(f.rep, vec![0, 1, 2, 3, 0, 1, 2, 3]);
+        assert_eq!(f.inner, vec![0, 1, 2, 3, 0, 1, 2, 3]);
+        // A data-parallel group {1, 5}: one real member.
+        let g = Folding::of(&fold, &[1, 5], "dp").unwrap().unwrap();
+        assert_eq!((g.real.clone(), g.inner.clone()), (vec![0], vec![0, 0]));
+        // A group of real ranks only does not fold.
+        assert_eq!(Folding::of(&fold, &[0, 1], "tp").unwrap(), None);
+        // Rank 5 without its representative 1.
+        let e = Folding::of(&fold, &[0, 5], "odd").unwrap_err();
+        assert!(e.to_string().contains("job rank 1, is not a member"), "{e}");
+    }
+}
