@@ -14,6 +14,9 @@
 #      multi-node NVLink node (`nNodes 1 localRanks 8 ... MNNVL 1`, INFO lines equal to
 #      `ncclsim plan`'s), and two nodes with NCCL_MNNVL_ENABLE=0; pynvml reads every GPU's
 #      fabric info (one cluster UUID for both trays, clique 0x7ffe, state completed).
+#   2f. scripts/torch/fold.py all-real (16 ranks) and with `--fold dp` (8 real ranks of 16):
+#      data-parallel training over the world, 3 AdamW steps, data uniform across replicas;
+#      every real rank's parameters and losses bit-identical between the runs (check_fold.py).
 #   2. scripts/torch/ddp_fsdp.py: DDP over the world and FSDP2 over the DP groups, 3 steps each
 #      (computed on the simulated GPUs); their traces must show all-reduces,
 #      all-gathers and reduce-scatters; then `ncclsim trace summarize` and the same trace
@@ -187,6 +190,20 @@ os.write(1, "".join(lines).encode())'
 [ "$(grep "^fabric " "$logs/mnnvl-fabric.log" | sort -u | wc -l)" = 1 ] || fail "fabric info: trays differ"
 grep -q "^fabric [0-9a-f]* 0x7ffe 3 0 0xaa$" "$logs/mnnvl-fabric.log" || fail "fabric info: $(head -1 "$logs/mnnvl-fabric.log")"
 grep "^fabric " "$logs/mnnvl-fabric.log" | sort -u | sed 's/^/pynvml: 8 GPUs, /'
+
+echo "== 2f. A folded job: the same data-parallel training all-real (16 ranks) and --fold dp (8 ranks)"
+rm -rf "$logs/fold-all" "$logs/fold-folded"
+mkdir -p "$logs/fold-all" "$logs/fold-folded"
+measured fold-all "$ncclsim" run --topo "$topo" --nodes 2 --lib-path "$venv/ncclsim-stubs" \
+    -- torchrun --nproc_per_node "$per_node" scripts/torch/fold.py "$logs/fold-all" \
+    > "$logs/fold-all.log" 2>&1 || fail "all-real run of fold.py exited $?"
+measured fold-folded "$ncclsim" run --topo "$topo" --nodes 2 --fold dp \
+    --lib-path "$venv/ncclsim-stubs" \
+    -- torchrun --nproc_per_node "$per_node" scripts/torch/fold.py "$logs/fold-folded" \
+    > "$logs/fold-folded.log" 2>&1 || fail "folded run of fold.py exited $?"
+LD_LIBRARY_PATH="$unit_stubs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    "$venv/bin/python" scripts/torch/check_fold.py "$logs/fold-all" "$logs/fold-folded" \
+    "$per_node" "$world" || fail "the folded run differs from the all-real run"
 
 echo "== 2. DDP over the world, FSDP2 over the DP groups, 3 steps each"
 measured ddp-fsdp "$ncclsim" run --topo "$topo" --nodes 2 --lib-path "$venv/ncclsim-stubs" \
