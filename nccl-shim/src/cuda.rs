@@ -173,6 +173,30 @@ pub unsafe fn enqueue_meeting(
     Ok(end.get())
 }
 
+/// The groups of job ranks recorded in this process (`job_group_add`: the Python package
+/// records every torch process group), in recording order.
+pub fn job_groups() -> Result<Vec<Vec<usize>>> {
+    let c = core()?;
+    let mut out = Vec::new();
+    let mut buf: Vec<u64> = vec![0; 64];
+    loop {
+        let get = |buf: &mut Vec<u64>| {
+            // SAFETY: `buf` holds `buf.len()` writable u64s.
+            unsafe { c.job_group_get(out.len(), buf.as_mut_ptr(), buf.len()) }
+                .map_err(|e| NcclError::cuda("reading the job's groups", e))
+        };
+        let mut len = get(&mut buf)?;
+        if len == 0 {
+            return Ok(out);
+        }
+        if len > buf.len() {
+            buf.resize(len, 0);
+            len = get(&mut buf)?;
+        }
+        out.push(buf[..len].iter().map(|&r| r as usize).collect());
+    }
+}
+
 /// The host waited until virtual time `t` (a blocking call that waits for operations).
 pub fn host_wait(t: SimTime) -> Result<()> {
     core()?

@@ -17,8 +17,11 @@
 //! refused.
 //!
 //! Membership: a communicator with as many ranks as the job is the job's world (its ranks are
-//! the job's ranks); any other communicator of a folded job is refused, naming its size, since
-//! its members' job ranks are not known here.
+//! the job's ranks); any other takes its members from the groups of the job the program
+//! recorded with the fake CUDA core (`job_group_add`; ncclsim's Python package records every
+//! torch process group), for `ncclCommInitRank` by its size and this process's place in it,
+//! for `ncclCommSplit` by the real members that chose a color. A communicator no recorded group
+//! describes is refused, naming its size and rank.
 
 use crate::clock::SimTime;
 use crate::error::{NcclError, Result};
@@ -85,10 +88,12 @@ impl Folding {
     }
 }
 
-/// The job ranks of the members of a communicator of `nranks`: in a folded job, the world
-/// when it has the job's size; `None` when the job is not folded. Any other communicator of a
-/// folded job is refused: its members' job ranks are not known to this library.
-pub fn members_of(nranks: usize) -> Result<Option<(&'static Fold, Vec<usize>)>> {
+/// The job ranks of the members of a communicator of `nranks` where this process is member
+/// `rank`: in a folded job, the world when it has the job's size, else the one group of the
+/// job recorded in the core (`job_group_add`: the Python package records every torch process
+/// group) of that size with this process's job rank at `rank` (several that fold alike count as
+/// one); `None` when the job is not folded.
+pub fn members_of(nranks: usize, rank: usize) -> Result<Option<(&'static Fold, Vec<usize>)>> {
     let env = run_env::RunEnv::current().map_err(|e| NcclError::invalid_usage(e.to_string()))?;
     let Some(fold) = env.fold.as_ref() else {
         return Ok(None);
@@ -96,12 +101,69 @@ pub fn members_of(nranks: usize) -> Result<Option<(&'static Fold, Vec<usize>)>> 
     if nranks == fold.ranks() {
         return Ok(Some((fold, (0..nranks).collect())));
     }
-    Err(NcclError::invalid_usage(format!(
-        "a communicator of {nranks} ranks in a job of {} ranks folded over {fold}: only the \
-         world communicator folds (its ranks are the job's); the members of any other are not \
-         known here",
-        fold.ranks()
-    )))
+    let me = env.job_rank.ok_or_else(|| {
+        NcclError::invalid_usage(
+            "a folded job's process needs its job rank (RANK) to find its communicators' members",
+        )
+    })?;
+    let groups = crate::cuda::job_groups()?;
+    let fits: Vec<&Vec<usize>> = groups
+        .iter()
+        .filter(|g| g.len() == nranks && g.get(rank) == Some(&me))
+        .collect();
+    let shape = |g: &[usize]| Folding::of(fold, g, "group").map(|f| f.map(|f| (f.real, f.rep)));
+    match fits.as_slice() {
+        [] => Err(NcclError::invalid_usage(format!(
+            "a communicator of {nranks} ranks with job rank {me} as its rank {rank}, in a job of {} \
+             ranks folded over {fold}: no group of the job recorded with the fake CUDA core \
+             (job_group_add; torch's process groups are recorded by ncclsim's Python package) \
+             has that shape, so its members are not known",
+            fold.ranks()
+        ))),
+        [one, rest @ ..] => {
+            let first = shape(one)?;
+            for g in rest {
+                if shape(g)? != first {
+                    return Err(NcclError::invalid_usage(format!(
+                        "a communicator of {nranks} ranks with job rank {me} as its rank {rank}: \
+                         the groups {one:?} and {g:?} of the job both fit and fold differently"
+                    )));
+                }
+            }
+            Ok(Some((fold, one.to_vec())))
+        }
+    }
+}
+
+/// The child of a folded communicator's split that holds job rank `me`, whose real members
+/// (job ranks) chose the same color: the one group of the job recorded in the core that holds
+/// `me`, lies within the parent (`parent`: its members' job ranks) and has exactly those real
+/// members. Its members come in the group's order (torch's groups are sorted by rank, as
+/// torch's split keys sort them).
+pub fn split_child(fold: &Fold, parent: &[usize], me: usize, real: &[usize]) -> Result<Vec<usize>> {
+    let groups = crate::cuda::job_groups()?;
+    let fits: Vec<&Vec<usize>> = groups
+        .iter()
+        .filter(|g| g.contains(&me) && g.iter().all(|r| parent.contains(r)))
+        .filter(|g| {
+            let mut mine: Vec<usize> = g.iter().copied().filter(|&r| fold.is_real(r)).collect();
+            mine.sort_unstable();
+            mine == real
+        })
+        .collect();
+    match fits.as_slice() {
+        [one] => Ok(one.to_vec()),
+        [] => Err(NcclError::invalid_usage(format!(
+            "ncclCommSplit of a communicator with virtual members (a job folded over {fold}): \
+             no group of the job recorded with the fake CUDA core holds job rank {me} with the \
+             real members {real:?} of its color, so the child's virtual members are not known"
+        ))),
+        many => Err(NcclError::invalid_usage(format!(
+            "ncclCommSplit of a communicator with virtual members: {} recorded groups hold job \
+             rank {me} with the real members {real:?}: {many:?}",
+            many.len()
+        ))),
+    }
 }
 
 /// A send/receive batch of the full communicator as the inner one runs it: peers become inner

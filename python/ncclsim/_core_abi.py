@@ -110,6 +110,8 @@ ENTRY_OFFSET = {
     "user_object_release": 752,
     "graph_retain_user_object": 760,
     "graph_release_user_object": 768,
+    "job_group_add": 776,
+    "job_group_get": 784,
 }
 
 UNIT_VECTOR = 0

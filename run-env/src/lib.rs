@@ -76,6 +76,9 @@ pub mod names {
     pub const MESH: &str = "NCCLSIM_MESH";
     /// The mesh dimensions whose ranks other than the first are virtual (`--fold`).
     pub const FOLD: &str = "NCCLSIM_FOLD";
+    /// This process's rank in the job, as torchrun and `ncclsim run` give it (the launchers'
+    /// own variable, read for a folded job's communicators).
+    pub const JOB_RANK: &str = "RANK";
 }
 
 pub mod mesh;
@@ -221,6 +224,8 @@ pub struct RunEnv {
     /// The job's rank layout with its folded dimensions ([`names::MESH`], [`names::FOLD`]):
     /// which ranks run and which are virtual copies of a representative.
     pub fold: Option<Fold>,
+    /// This process's rank in the job ([`names::JOB_RANK`]).
+    pub job_rank: Option<usize>,
 }
 
 /// The default deadline of one wait.
@@ -311,6 +316,7 @@ impl RunEnv {
             harden: r.flag(names::HARDEN)?.unwrap_or(false),
             cuda_core: r.path(names::CUDA_CORE),
             fold: fold(&r)?,
+            job_rank: r.number(names::JOB_RANK, 0, "a rank (0, 1, ...)")?,
         };
         let launcher_rank = env
             .launcher

@@ -3,7 +3,10 @@ data-parallel training over the world (parameters broadcast from rank 0, gradien
 with all_reduce in one flat bucket, as DDP does, AdamW), 3 steps, data uniform across
 data-parallel replicas (each rank's batches depend only on its position in its node,
 LOCAL_RANK). Every rank writes its final parameters to OUT/rank<R>.pt; check_fold.py compares
-the two runs. The program sees the full job either way: WORLD_SIZE, its rank, and an
+the two runs. Then the same over a 2-D DeviceMesh (dp, tp): a tensor-parallel MLP whose
+partial outputs are all-reduced over the TP groups and whose gradients are averaged over the
+DP groups, torch's own sub-groups, each DP group with one real member when folded. The program
+sees the full job either way: WORLD_SIZE, its rank, the groups' sizes, and an
 all_gather_into_tensor of every rank's LOCAL_RANK are checked here.
 
 Usage: torchrun ... fold.py OUT
@@ -53,6 +56,38 @@ for step in range(3):
     opt.zero_grad()
     losses.append(loss.item())
 params = torch.cat([p.detach().reshape(-1).cpu() for p in net.parameters()])
+
+# A DeviceMesh (dp, tp) with TP inside the node: a tensor-parallel MLP (column shards of the
+# first layer, row shards of the second, the partial outputs all-reduced over the TP group),
+# gradients averaged over the DP group, 3 AdamW steps. Its groups are torch's own sub-groups
+# (split from the world, or made with new_group), whose virtual members libnccl.so.2 learns
+# from the groups torch made.
+from torch.distributed.device_mesh import init_device_mesh
+
+mesh = init_device_mesh("cuda", (world // per, per), mesh_dim_names=("dp", "tp"))
+tp, dp = mesh.get_group("tp"), mesh.get_group("dp")
+assert dist.get_world_size(tp) == per and dist.get_world_size(dp) == world // per
+torch.manual_seed(100 + local)
+w1 = torch.nn.Parameter(torch.randn(32, 16, device=dev) / 8)
+w2 = torch.nn.Parameter(torch.randn(16, 4, device=dev) / 8)
+opt = torch.optim.AdamW([w1, w2], lr=1e-2)
+data = torch.Generator().manual_seed(2000)
+for step in range(3):
+    x = torch.randn(8, 32, generator=data).to(dev)
+    y = torch.randn(8, 4, generator=data).to(dev)
+    part = torch.nn.functional.gelu(x @ w1) @ w2
+    full = part.clone()
+    dist.all_reduce(full, group=tp)
+    # The gradient of the all-reduced output flows to every shard's partial output.
+    loss = torch.nn.functional.mse_loss(full, y)
+    (g,) = torch.autograd.grad(loss, full)
+    part.backward(g)
+    for p in (w1, w2):
+        dist.all_reduce(p.grad, op=dist.ReduceOp.AVG, group=dp)
+    opt.step()
+    opt.zero_grad()
+    losses.append(loss.item())
+params = torch.cat([params, w1.detach().reshape(-1).cpu(), w2.detach().reshape(-1).cpu()])
 torch.save({"params": params, "losses": losses, "world": world}, f"{out}/rank{rank}.pt")
 dist.destroy_process_group()
 print(f"rank {rank}: done, losses {['%.6f' % l for l in losses]}", flush=True)

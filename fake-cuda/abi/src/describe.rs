@@ -85,6 +85,8 @@ fn c_type(rust: &str) -> String {
         "*constc_void" => Some("const void *"),
         "*constc_char" => Some("const char *"),
         "*mutc_char" => Some("char *"),
+        "*constu64" => Some("const uint64_t *"),
+        "*mutu64" => Some("uint64_t *"),
         "CWorkFn" | "Option<CWorkFn>" => Some("ncclsim_work_fn"),
         "CMeetFn" => Some("ncclsim_meet_fn"),
         "CKernelCost" => Some("struct ncclsim_kernel_cost"),

@@ -748,6 +748,20 @@ macro_rules! core_api {
             fn graph_retain_user_object(graph: u64, object: u64, count: u32, moved: i32) -> ();
             /// `cudaGraphReleaseUserObject`: `count` of `graph`'s references to `object` go.
             fn graph_release_user_object(graph: u64, object: u64, count: u32) -> ();
+            /// Records a group of the job's ranks (a process group a framework made, its
+            /// members' job ranks in the group's order, `ranks[0..n]`) for the libraries of
+            /// this process that need a group's members by rank (a folded job's communicators).
+            /// A group recorded twice is kept once.
+            ///
+            /// # Safety
+            /// `ranks` points to `n` readable `u64`s.
+            unsafe fn job_group_add(ranks: *const u64, n: usize) -> ();
+            /// The `index`-th group recorded (from 0): copies up to `cap` of its ranks to `out`
+            /// and gives its length, 0 when there is no such group.
+            ///
+            /// # Safety
+            /// `out` points to `cap` writable `u64`s.
+            unsafe fn job_group_get(index: usize, out: *mut u64, cap: usize) -> (len: usize);
         }
     };
 }

@@ -282,6 +282,14 @@ struct ncclsim_core_api_v1 {
     int (*graph_retain_user_object)(uint64_t graph, uint64_t object, uint32_t count, int32_t moved);
     /* `cudaGraphReleaseUserObject`: `count` of `graph`'s references to `object` go. */
     int (*graph_release_user_object)(uint64_t graph, uint64_t object, uint32_t count);
+    /* Records a group of the job's ranks (a process group a framework made, its
+     * members' job ranks in the group's order, `ranks[0..n]`) for the libraries of
+     * this process that need a group's members by rank (a folded job's communicators).
+     * A group recorded twice is kept once. */
+    int (*job_group_add)(const uint64_t *ranks, uintptr_t n);
+    /* The `index`-th group recorded (from 0): copies up to `cap` of its ranks to `out`
+     * and gives its length, 0 when there is no such group. */
+    int (*job_group_get)(uintptr_t index, uint64_t *out, uintptr_t cap, uintptr_t *len);
 };
 /* End of the generated part. */
 

@@ -175,6 +175,41 @@ pub(crate) unsafe fn user_object_create(
     unsafe { core()?.user_object_create(ptr as usize, destroy, refs) }
 }
 
+/// The job's groups of ranks recorded in this process (`job_group_add`), in recording order.
+static JOB_GROUPS: std::sync::Mutex<Vec<Vec<u64>>> = std::sync::Mutex::new(Vec::new());
+
+pub(crate) unsafe fn job_group_add(ranks: *const u64, n: usize) -> Result<()> {
+    if ranks.is_null() || n == 0 {
+        return Err(CoreError::InvalidValue(
+            "a job group needs its ranks".into(),
+        ));
+    }
+    // SAFETY: `ranks` points to `n` readable u64s (this function's contract).
+    let group = unsafe { std::slice::from_raw_parts(ranks, n) }.to_vec();
+    let mut groups = JOB_GROUPS
+        .lock()
+        .map_err(|_| CoreError::InvalidValue("the job's groups are poisoned".into()))?;
+    if !groups.contains(&group) {
+        groups.push(group);
+    }
+    Ok(())
+}
+
+pub(crate) unsafe fn job_group_get(index: usize, out: *mut u64, cap: usize) -> Result<usize> {
+    let groups = JOB_GROUPS
+        .lock()
+        .map_err(|_| CoreError::InvalidValue("the job's groups are poisoned".into()))?;
+    let Some(g) = groups.get(index) else {
+        return Ok(0);
+    };
+    let k = g.len().min(cap);
+    if k > 0 {
+        // SAFETY: `out` holds `cap` >= k writable u64s (this function's contract); `g` is ours.
+        unsafe { std::ptr::copy_nonoverlapping(g.as_ptr(), out, k) };
+    }
+    Ok(g.len())
+}
+
 pub(crate) fn user_object_retain(object: u64, count: u32) -> Result<()> {
     core()?.user_object_retain(object, count)
 }

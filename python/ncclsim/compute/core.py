@@ -52,6 +52,8 @@ class Core:
             abi.ENTRY_OFFSET["launch_compute"], c.c_int, c.c_uint64, KernelCost, c.c_char_p,
             c.c_char_p, c.c_void_p, c.c_void_p, c.c_void_p, c.POINTER(LaunchTimes))
         self.commit_memory = entry(abi.ENTRY_OFFSET["commit_memory"], c.c_int, c.c_size_t, c.c_size_t)
+        self.job_group_add = entry(
+            abi.ENTRY_OFFSET["job_group_add"], c.c_int, c.POINTER(c.c_uint64), c.c_size_t)
 
     def last_error(self) -> str:
         """The message of this thread's last failed call."""
