@@ -143,3 +143,24 @@ fn a_communicator_the_fold_does_not_fit_is_refused_by_name() {
     assert!(ok, "{t}");
     assert_eq!(t.matches("split 0:").count(), 16, "{t}");
 }
+
+#[test]
+fn under_compute_time_collectives_move_no_data() {
+    // 1 GiB buffers under a 256 MiB host budget: writing them would fail, meeting does not.
+    let dir = support::scratch_dir("fold-compute-time");
+    let exe = program(&dir);
+    let limit = ["--env", "NCCLSIM_HOST_MEMORY=256M"];
+    let (ok, t) = run_status(&exe, &dir.join("run"), 1, &limit, &["big"]);
+    assert!(
+        !ok && t.contains("out of host memory backing device memory"),
+        "{t}"
+    );
+    let time = [&limit[..], &["--compute", "time"]].concat();
+    let (ok, t) = run_status(&exe, &dir.join("time"), 1, &time, &["big"]);
+    assert!(ok, "{t}");
+    assert_eq!(t.matches("big ok").count(), 8, "{t}");
+    let folded = [&time[..], &["--fold", "dp"]].concat();
+    let (ok, t) = run_status(&exe, &dir.join("folded"), 2, &folded, &["big"]);
+    assert!(ok, "{t}");
+    assert_eq!(t.matches("big ok").count(), 8, "{t}");
+}

@@ -171,7 +171,9 @@ fn collective(
     let (se, _) = kind.extents(count, c.nranks, sender, root);
     let (_, re) = kind.extents(count, c.nranks, c.rank, root);
     device_buffer(send, se, dtype, "sendbuff", c.cuda_dev, false)?;
-    device_buffer(recv, re, dtype, "recvbuff", c.cuda_dev, true)?;
+    // Under `--compute time` nothing is written, so nothing is committed.
+    let writes = !crate::sim::dataless();
+    device_buffer(recv, re, dtype, "recvbuff", c.cuda_dev, writes)?;
     let coll = Coll {
         kind,
         dtype,
@@ -208,7 +210,7 @@ fn p2p(
         dtype,
         if send { "sendbuff" } else { "recvbuff" },
         c.cuda_dev,
-        !send,
+        !send && !crate::sim::dataless(),
     )?;
     group::op(
         c,

@@ -87,6 +87,13 @@ fn load(env: &RunEnv) -> Result<Sim> {
 }
 
 /// The process's simulation, or None when it is off or cannot load (said once).
+/// Whether operations move no data (`--compute time`: torch ops compute nothing, so device
+/// buffers hold no defined values, and a collective only meets its ranks and takes its time).
+pub fn dataless() -> bool {
+    static D: OnceLock<bool> = OnceLock::new();
+    *D.get_or_init(|| RunEnv::current().is_ok_and(|e| e.compute == Some(run_env::Compute::Time)))
+}
+
 pub fn sim() -> Option<&'static Sim> {
     static S: OnceLock<Option<Sim>> = OnceLock::new();
     S.get_or_init(|| {

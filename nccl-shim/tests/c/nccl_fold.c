@@ -6,6 +6,8 @@
  *   nccl_fold IDFILE OUTDIR        ranks from RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE
  *   nccl_fold IDFILE OUTDIR split  the world split in two halves by rank: prints what
  *                                  ncclCommSplit returns and ncclGetLastError
+ *   nccl_fold IDFILE OUTDIR big    an AllReduce and an AllGather of 1 GiB buffers never
+ *                                  written: prints "big ok" or the error
  *
  * Writes OUTDIR/rank<R>.bin: every result buffer in call order, and prints "ok <calls>". */
 #include <stdint.h>
@@ -120,6 +122,22 @@ int main(int argc, char **argv) {
     CHECK(got == n);
     OK(ncclCommUserRank(comm, &got));
     CHECK(got == rank);
+    if (argc == 4 && strcmp(argv[3], "big") == 0) {
+        void *a = NULL, *b = NULL, *st = NULL;
+        size_t count = (size_t)1 << 28;
+        OK(cudaMalloc(&a, count * 4));
+        OK(cudaMalloc(&b, count * 4 * (size_t)n));
+        OK(cudaStreamCreate(&st));
+        ncclResult_t r = ncclAllReduce(a, a, count, ncclFloat32, ncclSum, comm, st);
+        if (r == ncclSuccess) r = ncclAllGather(a, b, count, ncclFloat32, comm, st);
+        if (r == ncclSuccess) OK(cudaStreamSynchronize(st));
+        if (r != ncclSuccess) {
+            printf("big failed: %s\n", ncclGetLastError(comm));
+            return 3;
+        }
+        printf("big ok\n");
+        return 0;
+    }
     if (argc == 4) {
         ncclComm_t half;
         ncclResult_t r = ncclCommSplit(comm, rank < n / 2, rank, &half, NULL);
