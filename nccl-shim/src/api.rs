@@ -171,8 +171,8 @@ fn collective(
     let (se, _) = kind.extents(count, c.nranks, sender, root);
     let (_, re) = kind.extents(count, c.nranks, c.rank, root);
     device_buffer(send, se, dtype, "sendbuff", c.cuda_dev, false)?;
-    // Under `--compute time` nothing is written, so nothing is committed.
-    let writes = !crate::sim::dataless();
+    // Under `--compute time` a large call writes nothing, so nothing is committed.
+    let writes = crate::sim::moves_data(crate::sim::largest_buffer(kind, count, dtype, c.nranks));
     device_buffer(recv, re, dtype, "recvbuff", c.cuda_dev, writes)?;
     let coll = Coll {
         kind,
@@ -210,7 +210,7 @@ fn p2p(
         dtype,
         if send { "sendbuff" } else { "recvbuff" },
         c.cuda_dev,
-        !send && !crate::sim::dataless(),
+        !send && crate::sim::moves_data(count.saturating_mul(dtype.size())),
     )?;
     group::op(
         c,

@@ -86,14 +86,41 @@ fn load(env: &RunEnv) -> Result<Sim> {
     })
 }
 
-/// The process's simulation, or None when it is off or cannot load (said once).
-/// Whether operations move no data (`--compute time`: torch ops compute nothing, so device
-/// buffers hold no defined values, and a collective only meets its ranks and takes its time).
-pub fn dataless() -> bool {
+/// Whether the job computes nothing (`--compute time`: torch ops take their time and write
+/// no values).
+fn dataless() -> bool {
     static D: OnceLock<bool> = OnceLock::new();
     *D.get_or_init(|| RunEnv::current().is_ok_and(|e| e.compute == Some(run_env::Compute::Time)))
 }
 
+/// The most bytes a buffer of an operation may have for its data to move under
+/// `--compute time`.
+pub const MOVED_UNDER_COMPUTE_TIME: usize = 64 << 10;
+
+/// Whether an operation whose largest buffer on any rank is `bytes` moves its data. Under
+/// `--compute time` device buffers mostly hold no defined values (ops compute nothing), so
+/// large operations only meet their ranks and take their predicted time, moving nothing and
+/// committing no host memory; small ones still move their bytes, because programs exchange
+/// host-made values through them (a barrier's flag, a loss or a timing gathered on every rank,
+/// DDP's parameter-shape check), and those are defined: they were copied from the host.
+/// Every rank decides alike: it depends only on the call's arguments.
+pub fn moves_data(bytes: usize) -> bool {
+    !dataless() || bytes <= MOVED_UNDER_COMPUTE_TIME
+}
+
+/// The largest buffer of collective `kind` of `count` elements of `dtype` on `nranks` ranks,
+/// in bytes (the root's, for rooted ones).
+pub fn largest_buffer(
+    kind: crate::types::Collective,
+    count: usize,
+    dtype: crate::types::DataType,
+    nranks: usize,
+) -> usize {
+    let (s, r) = kind.extents(count, nranks, 0, 0);
+    s.max(r).saturating_mul(dtype.size())
+}
+
+/// The process's simulation, or None when it is off or cannot load (said once).
 pub fn sim() -> Option<&'static Sim> {
     static S: OnceLock<Option<Sim>> = OnceLock::new();
     S.get_or_init(|| {

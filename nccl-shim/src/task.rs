@@ -56,26 +56,36 @@ impl Task {
         };
         let group = &self.comm.group;
         let start = match (&self.work, &self.comm.fold) {
-            // Under `--compute time` the ranks only meet (an empty collective of the data
-            // path's ranks, or the same sends and receives of no bytes), so no byte moves and
-            // no device memory is touched.
-            (Work::Coll(_), _) if crate::sim::dataless() => {
+            // Under `--compute time` a large operation's ranks only meet (an empty collective
+            // of the data path's ranks, or the same sends and receives of no bytes), so no
+            // byte moves and no device memory is touched (`sim::moves_data`).
+            (Work::Coll(c), _)
+                if !crate::sim::moves_data(crate::sim::largest_buffer(
+                    c.kind,
+                    c.count,
+                    c.dtype,
+                    self.comm.nranks,
+                )) =>
+            {
                 crate::exec::run_collective(group, &meeting(), ready)?
             }
-            (Work::P2p(ops), fold) if crate::sim::dataless() => {
+            (Work::P2p(ops), fold) if ops.iter().any(|op| !crate::sim::moves_data(op.bytes)) => {
                 let ops = match fold {
                     Some(f) => crate::fold::inner_p2p(f, ops)?,
                     None => ops.clone(),
                 };
-                let empty: Vec<P2p> = ops
+                let kept: Vec<P2p> = ops
                     .iter()
-                    .map(|op| P2p {
-                        bytes: 0,
-                        buf: 0,
-                        ..*op
+                    .map(|op| match crate::sim::moves_data(op.bytes) {
+                        true => *op,
+                        false => P2p {
+                            bytes: 0,
+                            buf: 0,
+                            ..*op
+                        },
                     })
                     .collect();
-                crate::exec::run_p2p(group, &empty, ready)?
+                crate::exec::run_p2p(group, &kept, ready)?
             }
             (Work::Coll(c), None) => crate::exec::run_collective(group, c, ready)?,
             (Work::Coll(c), Some(f)) => {

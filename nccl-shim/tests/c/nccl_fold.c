@@ -6,8 +6,9 @@
  *   nccl_fold IDFILE OUTDIR        ranks from RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE
  *   nccl_fold IDFILE OUTDIR split  the world split in two halves by rank: prints what
  *                                  ncclCommSplit returns and ncclGetLastError
- *   nccl_fold IDFILE OUTDIR big    an AllReduce and an AllGather of 1 GiB buffers never
- *                                  written: prints "big ok" or the error
+ *   nccl_fold IDFILE OUTDIR big    an AllReduce of 4 values copied from the host, checked,
+ *                                  then an AllReduce and an AllGather of 1 GiB buffers
+ *                                  never written: prints "big ok" or the error
  *
  * Writes OUTDIR/rank<R>.bin: every result buffer in call order, and prints "ok <calls>". */
 #include <stdint.h>
@@ -128,6 +129,15 @@ int main(int argc, char **argv) {
         OK(cudaMalloc(&a, count * 4));
         OK(cudaMalloc(&b, count * 4 * (size_t)n));
         OK(cudaStreamCreate(&st));
+        /* A small call moves its bytes even under --compute time: programs exchange host-made
+         * values this way. */
+        float h[4] = {1, 2, 3, (float)(rank % per)}, want = 0;
+        for (int q = 0; q < n; q++) want += (float)(q % per);
+        OK(cudaMemcpy(b, h, sizeof h, H2D));
+        OK(ncclAllReduce(b, b, 4, ncclFloat32, ncclSum, comm, st));
+        OK(cudaStreamSynchronize(st));
+        OK(cudaMemcpy(h, b, sizeof h, D2H));
+        CHECK(h[0] == (float)n && h[1] == 2.0f * n && h[3] == want);
         ncclResult_t r = ncclAllReduce(a, a, count, ncclFloat32, ncclSum, comm, st);
         if (r == ncclSuccess) r = ncclAllGather(a, b, count, ncclFloat32, comm, st);
         if (r == ncclSuccess) OK(cudaStreamSynchronize(st));
