@@ -545,6 +545,10 @@ fn copies(
             if let Some((f, _)) = folded {
                 env.insert(names::NODES.into(), nodes.to_string());
                 env.insert(names::MESH.into(), f.mesh().to_string());
+                // torch makes one unique id per 128 ranks (ncclCommInitRankScalable), each by
+                // the first rank of its block, which may be virtual: one root, rank 0's.
+                env.entry("TORCH_NCCL_RANKS_PER_ROOT".into())
+                    .or_insert_with(|| f.ranks().to_string());
                 env.insert(names::FOLD.into(), f.to_string());
             }
             out.push(Copy {

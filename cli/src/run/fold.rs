@@ -8,6 +8,9 @@
 //! node's agent, is told the number of started nodes (`PET_NNODES`, `PET_NODE_RANK`) and its
 //! workers' ranks are put back in the full job's numbering before their `main` runs
 //! (`libncclsim_launch.so`), where a worker of a virtual rank ends at once with status 0.
+//! torch's communicators get one root (`TORCH_NCCL_RANKS_PER_ROOT` = the job's ranks), rank 0,
+//! which is real: by default torch makes one unique id per 128 ranks, by ranks that may be
+//! virtual.
 
 use super::launcher::Launcher;
 use super::RunArgs;
