@@ -1,5 +1,5 @@
-"""Scaled dot-product attention's fused CUDA kernels (flash and memory-efficient), computed on
-the CPU by their definition.
+"""Scaled dot-product attention's fused CUDA kernels (flash, memory-efficient and cuDNN's),
+computed on the CPU by their definition.
 
 `torch.nn.functional.scaled_dot_product_attention` picks a fused kernel for CUDA tensors inside
 C++ (not through an op the dispatcher lets us replace), so the fused ops themselves get CPU
@@ -32,7 +32,7 @@ def _scores(q, k, bias, is_causal, scale):
             S = S + bias.float()
     if is_causal:
         L, Sk = S.size(-2), S.size(-1)
-        keep = torch.ones(L, Sk, dtype=torch.bool).tril()
+        keep = torch.ones(L, Sk, dtype=torch.bool, device=S.device).tril()
         S = S.masked_fill(~keep, float("-inf"))
     return S, s
 
@@ -84,6 +84,12 @@ def _backward(dout, q, k, v, bias, dropout_p, is_causal, scale, seed):
     return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), dS
 
 
+def _seed_of(philox_seed, dropout_p) -> int:
+    """The dropout seed a forward kept (read only when there is dropout: shaped-only runs
+    under `--compute time` hold no value)."""
+    return int(philox_seed.item()) if dropout_p > 0 else 0
+
+
 def _seed_tensors(seed):
     return torch.tensor(seed, dtype=torch.int64), torch.tensor(0, dtype=torch.int64)
 
@@ -97,7 +103,7 @@ def efficient_backward(
     grad_out, q, k, v, attn_bias, out, logsumexp, philox_seed, philox_offset, dropout_p, grad_input_mask,
     is_causal=False, *, scale=None,
 ):
-    dq, dk, dv, dS = _backward(grad_out, q, k, v, attn_bias, dropout_p, is_causal, scale, philox_seed.item())
+    dq, dk, dv, dS = _backward(grad_out, q, k, v, attn_bias, dropout_p, is_causal, scale, _seed_of(philox_seed, dropout_p))
     if attn_bias is not None and attn_bias.numel() and grad_input_mask[3]:
         dbias = dS
         while dbias.dim() > attn_bias.dim():
@@ -122,11 +128,33 @@ def flash_backward(
     grad_out, q, k, v, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal,
     philox_seed, philox_offset, *, scale=None,
 ):
-    dq, dk, dv, _ = _backward(grad_out, q, k, v, None, dropout_p, is_causal, scale, philox_seed.item())
+    dq, dk, dv, _ = _backward(grad_out, q, k, v, None, dropout_p, is_causal, scale, _seed_of(philox_seed, dropout_p))
+    return dq, dk, dv
+
+
+def cudnn_forward(
+    q, k, v, attn_bias, compute_log_sumexp, dropout_p=0.0, is_causal=False, return_debug_mask=False,
+    *, scale=None,
+):
+    out, lse, seed = _forward(q, k, v, attn_bias, dropout_p, is_causal, scale)
+    seed_t, offset_t = _seed_tensors(seed)
+    empty = torch.empty(0, dtype=torch.int32)
+    # cuDNN's log-sum-exp has a trailing dimension of 1 (torch's meta kernel says so too).
+    return (out, lse.unsqueeze(-1), empty, empty, q.size(-2), k.size(-2), seed_t, offset_t,
+            torch.empty(0, dtype=q.dtype))
+
+
+def cudnn_backward(
+    grad_out, q, k, v, out, logsumexp, philox_seed, philox_offset, attn_bias, cum_seq_q, cum_seq_k,
+    max_q, max_k, dropout_p, is_causal, *, scale=None,
+):
+    dq, dk, dv, _ = _backward(grad_out, q, k, v, attn_bias, dropout_p, is_causal, scale, _seed_of(philox_seed, dropout_p))
     return dq, dk, dv
 
 
 REPLACEMENTS = {
+    "aten::_scaled_dot_product_cudnn_attention": cudnn_forward,
+    "aten::_scaled_dot_product_cudnn_attention_backward": cudnn_backward,
     "aten::_scaled_dot_product_efficient_attention": efficient_forward,
     "aten::_scaled_dot_product_efficient_attention_backward": efficient_backward,
     "aten::_scaled_dot_product_flash_attention": flash_forward,

@@ -142,6 +142,10 @@ class _Op:
         self.fft = name.startswith(("aten::_fft", "aten::stft", "aten::istft"))
         # Whether the op writes any argument (in place or out=).
         self.writes = any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+        # For an op whose results are only the arguments it writes (or nothing): each return's
+        # argument (position, name); None otherwise. Under `--compute time` such an op without
+        # a meta kernel need not run to give its results (`_skipped`).
+        self.written_returns = _written_returns(schema) if self.writes else None
         # torch hands a Python number to a Python kernel where the schema has a Tensor and the
         # caller passed a number (a "wrapped number"): see `_unwrap_numbers`.
         self.tensor_pos = [i for i, a in enumerate(schema.arguments) if str(a.type) == "Tensor" and not a.kwarg_only]
@@ -153,6 +157,55 @@ class _Op:
             if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write and "Tensor" in str(a.type):
                 if str(a.type) in ("Tensor", "Tensor?"):
                     self.outs.append(a.name)
+
+
+def _written_returns(schema):
+    """(position, name) of the written argument each return aliases, or None when a return is
+    not such an alias."""
+    out = []
+    for r in schema.returns:
+        if r.alias_info is None or not r.alias_info.is_write:
+            return None
+        for i, a in enumerate(schema.arguments):
+            if a.alias_info is not None and a.alias_info.before_set == r.alias_info.before_set:
+                out.append((None if a.kwarg_only else i, a.name))
+                break
+        else:
+            return None
+    return out
+
+
+# Under `--compute time`, ops without a meta kernel whose tensor arguments hold more bytes
+# than this are not computed when their results are only the arguments they write (the
+# copies of FSDP's all-gather inputs, `_foreach_copy_`): their values are undefined anyway
+# and computing them would commit host memory for device memory. Smaller ones are computed,
+# as values the host made (copied in) may flow through them.
+SKIPPED_ABOVE = 64 << 10
+
+
+def _tensor_bytes(x) -> int:
+    if isinstance(x, torch.Tensor):
+        return x.numel() * x.element_size()
+    if isinstance(x, (list, tuple)):
+        return sum(_tensor_bytes(e) for e in x)
+    return 0
+
+
+def _skipped(info: "_Op", args: tuple, kwargs: dict):
+    """The results of an op left uncomputed under `--compute time` (see SKIPPED_ABOVE), or
+    None when it must run."""
+    if info.written_returns is None:
+        return None
+    if _tensor_bytes(list(args) + list(kwargs.values())) <= SKIPPED_ABOVE:
+        return None
+    got = [args[i] if i is not None and i < len(args) else kwargs.get(n)
+           for i, n in info.written_returns]
+    if not got:
+        return _NOTHING
+    return got[0] if len(got) == 1 else tuple(got)
+
+
+_NOTHING = object()
 
 
 def _generator(info: _Op, call: _Call, args: list, kwargs: dict) -> None:
@@ -398,12 +451,20 @@ def _kernel(info: _Op, mode: str):
         if graphs.capturing():
             return _capture(info, args, kwargs, meta)
         r = None
+        # Whether `r` is the op's result already (an op returning nothing gives None).
+        done = False
         if meta:
             try:
                 r = _run(info, args, kwargs, True)
+                done = True
             except (NotImplementedError, RuntimeError):
-                pass  # no meta kernel, or a data-dependent shape: compute it
-        if r is None:
+                # No meta kernel, or a data-dependent shape: compute it, unless its results
+                # are the large arguments it writes.
+                r = _skipped(info, args, kwargs)
+                done = r is not None
+                if r is _NOTHING:
+                    r = None
+        if not done:
             r = _run(info, args, kwargs, False)
             if perturb:
                 r = _perturb(r)

@@ -1,0 +1,119 @@
+"""A Llama-3.1-shaped transformer trained with FSDP2 (`fully_shard` per block and at the root,
+bf16 parameters, fp32 gradient reduction, AdamW, each block's activations recomputed in the
+backward as torchtitan's full activation checkpointing does), for `ncclsim run --compute time`: its step
+time and peak memory per GPU at the job's full size, read the way training scripts read them
+(CUDA events around each step, `torch.cuda.max_memory_allocated`).
+
+Usage: torchrun ... llama_fsdp.py [8b|70b] [SEQ] [LOCAL_BATCH] [STEPS]
+
+The model is built on the meta device and made on the GPU shard by shard (`to_empty`), so no
+rank ever holds the whole model. Parameters are not initialised: under `--compute time` no op
+computes values, only their time. Prints one line per step and `llama: ... PASS` at the end on
+rank 0.
+"""
+
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.utils.checkpoint import checkpoint
+
+SHAPES = {
+    # dim, layers, heads, kv heads, ffn, vocab (Llama 3.1's published configurations)
+    "8b": (4096, 32, 32, 8, 14336, 128256),
+    "70b": (8192, 80, 64, 8, 28672, 128256),
+}
+name = sys.argv[1] if len(sys.argv) > 1 else "8b"
+seq = int(sys.argv[2]) if len(sys.argv) > 2 else 8192
+batch = int(sys.argv[3]) if len(sys.argv) > 3 else 2
+steps = int(sys.argv[4]) if len(sys.argv) > 4 else 3
+dim, layers, heads, kv, ffn, vocab = SHAPES[name]
+
+rank = int(os.environ["RANK"])
+local = int(os.environ["LOCAL_RANK"])
+dev = torch.device("cuda", local)
+torch.cuda.set_device(dev)
+dist.init_process_group("nccl", device_id=dev)
+world = dist.get_world_size()
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        hd = dim // heads
+        self.attn_norm = nn.RMSNorm(dim)
+        self.wq = nn.Linear(dim, heads * hd, bias=False)
+        self.wk = nn.Linear(dim, kv * hd, bias=False)
+        self.wv = nn.Linear(dim, kv * hd, bias=False)
+        self.wo = nn.Linear(heads * hd, dim, bias=False)
+        self.ffn_norm = nn.RMSNorm(dim)
+        self.w1 = nn.Linear(dim, ffn, bias=False)
+        self.w3 = nn.Linear(dim, ffn, bias=False)
+        self.w2 = nn.Linear(ffn, dim, bias=False)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        hd = dim // heads
+        h = self.attn_norm(x)
+        q = self.wq(h).view(b, s, heads, hd).transpose(1, 2)
+        k = self.wk(h).view(b, s, kv, hd).transpose(1, 2)
+        v = self.wv(h).view(b, s, kv, hd).transpose(1, 2)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        x = x + self.wo(a.transpose(1, 2).reshape(b, s, heads * hd))
+        h = self.ffn_norm(x)
+        return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, dim)
+        self.blocks = nn.ModuleList(Block() for _ in range(layers))
+        self.norm = nn.RMSNorm(dim)
+        self.out = nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, t):
+        x = self.tok(t)
+        for blk in self.blocks:
+            x = checkpoint(blk, x, use_reentrant=False)
+        return self.out(self.norm(x))
+
+
+with torch.device("meta"):
+    model = Model()
+params = sum(p.numel() for p in model.parameters())
+mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+for blk in model.blocks:
+    fully_shard(blk, mp_policy=mp)
+fully_shard(model, mp_policy=mp)
+model.to_empty(device=dev)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+tokens = torch.zeros(batch, seq, dtype=torch.long, device=dev)
+times = []
+for step in range(steps):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    wall = time.perf_counter()
+    start.record()
+    logits = model(tokens)
+    loss = F.cross_entropy(logits.flatten(0, 1).float(), tokens.flatten())
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    end.record()
+    torch.cuda.synchronize()
+    wall = time.perf_counter() - wall
+    times.append(start.elapsed_time(end))
+    if rank == 0:
+        tps = batch * seq / (times[-1] / 1e3)
+        mem = torch.cuda.max_memory_allocated(dev) / 2**30
+        print(f"step {step}: {times[-1]:.1f} ms predicted, {tps:,.0f} tokens/s per GPU, "
+              f"peak {mem:.2f} GiB per GPU, {wall:.1f} s wall", flush=True)
+if rank == 0:
+    print(f"llama: {name} ({params / 1e9:.2f}B parameters) on {world} GPUs, seq {seq}, local "
+          f"batch {batch}: {min(times):.1f} ms per step; PASS", flush=True)
+dist.destroy_process_group()
