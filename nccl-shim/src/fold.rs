@@ -166,6 +166,30 @@ pub fn split_child(fold: &Fold, parent: &[usize], me: usize, real: &[usize]) -> 
     }
 }
 
+/// A group's collectives as this member (`me`) runs them: a broadcast or scatter whose root
+/// is virtual with `me` as its representative sends what `me` sends as the root of the same
+/// call in the group (same kind, count and type), when the group has one. SPMD programs make
+/// such groups, one call per root, each root sending its own buffer (torch's all_gather into a
+/// list of tensors: one in-place broadcast per rank, each non-root passing its output slot);
+/// the virtual root would send its own buffer, which its representative's root call names,
+/// not the slot the representative passes as a non-root.
+pub fn virtual_roots_send(f: &Folding, me: usize, mut colls: Vec<Coll>) -> Vec<Coll> {
+    let own: Vec<Coll> = colls.iter().copied().filter(|c| c.root == me).collect();
+    for c in colls.iter_mut() {
+        let rooted = matches!(c.kind, Collective::Broadcast | Collective::Scatter);
+        if !rooted || c.root == me || f.rep[c.root] != me {
+            continue;
+        }
+        if let Some(o) = own
+            .iter()
+            .find(|o| o.kind == c.kind && o.count == c.count && o.dtype == c.dtype)
+        {
+            c.send = o.send;
+        }
+    }
+    colls
+}
+
 /// A send/receive batch of the full communicator as the inner one runs it: peers become inner
 /// ranks; a virtual peer is refused.
 pub fn inner_p2p(f: &Folding, ops: &[crate::ops::P2p]) -> Result<Vec<crate::ops::P2p>> {

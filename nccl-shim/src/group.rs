@@ -324,14 +324,24 @@ fn run_comm(comm: &Arc<Comm>, ops: &[(u64, Op)], worker: bool) -> Result<()> {
         .iter()
         .filter_map(|(_, o)| if let Op::P2p(p) = o { Some(*p) } else { None })
         .collect();
-    for (stream, op) in ops {
-        if let Op::Coll(c) = op {
-            result = result.and(crate::task::enqueue(
-                comm,
-                *stream,
-                crate::task::Work::Coll(*c),
-            ));
-        }
+    let colls: Vec<crate::ops::Coll> = ops
+        .iter()
+        .filter_map(|(_, o)| if let Op::Coll(c) = o { Some(*c) } else { None })
+        .collect();
+    let colls = match &comm.fold {
+        Some(f) => crate::fold::virtual_roots_send(f, comm.rank, colls),
+        None => colls,
+    };
+    let streams = ops
+        .iter()
+        .filter(|(_, o)| matches!(o, Op::Coll(_)))
+        .map(|(s, _)| *s);
+    for (stream, c) in streams.zip(colls) {
+        result = result.and(crate::task::enqueue(
+            comm,
+            stream,
+            crate::task::Work::Coll(c),
+        ));
     }
     if let Some((stream, _)) = ops.iter().find(|(_, o)| matches!(o, Op::P2p(_))) {
         result = result.and(crate::task::enqueue(

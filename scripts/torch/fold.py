@@ -7,7 +7,9 @@ the two runs. Then the same over a 2-D DeviceMesh (dp, tp): a tensor-parallel ML
 partial outputs are all-reduced over the TP groups and whose gradients are averaged over the
 DP groups, torch's own sub-groups, each DP group with one real member when folded. The program
 sees the full job either way: WORLD_SIZE, its rank, the groups' sizes, and an
-all_gather_into_tensor of every rank's LOCAL_RANK are checked here.
+all_gather_into_tensor of every rank's LOCAL_RANK are checked here. Then DDP itself and FSDP2
+as HSDP over the same mesh (replicated over dp, sharded over the node's ranks), 3 AdamW steps
+each.
 
 Usage: torchrun ... fold.py OUT
 """
@@ -88,6 +90,40 @@ for step in range(3):
     opt.zero_grad()
     losses.append(loss.item())
 params = torch.cat([params, w1.detach().reshape(-1).cpu(), w2.detach().reshape(-1).cpu()])
+
+# DDP itself (its parameter check all-gathers into a list: one broadcast per rank, in place),
+# then FSDP2 on the same 2-D mesh as HSDP (replicated over dp, sharded within the node).
+from torch.distributed.fsdp import fully_shard
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+listed = [torch.zeros(2, device=dev) for _ in range(world)]
+dist.all_gather(listed, torch.full((2,), float(local), device=dev))
+assert [int(t[0].item()) for t in listed] == [r % per for r in range(world)]
+
+
+def train(model, what):
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    data = torch.Generator().manual_seed(3000 + local)
+    for step in range(3):
+        x = torch.randn(8, 32, generator=data).to(dev)
+        y = torch.randn(8, 4, generator=data).to(dev)
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    local_params = [p.to_local() if hasattr(p, "to_local") else p for p in model.parameters()]
+    return torch.cat([p.detach().reshape(-1).cpu() for p in local_params])
+
+
+torch.manual_seed(7)
+net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 4)).to(dev)
+params = torch.cat([params, train(DDP(net, device_ids=[local]), "ddp")])
+torch.manual_seed(8)
+net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 4)).to(dev)
+fully_shard(net[0], mesh=mesh)
+fully_shard(net, mesh=mesh)
+params = torch.cat([params, train(net, "hsdp")])
 torch.save({"params": params, "losses": losses, "world": world}, f"{out}/rank{rank}.pt")
 dist.destroy_process_group()
 print(f"rank {rank}: done, losses {['%.6f' % l for l in losses]}", flush=True)

@@ -202,6 +202,16 @@ int main(int argc, char **argv) {
             keep(res, c * es, s);
             OK(ncclAllGather(in, all, c, t, comm, s));
             keep(all, c * n * es, s);
+            /* An all-gather as one in-place broadcast per root in a group (torch's all_gather
+             * into a list): each root sends its own input, the others pass their slot. */
+            OK(cudaMemset(all, 0, c * n * es));
+            OK(ncclGroupStart());
+            for (int r = 0; r < n; r++) {
+                char *slot = (char *)all + (size_t)r * c * es;
+                OK(ncclBroadcast(r == rank ? in : slot, slot, c, t, r, comm, s));
+            }
+            OK(ncclGroupEnd());
+            keep(all, c * n * es, s);
             OK(ncclAlltoAll(big, all, c, t, comm, s));
             keep(all, c * n * es, s);
             for (int ri = 0; ri < 2; ri++) {
