@@ -80,6 +80,14 @@ fn predicted(out: &Path) -> Vec<(String, u64, u64, f64)> {
                 continue;
             }
             assert_eq!(c["nranks"], 16, "{c}");
+            if v["nccl"]["fold"].is_object() {
+                let f = &v["nccl"]["fold"];
+                assert_eq!(
+                    (f["ranks"].as_u64(), f["real_ranks"].as_u64()),
+                    (Some(16), Some(8))
+                );
+                assert_eq!(f["folded"], "dp");
+            }
             for op in c["ops"].as_array().into_iter().flatten() {
                 calls.push((
                     op["op"].as_str().unwrap().to_string(),

@@ -195,6 +195,35 @@ struct CommJson<'a> {
 struct SectionJson<'a> {
     communicators: Vec<CommJson<'a>>,
     predicted_us: f64,
+    /// A folded job: which ranks ran and which were virtual.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fold: Option<FoldJson>,
+}
+
+/// A folded job as this process saw it: the mesh, the folded dimensions, the job's ranks, the
+/// ranks that ran (the others were virtual copies of them), this process's rank and how many
+/// ranks each real rank stands for.
+#[derive(Serialize)]
+struct FoldJson {
+    mesh: String,
+    folded: String,
+    ranks: usize,
+    real_ranks: usize,
+    job_rank: Option<usize>,
+    stands_for: usize,
+}
+
+fn fold_json() -> Option<FoldJson> {
+    let env = run_env::RunEnv::current().ok()?;
+    let f = env.fold.as_ref()?;
+    Some(FoldJson {
+        mesh: f.mesh().to_string(),
+        folded: f.to_string(),
+        ranks: f.ranks(),
+        real_ranks: f.real_ranks().len(),
+        job_rank: env.job_rank,
+        stands_for: f.multiplicity(),
+    })
 }
 
 /// The `nccl` section: communicators with their operations, and the process's total.
@@ -236,6 +265,7 @@ pub fn section_json() -> String {
     serde_json::to_string(&SectionJson {
         communicators,
         predicted_us: micros(total),
+        fold: fold_json(),
     })
     .unwrap_or_else(|_| "null".into())
 }
@@ -250,6 +280,12 @@ pub fn text_lines() -> Vec<String> {
             r.len(),
             micros(total)
         ));
+        if let Some(f) = fold_json() {
+            out.push(format!(
+                "NCCLSIM report: job of {} ranks (mesh {}) folded over {}: {} ranks ran, each standing for {}; the others were virtual",
+                f.ranks, f.mesh, f.folded, f.real_ranks, f.stands_for
+            ));
+        }
         for ((magic, _), e) in r.iter() {
             out.push(format!(
                 "NCCLSIM report: comm {magic:#x} {} nRanks {} rank {} nNodes {}: {} coll channels, {} ring, {} tree, {} nvls, {} p2p",
