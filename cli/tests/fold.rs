@@ -6,24 +6,12 @@
 
 mod common;
 
-use common::{ncclsim_run, repo, text};
+use common::{ncclsim_run, text};
 use fake_cuda_test_support as support;
 use std::path::{Path, PathBuf};
 
 fn program(dir: &Path) -> PathBuf {
-    let c = repo().join("nccl-shim/tests/c");
-    support::build_c(
-        dir,
-        &[
-            ("libnccl.so", "libnccl.so.2"),
-            ("libcudart12.so", "libcudart.so.12"),
-        ],
-        &c.join("nccl_fold.c"),
-        &[repo().join("nccl-shim/include")],
-        &[],
-        "nccl_fold",
-        0,
-    )
+    common::nccl_program(dir, "nccl_fold.c", &[], "nccl_fold")
 }
 
 /// Runs the program on `nodes` DGX A100 nodes of 8 ranks (`fold`: extra options), writing

@@ -5,6 +5,8 @@
 //! AllReduces whose predicted times are `ncclsim predict`'s; rank 0's extra virtual work
 //! before the world AllReduce shows up as the others waiting.
 
+mod common;
+
 use fake_cuda_test_support as support;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,19 +18,7 @@ fn repo() -> PathBuf {
 }
 
 fn program(dir: &Path) -> PathBuf {
-    let c = repo().join("nccl-shim/tests/c");
-    support::build_c(
-        dir,
-        &[
-            ("libnccl.so", "libnccl.so.2"),
-            ("libcudart12.so", "libcudart.so.12"),
-        ],
-        &c.join("nccl_check.c"),
-        &[repo().join("nccl-shim/include")],
-        &["libpthread.so.0"],
-        "nccl_check",
-        0,
-    )
+    common::nccl_program(dir, "nccl_check.c", &["libpthread.so.0"], "nccl_check")
 }
 
 fn ncclsim(args: &[&str]) -> String {

@@ -46,6 +46,24 @@ pub fn ncclsim_run() -> Command {
     c
 }
 
+/// `nccl-shim/tests/c/<source>` built into `dir` as `exe`, linked against the built
+/// `libnccl.so.2` and `libcudart.so.12` by their real names (and the `system` libraries).
+pub fn nccl_program(dir: &Path, source: &str, system: &[&str], exe: &str) -> PathBuf {
+    let c = repo().join("nccl-shim/tests/c");
+    support::build_c(
+        dir,
+        &[
+            ("libnccl.so", "libnccl.so.2"),
+            ("libcudart12.so", "libcudart.so.12"),
+        ],
+        &c.join(source),
+        &[repo().join("nccl-shim/include")],
+        system,
+        exe,
+        0,
+    )
+}
+
 /// A finished run's standard output and error, together.
 pub fn text(o: &Output) -> String {
     format!(
