@@ -17,7 +17,8 @@
 #   2f. scripts/torch/fold.py all-real (16 ranks) and with `--fold dp` (8 real ranks of 16):
 #      data-parallel training over the world, then a (dp, tp) DeviceMesh job with a tensor-
 #      parallel MLP, 3 AdamW steps each, data uniform across replicas;
-#      every real rank's parameters and losses bit-identical between the runs (check_fold.py).
+#      every real rank's parameters and losses bit-identical between the runs, and every step's
+#      time on the GPU and the peak memory equal (check_fold.py).
 #   2. scripts/torch/ddp_fsdp.py: DDP over the world and FSDP2 over the DP groups, 3 steps each
 #      (computed on the simulated GPUs); their traces must show all-reduces,
 #      all-gathers and reduce-scatters; then `ncclsim trace summarize` and the same trace

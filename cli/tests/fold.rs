@@ -55,7 +55,7 @@ fn results(dir: &Path, r: usize) -> Vec<u8> {
 
 /// Rank 0's calls per operation: (name, calls, bytes, predicted time), from its report (of a
 /// `folded` run or not).
-fn predicted(out: &Path, folded: bool) -> Vec<(String, u64, u64, f64)> {
+fn predicted(out: &Path, folded: bool, ranks: u64) -> Vec<(String, u64, u64, f64)> {
     let mut calls = Vec::new();
     for e in std::fs::read_dir(out).unwrap() {
         let p = e.unwrap().path();
@@ -68,17 +68,17 @@ fn predicted(out: &Path, folded: bool) -> Vec<(String, u64, u64, f64)> {
             if c["rank"] != 0 {
                 continue;
             }
-            assert_eq!(c["nranks"], 16, "{c}");
+            assert_eq!(c["nranks"].as_u64(), Some(ranks), "{c}");
             // The report says which ranks ran in a folded job, and is silent otherwise.
             let f = &v["nccl"]["fold"];
             if folded {
                 assert_eq!(
                     (f["ranks"].as_u64(), f["real_ranks"].as_u64()),
-                    (Some(16), Some(8))
+                    (Some(ranks), Some(8))
                 );
                 assert_eq!(
                     (f["folded"].as_str(), f["stands_for"].as_u64()),
-                    (Some("dp"), Some(2))
+                    (Some("dp"), Some(ranks / 8))
                 );
             } else {
                 assert!(f.is_null(), "{f}");
@@ -126,7 +126,27 @@ fn every_collective_folded_equals_the_all_real_run() {
     assert!(results(&perturbed, 2) == results(&all, 2));
     assert!(results(&perturbed, 3) != results(&all, 3));
     assert!(!folded.join("rank8.bin").exists(), "a virtual rank ran");
-    let (pa, pf) = (predicted(&all, false), predicted(&folded, true));
+    let (pa, pf) = (predicted(&all, false, 16), predicted(&folded, true, 16));
+    assert!(!pa.is_empty());
+    assert_eq!(pa, pf, "predicted times differ");
+}
+
+#[test]
+fn a_32_rank_job_folded_to_8_equals_its_all_real_run() {
+    let dir = support::scratch_dir("fold-32");
+    let exe = program(&dir);
+    let (all, folded) = (dir.join("all"), dir.join("folded"));
+    let t = run(&exe, &all, 4, &[]);
+    assert_eq!(t.matches("ok ").count(), 32, "{t}");
+    let t = run(&exe, &folded, 4, &["--fold", "dp"]);
+    assert_eq!(t.matches("ok ").count(), 8, "{t}");
+    for r in 0..8 {
+        assert!(
+            results(&all, r) == results(&folded, r),
+            "rank {r}: the folded run's results differ from the all-real run's"
+        );
+    }
+    let (pa, pf) = (predicted(&all, false, 32), predicted(&folded, true, 32));
     assert!(!pa.is_empty());
     assert_eq!(pa, pf, "predicted times differ");
 }

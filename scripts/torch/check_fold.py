@@ -1,5 +1,6 @@
 """Compares an all-real run of fold.py with the folded run: every real rank's final
-parameters and losses are bit-identical, and the folded run wrote no virtual rank's file.
+parameters and losses are bit-identical, every step's time on the GPU and the peak memory are
+equal, and the folded run wrote no virtual rank's file.
 
 Usage: check_fold.py ALL_DIR FOLDED_DIR REAL_RANKS JOB_RANKS
 """
@@ -20,4 +21,6 @@ for r in range(ranks):
     assert a["world"] == b["world"] == ranks, (a["world"], b["world"])
     assert torch.equal(a["params"], b["params"]), f"rank {r}: parameters differ"
     assert a["losses"] == b["losses"], f"rank {r}: losses {a['losses']} vs {b['losses']}"
+    assert len(a["times"]) == 12 and a["times"] == b["times"], f"rank {r}: step times {a['times']} vs {b['times']}"
+    assert a["peak"] == b["peak"] > 0, f"rank {r}: peak memory {a['peak']} vs {b['peak']}"
 print(f"fold: {real} real ranks of {ranks} equal the all-real run")

@@ -42,20 +42,36 @@ for p in net.parameters():
 opt = torch.optim.AdamW(net.parameters(), lr=1e-2)
 data = torch.Generator().manual_seed(1000 + local)
 losses = []
+# Each step's time on the GPU (CUDA events) and the peak memory, which must not change either.
+times = []
+
+
+class Step:
+    def __enter__(self):
+        self.start, self.end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+        self.start.record()
+
+    def __exit__(self, *exc):
+        self.end.record()
+        self.end.synchronize()
+        times.append(self.start.elapsed_time(self.end))
+
+
 for step in range(3):
     x = torch.randn(8, 32, generator=data).to(dev)
     y = torch.randn(8, 4, generator=data).to(dev)
-    loss = torch.nn.functional.mse_loss(net(x), y)
-    loss.backward()
-    grads = [p.grad for p in net.parameters()]
-    bucket = torch.cat([g.reshape(-1) for g in grads])
-    dist.all_reduce(bucket, op=dist.ReduceOp.AVG)
-    at = 0
-    for g in grads:
-        g.copy_(bucket[at : at + g.numel()].view_as(g))
-        at += g.numel()
-    opt.step()
-    opt.zero_grad()
+    with Step():
+        loss = torch.nn.functional.mse_loss(net(x), y)
+        loss.backward()
+        grads = [p.grad for p in net.parameters()]
+        bucket = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(bucket, op=dist.ReduceOp.AVG)
+        at = 0
+        for g in grads:
+            g.copy_(bucket[at : at + g.numel()].view_as(g))
+            at += g.numel()
+        opt.step()
+        opt.zero_grad()
     losses.append(loss.item())
 params = torch.cat([p.detach().reshape(-1).cpu() for p in net.parameters()])
 
@@ -77,17 +93,18 @@ data = torch.Generator().manual_seed(2000)
 for step in range(3):
     x = torch.randn(8, 32, generator=data).to(dev)
     y = torch.randn(8, 4, generator=data).to(dev)
-    part = torch.nn.functional.gelu(x @ w1) @ w2
-    full = part.clone()
-    dist.all_reduce(full, group=tp)
-    # The gradient of the all-reduced output flows to every shard's partial output.
-    loss = torch.nn.functional.mse_loss(full, y)
-    (g,) = torch.autograd.grad(loss, full)
-    part.backward(g)
-    for p in (w1, w2):
-        dist.all_reduce(p.grad, op=dist.ReduceOp.AVG, group=dp)
-    opt.step()
-    opt.zero_grad()
+    with Step():
+        part = torch.nn.functional.gelu(x @ w1) @ w2
+        full = part.clone()
+        dist.all_reduce(full, group=tp)
+        # The gradient of the all-reduced output flows to every shard's partial output.
+        loss = torch.nn.functional.mse_loss(full, y)
+        (g,) = torch.autograd.grad(loss, full)
+        part.backward(g)
+        for p in (w1, w2):
+            dist.all_reduce(p.grad, op=dist.ReduceOp.AVG, group=dp)
+        opt.step()
+        opt.zero_grad()
     losses.append(loss.item())
 params = torch.cat([params, w1.detach().reshape(-1).cpu(), w2.detach().reshape(-1).cpu()])
 
@@ -107,10 +124,11 @@ def train(model, what):
     for step in range(3):
         x = torch.randn(8, 32, generator=data).to(dev)
         y = torch.randn(8, 4, generator=data).to(dev)
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
+        with Step():
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
         losses.append(loss.item())
     local_params = [p.to_local() if hasattr(p, "to_local") else p for p in model.parameters()]
     return torch.cat([p.detach().reshape(-1).cpu() for p in local_params])
@@ -124,6 +142,8 @@ net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Lin
 fully_shard(net[0], mesh=mesh)
 fully_shard(net, mesh=mesh)
 params = torch.cat([params, train(net, "hsdp")])
-torch.save({"params": params, "losses": losses, "world": world}, f"{out}/rank{rank}.pt")
+peak = torch.cuda.max_memory_allocated(dev)
+torch.save({"params": params, "losses": losses, "world": world, "times": times, "peak": peak},
+           f"{out}/rank{rank}.pt")
 dist.destroy_process_group()
 print(f"rank {rank}: done, losses {['%.6f' % l for l in losses]}", flush=True)
