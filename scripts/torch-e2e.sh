@@ -15,8 +15,9 @@
 #      `ncclsim plan`'s), and two nodes with NCCL_MNNVL_ENABLE=0; pynvml reads every GPU's
 #      fabric info (one cluster UUID for both trays, clique 0x7ffe, state completed).
 #   2f. scripts/torch/fold.py all-real (16 ranks) and with `--fold dp` (8 real ranks of 16):
-#      data-parallel training over the world, then a (dp, tp) DeviceMesh job with a tensor-
-#      parallel MLP, 3 AdamW steps each, data uniform across replicas;
+#      data-parallel training over the world, a (dp, tp) DeviceMesh job with a tensor-
+#      parallel MLP, DDP, and FSDP2 as HSDP on that mesh, 3 AdamW steps each, data uniform
+#      across replicas;
 #      every real rank's parameters and losses bit-identical between the runs, and every step's
 #      time on the GPU and the peak memory equal (check_fold.py).
 #   2. scripts/torch/ddp_fsdp.py: DDP over the world and FSDP2 over the DP groups, 3 steps each

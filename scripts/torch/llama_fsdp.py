@@ -4,7 +4,11 @@ backward as torchtitan's full activation checkpointing does), for `ncclsim run -
 time and peak memory per GPU at the job's full size, read the way training scripts read them
 (CUDA events around each step, `torch.cuda.max_memory_allocated`).
 
-Usage: torchrun ... llama_fsdp.py [8b|70b] [SEQ] [LOCAL_BATCH] [STEPS]
+Usage: torchrun ... llama_fsdp.py [8b|70b] [SEQ] [LOCAL_BATCH] [STEPS] [TP]
+
+With TP > 1 the job is FSDP over dp x tensor parallelism over tp (a (dp, tp) DeviceMesh, tp
+inside the node): each block's attention and feed-forward projections column- then
+row-parallel as torchtitan and Megatron shard them (`parallelize_module`), FSDP over dp.
 
 The model is built on the meta device and made on the GPU shard by shard (`to_empty`), so no
 rank ever holds the whole model. Parameters are not initialised: under `--compute time` no op
@@ -32,6 +36,7 @@ name = sys.argv[1] if len(sys.argv) > 1 else "8b"
 seq = int(sys.argv[2]) if len(sys.argv) > 2 else 8192
 batch = int(sys.argv[3]) if len(sys.argv) > 3 else 2
 steps = int(sys.argv[4]) if len(sys.argv) > 4 else 3
+tp = int(sys.argv[5]) if len(sys.argv) > 5 else 1
 dim, layers, heads, kv, ffn, vocab = SHAPES[name]
 
 rank = int(os.environ["RANK"])
@@ -59,12 +64,14 @@ class Block(nn.Module):
     def forward(self, x):
         b, s, _ = x.shape
         hd = dim // heads
+        # This rank's heads: a tp-th of them when the projections are column-parallel.
+        nh, nkv = heads // tp, kv // tp
         h = self.attn_norm(x)
-        q = self.wq(h).view(b, s, heads, hd).transpose(1, 2)
-        k = self.wk(h).view(b, s, kv, hd).transpose(1, 2)
-        v = self.wv(h).view(b, s, kv, hd).transpose(1, 2)
+        q = self.wq(h).view(b, s, nh, hd).transpose(1, 2)
+        k = self.wk(h).view(b, s, nkv, hd).transpose(1, 2)
+        v = self.wv(h).view(b, s, nkv, hd).transpose(1, 2)
         a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-        x = x + self.wo(a.transpose(1, 2).reshape(b, s, heads * hd))
+        x = x + self.wo(a.transpose(1, 2).reshape(b, s, nh * hd))
         h = self.ffn_norm(x)
         return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
 
@@ -88,9 +95,24 @@ with torch.device("meta"):
     model = Model()
 params = sum(p.numel() for p in model.parameters())
 mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+dp_mesh = None
+if tp > 1:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        parallelize_module,
+    )
+
+    mesh = init_device_mesh("cuda", (world // tp, tp), mesh_dim_names=("dp", "tp"))
+    dp_mesh = mesh["dp"]
+    plan = {name: ColwiseParallel() for name in ("wq", "wk", "wv", "w1", "w3")}
+    plan.update({name: RowwiseParallel() for name in ("wo", "w2")})
+    for blk in model.blocks:
+        parallelize_module(blk, mesh["tp"], plan)
 for blk in model.blocks:
-    fully_shard(blk, mp_policy=mp)
-fully_shard(model, mp_policy=mp)
+    fully_shard(blk, mesh=dp_mesh, mp_policy=mp)
+fully_shard(model, mesh=dp_mesh, mp_policy=mp)
 model.to_empty(device=dev)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
 tokens = torch.zeros(batch, seq, dtype=torch.long, device=dev)
@@ -114,6 +136,6 @@ for step in range(steps):
         print(f"step {step}: {times[-1]:.1f} ms predicted, {tps:,.0f} tokens/s per GPU, "
               f"peak {mem:.2f} GiB per GPU, {wall:.1f} s wall", flush=True)
 if rank == 0:
-    print(f"llama: {name} ({params / 1e9:.2f}B parameters) on {world} GPUs, seq {seq}, local "
-          f"batch {batch}: {min(times):.1f} ms per step; PASS", flush=True)
+    print(f"llama: {name} ({params / 1e9:.2f}B parameters) on {world} GPUs (tp {tp}), seq {seq}, "
+          f"local batch {batch}: {min(times):.1f} ms per step; PASS", flush=True)
 dist.destroy_process_group()

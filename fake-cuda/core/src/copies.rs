@@ -167,13 +167,16 @@ impl Core {
 
     /// [`Core::submit`], giving the virtual (start, end) of the operation when it ran now.
     pub(crate) fn submit_timed(&self, stream: u64, op: Op) -> Result<Option<(SimTime, SimTime)>> {
+        // A large device-only write under `--compute time`: its time, not its bytes.
+        let skipped;
         let ready = {
             let mut st = self.lock();
             let key = self.resolve(&mut st, stream)?;
             let stream_device = st.timeline.stream_info(key).device;
             let mut ns = self.price(&st, &op, stream_device)?;
+            skipped = self.config.shapes_only && shapes_only_skips(&st, &op);
             if let Some((dst, len)) = op.device_write_extent() {
-                if st.touches_device_space(dst, len) {
+                if st.touches_device_space(dst, len) && !skipped {
                     self.commit_device(&mut st, dst, len)?;
                 }
             }
@@ -230,6 +233,7 @@ impl Core {
         // ranges are the caller's promise, as with the real runtime; host functions are the
         // program's, called with the argument it gave.
         match op {
+            Op::Copy { .. } | Op::Memset { .. } | Op::Fill { .. } if skipped => {}
             Op::Copy {
                 dst,
                 dpitch,
@@ -500,5 +504,32 @@ impl Core {
             },
         )?;
         Ok(end.map(|(_, end)| end))
+    }
+}
+
+/// Whether `op` is a device-only write larger than [`crate::SHAPES_ONLY_MOVED`]: a copy
+/// between device buffers, or a memset or fill of one.
+fn shapes_only_skips(st: &State, op: &Op) -> bool {
+    let Some((dst, len)) = op.device_write_extent() else {
+        return false;
+    };
+    if len <= crate::SHAPES_ONLY_MOVED || !st.touches_device_space(dst, len) {
+        return false;
+    }
+    match *op {
+        Op::Copy {
+            src,
+            spitch,
+            width,
+            height,
+            ..
+        } => {
+            let span = spitch
+                .saturating_mul(height.saturating_sub(1))
+                .saturating_add(width);
+            st.touches_device_space(src, span)
+        }
+        Op::Memset { .. } | Op::Fill { .. } => true,
+        _ => false,
     }
 }

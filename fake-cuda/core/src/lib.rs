@@ -94,7 +94,16 @@ pub struct Config {
     /// How long binding memory to a multicast object, or mapping it, waits for the rest of
     /// its team to be added ([`vmm::multicast::TEAM_WAIT`]).
     pub team_wait: std::time::Duration,
+    /// `NCCLSIM_COMPUTE=time`: kernels compute nothing, so device memory mostly holds no
+    /// defined values; device-to-device copies, memsets and fills larger than
+    /// [`SHAPES_ONLY_MOVED`] take their time without touching (or committing) memory.
+    pub shapes_only: bool,
 }
+
+/// The most bytes a device-only copy, memset or fill writes under `--compute time`
+/// ([`Config::shapes_only`]): smaller ones still run, since they may carry values the host made
+/// (copied in) that the program reads back.
+pub const SHAPES_ONLY_MOVED: usize = 64 << 10;
 
 impl Default for Config {
     /// No pacing, kernels counted, no cache limit.
@@ -106,6 +115,7 @@ impl Default for Config {
             cache_limit: u64::MAX,
             host_memory: None,
             team_wait: vmm::multicast::TEAM_WAIT,
+            shapes_only: false,
         }
     }
 }
@@ -123,6 +133,7 @@ impl Config {
             cache_limit: env.cache_limit.unwrap_or_else(default_cache_limit),
             host_memory: env.host_memory,
             team_wait: vmm::multicast::TEAM_WAIT,
+            shapes_only: env.compute == Some(run_env::Compute::Time),
         }
     }
 }

@@ -806,3 +806,39 @@ fn a_meeting_waits_for_its_start_then_lasts_its_duration() {
         "each meeting's data released once"
     );
 }
+
+#[test]
+fn under_compute_time_large_device_writes_take_time_and_touch_nothing() {
+    let core = core_with_config(
+        1 << 30,
+        Config {
+            host_memory: Some(8 << 20),
+            shapes_only: true,
+            ..Config::default()
+        },
+    );
+    let a = core.malloc(0, 32 << 20).unwrap();
+    let b = core.malloc(0, 32 << 20).unwrap();
+    let before = core.stream_clock(0).unwrap();
+    // 32 MiB memsets, fills and device-to-device copies: past the 8 MiB budget, yet fine.
+    core.memset(a, 1, 32 << 20, 0).unwrap();
+    // SAFETY: both sides are device buffers of this core.
+    unsafe { core.memcpy(b, a, 32 << 20, CopyKind::Default, 0) }.unwrap();
+    assert!(
+        core.stream_clock(0).unwrap() > before,
+        "they take their time"
+    );
+    assert_eq!(arena_allocated(&core), 0, "nothing committed");
+    assert_eq!(resident_bytes(a, 32 << 20) + resident_bytes(b, 32 << 20), 0);
+    // Small ones and copies from the host still write: they may carry the host's values.
+    core.memset(a, 5, 4096, 0).unwrap();
+    let src = vec![7u8; 1 << 20];
+    // SAFETY: the host side is this test's buffer, alive for the copy.
+    unsafe { core.memcpy(b, src.as_ptr() as usize, 1 << 20, CopyKind::Default, 0) }.unwrap();
+    let mut out = [0u8; 2];
+    // SAFETY: as above.
+    unsafe { core.memcpy(out.as_mut_ptr() as usize, a, 1, CopyKind::Default, 0) }.unwrap();
+    // SAFETY: as above.
+    unsafe { core.memcpy(out.as_mut_ptr() as usize + 1, b, 1, CopyKind::Default, 0) }.unwrap();
+    assert_eq!(out, [5, 7]);
+}
