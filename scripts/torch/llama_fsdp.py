@@ -131,7 +131,8 @@ for step in range(steps):
     wall = time.perf_counter() - wall
     times.append(start.elapsed_time(end))
     if rank == 0:
-        tps = batch * seq / (times[-1] / 1e3)
+        # A TP group's ranks share their replica's tokens.
+        tps = batch * seq / tp / (times[-1] / 1e3)
         mem = torch.cuda.max_memory_allocated(dev) / 2**30
         print(f"step {step}: {times[-1]:.1f} ms predicted, {tps:,.0f} tokens/s per GPU, "
               f"peak {mem:.2f} GiB per GPU, {wall:.1f} s wall", flush=True)
