@@ -20,6 +20,8 @@
 #      across replicas;
 #      every real rank's parameters and losses bit-identical between the runs, and every step's
 #      time on the GPU and the peak memory equal (check_fold.py).
+#   2g. scripts/torch/llama_fsdp.py at toy size on 128 simulated H100 (`--fold dp --compute
+#      time`, 8 processes, each allowed 1 GiB of host memory): FSDP2, then FSDP x TP=8, 2 steps.
 #   2. scripts/torch/ddp_fsdp.py: DDP over the world and FSDP2 over the DP groups, 3 steps each
 #      (computed on the simulated GPUs); their traces must show all-reduces,
 #      all-gathers and reduce-scatters; then `ncclsim trace summarize` and the same trace
@@ -207,6 +209,17 @@ measured fold-folded "$ncclsim" run --topo "$topo" --nodes 2 --fold dp \
 LD_LIBRARY_PATH="$unit_stubs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     "$venv/bin/python" scripts/torch/check_fold.py "$logs/fold-all" "$logs/fold-folded" \
     "$per_node" "$world" || fail "the folded run differs from the all-real run"
+
+echo "== 2g. Folded at scale under --compute time: a Llama-shaped FSDP2 job on 128 simulated GPUs, and FSDP x TP=8"
+for tp in 1 8; do
+    measured "fold-llama-tp$tp" "$ncclsim" run --topo topologies/dgx-h100.xml --nodes 16 --fold dp \
+        --compute time --env NCCLSIM_HOST_MEMORY=1G --lib-path "$venv/ncclsim-stubs" \
+        -- torchrun --nproc_per_node 8 scripts/torch/llama_fsdp.py tiny 512 2 2 "$tp" \
+        > "$logs/fold-llama-tp$tp.log" 2>&1 || { grep -v "^W" "$logs/fold-llama-tp$tp.log" | tail -20; fail "folded llama (tp $tp) exited $?"; }
+    grep "^llama:" "$logs/fold-llama-tp$tp.log" | grep -q "on 128 GPUs (tp $tp).*PASS" \
+        || fail "folded llama (tp $tp): no PASS on 128 GPUs"
+    grep "^llama:" "$logs/fold-llama-tp$tp.log"
+done
 
 echo "== 2. DDP over the world, FSDP2 over the DP groups, 3 steps each"
 measured ddp-fsdp "$ncclsim" run --topo "$topo" --nodes 2 --lib-path "$venv/ncclsim-stubs" \

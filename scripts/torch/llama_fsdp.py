@@ -4,7 +4,7 @@ backward as torchtitan's full activation checkpointing does), for `ncclsim run -
 time and peak memory per GPU at the job's full size, read the way training scripts read them
 (CUDA events around each step, `torch.cuda.max_memory_allocated`).
 
-Usage: torchrun ... llama_fsdp.py [8b|70b] [SEQ] [LOCAL_BATCH] [STEPS] [TP]
+Usage: torchrun ... llama_fsdp.py [8b|70b|tiny] [SEQ] [LOCAL_BATCH] [STEPS] [TP]
 
 With TP > 1 the job is FSDP over dp x tensor parallelism over tp (a (dp, tp) DeviceMesh, tp
 inside the node): each block's attention and feed-forward projections column- then
@@ -31,6 +31,8 @@ SHAPES = {
     # dim, layers, heads, kv heads, ffn, vocab (Llama 3.1's published configurations)
     "8b": (4096, 32, 32, 8, 14336, 128256),
     "70b": (8192, 80, 64, 8, 28672, 128256),
+    # The same architecture at toy size, for the test suite.
+    "tiny": (256, 2, 8, 8, 512, 1024),
 }
 name = sys.argv[1] if len(sys.argv) > 1 else "8b"
 seq = int(sys.argv[2]) if len(sys.argv) > 2 else 8192
