@@ -333,7 +333,13 @@ fn scalars(
     coll: &Coll,
     ready: SimTime,
 ) -> Result<Vec<u64>> {
-    if !matches!(coll.red, Reduction::PreMulSum { .. })
+    // ncclAvg's scalar (1/nranks) is every member's: the reduction's own applies.
+    let avg = matches!(
+        crate::types::RedOp::try_from(coll.op),
+        Ok(crate::types::RedOp::Avg)
+    );
+    if avg
+        || !matches!(coll.red, Reduction::PreMulSum { .. })
         || !matches!(
             coll.kind,
             Collective::AllReduce | Collective::Reduce | Collective::ReduceScatter
