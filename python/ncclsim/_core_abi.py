@@ -112,6 +112,7 @@ ENTRY_OFFSET = {
     "graph_release_user_object": 768,
     "job_group_add": 776,
     "job_group_get": 784,
+    "run_settings": 792,
 }
 
 UNIT_VECTOR = 0
@@ -122,6 +123,10 @@ PRECISION_TF32 = 2
 PRECISION_F16 = 3
 PRECISION_BF16 = 4
 PRECISION_F8 = 5
+RUN_COMPUTE_UNSET = 0
+RUN_COMPUTE_RUN = 1
+RUN_COMPUTE_TIME = 2
+RUN_COMPUTE_OFF = 3
 
 STATUS_SUCCESS = 0
 STATUS_INVALID_DEVICE = 1

@@ -44,6 +44,8 @@ pub mod names {
     pub const CLOCK_EPOCH: &str = "NCCLSIM_CLOCK_EPOCH";
     /// `run`, `time` or `off` (`--compute`).
     pub const COMPUTE: &str = "NCCLSIM_COMPUTE";
+    /// `0`: torch ops compute (or shape) without taking modelled time.
+    pub const COMPUTE_TIME: &str = "NCCLSIM_COMPUTE_TIME";
     /// `nccl` or `calibrated` (`--model`).
     pub const MODEL: &str = "NCCLSIM_MODEL";
     /// `0` turns the planning and pricing of NCCL calls off.
@@ -193,6 +195,8 @@ pub struct RunEnv {
     pub clock_epoch: Option<ClockEpoch>,
     /// What torch ops do (`NCCLSIM_COMPUTE`); `None` outside `ncclsim run`.
     pub compute: Option<Compute>,
+    /// Torch ops take their modelled time ([`names::COMPUTE_TIME`], default on).
+    pub compute_priced: bool,
     /// The model pricing NCCL calls (`NCCLSIM_MODEL`).
     pub model: Model,
     /// Whether NCCL calls are planned and priced (`NCCLSIM_SIM`, default on).
@@ -289,6 +293,7 @@ impl RunEnv {
                 ],
                 "run, time or off",
             )?,
+            compute_priced: r.flag(names::COMPUTE_TIME)?.unwrap_or(true),
             model: r
                 .choice(
                     names::MODEL,

@@ -274,6 +274,10 @@ pub fn python_module() -> String {
         ("PRECISION_F16", crate::PRECISION_F16),
         ("PRECISION_BF16", crate::PRECISION_BF16),
         ("PRECISION_F8", crate::PRECISION_F8),
+        ("RUN_COMPUTE_UNSET", crate::RUN_COMPUTE_UNSET as i32),
+        ("RUN_COMPUTE_RUN", crate::RUN_COMPUTE_RUN as i32),
+        ("RUN_COMPUTE_TIME", crate::RUN_COMPUTE_TIME as i32),
+        ("RUN_COMPUTE_OFF", crate::RUN_COMPUTE_OFF as i32),
     ] {
         s.push_str(&format!("{name} = {v}\n"));
     }

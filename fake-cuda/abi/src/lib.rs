@@ -231,6 +231,15 @@ pub const PRECISION_BF16: i32 = 4;
 /// 8-bit floats.
 pub const PRECISION_F8: i32 = 5;
 
+/// `run_settings`' compute mode: `NCCLSIM_COMPUTE` unset.
+pub const RUN_COMPUTE_UNSET: u32 = 0;
+/// `NCCLSIM_COMPUTE=run`.
+pub const RUN_COMPUTE_RUN: u32 = 1;
+/// `NCCLSIM_COMPUTE=time`.
+pub const RUN_COMPUTE_TIME: u32 = 2;
+/// `NCCLSIM_COMPUTE=off`.
+pub const RUN_COMPUTE_OFF: u32 = 3;
+
 /// An instant that may be absent, in C form (`Option<SimTime>`).
 #[repr(C)]
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
@@ -762,6 +771,12 @@ macro_rules! core_api {
             /// # Safety
             /// `out` points to `cap` writable `u64`s.
             unsafe fn job_group_get(index: usize, out: *mut u64, cap: usize) -> (len: usize);
+            /// The run environment's settings for code outside the Rust libraries (the Python
+            /// package), parsed by the one parser: the compute mode (`RUN_COMPUTE_*`), whether
+            /// ops take modelled time (`NCCLSIM_COMPUTE_TIME`), whether a trace directory is set
+            /// and whether the job is folded, each 0 or 1. Fails, naming the variable, when the
+            /// environment has a bad value. Needs no device.
+            fn run_settings() -> (compute: u32, priced: u32, trace: u32, folded: u32);
         }
     };
 }

@@ -290,6 +290,12 @@ struct ncclsim_core_api_v1 {
     /* The `index`-th group recorded (from 0): copies up to `cap` of its ranks to `out`
      * and gives its length, 0 when there is no such group. */
     int (*job_group_get)(uintptr_t index, uint64_t *out, uintptr_t cap, uintptr_t *len);
+    /* The run environment's settings for code outside the Rust libraries (the Python
+     * package), parsed by the one parser: the compute mode (`RUN_COMPUTE_*`), whether
+     * ops take modelled time (`NCCLSIM_COMPUTE_TIME`), whether a trace directory is set
+     * and whether the job is folded, each 0 or 1. Fails, naming the variable, when the
+     * environment has a bad value. Needs no device. */
+    int (*run_settings)(uint32_t *compute, uint32_t *priced, uint32_t *trace, uint32_t *folded);
 };
 /* End of the generated part. */
 

@@ -277,6 +277,23 @@ pub(crate) fn physical_device_board(index: i32) -> Result<fake_cuda_abi::CBoardI
     })
 }
 
+pub(crate) fn run_settings() -> Result<(u32, u32, u32, u32)> {
+    let env = run_env::RunEnv::current().map_err(|e| CoreError::Environment(e.to_string()))?;
+    let compute = match env.compute {
+        None => fake_cuda_abi::RUN_COMPUTE_UNSET,
+        Some(run_env::Compute::Run) => fake_cuda_abi::RUN_COMPUTE_RUN,
+        Some(run_env::Compute::Time) => fake_cuda_abi::RUN_COMPUTE_TIME,
+        Some(run_env::Compute::Off) => fake_cuda_abi::RUN_COMPUTE_OFF,
+    };
+    let bit = |b: bool| u32::from(b);
+    Ok((
+        compute,
+        bit(env.compute_priced),
+        bit(env.trace.is_some()),
+        bit(env.fold.is_some()),
+    ))
+}
+
 pub(crate) fn physical_device_busy(index: i32) -> Result<(u64, u64)> {
     let (i, _) = physical(index)?;
     let (busy, clock) = core()?.physical_device_busy(i);

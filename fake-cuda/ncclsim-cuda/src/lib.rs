@@ -291,6 +291,15 @@ impl<A, B, C> PutOuts<(*mut A, *mut B, *mut C)> for (A, B, C) {
     }
 }
 
+impl<A, B, C, D> PutOuts<(*mut A, *mut B, *mut C, *mut D)> for (A, B, C, D) {
+    fn put_outs(self, (a, b, c, d): (*mut A, *mut B, *mut C, *mut D)) -> Result<(), CoreError> {
+        put(a, self.0)?;
+        put(b, self.1)?;
+        put(c, self.2)?;
+        put(d, self.3)
+    }
+}
+
 /// An argument of a C entry as its body takes it.
 macro_rules! body_arg {
     ($arg:ident: $cty:ty as $rty:ty) => {

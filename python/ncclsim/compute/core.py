@@ -24,6 +24,29 @@ KernelCost = _struct("KernelCost", abi.KERNEL_COST_FIELDS, abi.KERNEL_COST_SIZE)
 LaunchTimes = _struct("LaunchTimes", abi.LAUNCH_TIMES_FIELDS, abi.LAUNCH_TIMES_SIZE)
 
 
+class RunSettings:
+    """What the package needs of the run environment (`run_settings`): the compute mode (one
+    of the `RUN_COMPUTE_*` codes), whether ops take modelled time, whether a trace directory
+    is set, whether the job is folded."""
+
+    def __init__(self, compute: int, priced: bool, trace: bool, folded: bool) -> None:
+        self.compute, self.priced, self.trace, self.folded = compute, priced, trace, folded
+
+    def mode(self) -> str | None:
+        """`run`, `time`, `off`, or None when unset."""
+        return {abi.RUN_COMPUTE_RUN: "run", abi.RUN_COMPUTE_TIME: "time",
+                abi.RUN_COMPUTE_OFF: "off"}.get(self.compute)
+
+
+_said_settings: list = []
+
+
+def settings() -> RunSettings | None:
+    """The process's run settings, None outside ncclsim's libraries."""
+    c = core()
+    return c.run_settings() if c is not None else None
+
+
 class VtableMismatch(Exception):
     """The loaded core's vtable is of another version than this package's."""
 
@@ -54,6 +77,20 @@ class Core:
         self.commit_memory = entry(abi.ENTRY_OFFSET["commit_memory"], c.c_int, c.c_size_t, c.c_size_t)
         self.job_group_add = entry(
             abi.ENTRY_OFFSET["job_group_add"], c.c_int, c.POINTER(c.c_uint64), c.c_size_t)
+        u32p = c.POINTER(c.c_uint32)
+        self._run_settings = entry(abi.ENTRY_OFFSET["run_settings"], c.c_int, u32p, u32p, u32p, u32p)
+
+    def run_settings(self) -> RunSettings | None:
+        """The run environment as the core parsed it; None (said once) when it has a bad
+        value, which the CUDA libraries refuse too."""
+        outs = [ctypes.c_uint32() for _ in range(4)]
+        if self._run_settings(*[ctypes.byref(o) for o in outs]) != 0:
+            if not _said_settings:
+                _said_settings.append(True)
+                print(f"ncclsim: {self.last_error()}", flush=True)
+            return None
+        compute, priced, trace, folded = (o.value for o in outs)
+        return RunSettings(compute, bool(priced), bool(trace), bool(folded))
 
     def last_error(self) -> str:
         """The message of this thread's last failed call."""

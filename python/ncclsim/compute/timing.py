@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import ctypes
 import json
-import os
 import threading
 
 import logging
@@ -62,9 +61,12 @@ CONVOLUTIONS = frozenset({"convolution", "_convolution", "cudnn_convolution", "c
                           "_slow_conv2d_forward", "cudnn_convolution_transpose"})
 
 _NAMES = ["f64", "f32", "tf32", "f16", "bf16", "f8"]
-_enabled = os.environ.get("NCCLSIM_COMPUTE_TIME", "1") != "0"
-# The run environment's trace directory (blank is unset): whether ops describe themselves.
-_tracing = bool(os.environ.get("NCCLSIM_TRACE", "").strip())
+# The run environment (the core's `run_settings`; outside ncclsim's libraries, the defaults):
+# whether ops take modelled time (`NCCLSIM_COMPUTE_TIME`), and whether a trace directory is set,
+# so that ops describe themselves.
+_settings = core.settings()
+_enabled = _settings.priced if _settings is not None else True
+_tracing = _settings.trace if _settings is not None else False
 # Modelled time of everything priced in this process, ns (tests compare it with CUDA events).
 total_ns = 0
 
