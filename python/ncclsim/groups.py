@@ -8,9 +8,9 @@ process group's global ranks there (`job_group_add`) as torch makes the group, o
 
 - `torch.distributed.distributed_c10d._new_process_group_helper(group_size, group_rank,
   global_ranks_in_group, ...)`: the one function `init_process_group`, `new_group`,
-  `new_subgroups` and DeviceMesh's `new_group` path all make groups through (torch 1.x to
-  2.15, with the same name and the global ranks under the same parameter name, which is read
-  by name, not position);
+  `new_subgroups` and DeviceMesh's `new_group` path all make groups through in torch 2.15 (the
+  version the suite runs; the global ranks are read by their parameter's name, not position,
+  so an added or moved parameter does not matter);
 - `split_group(parent_pg, split_ranks, ...)`, DeviceMesh's other path (torch 2.6 and later),
   whose lists are ranks of the parent group, mapped to global ranks here.
 
