@@ -127,7 +127,9 @@ impl CostModel {
                 p.channels = info.channels;
                 p.threads = info.threads;
                 p.time_us = match self.mode {
-                    crate::Mode::Nccl => info.time_us as f64,
+                    crate::Mode::Nccl => {
+                        info.time_us as f64 / self.nccl.selection_penalty(dt, info.algo) as f64
+                    }
                     crate::Mode::Calibrated => self.calibration.time_us(
                         &self.nccl,
                         self.pricing.as_deref(),

@@ -408,14 +408,22 @@ impl NcclModel {
                 continue;
             }
             for p in Proto::ALL {
-                let mut time = self.algo_time(f, a, p, n_bytes, num_pipe_ops);
-                if dtype.is_fp8() && a == Algo::Ring && s.n_ranks > 8 {
-                    time *= 1024.0;
-                }
-                t[a as usize][p as usize] = time;
+                let time = self.algo_time(f, a, p, n_bytes, num_pipe_ops);
+                t[a as usize][p as usize] = time * self.selection_penalty(dtype, a);
             }
         }
         t
+    }
+
+    /// The factor NCCL 2.30 multiplies an algorithm's time by only to steer its choice
+    /// (`src/graph/tuning.cc`, `ncclTopoGetAlgoTime`: rings of fp8 data over more than 8 ranks,
+    /// x1024, for their accumulated rounding); the operation itself takes the unscaled time.
+    pub fn selection_penalty(&self, dtype: DataType, a: Algo) -> f32 {
+        if dtype.is_fp8() && a == Algo::Ring && self.shape.n_ranks > 8 {
+            1024.0
+        } else {
+            1.0
+        }
     }
 
     /// `topoGetAlgoInfo`: the minimum-time entry (ties keep the lower algorithm, then protocol),

@@ -189,9 +189,12 @@ impl CostModel {
         }
     }
 
-    fn time_for(&self, f: Func, info: &AlgoInfo, bytes: u64) -> f64 {
+    fn time_for(&self, f: Func, info: &AlgoInfo, bytes: u64, dtype: DataType) -> f64 {
         match self.mode {
-            Mode::Nccl => info.time_us as f64,
+            // NCCL's time for the chosen entry, without the factor that only steers its choice.
+            Mode::Nccl => {
+                info.time_us as f64 / self.nccl.selection_penalty(dtype, info.algo) as f64
+            }
             Mode::Calibrated => {
                 let t = self.calibration.time_us(
                     &self.nccl,
@@ -251,7 +254,7 @@ impl CostModel {
             }
             CostError::Query(msg)
         })?;
-        let t = self.time_for(f, &info, bytes);
+        let t = self.time_for(f, &info, bytes, dtype);
         Ok(self.finish(coll, bytes, info, t))
     }
 
@@ -277,7 +280,7 @@ impl CostModel {
                 let info =
                     self.nccl
                         .launch_shape(Algo::from_index(a), Proto::from_index(p), t, bytes);
-                let time = self.time_for(f, &info, bytes);
+                let time = self.time_for(f, &info, bytes, dtype);
                 out.push(self.finish(coll, bytes, info, time));
             }
         }

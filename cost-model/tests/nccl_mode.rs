@@ -330,3 +330,34 @@ fn tuning_table_snapshot_dgx_h100_two_nodes() {
     let m = model(&System::DgxH100.shape(2, 8, true), &[]);
     insta::assert_snapshot!(m.nccl.tuning_table().join("\n"));
 }
+
+#[test]
+fn the_fp8_ring_penalty_steers_the_choice_but_is_not_the_time() {
+    // NCCL 2.30 (src/graph/tuning.cc, ncclTopoGetAlgoTime) multiplies a ring's time by 1024
+    // for fp8 data over more than 8 ranks, so that another algorithm wins where one exists;
+    // where the ring is still chosen (Reduce, Broadcast), it runs in the ring's time.
+    let m = model(&System::DgxA100.shape(2, 8, false), &[]);
+    for coll in [Collective::Reduce, Collective::Broadcast] {
+        let op = RedOp::Sum;
+        let f8 = m.predict(coll, 3000, DataType::Float8e4m3, op).unwrap();
+        let i8 = m.predict(coll, 3000, DataType::Int8, op).unwrap();
+        assert_eq!((f8.algo, f8.proto), (i8.algo, i8.proto));
+        assert_eq!(f8.algo, "Ring");
+        assert!(
+            f8.time_us > 0.0 && f8.time_us == i8.time_us,
+            "{} vs {}",
+            f8.time_us,
+            i8.time_us
+        );
+    }
+    let table = m
+        .nccl
+        .cost_table(Func::Reduce, 3000, DataType::Float8e4m3, RedOp::Sum, 1);
+    let plain = m
+        .nccl
+        .algo_time(Func::Reduce, Algo::Ring, Proto::Ll, 3000, 1);
+    assert_eq!(
+        table[Algo::Ring as usize][Proto::Ll as usize],
+        plain * 1024.0
+    );
+}
