@@ -81,11 +81,6 @@ impl Folding {
             inner,
         }))
     }
-
-    /// This member's rank in the inner communicator (`member` must be real).
-    pub fn inner_rank(&self, member: usize) -> usize {
-        self.inner[member]
-    }
 }
 
 /// The job ranks of the members of a communicator of `nranks` where this process is member
@@ -173,7 +168,7 @@ pub fn split_child(fold: &Fold, parent: &[usize], me: usize, real: &[usize]) -> 
 /// list of tensors: one in-place broadcast per rank, each non-root passing its output slot);
 /// the virtual root would send its own buffer, which its representative's root call names,
 /// not the slot the representative passes as a non-root.
-pub fn virtual_roots_send(f: &Folding, me: usize, mut colls: Vec<Coll>) -> Vec<Coll> {
+pub fn virtual_roots_send(f: &Folding, me: usize, colls: &mut [Coll]) {
     let own: Vec<Coll> = colls.iter().copied().filter(|c| c.root == me).collect();
     for c in colls.iter_mut() {
         let rooted = matches!(c.kind, Collective::Broadcast | Collective::Scatter);
@@ -187,7 +182,6 @@ pub fn virtual_roots_send(f: &Folding, me: usize, mut colls: Vec<Coll>) -> Vec<C
             c.send = o.send;
         }
     }
-    colls
 }
 
 /// A send/receive batch of the full communicator as the inner one runs it: peers become inner
@@ -261,16 +255,16 @@ pub fn run_collective(
             let scalars = scalars(host, f, coll, ready)?;
             let block = |i: usize| all.0 + f.inner[i] * each;
             let out = coll.recv;
+            // Reduce and Gather give a result to their root only.
+            let gets = !matches!(coll.kind, Reduce | Gather) || coll.root == me;
             match coll.kind {
-                AllReduce => reduce(coll, &scalars, (0..n).map(block), 0, out, c * es),
-                Reduce if coll.root == me => {
+                AllReduce | Reduce if gets => {
                     reduce(coll, &scalars, (0..n).map(block), 0, out, c * es)
                 }
                 ReduceScatter => {
                     reduce(coll, &scalars, (0..n).map(block), me * c * es, out, c * es)
                 }
-                AllGather => (0..n).for_each(|i| copy(block(i), out + i * c * es, c * es)),
-                Gather if coll.root == me => {
+                AllGather | Gather if gets => {
                     (0..n).for_each(|i| copy(block(i), out + i * c * es, c * es))
                 }
                 AlltoAll => {
@@ -290,11 +284,8 @@ pub fn run_collective(
                 dtype: DataType::Uint8,
                 count: bytes,
                 root: inner_root,
-                ..*coll
-            };
-            let inner = Coll {
                 recv: all.0,
-                ..inner
+                ..*coll
             };
             let start = crate::exec::run_collective(host, &inner, ready)?;
             copy(all.0 + me * c * es, coll.recv, c * es);

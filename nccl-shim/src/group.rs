@@ -324,19 +324,20 @@ fn run_comm(comm: &Arc<Comm>, ops: &[(u64, Op)], worker: bool) -> Result<()> {
         .iter()
         .filter_map(|(_, o)| if let Op::P2p(p) = o { Some(*p) } else { None })
         .collect();
-    let colls: Vec<crate::ops::Coll> = ops
+    let (streams, mut colls): (Vec<u64>, Vec<crate::ops::Coll>) = ops
         .iter()
-        .filter_map(|(_, o)| if let Op::Coll(c) = o { Some(*c) } else { None })
-        .collect();
-    let colls = match &comm.fold {
-        Some(f) => crate::fold::virtual_roots_send(f, comm.rank, colls),
-        None => colls,
-    };
-    let streams = ops
-        .iter()
-        .filter(|(_, o)| matches!(o, Op::Coll(_)))
-        .map(|(s, _)| *s);
-    for (stream, c) in streams.zip(colls) {
+        .filter_map(|(s, o)| {
+            if let Op::Coll(c) = o {
+                Some((*s, *c))
+            } else {
+                None
+            }
+        })
+        .unzip();
+    if let Some(f) = &comm.fold {
+        crate::fold::virtual_roots_send(f, comm.rank, &mut colls);
+    }
+    for (stream, c) in streams.into_iter().zip(colls) {
         result = result.and(crate::task::enqueue(
             comm,
             stream,

@@ -16,6 +16,7 @@ use crate::comm::Comm;
 use crate::error::{NcclError, Result};
 use crate::ops::{Coll, P2p};
 use crate::trace;
+use std::borrow::Cow;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 
@@ -55,11 +56,12 @@ impl Task {
             SimTime::ZERO
         };
         let group = &self.comm.group;
-        let start = match (&self.work, &self.comm.fold) {
+        let fold = self.comm.fold.as_deref();
+        let start = match &self.work {
             // Under `--compute time` a large operation's ranks only meet (an empty collective
             // of the data path's ranks, or the same sends and receives of no bytes), so no
             // byte moves and no device memory is touched (`sim::moves_data`).
-            (Work::Coll(c), _)
+            Work::Coll(c)
                 if !crate::sim::moves_data(crate::sim::largest_buffer(
                     c.kind,
                     c.count,
@@ -69,31 +71,23 @@ impl Task {
             {
                 crate::exec::run_collective(group, &meeting(), ready)?
             }
-            (Work::P2p(ops), fold) if ops.iter().any(|op| !crate::sim::moves_data(op.bytes)) => {
-                let ops = match fold {
-                    Some(f) => crate::fold::inner_p2p(f, ops)?,
-                    None => ops.clone(),
+            Work::Coll(c) => match fold {
+                None => crate::exec::run_collective(group, c, ready)?,
+                Some(f) => crate::fold::run_collective(group, f, self.comm.rank, c, ready)?,
+            },
+            Work::P2p(ops) => {
+                let mut ops: Cow<'_, [P2p]> = match fold {
+                    Some(f) => Cow::Owned(crate::fold::inner_p2p(f, ops)?),
+                    None => Cow::Borrowed(ops),
                 };
-                let kept: Vec<P2p> = ops
-                    .iter()
-                    .map(|op| match crate::sim::moves_data(op.bytes) {
-                        true => *op,
-                        false => P2p {
-                            bytes: 0,
-                            buf: 0,
-                            ..*op
-                        },
-                    })
-                    .collect();
-                crate::exec::run_p2p(group, &kept, ready)?
-            }
-            (Work::Coll(c), None) => crate::exec::run_collective(group, c, ready)?,
-            (Work::Coll(c), Some(f)) => {
-                crate::fold::run_collective(group, f, self.comm.rank, c, ready)?
-            }
-            (Work::P2p(ops), None) => crate::exec::run_p2p(group, ops, ready)?,
-            (Work::P2p(ops), Some(f)) => {
-                crate::exec::run_p2p(group, &crate::fold::inner_p2p(f, ops)?, ready)?
+                if ops.iter().any(|op| !crate::sim::moves_data(op.bytes)) {
+                    for op in ops.to_mut().iter_mut() {
+                        if !crate::sim::moves_data(op.bytes) {
+                            (op.bytes, op.buf) = (0, 0);
+                        }
+                    }
+                }
+                crate::exec::run_p2p(group, &ops, ready)?
             }
         };
         let Some(p) = &self.priced else {

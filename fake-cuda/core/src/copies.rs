@@ -516,19 +516,10 @@ fn shapes_only_skips(st: &State, op: &Op) -> bool {
     if len <= crate::SHAPES_ONLY_MOVED || !st.touches_device_space(dst, len) {
         return false;
     }
-    match *op {
-        Op::Copy {
-            src,
-            spitch,
-            width,
-            height,
-            ..
-        } => {
-            let span = spitch
-                .saturating_mul(height.saturating_sub(1))
-                .saturating_add(width);
-            st.touches_device_space(src, span)
-        }
+    match op {
+        Op::Copy { .. } => op
+            .copy_read_extent()
+            .is_some_and(|(src, span)| st.touches_device_space(src, span)),
         Op::Memset { .. } | Op::Fill { .. } => true,
         _ => false,
     }

@@ -132,6 +132,14 @@ pub enum Op {
     },
 }
 
+/// The bytes from the first to the last byte of `height` rows of `width` bytes, `pitch`
+/// apart (saturating).
+fn pitched_span(pitch: usize, width: usize, height: usize) -> usize {
+    pitch
+        .saturating_mul(height.saturating_sub(1))
+        .saturating_add(width)
+}
+
 impl Op {
     /// The destination range an operation writes, `(start, bytes)`, for copies and fills.
     pub fn device_write_extent(&self) -> Option<(usize, usize)> {
@@ -142,17 +150,26 @@ impl Op {
                 width,
                 height,
                 ..
-            } => Some((
-                dst,
-                dpitch
-                    .saturating_mul(height.saturating_sub(1))
-                    .saturating_add(width),
-            )),
+            } => Some((dst, pitched_span(dpitch, width, height))),
             Op::Memset { dst, n, .. } => Some((dst, n)),
             Op::Fill {
                 dst, elem, count, ..
             } => Some((dst, elem.saturating_mul(count))),
             Op::Kernel { .. } | Op::Host { .. } | Op::Compute { .. } | Op::Meeting { .. } => None,
+        }
+    }
+
+    /// The source range a copy reads, `(start, bytes)`.
+    pub fn copy_read_extent(&self) -> Option<(usize, usize)> {
+        match *self {
+            Op::Copy {
+                src,
+                spitch,
+                width,
+                height,
+                ..
+            } => Some((src, pitched_span(spitch, width, height))),
+            _ => None,
         }
     }
 

@@ -344,19 +344,20 @@ fn assemble(
         crate::net::Links::none(j.nranks)
     };
     let processes = local_processes(&members, j.rank);
+    let shares_with_processes = local_ranks
+        .iter()
+        .any(|&r| members[r].pid != std::process::id());
     // The program's communicator: every member, virtual ones as their place in the job.
     let (rank, nranks, full) = match &folding {
         Some(f) => (f.real[j.rank], f.global.len(), full_members(&members, f)?),
-        None => (j.rank, j.nranks, members.clone()),
+        None => (j.rank, j.nranks, members),
     };
     let sim = simulate(&full, rank, magic, &j.config, j.handle);
     let group = HostGroup {
         rank: j.rank,
         nranks: j.nranks,
         cuda_dev: j.cuda_dev,
-        shares_with_processes: local_ranks
-            .iter()
-            .any(|&r| members[r].pid != std::process::id()),
+        shares_with_processes,
         ranks: local_ranks,
         index,
         segment,
@@ -399,7 +400,7 @@ fn full_members(real: &[Member], f: &crate::fold::Folding) -> Result<Vec<Member>
         .fold
         .as_ref()
         .map_or(f.global.len(), run_env::Fold::ranks);
-    let per = job / env.nodes.unwrap_or(1).max(1);
+    let per = (job / env.nodes.unwrap_or(1).max(1)).max(1);
     Ok((0..f.global.len())
         .map(|m| {
             let r = &real[f.inner[m]];
@@ -407,10 +408,10 @@ fn full_members(real: &[Member], f: &crate::fold::Folding) -> Result<Vec<Member>
                 return r.clone();
             }
             let (g, p) = (f.global[m], f.global[f.rep[m]]);
-            let node = (g / per.max(1)) as i32;
+            let node = (g / per) as i32;
             let mut v = r.clone();
-            if r.device.physical as usize == p % per.max(1) {
-                v.device.physical = (g % per.max(1)) as i32;
+            if r.device.physical as usize == p % per {
+                v.device.physical = (g % per) as i32;
             }
             v.node = node;
             v.pid = 0;
@@ -541,7 +542,7 @@ fn join(id: &crate::types::UniqueId, j: Joining) -> Result<Comm> {
     // The real members meet as a communicator of their own (the data path's).
     let (irank, in_n) = folding
         .as_ref()
-        .map_or((j.rank, j.nranks), |f| (f.inner_rank(j.rank), f.real.len()));
+        .map_or((j.rank, j.nranks), |f| (f.inner[j.rank], f.real.len()));
     cuda::set_device(j.cuda_dev)?;
     let listener = if irank == 0 {
         Some(bootstrap::listen(None)?)
