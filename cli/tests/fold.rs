@@ -96,15 +96,18 @@ fn predicted(out: &Path, folded: bool, ranks: u64) -> Vec<(String, u64, u64, f64
     calls
 }
 
-#[test]
-fn every_collective_folded_equals_the_all_real_run() {
-    let dir = support::scratch_dir("fold-collectives");
+/// Runs the program on `nodes` nodes all-real and with `--fold dp` (8 real ranks), in scratch
+/// directory `name`, and checks that ranks 0-7 got the same results and rank 0 the same
+/// predicted times, and that no virtual rank ran; gives the program and the all-real run's
+/// directory.
+fn folded_equals_all_real(name: &str, nodes: usize) -> (PathBuf, PathBuf) {
+    let dir = support::scratch_dir(name);
     let exe = program(&dir);
-    let all = dir.join("all");
-    let folded = dir.join("folded");
-    let t = run(&exe, &all, 2, &[]);
-    assert_eq!(t.matches("ok ").count(), 16, "{t}");
-    let t = run(&exe, &folded, 2, &["--fold", "dp"]);
+    let (all, folded) = (dir.join("all"), dir.join("folded"));
+    let ranks = nodes * 8;
+    let t = run(&exe, &all, nodes, &[]);
+    assert_eq!(t.matches("ok ").count(), ranks, "{t}");
+    let t = run(&exe, &folded, nodes, &["--fold", "dp"]);
     assert_eq!(t.matches("ok ").count(), 8, "{t}");
     for r in 0..8 {
         let (a, f) = (results(&all, r), results(&folded, r));
@@ -114,9 +117,23 @@ fn every_collective_folded_equals_the_all_real_run() {
             "rank {r}: the folded run's results differ from the all-real run's"
         );
     }
+    assert!(!folded.join("rank8.bin").exists(), "a virtual rank ran");
+    let ranks = ranks as u64;
+    let (pa, pf) = (
+        predicted(&all, false, ranks),
+        predicted(&folded, true, ranks),
+    );
+    assert!(!pa.is_empty());
+    assert_eq!(pa, pf, "predicted times differ");
+    (exe, all)
+}
+
+#[test]
+fn every_collective_folded_equals_the_all_real_run() {
+    let (exe, all) = folded_equals_all_real("fold-collectives", 2);
     // The comparison sees one flipped bit: rank 3 perturbs every result of its own (a test
     // switch of the debug build).
-    let perturbed = dir.join("perturbed");
+    let perturbed = all.with_file_name("perturbed");
     run(
         &exe,
         &perturbed,
@@ -125,30 +142,11 @@ fn every_collective_folded_equals_the_all_real_run() {
     );
     assert!(results(&perturbed, 2) == results(&all, 2));
     assert!(results(&perturbed, 3) != results(&all, 3));
-    assert!(!folded.join("rank8.bin").exists(), "a virtual rank ran");
-    let (pa, pf) = (predicted(&all, false, 16), predicted(&folded, true, 16));
-    assert!(!pa.is_empty());
-    assert_eq!(pa, pf, "predicted times differ");
 }
 
 #[test]
 fn a_32_rank_job_folded_to_8_equals_its_all_real_run() {
-    let dir = support::scratch_dir("fold-32");
-    let exe = program(&dir);
-    let (all, folded) = (dir.join("all"), dir.join("folded"));
-    let t = run(&exe, &all, 4, &[]);
-    assert_eq!(t.matches("ok ").count(), 32, "{t}");
-    let t = run(&exe, &folded, 4, &["--fold", "dp"]);
-    assert_eq!(t.matches("ok ").count(), 8, "{t}");
-    for r in 0..8 {
-        assert!(
-            results(&all, r) == results(&folded, r),
-            "rank {r}: the folded run's results differ from the all-real run's"
-        );
-    }
-    let (pa, pf) = (predicted(&all, false, 32), predicted(&folded, true, 32));
-    assert!(!pa.is_empty());
-    assert_eq!(pa, pf, "predicted times differ");
+    folded_equals_all_real("fold-32", 4);
 }
 
 #[test]

@@ -2,7 +2,8 @@
 
 It asks the fake CUDA core for the run environment (`run_settings`: one parser for every
 library); outside a simulated process (no core to load, or no `NCCLSIM_COMPUTE`) it does
-nothing, so an installed package never changes a torch that runs on real GPUs. `NCCLSIM_COMPUTE=off` leaves kernels as the fake CUDA core treats them (counted, not run).
+nothing, so an installed package never changes a torch that runs on real GPUs.
+`NCCLSIM_COMPUTE=off` leaves kernels as the fake CUDA core treats them (counted, not run).
 """
 
 

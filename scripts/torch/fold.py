@@ -33,14 +33,6 @@ seen = torch.zeros(world, dtype=torch.int64, device=dev)
 dist.all_gather_into_tensor(seen, torch.tensor([local], device=dev))
 assert seen.tolist() == [r % per for r in range(world)], seen.tolist()
 
-torch.manual_seed(rank)
-net = torch.nn.Sequential(
-    torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 4)
-).to(dev)
-for p in net.parameters():
-    dist.broadcast(p.data, 0)
-opt = torch.optim.AdamW(net.parameters(), lr=1e-2)
-data = torch.Generator().manual_seed(1000 + local)
 losses = []
 # Each step's time on the GPU (CUDA events) and the peak memory, which must not change either.
 times = []
@@ -57,23 +49,58 @@ class Step:
         times.append(self.start.elapsed_time(self.end))
 
 
-for step in range(3):
-    x = torch.randn(8, 32, generator=data).to(dev)
-    y = torch.randn(8, 4, generator=data).to(dev)
-    with Step():
-        loss = torch.nn.functional.mse_loss(net(x), y)
-        loss.backward()
-        grads = [p.grad for p in net.parameters()]
-        bucket = torch.cat([g.reshape(-1) for g in grads])
-        dist.all_reduce(bucket, op=dist.ReduceOp.AVG)
-        at = 0
-        for g in grads:
-            g.copy_(bucket[at : at + g.numel()].view_as(g))
-            at += g.numel()
-        opt.step()
-        opt.zero_grad()
-    losses.append(loss.item())
-params = torch.cat([p.detach().reshape(-1).cpu() for p in net.parameters()])
+def mlp():
+    return torch.nn.Sequential(
+        torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 4)
+    ).to(dev)
+
+
+def batches(seed):
+    """3 batches (x, y) on the GPU from a CPU generator seeded with `seed`."""
+    data = torch.Generator().manual_seed(seed)
+    for _ in range(3):
+        x = torch.randn(8, 32, generator=data).to(dev)
+        y = torch.randn(8, 4, generator=data).to(dev)
+        yield x, y
+
+
+def flat(tensors):
+    """This rank's values (its shards, for DTensors) as one CPU vector."""
+    parts = [t.to_local() if hasattr(t, "to_local") else t for t in tensors]
+    return torch.cat([t.detach().reshape(-1).cpu() for t in parts])
+
+
+def train(model, seed, after_backward=None):
+    """3 AdamW steps on `batches(seed)`, each timed; gives the parameters."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for x, y in batches(seed):
+        with Step():
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            if after_backward is not None:
+                after_backward(model)
+            opt.step()
+            opt.zero_grad()
+        losses.append(loss.item())
+    return flat(model.parameters())
+
+
+def average_gradients(model):
+    """The gradients averaged over the world in one flat bucket, as DDP does."""
+    grads = [p.grad for p in model.parameters()]
+    bucket = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(bucket, op=dist.ReduceOp.AVG)
+    at = 0
+    for g in grads:
+        g.copy_(bucket[at : at + g.numel()].view_as(g))
+        at += g.numel()
+
+
+torch.manual_seed(rank)
+net = mlp()
+for p in net.parameters():
+    dist.broadcast(p.data, 0)
+params = train(net, 1000 + local, average_gradients)
 
 # A DeviceMesh (dp, tp) with TP inside the node: a tensor-parallel MLP (column shards of the
 # first layer, row shards of the second, the partial outputs all-reduced over the TP group),
@@ -89,10 +116,7 @@ torch.manual_seed(100 + local)
 w1 = torch.nn.Parameter(torch.randn(32, 16, device=dev) / 8)
 w2 = torch.nn.Parameter(torch.randn(16, 4, device=dev) / 8)
 opt = torch.optim.AdamW([w1, w2], lr=1e-2)
-data = torch.Generator().manual_seed(2000)
-for step in range(3):
-    x = torch.randn(8, 32, generator=data).to(dev)
-    y = torch.randn(8, 4, generator=data).to(dev)
+for x, y in batches(2000):
     with Step():
         part = torch.nn.functional.gelu(x @ w1) @ w2
         full = part.clone()
@@ -106,7 +130,7 @@ for step in range(3):
         opt.step()
         opt.zero_grad()
     losses.append(loss.item())
-params = torch.cat([params, w1.detach().reshape(-1).cpu(), w2.detach().reshape(-1).cpu()])
+params = torch.cat([params, flat([w1, w2])])
 
 # DDP itself (its parameter check all-gathers into a list: one broadcast per rank, in place),
 # then FSDP2 on the same 2-D mesh as HSDP (replicated over dp, sharded within the node).
@@ -118,30 +142,13 @@ dist.all_gather(listed, torch.full((2,), float(local), device=dev))
 assert [int(t[0].item()) for t in listed] == [r % per for r in range(world)]
 
 
-def train(model, what):
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    data = torch.Generator().manual_seed(3000 + local)
-    for step in range(3):
-        x = torch.randn(8, 32, generator=data).to(dev)
-        y = torch.randn(8, 4, generator=data).to(dev)
-        with Step():
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-        losses.append(loss.item())
-    local_params = [p.to_local() if hasattr(p, "to_local") else p for p in model.parameters()]
-    return torch.cat([p.detach().reshape(-1).cpu() for p in local_params])
-
-
 torch.manual_seed(7)
-net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 4)).to(dev)
-params = torch.cat([params, train(DDP(net, device_ids=[local]), "ddp")])
+params = torch.cat([params, train(DDP(mlp(), device_ids=[local]), 3000 + local)])
 torch.manual_seed(8)
-net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 4)).to(dev)
+net = mlp()
 fully_shard(net[0], mesh=mesh)
 fully_shard(net, mesh=mesh)
-params = torch.cat([params, train(net, "hsdp")])
+params = torch.cat([params, train(net, 3000 + local)])
 peak = torch.cuda.max_memory_allocated(dev)
 torch.save({"params": params, "losses": losses, "world": world, "times": times, "peak": peak},
            f"{out}/rank{rank}.pt")

@@ -38,13 +38,16 @@ class RunSettings:
                 abi.RUN_COMPUTE_OFF: "off"}.get(self.compute)
 
 
-_said_settings: list = []
+_settings: list = []  # [RunSettings or None], once asked
 
 
 def settings() -> RunSettings | None:
-    """The process's run settings, None outside ncclsim's libraries."""
-    c = core()
-    return c.run_settings() if c is not None else None
+    """The process's run settings (asked of the core once), None outside ncclsim's libraries
+    or when the environment has a bad value."""
+    if not _settings:
+        c = core()
+        _settings.append(c.run_settings() if c is not None else None)
+    return _settings[0]
 
 
 class VtableMismatch(Exception):
@@ -81,13 +84,11 @@ class Core:
         self._run_settings = entry(abi.ENTRY_OFFSET["run_settings"], c.c_int, u32p, u32p, u32p, u32p)
 
     def run_settings(self) -> RunSettings | None:
-        """The run environment as the core parsed it; None (said once) when it has a bad
-        value, which the CUDA libraries refuse too."""
+        """The run environment as the core parsed it; None, said, when it has a bad value,
+        which the CUDA libraries refuse too."""
         outs = [ctypes.c_uint32() for _ in range(4)]
         if self._run_settings(*[ctypes.byref(o) for o in outs]) != 0:
-            if not _said_settings:
-                _said_settings.append(True)
-                print(f"ncclsim: {self.last_error()}", flush=True)
+            print(f"ncclsim: {self.last_error()}", flush=True)
             return None
         compute, priced, trace, folded = (o.value for o in outs)
         return RunSettings(compute, bool(priced), bool(trace), bool(folded))
