@@ -46,6 +46,9 @@
 #      target/fault-injection and run beside the other release libraries.
 #   5b. ... and compute.py with NCCLSIM_TEST_COMPUTE_PERTURB=1 (wrong matrix products) must fail
 #      too: the Python package obeys that switch only beside such a libnccl.so.2.
+#      scripts/torch/kernel_speed.py: square matmuls and a 1 GiB add_ under `--compute time`
+#      on DGX A100, DGX H100 and 8x RTX 4090 read published matmul rates (checks.csv) and 80% of
+#      the datasheet bandwidth; 1,000 tiny ops under `--clock virtual` take the host's 10 us each.
 #   5c. scripts/torch/cuda_graphs.py on 1 node x 2: a training step with its all_reduce captured
 #      with torch.cuda.graph and replayed 3 times ends with the eager run's and the CPU's
 #      parameters and takes the eager step's time; make_graphed_callables likewise.
@@ -319,6 +322,23 @@ grep "step time" "$logs/cuda-graphs.log"
     -- python scripts/torch/compute_time.py > "$logs/compute-time.log" 2>&1 \
     || fail "--compute time checks exited $?"
 grep "compute-time:" "$logs/compute-time.log"
+# The first benchmarks on a new GPU read the kernel model's own speed: square matmuls and a 1 GiB
+# add against published runs and datasheets on three boards; tiny ops launch-bound under the
+# virtual clock (and not without it: the check checks).
+for t in dgx-a100 dgx-h100 pcie-8x4090; do
+    "$ncclsim" run --topo "topologies/$t.xml" --compute time --lib-path "$venv/ncclsim-stubs" \
+        -- python scripts/torch/kernel_speed.py speed > "$logs/kernel-speed-$t.log" 2>&1 \
+        || { cat "$logs/kernel-speed-$t.log"; fail "kernel speed on $t"; }
+    grep "^ok \|^   " "$logs/kernel-speed-$t.log"
+done
+"$ncclsim" run --topo topologies/dgx-h100.xml --compute time --clock virtual \
+    --lib-path "$venv/ncclsim-stubs" -- python scripts/torch/kernel_speed.py launch \
+    > "$logs/kernel-launch.log" 2>&1 || { cat "$logs/kernel-launch.log"; fail "launch-bound ops"; }
+grep "^ok " "$logs/kernel-launch.log"
+if "$ncclsim" run --topo topologies/dgx-h100.xml --compute time --lib-path "$venv/ncclsim-stubs" \
+    -- python scripts/torch/kernel_speed.py launch > "$logs/kernel-launch-wall.log" 2>&1; then
+    fail "tiny ops read launch-bound without the virtual clock: the launch check does not check"
+fi
 # Measured times override the model: ops listed in a kernel-time table take the listed times.
 "$ncclsim" run --topo "$topo" --compute time --lib-path "$venv/ncclsim-stubs" \
     --kernel-times scripts/torch/kernel_times.csv \

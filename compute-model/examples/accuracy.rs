@@ -42,7 +42,7 @@ fn plot(path: &str, s: &report::Scored) -> Result<(), Box<dyn std::error::Error>
     let train: Vec<(f64, f64)> = s
         .training
         .iter()
-        .map(|t| (t.case.measured, t.held_out))
+        .map(|t| (t.case.measured, t.predicted))
         .collect();
     let root = SVGBackend::new(path, (1200, 560)).into_drawing_area();
     root.fill(&WHITE)?;

@@ -6,10 +6,9 @@
 //! architecture takes the median of the class over all architectures, and a class without
 //! rows anywhere [`DEFAULT_EFFICIENCY`]. The `accuracy` report (`--features accuracy`) refits
 //! them from the data; its test keeps the constants here equal to the fit.
-//! The sustained-rate factors are fitted to the published training runs (`accuracy::training`):
-//! per architecture, the median of measured over modelled step rate.
 //! Not fitted: the memory-bandwidth fraction and the floor (typical of streaming kernels and
-//! of the launch-to-completion time of an empty kernel), and vector arithmetic.
+//! of the launch-to-completion time of an empty kernel), vector arithmetic, and the host's time
+//! per launch. Nothing is fitted to training runs: they are the check (`accuracy::training`).
 
 use crate::{Arch, GpuSpec, Precision, Unit};
 
@@ -98,27 +97,13 @@ pub const CLASS_EFFICIENCY: &[(Class, f64)] = &[
     (Class::F32, 0.993),
 ];
 
-/// Fitted sustained-rate factors: the training step rate published runs reach over the rate
-/// the sum of their kernels' modelled times gives (clocks under sustained power, gaps between
-/// kernels, communication sharing the memory system), per architecture with training rows.
-#[rustfmt::skip]
-pub const SUSTAINED: &[(Arch, f64)] = &[
-    (Arch::Ampere, 0.835),
-    (Arch::AmpereGa10x, 1.000),
-    (Arch::Hopper, 0.613),
-];
-
-/// The sustained-rate factor of architectures without training rows (over all rows).
-pub const SUSTAINED_ALL: f64 = 0.820;
-
-/// The sustained-rate factor of `arch`.
-pub fn sustained(arch: Arch) -> f64 {
-    SUSTAINED
-        .iter()
-        .find(|(a, _)| *a == arch)
-        .map(|s| s.1)
-        .unwrap_or(SUSTAINED_ALL)
-}
+/// The host's time to issue one eager framework op, ns: Python, the binding, torch's
+/// dispatcher and autograd, the library's launch (`cudaLaunchKernel`). Published breakdowns of
+/// eager PyTorch put the CPU path of one op at 5-25 us on current hosts; 10 us is taken (not
+/// fitted). Under the virtual clock the calling thread's clock moves by it at each priced op,
+/// so a stretch of kernels shorter than their launches is as long as its launches, as on the
+/// real machine; captured and replayed graphs launch without it.
+pub const HOST_OP_NS: u64 = 10_000;
 
 /// The efficiency of `unit` on `gpu`.
 pub fn efficiency(gpu: &GpuSpec, unit: Unit) -> f64 {

@@ -127,6 +127,13 @@ RUN_COMPUTE_UNSET = 0
 RUN_COMPUTE_RUN = 1
 RUN_COMPUTE_TIME = 2
 RUN_COMPUTE_OFF = 3
+ATTENTION_NONE = 0
+ATTENTION_FLASH = 1
+ATTENTION_MEM_EFFICIENT = 2
+ATTENTION_CUDNN = 3
+COST_BACKWARD = 1
+COST_CAUSAL = 2
+COST_HOST_OP = 4
 
 STATUS_SUCCESS = 0
 STATUS_INVALID_DEVICE = 1
@@ -144,7 +151,7 @@ STATUS_NOT_SUPPORTED = 12
 STATUS_INTERNAL = 13
 STATUS_CAPTURE_VIOLATION = 14
 
-# (field, ctypes type, byte offset) of CKernelCost, 56 bytes.
+# (field, ctypes type, byte offset) of CKernelCost, 64 bytes.
 KERNEL_COST_FIELDS = [
     ("flops", "c_double", 0),
     ("bytes", "c_double", 8),
@@ -154,8 +161,10 @@ KERNEL_COST_FIELDS = [
     ("m", "c_uint64", 32),
     ("n", "c_uint64", 40),
     ("k", "c_uint64", 48),
+    ("attention", "c_uint32", 56),
+    ("flags", "c_uint32", 60),
 ]
-KERNEL_COST_SIZE = 56
+KERNEL_COST_SIZE = 64
 
 # (field, ctypes type, byte offset) of CMaybeTime, 16 bytes.
 MAYBE_TIME_FIELDS = [

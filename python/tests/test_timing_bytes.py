@@ -1,5 +1,5 @@
-"""Memory traffic `timing.cost` gives ops: the bytes of their tensor arguments plus those of
-their new results, and cuDNN's NHWC transposes of half-precision convolutions in NCHW
+"""Memory traffic `timing.cost` gives ops: the bytes of the tensor arguments they read, of those
+they write in place, and of their new results, and cuDNN's NHWC transposes of half-precision convolutions in NCHW
 (`_nchw_transposes`); expected values counted by hand."""
 
 import pytest
@@ -19,12 +19,18 @@ def nbytes(op, name, args, result, **kwargs):
 def test_arguments_and_new_results():
     a, b = torch.randn(3, 4), torch.randn(4, 5)
     assert nbytes(aten.mm.default, "aten::mm", (a, b), a @ b) == (12 + 20 + 15) * 4
-    # An in-place op's result is its first argument: counted once.
+    # An in-place op reads its first argument and writes it back: x read, y read, x written.
     x, y = torch.randn(6), torch.randn(6)
-    assert nbytes(aten.add_.Tensor, "aten::add_.Tensor", (x, y), x) == 2 * 6 * 4
-    # out= tensors are arguments too, and the result is that tensor.
+    assert nbytes(aten.add_.Tensor, "aten::add_.Tensor", (x, y), x) == 3 * 6 * 4
+    # An out= tensor is only written: x and y read, out written.
     out = torch.empty(6)
     assert nbytes(aten.add.out, "aten::add.out", (x, y), out, out=out) == 3 * 6 * 4
+    # A copy reads its source and writes its destination; a fill only writes.
+    assert nbytes(aten.copy_.default, "aten::copy_", (x, y), x) == 2 * 6 * 4
+    assert nbytes(aten.fill_.Scalar, "aten::fill_.Scalar", (x, 1.0), x) == 6 * 4
+    # A foreach op returning nothing writes each tensor of its first list after reading it.
+    xs, ys = [torch.randn(6), torch.randn(2)], [torch.randn(6), torch.randn(2)]
+    assert nbytes(aten._foreach_add_.List, "aten::_foreach_add_.List", (xs, ys), None) == 3 * 8 * 4
 
 
 @pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")

@@ -313,11 +313,11 @@ def modelled_time():
     end.synchronize()
     gemm_ms = start.elapsed_time(end)
     # The event pair reads exactly the modelled time, and the rate is an A100's: published
-    # large BF16 GEMMs run at 258-295 TFLOP/s alone (ACCURACY.md, compute model), and a program
-    # runs kernels at the architecture's sustained rate, about four fifths of that.
+    # large BF16 GEMMs run at 258-295 TFLOP/s (ACCURACY.md, compute model), 4096^3 a little
+    # less, and a kernel in a program takes the time it takes alone.
     tflops = 2 * n**3 / (gemm_ms * 1e-3) / 1e12
-    want = "a rate of 180-300 TFLOP/s"
-    if not 180 < tflops < 300 or abs((timing.total_ns - before) / 1e6 - gemm_ms) > 1e-5:
+    want = "a rate of 220-300 TFLOP/s"
+    if not 220 < tflops < 300 or abs((timing.total_ns - before) / 1e6 - gemm_ms) > 1e-5:
         fail(f"bf16 GEMM took {gemm_ms} ms of virtual time ({tflops:.0f} TFLOP/s), model "
              f"{(timing.total_ns - before) / 1e6}, want {want}")
     checks += 1

@@ -61,6 +61,7 @@ pub fn modelled(c: &GemmCase, e: f64) -> f64 {
                 bytes: gemm_bytes(g, c.unit),
                 unit: c.unit,
                 gemm: Some(*g),
+                attention: None,
             };
             g.flops() / (price_at(&c.gpu, &cost, e) * 1e-9)
         })

@@ -31,12 +31,11 @@ pub struct Scored {
     pub gemm_fit: super::Fit,
     pub gemm_skipped: Vec<(usize, String)>,
     pub training: Vec<TrainingScore>,
-    pub sustained: super::training::Sustained,
     pub training_skipped: Vec<(usize, String)>,
     /// Rows of the sets kept out of the fit, priced with the parameters fitted to all rows.
     pub checks: Vec<CheckScore>,
     pub checks_skipped: Vec<(usize, String)>,
-    /// Training rows of the sets kept out of the fit, with the sustained factors fitted to all.
+    /// Training rows of the sets kept out of the fit.
     pub training_checks: Vec<TrainingCheck>,
 }
 
@@ -73,11 +72,10 @@ impl CheckScore {
 /// Rows a file holds that the model cannot price: (data line, why).
 pub type Skipped = Vec<(usize, String)>;
 
-/// Prices the rows of the sets kept out of the fit with `fit` (GEMMs) and `sustained`
-/// (training steps).
+/// Prices the rows of the sets kept out of the fit with `fit` (GEMMs) and the model's
+/// constants (training steps).
 fn score_checks(
     fit: &super::Fit,
-    sustained: &super::training::Sustained,
 ) -> Result<(Vec<CheckScore>, Vec<TrainingCheck>, Skipped), String> {
     let rows = super::measurements::parse(super::measurements::CHECKS_CSV, "checks.csv")?;
     let (cases, mut skipped) = super::measurements::gemm_cases(&rows);
@@ -85,13 +83,9 @@ fn score_checks(
     skipped.extend(tskipped);
     let training = tcases
         .into_iter()
-        .map(|c| {
-            let arch = crate::spec(c.board).arch;
-            let factor = sustained.0.get(&arch).copied().unwrap_or(sustained.1);
-            TrainingCheck {
-                predicted: super::training::kernel_rate(&c) * factor,
-                case: c,
-            }
+        .map(|c| TrainingCheck {
+            predicted: super::training::rate(&c),
+            case: c,
         })
         .collect();
     let scores = cases
@@ -110,14 +104,13 @@ pub fn score() -> Result<Scored, String> {
     let (cases, gemm_skipped) = super::measurements::gemm_cases(&rows);
     let (gemms, gemm_fit) = super::score_gemms(&cases);
     let (tcases, training_skipped) = super::training::cases(&rows);
-    let (training, sustained) = super::training::score(&tcases);
-    let (checks, training_checks, checks_skipped) = score_checks(&gemm_fit, &sustained)?;
+    let training = super::training::score(&tcases);
+    let (checks, training_checks, checks_skipped) = score_checks(&gemm_fit)?;
     Ok(Scored {
         gemms,
         gemm_fit,
         gemm_skipped,
         training,
-        sustained,
         training_skipped,
         checks,
         checks_skipped,
@@ -136,9 +129,9 @@ pub fn gemm_target(s: &Scored) -> f64 {
     median_max(&e).0
 }
 
-/// Training throughput held out: median absolute error.
+/// Training throughput (no parameter fitted to training rows): median absolute error.
 pub fn training_target(s: &Scored) -> f64 {
-    let e: Vec<f64> = s.training.iter().map(|t| t.held_out_error()).collect();
+    let e: Vec<f64> = s.training.iter().map(|t| t.error()).collect();
     median_max(&e).0
 }
 
@@ -192,9 +185,12 @@ pub fn section(s: &Scored) -> String {
         "  cuDNN's transposes to and from NHWC (no parameter: the tensors' bytes)."
     )
     .unwrap();
-    writeln!(w, "- **Sustained rate**: in a program, kernels run at a per-architecture fraction of the kernel model's rate, fitted").unwrap();
-    writeln!(w, "  to the training rows (the step rate a training loop reaches over the sum of its kernels timed alone).").unwrap();
-    writeln!(w, "- **source held out** (the headline): the row's prediction with every parameter fitted without the rows of its own").unwrap();
+    writeln!(w, "- **Attention** (`compute_model::attention`): a fused attention kernel at its library's published fraction of").unwrap();
+    writeln!(w, "  peak (FlashAttention-2 73% forward and 63% backward on A100, 35% on H100; cuDNN's on Hopper as FlashAttention-3,").unwrap();
+    writeln!(w, "  75% and 55%) on the work it does: half under a causal mask, the backward's recomputed scores added.").unwrap();
+    writeln!(w, "- **No training-fitted factor**: a kernel in a program takes the time it takes alone. The host issues each op in").unwrap();
+    writeln!(w, "  {:.0} µs (`calibration::HOST_OP_NS`, not fitted); a step takes the longer of its kernels and its launches.", calibration::HOST_OP_NS as f64 / 1e3).unwrap();
+    writeln!(w, "- **source held out** (the GEMM rows' headline): the row's prediction with every parameter fitted without the rows of its own").unwrap();
     writeln!(w, "  publication (leave-one-source-out; an architecture left without rows falls back to its class over all").unwrap();
     writeln!(
         w,
@@ -209,7 +205,7 @@ pub fn section(s: &Scored) -> String {
         .filter(|g| g.case.size >= 2048)
         .map(|g| g.held_out_error())
         .collect();
-    let tr: Vec<f64> = s.training.iter().map(|t| t.held_out_error()).collect();
+    let tr: Vec<f64> = s.training.iter().map(|t| t.error()).collect();
     writeln!(w, "| target (source held out) | value | |").unwrap();
     writeln!(w, "|---|---|---|").unwrap();
     let g = gemm_target(s);
@@ -223,9 +219,9 @@ pub fn section(s: &Scored) -> String {
     let t = training_target(s);
     writeln!(
         w,
-        "| training throughput: median <= 15% | {t:.1}% ({} rows) | {} |",
+        "| training throughput: median <= 10% | {t:.1}% ({} rows) | {} |",
         tr.len(),
-        met(t <= 15.0)
+        met(t <= 10.0)
     )
     .unwrap();
     let c = checks_target(s);
@@ -239,9 +235,9 @@ pub fn section(s: &Scored) -> String {
     let t = training_checks_target(s);
     writeln!(
         w,
-        "| training throughput, sets kept out of the fit: median <= 15% | {t:.1}% ({} rows) | {} |\n",
+        "| training throughput, sets kept out of the fit: median <= 10% | {t:.1}% ({} rows) | {} |\n",
         s.training_checks.len(),
-        met(t <= 15.0)
+        met(t <= 10.0)
     )
     .unwrap();
 
@@ -341,14 +337,16 @@ fn training_part(w: &mut String, s: &Scored) {
     writeln!(w, "forward again under activation checkpointing (the non-matmul ops and half the matmuls under torchtitan's").unwrap();
     writeln!(w, "selective per-op policy), and the AdamW step over the parameters one GPU updates once per optimizer step").unwrap();
     writeln!(w, "(its FSDP shard, shared by the micro-batches of gradient accumulation). Communication is taken as hidden").unwrap();
-    writeln!(w, "behind compute and host launch overhead is not modelled. FP8 rows run their linear layers in FP8. The ops are").unwrap();
-    writeln!(w, "those torch dispatches for the model, recorded on the meta device with ncclsim's own pricing code.\n").unwrap();
+    writeln!(w, "behind compute. The host runs ahead of the GPU, so the step takes the longer of its kernels and its launches").unwrap();
+    writeln!(w, "(every op's host time; the last column says which bounds the row). Attention is causal in the language models.").unwrap();
+    writeln!(w, "FP8 rows run their linear layers in FP8. The ops are those torch dispatches for the model, recorded on the").unwrap();
     writeln!(
         w,
-        "| workload class | rows | kernels alone | source held out | fitted to all |"
+        "meta device with ncclsim's own pricing code. No parameter is fitted to these rows.\n"
     )
     .unwrap();
-    writeln!(w, "|---|---|---|---|---|").unwrap();
+    writeln!(w, "| workload class | rows | error median / max |").unwrap();
+    writeln!(w, "|---|---|---|").unwrap();
     let mut groups: Vec<String> = s.training.iter().map(|t| training_group(&t.case)).collect();
     groups.sort();
     groups.dedup();
@@ -358,50 +356,33 @@ fn training_part(w: &mut String, s: &Scored) {
             .iter()
             .filter(|t| &training_group(&t.case) == gname)
             .collect();
-        let k: Vec<f64> = v.iter().map(|t| t.kernels_error()).collect();
-        let h: Vec<f64> = v.iter().map(|t| t.held_out_error()).collect();
-        let a: Vec<f64> = v.iter().map(|t| t.all_error()).collect();
-        writeln!(
-            w,
-            "| {gname} | {} | {} | {} | {} |",
-            v.len(),
-            band(&k),
-            band(&h),
-            band(&a)
-        )
-        .unwrap();
+        let e: Vec<f64> = v.iter().map(|t| t.error()).collect();
+        writeln!(w, "| {gname} | {} | {} |", v.len(), band(&e)).unwrap();
     }
-    let k: Vec<f64> = s.training.iter().map(|t| t.kernels_error()).collect();
-    let h: Vec<f64> = s.training.iter().map(|t| t.held_out_error()).collect();
-    let a: Vec<f64> = s.training.iter().map(|t| t.all_error()).collect();
+    let e: Vec<f64> = s.training.iter().map(|t| t.error()).collect();
+    writeln!(w, "| **all** | {} | {} |\n", s.training.len(), band(&e)).unwrap();
     writeln!(
         w,
-        "| **all** | {} | {} | {} | {} |\n",
-        s.training.len(),
-        band(&k),
-        band(&h),
-        band(&a)
-    )
-    .unwrap();
-    writeln!(w, "Sustained-rate factors fitted to all rows: {}; {:.3} for architectures without training rows.\n", s.sustained.0.iter().map(|(a, f)| format!("{} {f:.3}", a.name())).collect::<Vec<_>>().join(", "), s.sustained.1).unwrap();
-    writeln!(
-        w,
-        "| row | board | workload | measured | unit | source held out | error | fitted to all |"
+        "| row | board | workload | measured | unit | predicted | error | bound |"
     )
     .unwrap();
     writeln!(w, "|---|---|---|---|---|---|---|---|").unwrap();
     for t in &s.training {
+        let bound = if t.predicted < t.kernels {
+            "launches"
+        } else {
+            "kernels"
+        };
         writeln!(
             w,
-            "| {} | {} | {} | {:.1} | {} | {:.1} | {:+.1}% | {:+.1}% |",
+            "| {} | {} | {} | {:.1} | {} | {:.1} | {:+.1}% | {bound} |",
             t.case.line,
             t.case.board,
             t.case.workload,
             t.case.measured,
             t.case.unit,
-            t.held_out,
-            t.held_out_error(),
-            t.all_error()
+            t.predicted,
+            t.error()
         )
         .unwrap();
     }
@@ -409,6 +390,18 @@ fn training_part(w: &mut String, s: &Scored) {
     for (line, why) in &s.training_skipped {
         writeln!(w, "- Row {line} is not reproduced: {why}.").unwrap();
     }
+    writeln!(
+        w,
+        "\nThe largest errors, and what the model does not see yet:"
+    )
+    .unwrap();
+    writeln!(w, "- **H100 language models, the model too fast.** Their published steps reach about two thirds of the rate of").unwrap();
+    writeln!(w, "  their kernels timed alone (A100's four fifths), with FlashAttention-2's 35% on H100 already priced. Not").unwrap();
+    writeln!(w, "  modelled: clocks under hours of power-limited load (the torchtitan rows ran at a 500 W limit, below the").unwrap();
+    writeln!(w, "  board's 700 W), NCCL's kernels taking multiprocessors and memory bandwidth from the GEMMs they overlap under").unwrap();
+    writeln!(w, "  FSDP, and, on the FP8 rows, Transformer Engine's scaling and cast kernels, which the op lists lack.").unwrap();
+    writeln!(w, "- **RTX 3090 vision, the model too slow.** Its 16-bit GEMM efficiency is the median of three GA10x rows, two").unwrap();
+    writeln!(w, "  from an A10 (a 150 W board at 45% of its peak) and one from an RTX 3090 (at 92%), so the A10 sets it.").unwrap();
 }
 
 fn checks_part(w: &mut String, s: &Scored) {
@@ -452,11 +445,7 @@ fn checks_part(w: &mut String, s: &Scored) {
     writeln!(w, "| **all** | | {} | | | {} |\n", all.len(), band(&all)).unwrap();
     writeln!(w, "Training rows: NVIDIA DeepLearningExamples' ResNet-50 v1.5 tables (one GPU, the README's recipe: batch, precision,").unwrap();
     writeln!(w, "memory format) and Lambda's deep learning benchmark (the same training script, one GPU, FP16), priced as the").unwrap();
-    writeln!(
-        w,
-        "training rows above with the sustained-rate factors fitted to all of them.\n"
-    )
-    .unwrap();
+    writeln!(w, "training rows above.\n").unwrap();
     writeln!(
         w,
         "| board | workload | precision | measured | predicted | error |"
@@ -494,15 +483,6 @@ pub fn constants(s: &Scored) -> String {
     for (class, e) in &fit.by_class {
         writeln!(o, "    (Class::{class:?}, {e:.3}),").unwrap();
     }
-    o.push_str("];\n\npub const SUSTAINED: &[(Arch, f64)] = &[\n");
-    for (arch, f) in &s.sustained.0 {
-        writeln!(o, "    (Arch::{arch:?}, {f:.3}),").unwrap();
-    }
-    writeln!(
-        o,
-        "];\n\npub const SUSTAINED_ALL: f64 = {:.3};",
-        s.sustained.1
-    )
-    .unwrap();
+    o.push_str("];\n");
     o
 }

@@ -9,8 +9,12 @@
 //! activation checkpointing, and under selective (per-op) checkpointing the forward's ops other
 //! than matrix products and attention plus half its matrix products (torchtitan's policy keeps
 //! every second matmul's output). Communication is taken as hidden behind compute (FSDP
-//! prefetches the next layer's parameters while computing; these runs are compute-bound); the
-//! host's launch overhead is not modelled. These rows are not used in the fit.
+//! prefetches the next layer's parameters while computing; these runs are compute-bound). The
+//! host issues every op in `calibration::HOST_OP_NS`; it runs ahead of the GPU, so a step takes
+//! the longer of its kernels' sum and its launches' sum. Attention is priced as the kernel torch
+//! dispatched (`attention`), causal in the language models' workloads (MPT and Llama are
+//! decoders), not in the vision transformer's. Nothing here is fitted: these rows are the
+//! check of the kernel model.
 
 use super::measurements::{board_key, Row};
 use crate::{spec, Gemm, KernelCost, Precision, Unit};
@@ -266,7 +270,25 @@ pub fn cases(rows: &[Row]) -> (Vec<TrainingCase>, Vec<(usize, String)>) {
     (ok, skipped)
 }
 
-fn op_ns(gpu: &crate::GpuSpec, o: &OpLine, fp8: bool) -> f64 {
+/// The fused attention kernel an op line is, if it is one (`causal` for the workload).
+fn attention_of(op: &str, causal: bool) -> Option<crate::Attention> {
+    use crate::attention::Library;
+    let base = op.strip_prefix("aten::_scaled_dot_product_")?;
+    let (library, rest) = [
+        ("flash_attention", Library::Flash),
+        ("efficient_attention", Library::MemEfficient),
+        ("cudnn_attention", Library::Cudnn),
+    ]
+    .into_iter()
+    .find_map(|(name, l)| base.strip_prefix(name).map(|rest| (l, rest)))?;
+    Some(crate::Attention {
+        library,
+        backward: rest.starts_with("_backward"),
+        causal,
+    })
+}
+
+fn op_ns(gpu: &crate::GpuSpec, o: &OpLine, fp8: bool, causal: bool) -> f64 {
     let mut p = Precision::from_code(o.precision).unwrap_or(Precision::F32);
     let is_linear = o.op.starts_with("aten::mm") || o.op.starts_with("aten::addmm");
     if fp8 && is_linear && matches!(p, Precision::Bf16 | Precision::F16) {
@@ -292,36 +314,68 @@ fn op_ns(gpu: &crate::GpuSpec, o: &OpLine, fp8: bool) -> f64 {
         },
         unit,
         gemm,
+        attention: attention_of(&o.op, causal),
     };
     crate::price_at(gpu, &cost, crate::calibration::efficiency(gpu, unit)) * o.count as f64
 }
 
-/// The modelled throughput of a case from the sum of its kernels' times (samples or tokens per
-/// second per GPU), before the sustained-rate factor of `calibration`.
-pub fn kernel_rate(c: &TrainingCase) -> f64 {
+/// Whether a workload's attention is causal (the decoder language models').
+fn causal(workload: &str) -> bool {
+    workload.starts_with("mpt-") || workload.starts_with("llama")
+}
+
+/// A case's step on one GPU: the sum of its kernels' modelled times and of the host's time
+/// to launch them, s.
+pub fn step(c: &TrainingCase) -> (f64, f64) {
     let gpu = spec(c.board);
+    let causal = causal(c.workload);
     let (mut fwd, mut bwd, mut opt, mut fwd_heavy) = (0.0, 0.0, 0.0, 0.0);
+    let (mut fwd_ops, mut bwd_ops, mut opt_ops, mut fwd_heavy_ops) = (0.0, 0.0, 0.0, 0.0);
     for o in c.ops.iter() {
-        let ns = op_ns(&gpu, o, c.fp8);
+        let ns = op_ns(&gpu, o, c.fp8, causal);
+        let n = o.count as f64;
         match o.phase.as_str() {
             "fwd" => {
                 fwd += ns;
+                fwd_ops += n;
                 if o.unit == 1 {
                     fwd_heavy += ns;
+                    fwd_heavy_ops += n;
                 }
             }
-            "bwd" => bwd += ns,
-            _ => opt += ns,
+            "bwd" => {
+                bwd += ns;
+                bwd_ops += n;
+            }
+            _ => {
+                opt += ns;
+                opt_ops += n;
+            }
         }
     }
-    let recompute = match c.checkpointing {
-        Checkpointing::None => 0.0,
-        Checkpointing::Full => fwd,
-        Checkpointing::SelectiveOp => fwd - fwd_heavy / 2.0,
+    let (recompute, recompute_ops) = match c.checkpointing {
+        Checkpointing::None => (0.0, 0.0),
+        Checkpointing::Full => (fwd, fwd_ops),
+        Checkpointing::SelectiveOp => (fwd - fwd_heavy / 2.0, fwd_ops - fwd_heavy_ops / 2.0),
     };
     let opt = opt * (c.params / c.shards) / OPT_PARAMS;
-    let step_s = (fwd + recompute + bwd + opt / c.accumulation) * 1e-9;
-    c.per_step / step_s
+    let kernels = (fwd + recompute + bwd + opt / c.accumulation) * 1e-9;
+    let launches = fwd_ops + recompute_ops + bwd_ops + opt_ops / c.accumulation;
+    let host = launches * crate::calibration::HOST_OP_NS as f64 * 1e-9;
+    (kernels, host)
+}
+
+/// The modelled throughput of a case from the sum of its kernels' times alone (samples or
+/// tokens per second per GPU).
+pub fn kernel_rate(c: &TrainingCase) -> f64 {
+    c.per_step / step(c).0
+}
+
+/// The modelled throughput of a case: its step takes the longer of its kernels and its
+/// launches.
+pub fn rate(c: &TrainingCase) -> f64 {
+    let (kernels, host) = step(c);
+    c.per_step / kernels.max(host)
 }
 
 #[cfg(test)]
@@ -340,89 +394,35 @@ mod tests {
     }
 }
 
-/// Fitted sustained-rate factors: per architecture, and over all rows.
-pub type Sustained = (std::collections::BTreeMap<crate::Arch, f64>, f64);
-
 /// One training row scored.
 #[derive(Debug, Clone)]
 pub struct TrainingScore {
     pub case: TrainingCase,
     /// The rate from the kernels' times alone.
     pub kernels: f64,
-    /// Predicted with the sustained-rate factor fitted to all rows, and to all but the row's
-    /// own source.
-    pub all: f64,
-    pub held_out: f64,
+    /// The predicted rate (kernels and launches).
+    pub predicted: f64,
 }
 
 impl TrainingScore {
-    pub fn held_out_error(&self) -> f64 {
-        100.0 * (self.held_out / self.case.measured - 1.0)
-    }
-    pub fn all_error(&self) -> f64 {
-        100.0 * (self.all / self.case.measured - 1.0)
+    pub fn error(&self) -> f64 {
+        100.0 * (self.predicted / self.case.measured - 1.0)
     }
     pub fn kernels_error(&self) -> f64 {
         100.0 * (self.kernels / self.case.measured - 1.0)
     }
 }
 
-/// The sustained-rate factor per architecture (median of measured over kernel rate of its
-/// rows), and over all rows, fitted to the cases `skip` lets through.
-pub fn fit_sustained(
-    cases: &[TrainingCase],
-    rates: &[f64],
-    skip: impl Fn(&TrainingCase) -> bool,
-) -> Sustained {
-    let mut by_arch: std::collections::BTreeMap<crate::Arch, Vec<f64>> = Default::default();
-    let mut all = Vec::new();
-    for (c, r) in cases.iter().zip(rates) {
-        if skip(c) {
-            continue;
-        }
-        let f = c.measured / r;
-        by_arch.entry(spec(c.board).arch).or_default().push(f);
-        all.push(f);
-    }
-    // A loop never runs faster than its kernels timed alone: a median above 1 says the kernel
-    // model is too slow for that architecture, which a sustained rate must not hide.
-    let all = super::median(&mut all).min(1.0);
-    (
-        by_arch
-            .into_iter()
-            .map(|(a, mut v)| (a, super::median(&mut v).min(1.0)))
-            .collect(),
-        all,
-    )
-}
-
-/// Every training case scored (leave-one-source-out for the sustained factor), and the fit
-/// to all of them.
-pub fn score(cases: &[TrainingCase]) -> (Vec<TrainingScore>, Sustained) {
-    let rates: Vec<f64> = cases.iter().map(kernel_rate).collect();
-    let all = fit_sustained(cases, &rates, |_| false);
-    let get = |fit: &Sustained, c: &TrainingCase| {
-        let f = fit.0.get(&spec(c.board).arch).copied().unwrap_or(fit.1);
-        if f.is_finite() {
-            f
-        } else {
-            1.0
-        }
-    };
-    let scores = cases
+/// Every training case scored.
+pub fn score(cases: &[TrainingCase]) -> Vec<TrainingScore> {
+    cases
         .iter()
-        .zip(&rates)
-        .map(|(c, &r)| {
-            let held = fit_sustained(cases, &rates, |o| o.source == c.source);
-            TrainingScore {
-                case: c.clone(),
-                kernels: r,
-                all: r * get(&all, c),
-                held_out: r * get(&held, c),
-            }
+        .map(|c| TrainingScore {
+            case: c.clone(),
+            kernels: kernel_rate(c),
+            predicted: rate(c),
         })
-        .collect();
-    (scores, all)
+        .collect()
 }
 
 /// Modelled time per (phase, op) of a bundled workload on `board`, kernels alone, ms, longest
@@ -430,9 +430,11 @@ pub fn score(cases: &[TrainingCase]) -> (Vec<TrainingScore>, Sustained) {
 pub fn breakdown(workload_name: &str, board: &str) -> Result<Vec<(String, f64)>, String> {
     let gpu = spec(board);
     let (_, lines) = ops(workload(workload_name).ok_or("no such workload")?)?;
+    let causal = causal(workload_name);
     let mut by: std::collections::BTreeMap<String, f64> = Default::default();
     for o in &lines {
-        *by.entry(format!("{} {}", o.phase, o.op)).or_default() += op_ns(&gpu, o, false) / 1e6;
+        *by.entry(format!("{} {}", o.phase, o.op)).or_default() +=
+            op_ns(&gpu, o, false, causal) / 1e6;
     }
     let mut v: Vec<(String, f64)> = by.into_iter().collect();
     v.sort_by(|a, b| b.1.total_cmp(&a.1));

@@ -219,6 +219,8 @@ pub const STRUCTS: &[StructDesc] = &[
         m: "c_uint64",
         n: "c_uint64",
         k: "c_uint64",
+        attention: "c_uint32",
+        flags: "c_uint32",
     }),
     struct_desc!(CMaybeTime {
         present: "c_uint32",
@@ -278,6 +280,16 @@ pub fn python_module() -> String {
         ("RUN_COMPUTE_RUN", crate::RUN_COMPUTE_RUN as i32),
         ("RUN_COMPUTE_TIME", crate::RUN_COMPUTE_TIME as i32),
         ("RUN_COMPUTE_OFF", crate::RUN_COMPUTE_OFF as i32),
+        ("ATTENTION_NONE", crate::ATTENTION_NONE as i32),
+        ("ATTENTION_FLASH", crate::ATTENTION_FLASH as i32),
+        (
+            "ATTENTION_MEM_EFFICIENT",
+            crate::ATTENTION_MEM_EFFICIENT as i32,
+        ),
+        ("ATTENTION_CUDNN", crate::ATTENTION_CUDNN as i32),
+        ("COST_BACKWARD", crate::COST_BACKWARD as i32),
+        ("COST_CAUSAL", crate::COST_CAUSAL as i32),
+        ("COST_HOST_OP", crate::COST_HOST_OP as i32),
     ] {
         s.push_str(&format!("{name} = {v}\n"));
     }

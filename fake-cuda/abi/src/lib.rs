@@ -212,7 +212,29 @@ pub struct CKernelCost {
     pub n: u64,
     /// The product's inner dimension.
     pub k: u64,
+    /// The fused attention kernel it is: [`ATTENTION_NONE`], [`ATTENTION_FLASH`],
+    /// [`ATTENTION_MEM_EFFICIENT`] or [`ATTENTION_CUDNN`] (`compute_model::Attention::from_code`).
+    pub attention: u32,
+    /// [`COST_BACKWARD`], [`COST_CAUSAL`] (of an attention kernel) and [`COST_HOST_OP`].
+    pub flags: u32,
 }
+
+/// [`CKernelCost::attention`]: not an attention kernel.
+pub const ATTENTION_NONE: u32 = 0;
+/// FlashAttention-2 (torch's flash backend).
+pub const ATTENTION_FLASH: u32 = 1;
+/// The memory-efficient CUTLASS kernel.
+pub const ATTENTION_MEM_EFFICIENT: u32 = 2;
+/// cuDNN's fused attention.
+pub const ATTENTION_CUDNN: u32 = 3;
+/// [`CKernelCost::flags`]: the attention kernel is a backward pass.
+pub const COST_BACKWARD: u32 = 1;
+/// The attention kernel masks causally.
+pub const COST_CAUSAL: u32 = 2;
+/// A framework issued the kernel eagerly from the host (a torch op): under the virtual clock
+/// the calling thread's clock moves by the host's time per op (`compute_model::calibration::
+/// HOST_OP_NS`) before the kernel is queued.
+pub const COST_HOST_OP: u32 = 4;
 
 /// [`CKernelCost::unit`]: the vector units.
 pub const UNIT_VECTOR: i32 = 0;

@@ -143,6 +143,7 @@ pub fn cost(g: &Gemm, tf32: bool) -> CKernelCost {
         m: g.m as u64,
         n: g.n as u64,
         k: g.k as u64,
+        ..CKernelCost::default()
     }
 }
 

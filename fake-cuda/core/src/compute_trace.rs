@@ -109,6 +109,11 @@ impl Writer {
             "unit": unit,
             "precision": precision.name(),
             "gemm": l.cost.gemm.map(|g| [g.batch, g.m, g.n, g.k]),
+            "attention": l.cost.attention.map(|a| serde_json::json!({
+                "library": a.library.name(),
+                "backward": a.backward,
+                "causal": a.causal,
+            })),
             "range": l.range,
         });
         if let Some(serde_json::Value::Object(extra)) =
@@ -185,6 +190,7 @@ mod tests {
                 n: 8,
                 k: 8,
             }),
+            attention: None,
         };
         let launch = |start_ns, detail| Launch {
             name: "aten::mm",

@@ -500,6 +500,15 @@ impl Core {
         POLLED.set((self.id, (self.host_clock() + d).as_nanos()));
     }
 
+    /// The calling thread spent `d` of host time issuing work (a framework's per-op CPU
+    /// path): under the virtual clock its clock moves on by `d` (`host_thread_slept`); under
+    /// the wall clock the host's own time is what passes, so nothing moves.
+    pub fn host_issued(&self, d: SimDuration) {
+        if self.config.virtual_clock {
+            self.host_thread_slept(d);
+        }
+    }
+
     /// Under the virtual clock, the answer of a query of work completing at virtual time
     /// `done_ns`: done if the calling thread's clock has reached it; otherwise "not ready",
     /// and the thread's clock moves to `done_ns` (a thread that keeps polling sees it

@@ -448,6 +448,7 @@ fn compute_with_work_is_captured_and_computes_at_each_replay() {
             n: 4096,
             k: 4096,
         }),
+        attention: None,
     };
     let model = compute_model::price(&core.devices[0].spec, &cost);
     let work = ComputeWork {
@@ -512,6 +513,7 @@ fn compute_is_traced_eagerly_and_at_each_replay() {
         bytes: 1e6,
         unit: compute_model::Unit::Tensor(compute_model::Precision::F16),
         gemm: None,
+        attention: None,
     };
     let (a, b) = launch(&core, s, cost, "aten::mm");
     unsafe extern "C" fn nothing(_: *mut std::ffi::c_void) {}
@@ -570,6 +572,7 @@ fn kernel_time_table_prices_named_launches_raw_kernels_and_graph_replays() {
         bytes: 1e6,
         unit: compute_model::Unit::Vector(compute_model::Precision::F32),
         gemm: None,
+        attention: None,
     };
     let t0 = core.stream_clock(s).unwrap().as_nanos();
     let (a, b) = launch(&core, s, cost, "aten::mm");

@@ -29,6 +29,8 @@ struct ncclsim_kernel_cost {
     uint64_t m;
     uint64_t n;
     uint64_t k;
+    uint32_t attention;
+    uint32_t flags;
 };
 
 struct ncclsim_maybe_time {

@@ -107,7 +107,7 @@ pub(crate) fn topology_common_ancestor(a: i32, b: i32) -> Result<u32> {
 /// As `Core::launch_compute`, with `work(data)` and `release(data)`.
 pub(crate) unsafe fn launch_compute(
     stream: u64,
-    cost: fake_cuda_abi::CKernelCost,
+    cost_in: fake_cuda_abi::CKernelCost,
     name: &CStr,
     detail: *const c_char,
     work: Option<CWorkFn>,
@@ -122,7 +122,7 @@ pub(crate) unsafe fn launch_compute(
             unsafe { r(data) };
         }
     };
-    let (cost, core) = match compute_cost(&cost).and_then(|c| Ok((c, core()?))) {
+    let (cost, core) = match compute_cost(&cost_in).and_then(|c| Ok((c, core()?))) {
         Ok(v) => v,
         Err(e) => {
             free_here();
@@ -142,6 +142,11 @@ pub(crate) unsafe fn launch_compute(
     });
     if work.is_none() {
         free_here();
+    }
+    if cost_in.flags & fake_cuda_abi::COST_HOST_OP != 0 {
+        core.host_issued(fake_cuda_core::SimDuration::from_nanos(
+            compute_model::calibration::HOST_OP_NS,
+        ));
     }
     // SAFETY: the caller's contract is the core method's.
     let placed = unsafe {
@@ -254,11 +259,18 @@ pub(crate) fn compute_cost(c: &fake_cuda_abi::CKernelCost) -> Result<compute_mod
             c.flops, c.bytes
         )));
     }
+    let attention = compute_model::Attention::from_code(
+        c.attention,
+        c.flags & fake_cuda_abi::COST_BACKWARD != 0,
+        c.flags & fake_cuda_abi::COST_CAUSAL != 0,
+    )
+    .ok_or_else(|| CoreError::InvalidValue(format!("attention code {}", c.attention)))?;
     Ok(compute_model::KernelCost {
         flops: c.flops,
         bytes: c.bytes,
         unit,
         gemm,
+        attention,
     })
 }
 

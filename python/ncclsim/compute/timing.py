@@ -12,7 +12,13 @@ What is priced: floating-point operations from torch's own FLOP formulas
 tensor cores, in the precision torch runs them (float32 matmuls in TF32 when
 `torch.backends.cuda.matmul.allow_tf32`, convolutions when `torch.backends.cudnn.allow_tf32`,
 which is torch's default); every other op one operation per output element on the vector
-units; memory traffic as the bytes of the op's tensor arguments plus those of its new results.
+units; memory traffic as the bytes of the op's tensor arguments read, of those it writes in place
+(`add_` reads and writes its tensor, `copy_` and `out=` only write theirs) and of its new results.
+A fused attention op is marked as its library's kernel (flash, memory-efficient, cuDNN), pass
+and mask, which the model prices at that library's own speed. Every op is marked as issued by
+the host: under `--clock virtual` the calling thread's clock moves by the host's time per op
+(`compute_model::calibration::HOST_OP_NS`) before the kernel queues, so a stretch of kernels
+shorter than their launches takes as long as the launches.
 With `NCCLSIM_TRACE=DIR` every priced op is also a trace event, written by the core with the
 launches of cuBLAS (`DIR/compute-<host>-<pid>.json`), to which the op adds its shapes and dtype. `NCCLSIM_COMPUTE_TIME=0`
 turns pricing off (ops then take no time).
@@ -61,6 +67,29 @@ CONVOLUTIONS = frozenset({"convolution", "_convolution", "cudnn_convolution", "c
                           "_slow_conv2d_forward", "cudnn_convolution_transpose"})
 
 _NAMES = ["f64", "f32", "tf32", "f16", "bf16", "f8"]
+# The fused attention kernels (op names without `aten::`): the library code, whether it is the
+# backward pass, and where its schema has `is_causal`. The core prices each at its library's own
+# fraction of peak on the work it does (`compute_model::attention`).
+_ATTENTION = {
+    "_scaled_dot_product_flash_attention": (abi.ATTENTION_FLASH, False, 4),
+    "_scaled_dot_product_flash_attention_backward": (abi.ATTENTION_FLASH, True, 11),
+    "_scaled_dot_product_efficient_attention": (abi.ATTENTION_MEM_EFFICIENT, False, 6),
+    "_scaled_dot_product_efficient_attention_backward": (abi.ATTENTION_MEM_EFFICIENT, True, 11),
+    "_scaled_dot_product_cudnn_attention": (abi.ATTENTION_CUDNN, False, 6),
+    "_scaled_dot_product_cudnn_attention_backward": (abi.ATTENTION_CUDNN, True, 14),
+}
+
+
+def attention(base: str, args: tuple, kwargs: dict) -> tuple:
+    """(library code, flags) of a fused attention op (`CKernelCost.attention` and the
+    backward and causal bits of its `flags`); (ATTENTION_NONE, 0) for every other op."""
+    entry = _ATTENTION.get(base)
+    if entry is None:
+        return abi.ATTENTION_NONE, 0
+    code, backward, at = entry
+    causal = kwargs.get("is_causal", args[at] if len(args) > at else False)
+    flags = (abi.COST_BACKWARD if backward else 0) | (abi.COST_CAUSAL if causal is True else 0)
+    return code, flags
 # The run environment (the core's `run_settings`; outside ncclsim's libraries, the defaults):
 # whether ops take modelled time (`NCCLSIM_COMPUTE_TIME`), and whether a trace directory is set,
 # so that ops describe themselves.
@@ -128,12 +157,17 @@ _warned: list = []
 # The matrix products whose FLOPs come from their GEMM shape directly (torch's formulas give the
 # same counts, through a slower generic wrapper); every other formula is torch's.
 _GEMMS = ("mm", "addmm", "bmm", "baddbmm")
+# In-place ops that overwrite their argument without reading it.
+_WRITE_ONLY = frozenset({
+    "copy_", "fill_", "zero_", "normal_", "uniform_", "bernoulli_", "random_", "exponential_",
+    "geometric_", "log_normal_", "cauchy_", "_foreach_copy_", "_foreach_zero_", "set_",
+})
 
 
 class Priced:
     """What pricing needs of one op, worked out once per overload."""
 
-    __slots__ = ("name", "name_b", "base", "formula", "by_shape")
+    __slots__ = ("name", "name_b", "base", "formula", "by_shape", "written", "write_only")
 
     def __init__(self, op, name: str) -> None:
         self.name = name
@@ -142,6 +176,13 @@ class Priced:
         self.formula = flop_registry.get(op._overloadpacket)
         overload = name.split(".", 1)[1] if "." in name else "default"
         self.by_shape = self.formula is not None and self.base in _GEMMS and overload in ("default", "out")
+        # The arguments the op writes (its schema's `Tensor(a!)`), as (position, name); and
+        # whether it only writes them (an `out=` overload, a fill or a copy into them) rather
+        # than reading and writing them (`add_`, `_foreach_mul_`).
+        arguments = getattr(getattr(op, "_schema", None), "arguments", [])
+        self.written = [(i, a.name) for i, a in enumerate(arguments)
+                        if a.alias_info is not None and a.alias_info.is_write]
+        self.write_only = overload.startswith("out") or self.base in _WRITE_ONLY
 
 
 class _Out(threading.local):
@@ -223,8 +264,16 @@ def cost(info: Priced, args: tuple, kwargs: dict, result) -> tuple:
         _tensors(list(kwargs.values()), ins)
     outs: list = []
     _tensors(result, outs)
+    # Traffic: every argument read, every argument the op writes written (read too unless the
+    # op only writes it), every new result written.
+    written: list = []
+    for i, n in info.written:
+        _tensors(args[i] if i < len(args) else kwargs.get(n), written)
     nbytes = 0
     for t in ins:
+        if not (info.write_only and any(t is w for w in written)):
+            nbytes += _nbytes(t)
+    for t in written:
         nbytes += _nbytes(t)
     for t in outs:
         if not any(t is i for i in ins):
@@ -266,6 +315,9 @@ def _price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device
     k = out.cost
     k.flops, k.bytes, k.unit, k.precision = flops, float(nbytes), unit, precision
     k.batch, k.m, k.n, k.k = gemm
+    k.attention, flags = attention(info.base, args, kwargs)
+    # Issued eagerly by the host: under the virtual clock, the host's time per op passes.
+    k.flags = flags | abi.COST_HOST_OP
     if not _enabled:  # captured work with pricing off: it takes no time
         k.flops, k.bytes, k.batch = 0.0, 0.0, 0
     if current != index:
