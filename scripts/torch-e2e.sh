@@ -48,7 +48,10 @@
 #      too: the Python package obeys that switch only beside such a libnccl.so.2.
 #      scripts/torch/kernel_speed.py: square matmuls and a 1 GiB add_ under `--compute time`
 #      on DGX A100, DGX H100 and 8x RTX 4090 read published matmul rates (checks.csv) and 80% of
-#      the datasheet bandwidth; 1,000 tiny ops under `--clock virtual` take the host's 10 us each.
+#      the datasheet bandwidth; 1,000 tiny ops under `--clock virtual` take the host's 10 us each;
+#      scripts/torch/step_bounds.py (GPT-2 small, DDP on 2 H100, `--clock virtual`) at batch 1
+#      and 16: `trace summarize --steps` finds launch-bound idle time at batch 1, a quarter of
+#      that share or less at 16, where kernels bound the step.
 #   5c. scripts/torch/cuda_graphs.py on 1 node x 2: a training step with its all_reduce captured
 #      with torch.cuda.graph and replayed 3 times ends with the eager run's and the CPU's
 #      parameters and takes the eager step's time; make_graphed_callables likewise.
@@ -339,6 +342,31 @@ if "$ncclsim" run --topo topologies/dgx-h100.xml --compute time --lib-path "$ven
     -- python scripts/torch/kernel_speed.py launch > "$logs/kernel-launch-wall.log" 2>&1; then
     fail "tiny ops read launch-bound without the virtual clock: the launch check does not check"
 fi
+# A GPT-2-shaped DDP step under the virtual clock, split by `trace summarize --steps`: at batch 1
+# part of the step waits for the host's launches, at batch 16 none does and kernels bound it.
+for b in 1 16; do
+    "$ncclsim" run --topo topologies/dgx-h100.xml --compute time --clock virtual \
+        --trace "$logs/trace-bounds-$b" --lib-path "$venv/ncclsim-stubs" \
+        -- torchrun --nproc_per_node 2 scripts/torch/step_bounds.py "$b" 2 \
+        > "$logs/step-bounds-$b.log" 2>&1 || { tail -20 "$logs/step-bounds-$b.log"; fail "step_bounds.py $b"; }
+    "$ncclsim" trace summarize "$logs/trace-bounds-$b" --steps --format json > "$logs/step-bounds-$b.json"
+done
+python3 - "$logs/step-bounds-1.json" "$logs/step-bounds-16.json" <<'PY' || fail "step bounds"
+import json, sys
+def last(path):
+    s = [x for x in json.load(open(path))["steps"] if x["step"] is not None][-1]
+    window = s["compute_us_per_process"] + s["exposed_comm_us_per_process"] + s["idle_us_per_process"]
+    return s, s["launch_bound_us_per_process"] / window
+(small, share1), (large, share16) = last(sys.argv[1]), last(sys.argv[2])
+for b, s, share in ((1, small, share1), (16, large, share16)):
+    print(f"step bounds: batch {b}: kernels {s['compute_us_per_process']:.0f} us "
+          f"({s['memory_bound_us_per_process']:.0f} memory-bound), launch-bound idle "
+          f"{s['launch_bound_us_per_process']:.0f} us ({100 * share:.1f}%), communication "
+          f"{s['hidden_comm_us_per_process'] + s['exposed_comm_us_per_process']:.0f} us, bound: {s['bound']}")
+assert share1 > 0.03 and share16 < share1 / 4, (share1, share16)
+assert large["bound"] in ("compute", "memory"), large["bound"]
+assert small["hidden_comm_us_per_process"] + small["exposed_comm_us_per_process"] > 0
+PY
 # Measured times override the model: ops listed in a kernel-time table take the listed times.
 "$ncclsim" run --topo "$topo" --compute time --lib-path "$venv/ncclsim-stubs" \
     --kernel-times scripts/torch/kernel_times.csv \

@@ -223,6 +223,43 @@ pub fn price(gpu: &GpuSpec, cost: &KernelCost) -> u64 {
     ns.round() as u64
 }
 
+/// What sets a kernel's modelled time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// Its arithmetic (matrix products, attention, vector math).
+    Arithmetic,
+    /// Its device memory traffic.
+    Memory,
+    /// Neither: the kernel is shorter than the time any kernel occupies a stream.
+    Floor,
+}
+
+impl Limit {
+    /// Its name in reports: `arithmetic`, `memory`, `floor`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Limit::Arithmetic => "arithmetic",
+            Limit::Memory => "memory",
+            Limit::Floor => "floor",
+        }
+    }
+}
+
+/// What sets the modelled time of `cost` on `gpu` ([`price`]): the floor when arithmetic and
+/// memory together take less than it, else the longer of the two.
+pub fn limit(gpu: &GpuSpec, cost: &KernelCost) -> Limit {
+    let total = price_at(gpu, cost, calibration::efficiency(gpu, cost.unit));
+    let memory = cost.bytes.max(0.0) / (gpu.memory_gbps * 1e9 * calibration::BYTES_EFFICIENCY);
+    let arithmetic = total - calibration::FLOOR_NS;
+    if arithmetic < calibration::FLOOR_NS {
+        Limit::Floor
+    } else if memory * 1e9 >= arithmetic {
+        Limit::Memory
+    } else {
+        Limit::Arithmetic
+    }
+}
+
 /// The modelled time of `cost` on `gpu` with arithmetic efficiency `e` for matrix products and
 /// other tensor-core work (a fused attention kernel runs at its library's own fraction), ns
 /// (unrounded).
@@ -342,6 +379,21 @@ mod tests {
         assert!((price(&h100, &cost(false)) as f64 - want).abs() < 1.0);
         let causal = price(&h100, &cost(true)) as f64 - calibration::FLOOR_NS;
         assert!((causal - (want - calibration::FLOOR_NS) / 2.0).abs() < 1.0);
+    }
+
+    #[test]
+    fn a_kernel_is_limited_by_its_arithmetic_its_bytes_or_the_floor() {
+        let h100 = spec("H100-SXM5");
+        assert_eq!(limit(&h100, &bf16_gemm(8192)), Limit::Arithmetic);
+        let stream = |bytes: f64| KernelCost {
+            flops: bytes / 8.0,
+            bytes,
+            unit: Unit::Vector(Precision::F32),
+            gemm: None,
+            attention: None,
+        };
+        assert_eq!(limit(&h100, &stream(1e9)), Limit::Memory);
+        assert_eq!(limit(&h100, &stream(1e3)), Limit::Floor);
     }
 
     #[test]

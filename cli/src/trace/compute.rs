@@ -16,6 +16,10 @@ pub struct ComputeOp {
     pub range: Option<u64>,
     /// The board it ran on, as the driver names it (`args.gpu`), when the trace says.
     pub gpu: Option<String>,
+    /// When the host issued it, µs of virtual time (`args.issued_us`, under the virtual clock).
+    pub issued_us: Option<f64>,
+    /// What limits its modelled time on its board, when the trace names the board.
+    pub limit: Option<compute_model::Limit>,
     /// What it did.
     pub cost: KernelCost,
 }
@@ -68,19 +72,27 @@ pub fn read(dir: &str) -> Result<Vec<ComputeOp>, String> {
                 continue;
             }
             let a = &e["args"];
+            let cost = KernelCost {
+                flops: a["flops"].as_f64().unwrap_or(0.0),
+                bytes: a["bytes"].as_f64().unwrap_or(0.0),
+                unit: unit(a),
+                gemm: gemm(a),
+                attention: attention(a),
+            };
+            let gpu = a["gpu"].as_str().map(str::to_string);
+            let limit = gpu
+                .as_deref()
+                .and_then(topo::profiles::gpu_by_name)
+                .map(|m| compute_model::limit(&compute_model::spec(m.keys[0]), &cost));
             out.push(ComputeOp {
                 pid: e["pid"].as_u64().unwrap_or(0),
                 ts_us: e["ts"].as_f64().unwrap_or(0.0),
                 dur_us: e["dur"].as_f64().unwrap_or(0.0),
                 range: a["range"].as_u64(),
-                gpu: a["gpu"].as_str().map(str::to_string),
-                cost: KernelCost {
-                    flops: a["flops"].as_f64().unwrap_or(0.0),
-                    bytes: a["bytes"].as_f64().unwrap_or(0.0),
-                    unit: unit(a),
-                    gemm: gemm(a),
-                    attention: attention(a),
-                },
+                gpu,
+                issued_us: a["issued_us"].as_f64(),
+                limit,
+                cost,
             });
         }
     }
@@ -162,6 +174,8 @@ mod tests {
             dur_us: 10.0,
             range: None,
             gpu: None,
+            issued_us: None,
+            limit: None,
             cost: KernelCost {
                 flops: 2e12,
                 bytes: 0.0,
@@ -199,6 +213,8 @@ mod tests {
             dur_us: 2.0 * model(&a100),
             range: None,
             gpu: gpu.map(str::to_string),
+            issued_us: None,
+            limit: None,
             cost,
         };
         let named = [op(Some("NVIDIA A100-SXM4-80GB"))];

@@ -163,8 +163,9 @@ pub fn per_step(calls: &[Call], steps: &Steps, us: &[f64]) -> Vec<(u64, f64)> {
 
 /// `ncclsim trace summarize --steps`: per step, calls, bytes, predicted and waited time per
 /// process, the step's span of virtual time on all ranks, and its share of the total; with
-/// traced compute, also per process its compute time, the communication it does not hide and
-/// the idle time ([`super::overlap`]).
+/// traced compute, also per process its kernel time and the memory-bound part of it, the
+/// communication hidden and not hidden, the idle time and its launch-bound part, and what
+/// bounds the step ([`super::overlap`]).
 pub fn print(calls: &[Call], steps: &Steps, ops: &[ComputeOp], format: &str) -> Result<(), String> {
     let us: Vec<f64> = calls.iter().map(|c| c.predicted_us).collect();
     let t = totals(calls, steps, &us);
@@ -206,14 +207,23 @@ pub fn print(calls: &[Call], steps: &Steps, ops: &[ComputeOp], format: &str) -> 
     match format {
         "csv" => {
             let head = if overlap.is_some() {
-                ",compute_us_per_process,exposed_comm_us_per_process,idle_us_per_process"
+                ",compute_us_per_process,memory_bound_us_per_process,hidden_comm_us_per_process,exposed_comm_us_per_process,idle_us_per_process,launch_bound_us_per_process,bound"
             } else {
                 ""
             };
             println!("step,calls_per_process,bytes_per_process,predicted_us_per_process,waited_us_per_process,span_us,share_pct{head}");
             for (l, st, v) in &rows {
                 let tail = extra(st).map_or(String::new(), |o| {
-                    format!(",{:.3},{:.3},{:.3}", o.compute_us, o.exposed_us, o.idle_us)
+                    format!(
+                        ",{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{}",
+                        o.compute_us,
+                        o.memory_us,
+                        o.hidden_us,
+                        o.exposed_us,
+                        o.idle_us,
+                        o.launch_us,
+                        o.bound()
+                    )
                 });
                 println!(
                     "{l},{:.1},{:.0},{:.3},{:.3},{:.3},{:.2}{tail}",
@@ -228,8 +238,12 @@ pub fn print(calls: &[Call], steps: &Steps, ops: &[ComputeOp], format: &str) -> 
                     let mut j = serde_json::json!({"step": s, "calls_per_process": v[0], "bytes_per_process": v[1], "predicted_us_per_process": v[2], "waited_us_per_process": v[3], "span_us": v[4], "share_pct": v[5]});
                     if let Some(o) = extra(s) {
                         j["compute_us_per_process"] = o.compute_us.into();
+                        j["memory_bound_us_per_process"] = o.memory_us.into();
+                        j["hidden_comm_us_per_process"] = o.hidden_us.into();
                         j["exposed_comm_us_per_process"] = o.exposed_us.into();
                         j["idle_us_per_process"] = o.idle_us.into();
+                        j["launch_bound_us_per_process"] = o.launch_us.into();
+                        j["bound"] = o.bound().into();
                     }
                     j
                 })
@@ -253,8 +267,14 @@ pub fn print(calls: &[Call], steps: &Steps, ops: &[ComputeOp], format: &str) -> 
             );
             let head = if overlap.is_some() {
                 format!(
-                    " {:>14} {:>14} {:>14}",
-                    "compute_us", "exposed_us", "idle_us"
+                    " {:>14} {:>12} {:>12} {:>14} {:>14} {:>12} {:>13}",
+                    "compute_us",
+                    "memory_us",
+                    "hidden_us",
+                    "exposed_us",
+                    "idle_us",
+                    "launch_us",
+                    "bound"
                 )
             } else {
                 String::new()
@@ -266,8 +286,14 @@ pub fn print(calls: &[Call], steps: &Steps, ops: &[ComputeOp], format: &str) -> 
             for (l, st, v) in &rows {
                 let tail = extra(st).map_or(String::new(), |o| {
                     format!(
-                        " {:>14.3} {:>14.3} {:>14.3}",
-                        o.compute_us, o.exposed_us, o.idle_us
+                        " {:>14.3} {:>12.3} {:>12.3} {:>14.3} {:>14.3} {:>12.3} {:>13}",
+                        o.compute_us,
+                        o.memory_us,
+                        o.hidden_us,
+                        o.exposed_us,
+                        o.idle_us,
+                        o.launch_us,
+                        o.bound()
                     )
                 });
                 println!(

@@ -3,8 +3,9 @@
 //! replay) is a complete event of category `compute` in `DIR/compute-<host>-<pid>.json`, a
 //! Chrome-trace / Perfetto JSON array beside the NCCL trace of the same process: the kernel's
 //! name, its stream's virtual start and duration, the device and its board's name, the stream,
-//! FLOPs, bytes, the units and precision it was priced on, a GEMM's shape, the
-//! `cudaProfilerStart` range it ran in, and what its caller adds (`detail`: torch's shapes and
+//! FLOPs, bytes, the units and precision it was priced on, a GEMM's shape, the fused attention
+//! kernel it is, the `cudaProfilerStart` range it ran in, under the virtual clock the host's
+//! time when it was issued (`issued_us`), and what its caller adds (`detail`: torch's shapes and
 //! dtype). Events are buffered and the file is rewritten complete (valid JSON) at every flush;
 //! `libncclsim_cuda.so` flushes at exit. `ncclsim trace kernels DIR` lists them with the NCCL
 //! operations.
@@ -63,6 +64,8 @@ pub(crate) struct Writer {
 pub(crate) struct Launch<'a> {
     pub name: &'a str,
     pub stream: u64,
+    /// The host's virtual time when it issued the launch (under the virtual clock).
+    pub issued_ns: Option<u64>,
     pub start_ns: u64,
     pub duration_ns: u64,
     pub device: i32,
@@ -115,6 +118,7 @@ impl Writer {
                 "causal": a.causal,
             })),
             "range": l.range,
+            "issued_us": l.issued_ns.map(|ns| ns as f64 / 1e3),
         });
         if let Some(serde_json::Value::Object(extra)) =
             l.detail.and_then(|d| serde_json::from_str(d).ok())
@@ -195,6 +199,7 @@ mod tests {
         let launch = |start_ns, detail| Launch {
             name: "aten::mm",
             stream: 7,
+            issued_ns: None,
             start_ns,
             duration_ns: 2500,
             device: 1,

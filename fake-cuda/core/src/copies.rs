@@ -135,9 +135,16 @@ impl Core {
         let Some(w) = st.compute_trace.as_mut() else {
             return;
         };
+        // Under the virtual clock, when the host issued it on its own timeline (a kernel that
+        // starts at its issue after an idle stream waited for the host: launch-bound).
+        let issued_ns = self
+            .config
+            .virtual_clock
+            .then(|| self.host_clock().as_nanos());
         let launch = compute_trace::Launch {
             name,
             stream,
+            issued_ns,
             start_ns: start.as_nanos(),
             duration_ns: (end - start).as_nanos(),
             device: ordinal,

@@ -67,7 +67,17 @@ thread_local! {
     static POLLED: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
     /// (core id, the thread's current device): a thread that never set one is on device 0.
     static CURRENT: std::cell::Cell<(u64, i32)> = const { std::cell::Cell::new((0, 0)) };
+    /// Under the virtual clock, this thread's last unanswered query: (core id, the completion it
+    /// asked about, the host time that poll cost, the thread's clock after it). See
+    /// [`Core::poll_virtual`].
+    static LAST_POLL: std::cell::Cell<(u64, u64, u64, u64)> =
+        const { std::cell::Cell::new((0, 0, 0, 0)) };
 }
+
+/// The host time one query of unfinished work costs under the virtual clock, ns (a
+/// `cudaEventQuery` or `cudaStreamQuery` returning "not ready" is a driver call of about a
+/// microsecond).
+pub const POLL_NS: u64 = 1_000;
 
 /// Tells cores apart in [`POLLED`] and [`CURRENT`] (tests make several cores in one process).
 static NEXT_CORE_ID: AtomicU64 = AtomicU64::new(1);
@@ -510,14 +520,28 @@ impl Core {
     }
 
     /// Under the virtual clock, the answer of a query of work completing at virtual time
-    /// `done_ns`: done if the calling thread's clock has reached it; otherwise "not ready",
-    /// and the thread's clock moves to `done_ns` (a thread that keeps polling sees it
-    /// complete then).
+    /// `done`: done if the calling thread's clock has reached it; otherwise "not ready", and
+    /// the thread's clock moves on by the time the query cost the host ([`POLL_NS`]), never
+    /// past `done`. A thread that polls the same work again with nothing between (a spin loop)
+    /// pays twice the last poll each time, so a spin over any wait reaches the completion in
+    /// a few dozen polls and reads it exactly; a thread that queries and goes on with its work
+    /// (a caching allocator looking at its pending frees, between the ops it launches) pays
+    /// one query's time, and its work is not held back to the completion.
     fn poll_virtual(&self, done: SimTime) -> Result<()> {
-        if self.host_clock() >= done {
+        let now = self.host_clock();
+        if now >= done {
             return Ok(());
         }
-        POLLED.set((self.id, done.as_nanos()));
+        let (id, asked, cost, after) = LAST_POLL.get();
+        let spinning = id == self.id && asked == done.as_nanos() && after == now.as_nanos();
+        let cost = if spinning {
+            cost.saturating_mul(2)
+        } else {
+            POLL_NS
+        };
+        let next = (now + SimDuration::from_nanos(cost)).min(done);
+        POLLED.set((self.id, next.as_nanos()));
+        LAST_POLL.set((self.id, done.as_nanos(), cost, next.as_nanos()));
         Err(CoreError::NotReady)
     }
 

@@ -191,6 +191,16 @@ fn pacing_holds_queries_back() {
     core.stream_query(s).unwrap();
 }
 
+/// Polls `query` until it answers done, as a spin loop does; gives the polls it took.
+fn spin(query: impl Fn() -> Result<()>) -> usize {
+    let mut polls = 1;
+    while query() == Err(CoreError::NotReady) {
+        polls += 1;
+        assert!(polls < 100, "a spin loop did not reach the completion");
+    }
+    polls
+}
+
 #[test]
 fn virtual_clock_queries_move_the_host_clock_to_completion() {
     let core = one_gpu(Config {
@@ -205,10 +215,14 @@ fn virtual_clock_queries_move_the_host_clock_to_completion() {
     // Nothing waited yet: the host is at 0, the work ends at 50 ms and 70 ms.
     assert_eq!(core.host_clock().as_nanos(), 0);
     let t = Instant::now();
+    // One query costs the host a microsecond; spinning on it reaches the completion exactly,
+    // in a few dozen polls.
     assert_eq!(core.event_query(e).unwrap_err(), CoreError::NotReady);
+    assert_eq!(core.host_clock().as_nanos(), crate::POLL_NS);
+    let polls = spin(|| core.event_query(e));
+    assert!(polls < 40, "{polls}");
     assert_eq!(core.host_clock().as_nanos(), 50_000_000);
-    core.event_query(e).unwrap();
-    assert_eq!(core.stream_query(s).unwrap_err(), CoreError::NotReady);
+    spin(|| core.stream_query(s));
     assert_eq!(core.host_clock().as_nanos(), 70_000_000);
     core.stream_query(s).unwrap();
     // No pacing: answering took no wall time to speak of.
@@ -235,6 +249,36 @@ fn virtual_clock_queries_move_the_host_clock_to_completion() {
     host_work(&core, s, 1_000);
     core.stream_synchronize(s).unwrap();
     assert_eq!(core.host_clock().as_nanos(), 70_001_000);
+}
+
+/// A thread that queries unfinished work and goes on (torch's caching allocator looking at the
+/// events of its pending frees before each allocation) is held back by the queries' cost only,
+/// not to the work's completion: its next work overlaps the work it asked about.
+#[test]
+fn a_query_between_launches_costs_the_host_a_poll_not_the_wait() {
+    let core = one_gpu(Config {
+        virtual_clock: true,
+        ..Config::default()
+    });
+    let comm = core
+        .stream_create(timeline::STREAM_NON_BLOCKING, 0)
+        .unwrap();
+    let compute = core
+        .stream_create(timeline::STREAM_NON_BLOCKING, 0)
+        .unwrap();
+    let e = core.event_create(0);
+    host_work(&core, comm, 10_000_000);
+    core.event_record(e, comm).unwrap();
+    let mut last = 0;
+    for i in 0..5 {
+        assert_eq!(core.event_query(e).unwrap_err(), CoreError::NotReady);
+        core.host_issued(SimDuration::from_nanos(10_000));
+        let (start, _) = host_work(&core, compute, 100_000);
+        assert!(start < 1_000_000, "launch {i} held back to {start}");
+        last = start;
+    }
+    // Five polls of 1 us and five launches of 10 us: the host is 55 us in.
+    assert!(last >= 5 * crate::POLL_NS, "{last}");
 }
 
 #[test]
