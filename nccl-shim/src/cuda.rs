@@ -162,13 +162,14 @@ pub fn free(ptr: usize) -> Result<()> {
 pub unsafe fn enqueue_meeting(
     stream: u64,
     duration: SimDuration,
+    ctas: u32,
     work: fake_cuda_abi::CMeetFn,
     data: *mut std::ffi::c_void,
     release: CWorkFn,
 ) -> Result<Option<SimTime>> {
     let c = core()?;
     // SAFETY: forwarded from this function's contract.
-    let end = unsafe { c.enqueue_meeting(stream, duration.as_nanos(), work, data, release) }
+    let end = unsafe { c.enqueue_meeting(stream, duration.as_nanos(), ctas, work, data, release) }
         .map_err(|e| NcclError::cuda(&format!("enqueue on stream {stream:#x}"), e))?;
     Ok(end.get())
 }

@@ -35,6 +35,8 @@ struct Priced {
     name: &'static str,
     predicted: SimDuration,
     bytes: u64,
+    /// The plan's channels: the CTAs (multiprocessors) the kernel holds while it runs.
+    channels: u32,
     args: trace::Args,
 }
 
@@ -206,6 +208,7 @@ fn price(comm: &Comm, work: &Work) -> Option<Priced> {
                 name: c.kind.nccl_name(),
                 predicted: clock::predicted(p.time_us),
                 bytes: p.bytes,
+                channels: p.channels as u32,
                 args,
             })
         }
@@ -238,6 +241,7 @@ fn price(comm: &Comm, work: &Work) -> Option<Priced> {
                 name: "SendRecv",
                 predicted: clock::predicted(p.time_us),
                 bytes: sent,
+                channels: p.channels as u32,
                 args,
             })
         }
@@ -250,6 +254,8 @@ fn price(comm: &Comm, work: &Work) -> Option<Priced> {
 pub fn enqueue(comm: &Arc<Comm>, stream: u64, work: Work) -> Result<()> {
     let priced = price(comm, &work);
     let predicted = priced.as_ref().map_or(SimDuration::ZERO, |p| p.predicted);
+    // One CTA per channel, each on a multiprocessor of its own while the kernel runs.
+    let ctas = priced.as_ref().map_or(0, |p| p.channels);
     let timed = priced.is_some();
     let task = Arc::new(Task {
         comm: comm.clone(),
@@ -259,8 +265,9 @@ pub fn enqueue(comm: &Arc<Comm>, stream: u64, work: Work) -> Result<()> {
     });
     let data = Arc::into_raw(task.clone()) as *mut c_void;
     // SAFETY: `data` is a leaked Arc the core releases once with `release_task`.
-    let end =
-        unsafe { crate::cuda::enqueue_meeting(stream, predicted, run_task, data, release_task) }?;
+    let end = unsafe {
+        crate::cuda::enqueue_meeting(stream, predicted, ctas, run_task, data, release_task)
+    }?;
     let ran = task
         .result
         .lock()

@@ -721,6 +721,7 @@ macro_rules! core_api {
             unsafe fn enqueue_meeting(
                 stream: u64,
                 duration_ns: u64,
+                ctas: u32,
                 work: CMeetFn,
                 data: *mut c_void,
                 release: CWorkFn

@@ -61,6 +61,14 @@ pub(crate) struct Writer {
 }
 
 /// One launch as the trace shows it.
+/// Where a compute launch was placed: its virtual (start, end), and how much longer it took
+/// than alone for the communication kernels beside it (`sharing`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Placed {
+    pub times: (crate::SimTime, crate::SimTime),
+    pub shared: crate::SimDuration,
+}
+
 pub(crate) struct Launch<'a> {
     pub name: &'a str,
     pub stream: u64,
@@ -68,6 +76,8 @@ pub(crate) struct Launch<'a> {
     pub issued_ns: Option<u64>,
     pub start_ns: u64,
     pub duration_ns: u64,
+    /// The part of `duration_ns` due to communication kernels holding multiprocessors.
+    pub shared_ns: u64,
     pub device: i32,
     pub gpu: &'a str,
     pub cost: &'a compute_model::KernelCost,
@@ -119,6 +129,7 @@ impl Writer {
             })),
             "range": l.range,
             "issued_us": l.issued_ns.map(|ns| ns as f64 / 1e3),
+            "shared_us": l.shared_ns as f64 / 1e3,
         });
         if let Some(serde_json::Value::Object(extra)) =
             l.detail.and_then(|d| serde_json::from_str(d).ok())
@@ -202,6 +213,7 @@ mod tests {
             issued_ns: None,
             start_ns,
             duration_ns: 2500,
+            shared_ns: 0,
             device: 1,
             gpu: "NVIDIA H100 80GB HBM3",
             cost: &cost,

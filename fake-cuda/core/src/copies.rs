@@ -125,7 +125,7 @@ impl Core {
         st: &mut State,
         stream: u64,
         device: usize,
-        (start, end): (SimTime, SimTime),
+        placed: compute_trace::Placed,
         cost: &compute_model::KernelCost,
         name: &str,
         detail: &Option<std::sync::Arc<str>>,
@@ -145,8 +145,9 @@ impl Core {
             name,
             stream,
             issued_ns,
-            start_ns: start.as_nanos(),
-            duration_ns: (end - start).as_nanos(),
+            start_ns: placed.times.0.as_nanos(),
+            duration_ns: (placed.times.1 - placed.times.0).as_nanos(),
+            shared_ns: placed.shared.as_nanos(),
             device: ordinal,
             gpu: &self.devices[device].name,
             cost,
@@ -225,13 +226,31 @@ impl Core {
                 let ready = st.timeline.ready(key, wall);
                 (ready, ready)
             } else {
+                let mut shared = SimDuration::ZERO;
+                if let Op::Compute { cost, .. } = &op {
+                    // Beside communication kernels, an arithmetic-bound kernel has only the
+                    // multiprocessors they leave.
+                    let spec = &self.devices[stream_device].spec;
+                    if compute_model::limit(spec, cost) == compute_model::Limit::Arithmetic {
+                        let start = st.timeline.ready(key, wall);
+                        let alone = SimDuration::from_nanos(ns);
+                        let with = st
+                            .comm_load
+                            .stretched(stream_device, spec.sms, start, alone);
+                        shared = SimDuration::from_nanos(
+                            with.as_nanos().saturating_sub(alone.as_nanos()),
+                        );
+                        ns = with.as_nanos();
+                    }
+                }
                 let times = st.timeline.schedule(key, SimDuration::from_nanos(ns), wall);
                 self.publish_work(&mut st, stream_device);
                 if let Op::Compute {
                     cost, name, detail, ..
                 } = &op
                 {
-                    self.trace_compute(&mut st, stream, stream_device, times, cost, name, detail);
+                    let placed = compute_trace::Placed { times, shared };
+                    self.trace_compute(&mut st, stream, stream_device, placed, cost, name, detail);
                 }
                 times
             }
@@ -301,6 +320,7 @@ impl Core {
                 func,
                 data,
                 duration_ns,
+                ctas,
                 ..
             } => {
                 let outer = HOST_STREAM.replace(Some(stream));
@@ -318,6 +338,7 @@ impl Core {
                 let placed = (start - ready.0) + SimDuration::from_nanos(duration_ns);
                 let (_, end) = st.timeline.schedule(key, placed, Some(ready.0));
                 let device = st.timeline.stream_info(key).device;
+                st.comm_load.add(device, start, end, ctas);
                 self.publish_work(&mut st, device);
                 return Ok(Some((start, end)));
             }
@@ -495,6 +516,7 @@ impl Core {
         &self,
         stream: u64,
         duration_ns: u64,
+        ctas: u32,
         func: crate::abi::CMeetFn,
         data: usize,
         release: CWorkFn,
@@ -507,6 +529,7 @@ impl Core {
                 func,
                 data,
                 duration_ns,
+                ctas,
                 owned,
             },
         )?;

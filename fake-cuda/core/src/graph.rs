@@ -127,6 +127,8 @@ pub enum Op {
         data: usize,
         /// Virtual duration after the start.
         duration_ns: u64,
+        /// The CTAs (multiprocessors) the communication kernel holds while it runs.
+        ctas: u32,
         /// Keeps `data` alive while this operation (or a graph holding it) exists.
         owned: Arc<OwnedData>,
     },

@@ -41,6 +41,7 @@ mod ipc_calls;
 mod kernel_calls;
 mod memory;
 mod publish;
+mod sharing;
 mod streams;
 
 pub use device::{DeviceDesc, PciBusId};
@@ -283,6 +284,8 @@ struct State {
     compute_trace: Option<compute_trace::Trace>,
     /// `cudaProfilerStart` ranges opened so far, and whether one is open.
     profiler: (u64, bool),
+    /// The multiprocessors communication kernels hold, per device and time (`sharing`).
+    comm_load: sharing::CommLoad,
 }
 
 impl State {

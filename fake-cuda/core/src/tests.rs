@@ -818,7 +818,7 @@ fn a_meeting_waits_for_its_start_then_lasts_its_duration() {
     // SAFETY: no work function.
     unsafe { core.enqueue_host(a, 1_000, None, 0) }.unwrap();
     // SAFETY: `meet` and `release` only record; the data is a number.
-    let end = unsafe { core.enqueue_meeting(a, 500, meet, 2_000, release) }.unwrap();
+    let end = unsafe { core.enqueue_meeting(a, 500, 0, meet, 2_000, release) }.unwrap();
     assert_eq!((SEEN[0].load(SeqCst), SEEN[1].load(SeqCst)), (a, 1_000));
     assert_eq!(
         end,
@@ -828,13 +828,13 @@ fn a_meeting_waits_for_its_start_then_lasts_its_duration() {
     assert_eq!(core.stream_clock(a).unwrap(), SimTime::from_nanos(3_500));
     // A failed meeting schedules nothing after it.
     // SAFETY: as above.
-    let end = unsafe { core.enqueue_meeting(a, 500, meet, u64::MAX as usize, release) }.unwrap();
+    let end = unsafe { core.enqueue_meeting(a, 500, 0, meet, u64::MAX as usize, release) }.unwrap();
     assert_eq!(end, None);
     assert_eq!(core.stream_clock(a).unwrap(), SimTime::from_nanos(3_500));
     // Captured, it runs at each launch, on the launch stream, from that stream's ready time.
     core.begin_capture(a).unwrap();
     // SAFETY: as above.
-    let end = unsafe { core.enqueue_meeting(a, 500, meet, 100, release) }.unwrap();
+    let end = unsafe { core.enqueue_meeting(a, 500, 0, meet, 100, release) }.unwrap();
     assert_eq!(end, None, "recorded, not run");
     let g = core.end_capture(a).unwrap();
     let e = core.graph_instantiate(g).unwrap();
@@ -888,4 +888,64 @@ fn under_compute_time_large_device_writes_take_time_and_touch_nothing() {
     // SAFETY: as above.
     unsafe { core.memcpy(out.as_mut_ptr() as usize + 1, b, 1, CopyKind::Default, 0) }.unwrap();
     assert_eq!(out, [5, 7]);
+}
+
+/// A GEMM beside an NCCL kernel holding a quarter of the multiprocessors takes 4/3 of its time;
+/// a memory-bound kernel beside it takes its own time; after the communication, both run alone.
+#[test]
+fn compute_beside_communication_has_the_multiprocessors_it_leaves() {
+    unsafe extern "C" fn meet(_: *mut std::ffi::c_void, _: u64, ready: u64) -> u64 {
+        ready
+    }
+    unsafe extern "C" fn release(_: *mut std::ffi::c_void) {}
+    let core = core_with(&[0], 1 << 30);
+    let flags = timeline::STREAM_NON_BLOCKING;
+    let (comm, compute) = (
+        core.stream_create(flags, 0).unwrap(),
+        core.stream_create(flags, 0).unwrap(),
+    );
+    let spec = core.devices[0].spec;
+    let quarter = spec.sms / 4;
+    // SAFETY: `meet` and `release` touch nothing.
+    unsafe { core.enqueue_meeting(comm, 1_000_000_000, quarter, meet, 0, release) }.unwrap();
+    let gemm = compute_model::KernelCost {
+        flops: 2.0 * 4096.0 * 4096.0 * 4096.0,
+        bytes: 3.0 * 4096.0 * 4096.0 * 2.0,
+        unit: compute_model::Unit::Tensor(compute_model::Precision::Bf16),
+        gemm: Some(compute_model::Gemm {
+            batch: 1,
+            m: 4096,
+            n: 4096,
+            k: 4096,
+        }),
+        attention: None,
+    };
+    let stream_copy = compute_model::KernelCost {
+        flops: 1e6,
+        bytes: 1e9,
+        unit: compute_model::Unit::Vector(compute_model::Precision::F32),
+        gemm: None,
+        attention: None,
+    };
+    let alone = |c: &compute_model::KernelCost| compute_model::price(&spec, c) as f64;
+    let took = |c: compute_model::KernelCost| {
+        // SAFETY: no work function.
+        let (_, d) = unsafe { core.launch_compute(compute, c, "k", None, None) }
+            .unwrap()
+            .unwrap();
+        d.as_nanos() as f64
+    };
+    let share = f64::from(spec.sms) / f64::from(spec.sms - quarter);
+    let g = took(gemm);
+    assert!(
+        (g / alone(&gemm) - share).abs() < 1e-6,
+        "{g} vs {}",
+        alone(&gemm)
+    );
+    assert_eq!(took(stream_copy), alone(&stream_copy));
+    // Past the communication's end, alone again.
+    core.stream_synchronize(comm).unwrap();
+    // SAFETY: no work function.
+    unsafe { core.enqueue_host(compute, 1_000_000_000, None, 0) }.unwrap();
+    assert_eq!(took(gemm), alone(&gemm));
 }

@@ -469,13 +469,15 @@ pub(crate) unsafe fn enqueue_owned(
 pub(crate) unsafe fn enqueue_meeting(
     stream: u64,
     duration_ns: u64,
+    ctas: u32,
     work: fake_cuda_abi::CMeetFn,
     data: *mut c_void,
     release: CWorkFn,
 ) -> Result<fake_cuda_abi::CMaybeTime> {
     // SAFETY: this function's contract is the contract of the core method.
-    let end =
-        unsafe { core()?.enqueue_meeting(stream, duration_ns, work, data as usize, release) }?;
+    let end = unsafe {
+        core()?.enqueue_meeting(stream, duration_ns, ctas, work, data as usize, release)
+    }?;
     Ok(end.into())
 }
 
