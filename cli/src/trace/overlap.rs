@@ -35,6 +35,18 @@ pub struct Overlap {
 }
 
 impl Overlap {
+    /// Its figures in report order: compute, memory-bound, hidden, exposed, idle, launch-bound.
+    pub fn figures(&self) -> [f64; 6] {
+        [
+            self.compute_us,
+            self.memory_us,
+            self.hidden_us,
+            self.exposed_us,
+            self.idle_us,
+            self.launch_us,
+        ]
+    }
+
     /// What bounds the step: the largest of its arithmetic-bound kernels (`compute`), its
     /// memory-bound kernels (`memory`), its launch-bound idle time (`launch`) and its exposed
     /// communication (`communication`).

@@ -214,16 +214,8 @@ pub fn print(calls: &[Call], steps: &Steps, ops: &[ComputeOp], format: &str) -> 
             println!("step,calls_per_process,bytes_per_process,predicted_us_per_process,waited_us_per_process,span_us,share_pct{head}");
             for (l, st, v) in &rows {
                 let tail = extra(st).map_or(String::new(), |o| {
-                    format!(
-                        ",{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{}",
-                        o.compute_us,
-                        o.memory_us,
-                        o.hidden_us,
-                        o.exposed_us,
-                        o.idle_us,
-                        o.launch_us,
-                        o.bound()
-                    )
+                    let f: Vec<String> = o.figures().iter().map(|x| format!("{x:.3}")).collect();
+                    format!(",{},{}", f.join(","), o.bound())
                 });
                 println!(
                     "{l},{:.1},{:.0},{:.3},{:.3},{:.3},{:.2}{tail}",
@@ -285,16 +277,13 @@ pub fn print(calls: &[Call], steps: &Steps, ops: &[ComputeOp], format: &str) -> 
             );
             for (l, st, v) in &rows {
                 let tail = extra(st).map_or(String::new(), |o| {
-                    format!(
-                        " {:>14.3} {:>12.3} {:>12.3} {:>14.3} {:>14.3} {:>12.3} {:>13}",
-                        o.compute_us,
-                        o.memory_us,
-                        o.hidden_us,
-                        o.exposed_us,
-                        o.idle_us,
-                        o.launch_us,
-                        o.bound()
-                    )
+                    let f: String = o
+                        .figures()
+                        .iter()
+                        .zip([14, 12, 12, 14, 14, 12])
+                        .map(|(x, w)| format!(" {x:>w$.3}"))
+                        .collect();
+                    format!("{f} {:>13}", o.bound())
                 });
                 println!(
                     "{l:<8} {:>8.1} {:>14.0} {:>14.3} {:>14.3} {:>14.3} {:>6.1}%{tail}",

@@ -476,13 +476,9 @@ unsafe extern "C" fn count_release(_data: *mut std::ffi::c_void) {
     RELEASED.fetch_add(1, Ordering::SeqCst);
 }
 
-#[test]
-fn compute_with_work_is_captured_and_computes_at_each_replay() {
-    let core = core_with(&[0], 1 << 30);
-    let s = core
-        .stream_create(timeline::STREAM_NON_BLOCKING, 0)
-        .unwrap();
-    let cost = compute_model::KernelCost {
+/// A 4096^3 BF16 matrix product's cost.
+fn bf16_gemm_4096() -> compute_model::KernelCost {
+    compute_model::KernelCost {
         flops: 2.0 * 4096.0 * 4096.0 * 4096.0,
         bytes: 3.0 * 4096.0 * 4096.0 * 2.0,
         unit: compute_model::Unit::Tensor(compute_model::Precision::Bf16),
@@ -493,7 +489,16 @@ fn compute_with_work_is_captured_and_computes_at_each_replay() {
             k: 4096,
         }),
         attention: None,
-    };
+    }
+}
+
+#[test]
+fn compute_with_work_is_captured_and_computes_at_each_replay() {
+    let core = core_with(&[0], 1 << 30);
+    let s = core
+        .stream_create(timeline::STREAM_NON_BLOCKING, 0)
+        .unwrap();
+    let cost = bf16_gemm_4096();
     let model = compute_model::price(&core.devices[0].spec, &cost);
     let work = ComputeWork {
         func: count_compute,
@@ -908,18 +913,7 @@ fn compute_beside_communication_has_the_multiprocessors_it_leaves() {
     let quarter = spec.sms / 4;
     // SAFETY: `meet` and `release` touch nothing.
     unsafe { core.enqueue_meeting(comm, 1_000_000_000, quarter, meet, 0, release) }.unwrap();
-    let gemm = compute_model::KernelCost {
-        flops: 2.0 * 4096.0 * 4096.0 * 4096.0,
-        bytes: 3.0 * 4096.0 * 4096.0 * 2.0,
-        unit: compute_model::Unit::Tensor(compute_model::Precision::Bf16),
-        gemm: Some(compute_model::Gemm {
-            batch: 1,
-            m: 4096,
-            n: 4096,
-            k: 4096,
-        }),
-        attention: None,
-    };
+    let gemm = bf16_gemm_4096();
     let stream_copy = compute_model::KernelCost {
         flops: 1e6,
         bytes: 1e9,
