@@ -65,8 +65,9 @@ int main(void) {
     /* CPU-time clocks stay real: this process has used some CPU. */
     CHECK(ns(CLOCK_PROCESS_CPUTIME_ID) > 0);
 
-    /* 20 ms of device work: a query finds it running once (and the host polls until it
-     * completes), then done; the clock moved by what the events measure on the device. */
+    /* 20 ms of device work: a query finds it running, and costs the host a poll; spinning on
+     * it (each poll costing twice the last) reaches the completion in a few dozen polls, and
+     * the clock moved by what the events measure on the device. */
     cudaStream_t s;
     cudaEvent_t e0, e1;
     OK(cudaStreamCreateWithFlags(&s, 1));
@@ -78,6 +79,11 @@ int main(void) {
     OK(cudaEventRecord(e1, s));
     CHECK(ns(CLOCK_MONOTONIC) == m0); /* enqueueing is asynchronous */
     CHECK(cudaStreamQuery(s) == 600);
+    CHECK(ns(CLOCK_MONOTONIC) - m0 < 20000000);
+    int polls = 1;
+    while (cudaStreamQuery(s) == 600)
+        polls++;
+    CHECK(polls > 2 && polls < 40);
     OK(cudaStreamQuery(s));
     float ms;
     OK(cudaEventElapsedTime(&ms, e0, e1));
