@@ -248,7 +248,7 @@ struct ncclsim_core_api_v1 {
      * and the stream then waits until the start `work` returns and `duration_ns` more.
      * Gives the virtual time at which that ends, none when nothing ran now (the stream
      * was capturing, or `work` returned [`MEETING_FAILED`]). */
-    int (*enqueue_meeting)(uint64_t stream, uint64_t duration_ns, ncclsim_meet_fn work, void *data, ncclsim_work_fn release, struct ncclsim_maybe_time *end);
+    int (*enqueue_meeting)(uint64_t stream, uint64_t duration_ns, uint32_t ctas, ncclsim_meet_fn work, void *data, ncclsim_work_fn release, struct ncclsim_maybe_time *end);
     /* `buffer_extent`, and when `[ptr, ptr + commit_len)` lies inside that buffer, that
      * range committed as `commit_memory` does, in one call (a collective checking the
      * receive buffer it is about to write). */
