@@ -245,15 +245,13 @@ impl Limit {
     }
 }
 
-/// What sets the modelled time of `cost` on `gpu` ([`price`]): the floor when arithmetic and
-/// memory together take less than it, else the longer of the two.
+/// What sets the modelled time of `cost` on `gpu` ([`price`]): the floor when the longer of
+/// its arithmetic and its memory traffic takes less than it, else the longer of the two.
 pub fn limit(gpu: &GpuSpec, cost: &KernelCost) -> Limit {
-    let total = price_at(gpu, cost, calibration::efficiency(gpu, cost.unit));
-    let memory = cost.bytes.max(0.0) / (gpu.memory_gbps * 1e9 * calibration::BYTES_EFFICIENCY);
-    let arithmetic = total - calibration::FLOOR_NS;
-    if arithmetic < calibration::FLOOR_NS {
+    let (arithmetic, memory) = seconds(gpu, cost, calibration::efficiency(gpu, cost.unit));
+    if arithmetic.max(memory) * 1e9 < calibration::FLOOR_NS {
         Limit::Floor
-    } else if memory * 1e9 >= arithmetic {
+    } else if memory >= arithmetic {
         Limit::Memory
     } else {
         Limit::Arithmetic
@@ -264,6 +262,13 @@ pub fn limit(gpu: &GpuSpec, cost: &KernelCost) -> Limit {
 /// other tensor-core work (a fused attention kernel runs at its library's own fraction), ns
 /// (unrounded).
 pub fn price_at(gpu: &GpuSpec, cost: &KernelCost, e: f64) -> f64 {
+    let (arithmetic, memory) = seconds(gpu, cost, e);
+    calibration::FLOOR_NS + arithmetic.max(memory) * 1e9
+}
+
+/// The seconds of `cost`'s arithmetic (at efficiency `e`, or its attention library's) and of
+/// its memory traffic on `gpu`.
+fn seconds(gpu: &GpuSpec, cost: &KernelCost, e: f64) -> (f64, f64) {
     let arithmetic = match (cost.gemm, cost.attention) {
         (_, Some(a)) => {
             a.work(cost.flops.max(0.0)) / (gpu.peak_flops(cost.unit) * a.efficiency(gpu.arch))
@@ -274,7 +279,7 @@ pub fn price_at(gpu: &GpuSpec, cost: &KernelCost, e: f64) -> f64 {
         _ => cost.flops.max(0.0) / (gpu.peak_flops(cost.unit) * e),
     };
     let memory = cost.bytes.max(0.0) / (gpu.memory_gbps * 1e9 * calibration::BYTES_EFFICIENCY);
-    calibration::FLOOR_NS + arithmetic.max(memory) * 1e9
+    (arithmetic, memory)
 }
 
 #[cfg(feature = "accuracy")]

@@ -35,6 +35,19 @@ pub struct Overlap {
 }
 
 impl Overlap {
+    /// From its figures in report order ([`Overlap::figures`]).
+    fn from_figures(f: [f64; 6]) -> Overlap {
+        let [compute_us, memory_us, hidden_us, exposed_us, idle_us, launch_us] = f;
+        Overlap {
+            compute_us,
+            memory_us,
+            hidden_us,
+            exposed_us,
+            idle_us,
+            launch_us,
+        }
+    }
+
     /// Its figures in report order: compute, memory-bound, hidden, exposed, idle, launch-bound.
     pub fn figures(&self) -> [f64; 6] {
         [
@@ -77,21 +90,8 @@ struct Kernel {
 }
 
 /// Total length of the union of intervals.
-fn union_len(mut v: Vec<(f64, f64)>) -> f64 {
-    v.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut total = 0.0;
-    let mut cur: Option<(f64, f64)> = None;
-    for (s, e) in v {
-        match cur {
-            Some((cs, ce)) if s <= ce => cur = Some((cs, ce.max(e))),
-            Some((cs, ce)) => {
-                total += ce - cs;
-                cur = Some((s, e));
-            }
-            None => cur = Some((s, e)),
-        }
-    }
-    total + cur.map_or(0.0, |(s, e)| e - s)
+fn union_len(v: Vec<(f64, f64)>) -> f64 {
+    merged(v).iter().map(|s| s.1 - s.0).sum()
 }
 
 /// The merged segments of a set of intervals, in order.
@@ -112,7 +112,7 @@ fn figures(comm: &[(f64, f64)], kernels: &[Kernel]) -> Overlap {
     let both: Vec<(f64, f64)> = comm.iter().chain(&compute).copied().collect();
     let busy = merged(both);
     let busy_us: f64 = busy.iter().map(|s| s.1 - s.0).sum();
-    let compute_us = union_len(compute.clone());
+    let compute_us = union_len(compute);
     let comm_us = union_len(comm.to_vec());
     let exposed_us = busy_us - compute_us;
     // Kernel time by what limits each kernel, as shares of the union (streams may overlap).
@@ -202,32 +202,19 @@ pub fn per_step(
             limit: op.limit,
         });
     }
-    let mut sums: BTreeMap<Option<u64>, (Overlap, usize)> = BTreeMap::new();
+    let mut sums: BTreeMap<Option<u64>, ([f64; 6], usize)> = BTreeMap::new();
     for ((step, _), (comm, kernels)) in &by {
-        let f = figures(comm, kernels);
+        let f = figures(comm, kernels).figures();
         let e = sums.entry(*step).or_default();
-        e.0.compute_us += f.compute_us;
-        e.0.memory_us += f.memory_us;
-        e.0.hidden_us += f.hidden_us;
-        e.0.exposed_us += f.exposed_us;
-        e.0.idle_us += f.idle_us;
-        e.0.launch_us += f.launch_us;
+        for (sum, x) in e.0.iter_mut().zip(f) {
+            *sum += x;
+        }
         e.1 += 1;
     }
     sums.into_iter()
-        .map(|(s, (o, n))| {
+        .map(|(s, (sum, n))| {
             let n = n.max(1) as f64;
-            (
-                s,
-                Overlap {
-                    compute_us: o.compute_us / n,
-                    memory_us: o.memory_us / n,
-                    hidden_us: o.hidden_us / n,
-                    exposed_us: o.exposed_us / n,
-                    idle_us: o.idle_us / n,
-                    launch_us: o.launch_us / n,
-                },
-            )
+            (s, Overlap::from_figures(sum.map(|x| x / n)))
         })
         .collect()
 }

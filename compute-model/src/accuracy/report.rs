@@ -84,7 +84,7 @@ fn score_checks(
     let training = tcases
         .into_iter()
         .map(|c| TrainingCheck {
-            predicted: super::training::rate(&c),
+            predicted: super::training::rates(&c).1,
             case: c,
         })
         .collect();

@@ -365,17 +365,11 @@ pub fn step(c: &TrainingCase) -> (f64, f64) {
     (kernels, host)
 }
 
-/// The modelled throughput of a case from the sum of its kernels' times alone (samples or
-/// tokens per second per GPU).
-pub fn kernel_rate(c: &TrainingCase) -> f64 {
-    c.per_step / step(c).0
-}
-
-/// The modelled throughput of a case: its step takes the longer of its kernels and its
-/// launches.
-pub fn rate(c: &TrainingCase) -> f64 {
+/// The modelled throughput of a case (samples or tokens per second per GPU): from the sum of
+/// its kernels' times alone, and with its step the longer of its kernels and its launches.
+pub fn rates(c: &TrainingCase) -> (f64, f64) {
     let (kernels, host) = step(c);
-    c.per_step / kernels.max(host)
+    (c.per_step / kernels, c.per_step / kernels.max(host))
 }
 
 #[cfg(test)]
@@ -408,19 +402,19 @@ impl TrainingScore {
     pub fn error(&self) -> f64 {
         100.0 * (self.predicted / self.case.measured - 1.0)
     }
-    pub fn kernels_error(&self) -> f64 {
-        100.0 * (self.kernels / self.case.measured - 1.0)
-    }
 }
 
 /// Every training case scored.
 pub fn score(cases: &[TrainingCase]) -> Vec<TrainingScore> {
     cases
         .iter()
-        .map(|c| TrainingScore {
-            case: c.clone(),
-            kernels: kernel_rate(c),
-            predicted: rate(c),
+        .map(|c| {
+            let (kernels, predicted) = rates(c);
+            TrainingScore {
+                case: c.clone(),
+                kernels,
+                predicted,
+            }
         })
         .collect()
 }

@@ -230,13 +230,16 @@ impl Core {
                 if let Op::Compute { cost, .. } = &op {
                     // Beside communication kernels, an arithmetic-bound kernel has only the
                     // multiprocessors they leave.
+                    // (Classified only when communication overlaps it: most kernels meet none.)
                     let spec = &self.devices[stream_device].spec;
-                    if compute_model::limit(spec, cost) == compute_model::Limit::Arithmetic {
-                        let start = st.timeline.ready(key, wall);
-                        let alone = SimDuration::from_nanos(ns);
-                        let with = st
-                            .comm_load
-                            .stretched(stream_device, spec.sms, start, alone);
+                    let start = st.timeline.ready(key, wall);
+                    let alone = SimDuration::from_nanos(ns);
+                    let with = st
+                        .comm_load
+                        .stretched(stream_device, spec.sms, start, alone);
+                    if with != alone
+                        && compute_model::limit(spec, cost) == compute_model::Limit::Arithmetic
+                    {
                         shared = SimDuration::from_nanos(
                             with.as_nanos().saturating_sub(alone.as_nanos()),
                         );

@@ -90,6 +90,8 @@ def attention(base: str, args: tuple, kwargs: dict) -> tuple:
     causal = kwargs.get("is_causal", args[at] if len(args) > at else False)
     flags = (abi.COST_BACKWARD if backward else 0) | (abi.COST_CAUSAL if causal is True else 0)
     return code, flags
+
+
 # The run environment (the core's `run_settings`; outside ncclsim's libraries, the defaults):
 # whether ops take modelled time (`NCCLSIM_COMPUTE_TIME`), and whether a trace directory is set,
 # so that ops describe themselves.
