@@ -30,7 +30,11 @@
 //! process's core exists the sleep moves the thread on the core (`Core::host_thread_slept`),
 //! so the work the thread submits next starts no earlier, as a late rank delays a collective
 //! on a real cluster; sleeps before it are an offset of that thread's readings only. Timed
-//! waits that time out do not move the clock.
+//! waits that time out do not move the clock (a watchdog's heartbeat waits would otherwise run
+//! its clock ahead of the work it times); but the waiting thread's next clock read answers at
+//! least the deadline it waited for, once, so code that waits until a deadline and then
+//! compares the clock with it (libstdc++'s `condition_variable::wait_until` and `wait_for`,
+//! gloo's receive timeouts) sees the timeout instead of waiting again forever.
 
 use libc::{c_int, c_void, clockid_t, timespec};
 use std::path::PathBuf;
@@ -133,6 +137,17 @@ fn epoch_of(clk: clockid_t) -> Option<i128> {
 thread_local! {
     /// How far this thread's sleeps before the core existed have moved its clock, ns.
     static SLEPT: std::cell::Cell<i128> = const { std::cell::Cell::new(0) };
+    /// The deadline (virtual ns since the epoch) of this thread's last timed wait that timed
+    /// out, until the thread next reads a virtualised clock.
+    static EXPIRED: std::cell::Cell<Option<i128>> = const { std::cell::Cell::new(None) };
+}
+
+/// The program's timed wait with virtual deadline `deadline` (from [`real_deadline`]) timed
+/// out: the thread's next clock read answers no earlier than it.
+pub(crate) fn expired(deadline: Option<i128>) {
+    if deadline.is_some() {
+        EXPIRED.set(deadline);
+    }
 }
 
 /// The calling thread's virtual clock since the epoch: the host's virtual clock of this
@@ -167,17 +182,25 @@ pub(crate) fn slept_until(clk: clockid_t, deadline: i128, caller: usize) {
     }
 }
 
+/// Whether the program's reads of clock `clk` from `caller` answer from the virtual clock.
+pub(crate) fn virtualised(clk: clockid_t, caller: usize) -> bool {
+    enabled() && !is_ours(caller) && epoch_of(clk).is_some()
+}
+
 /// What the program reads from clock `clk`, called from `caller`: `None` when the real clock
 /// answers (virtual clock off, a clock that stays real, or a caller in ncclsim's libraries).
 pub(crate) fn virtual_ns(clk: clockid_t, caller: usize) -> Option<i128> {
     if !enabled() || is_ours(caller) {
         return None;
     }
-    Some(epoch_of(clk)? + host_ns())
+    let epoch = epoch_of(clk)?;
+    let host = host_ns();
+    Some(epoch + EXPIRED.take().map_or(host, |d| host.max(d)))
 }
 
 /// An absolute deadline on `clk` from the program, moved onto the real clock: `out` holds the
-/// moved deadline and is returned, or `abs` itself when nothing moves. `None` is a condition
+/// moved deadline and is returned, or `abs` itself when nothing moves; with the deadline in
+/// virtual ns since the epoch when it moved (for [`expired`]). `None` is a condition
 /// variable's clock, realtime or monotonic by its attributes: the virtual clock the deadline is
 /// nearer to.
 pub(crate) fn real_deadline(
@@ -185,9 +208,9 @@ pub(crate) fn real_deadline(
     clk: Option<clockid_t>,
     caller: usize,
     out: &mut timespec,
-) -> *const timespec {
+) -> (*const timespec, Option<i128>) {
     if abs.is_null() || !enabled() || is_ours(caller) {
-        return abs;
+        return (abs, None);
     }
     // SAFETY: a non-null deadline pointer from the caller of a timed wait.
     let t = ts_ns(unsafe { &*abs });
@@ -202,12 +225,12 @@ pub(crate) fn real_deadline(
         }
     });
     let (Some(epoch), Some(real)) = (epoch_of(clk), real_ns(clk)) else {
-        return abs;
+        return (abs, None);
     };
     // The real clock's lead over the virtual one.
     let lead = real - (epoch + host);
     *out = ns_ts(t.saturating_add(lead));
-    out as *const timespec
+    (out as *const timespec, Some(t - epoch))
 }
 
 /// An executable range of a loaded object and whether the object is one of ncclsim's.

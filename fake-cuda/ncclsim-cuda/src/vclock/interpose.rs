@@ -7,7 +7,7 @@
 //! Only x86-64 and AArch64 are interposed (the trampolines are per architecture); elsewhere the
 //! virtual clock is refused by `ncclsim run` and the program's clocks stay real.
 
-use super::{ns_ts, real_deadline, slept, slept_until, ts_ns, virtual_ns};
+use super::{expired, ns_ts, real_deadline, slept, slept_until, ts_ns, virtual_ns};
 use crate::VtableError;
 use libc::{c_int, c_void, clockid_t, time_t, timespec, timeval};
 use std::sync::OnceLock;
@@ -222,8 +222,12 @@ ffi_boundary::ffi_fn!(VtableError;
     fn vclock_cond_timedwait(c: *mut c_void, m: *mut c_void, abs: *const timespec, caller: usize)
         -> c_int, panic = libc::EINVAL; {
         let mut moved = ns_ts(0);
-        let abs = real_deadline(abs, None, caller, &mut moved);
-        call_real!(cond_timedwait as CondTimedwait, libc::ENOSYS; c, m, abs)
+        let (abs, deadline) = real_deadline(abs, None, caller, &mut moved);
+        let r = call_real!(cond_timedwait as CondTimedwait, libc::ENOSYS; c, m, abs);
+        if r == libc::ETIMEDOUT {
+            expired(deadline);
+        }
+        r
     }
 );
 
@@ -242,8 +246,12 @@ ffi_boundary::ffi_fn!(VtableError;
         caller: usize,
     ) -> c_int, panic = libc::EINVAL; {
         let mut moved = ns_ts(0);
-        let abs = real_deadline(abs, Some(clk), caller, &mut moved);
-        call_real!(cond_clockwait as CondClockwait, libc::ENOSYS; c, m, clk, abs)
+        let (abs, deadline) = real_deadline(abs, Some(clk), caller, &mut moved);
+        let r = call_real!(cond_clockwait as CondClockwait, libc::ENOSYS; c, m, clk, abs);
+        if r == libc::ETIMEDOUT {
+            expired(deadline);
+        }
+        r
     }
 );
 
@@ -256,8 +264,13 @@ ffi_boundary::ffi_fn!(VtableError;
     fn vclock_sem_timedwait(s: *mut c_void, abs: *const timespec, caller: usize) -> c_int,
         panic = -1; {
         let mut moved = ns_ts(0);
-        let abs = real_deadline(abs, Some(libc::CLOCK_REALTIME), caller, &mut moved);
-        call_real!(sem_timedwait as Timed, set_errno(libc::ENOSYS); s, abs)
+        let (abs, deadline) = real_deadline(abs, Some(libc::CLOCK_REALTIME), caller, &mut moved);
+        let r = call_real!(sem_timedwait as Timed, set_errno(libc::ENOSYS); s, abs);
+        // SAFETY: the calling thread's errno location.
+        if r == -1 && unsafe { *libc::__errno_location() } == libc::ETIMEDOUT {
+            expired(deadline);
+        }
+        r
     }
 );
 
@@ -271,8 +284,13 @@ ffi_boundary::ffi_fn!(VtableError;
     fn vclock_sem_clockwait(s: *mut c_void, clk: clockid_t, abs: *const timespec, caller: usize)
         -> c_int, panic = -1; {
         let mut moved = ns_ts(0);
-        let abs = real_deadline(abs, Some(clk), caller, &mut moved);
-        call_real!(sem_clockwait as Clocked, set_errno(libc::ENOSYS); s, clk, abs)
+        let (abs, deadline) = real_deadline(abs, Some(clk), caller, &mut moved);
+        let r = call_real!(sem_clockwait as Clocked, set_errno(libc::ENOSYS); s, clk, abs);
+        // SAFETY: the calling thread's errno location.
+        if r == -1 && unsafe { *libc::__errno_location() } == libc::ETIMEDOUT {
+            expired(deadline);
+        }
+        r
     }
 );
 
@@ -286,8 +304,12 @@ ffi_boundary::ffi_fn!(VtableError;
     fn vclock_mutex_timedlock(m: *mut c_void, abs: *const timespec, caller: usize) -> c_int,
         panic = libc::EINVAL; {
         let mut moved = ns_ts(0);
-        let abs = real_deadline(abs, Some(libc::CLOCK_REALTIME), caller, &mut moved);
-        call_real!(mutex_timedlock as Timed, libc::ENOSYS; m, abs)
+        let (abs, deadline) = real_deadline(abs, Some(libc::CLOCK_REALTIME), caller, &mut moved);
+        let r = call_real!(mutex_timedlock as Timed, libc::ENOSYS; m, abs);
+        if r == libc::ETIMEDOUT {
+            expired(deadline);
+        }
+        r
     }
 );
 
@@ -301,8 +323,12 @@ ffi_boundary::ffi_fn!(VtableError;
     fn vclock_mutex_clocklock(m: *mut c_void, clk: clockid_t, abs: *const timespec, caller: usize)
         -> c_int, panic = libc::EINVAL; {
         let mut moved = ns_ts(0);
-        let abs = real_deadline(abs, Some(clk), caller, &mut moved);
-        call_real!(mutex_clocklock as Clocked, libc::ENOSYS; m, clk, abs)
+        let (abs, deadline) = real_deadline(abs, Some(clk), caller, &mut moved);
+        let r = call_real!(mutex_clocklock as Clocked, libc::ENOSYS; m, clk, abs);
+        if r == libc::ETIMEDOUT {
+            expired(deadline);
+        }
+        r
     }
 );
 
@@ -326,7 +352,7 @@ ffi_boundary::ffi_fn!(VtableError;
         let absolute = flags & libc::TIMER_ABSTIME != 0;
         let asked = req;
         let req = if absolute {
-            real_deadline(req, Some(clk), caller, &mut moved)
+            real_deadline(req, Some(clk), caller, &mut moved).0
         } else {
             req
         };
@@ -334,7 +360,7 @@ ffi_boundary::ffi_fn!(VtableError;
         if absolute && rc == 0 && !asked.is_null() {
             // SAFETY: the caller's non-null wake-up time.
             slept_until(clk, ts_ns(unsafe { &*asked }), caller);
-        } else if !absolute && (rc == 0 || rc == libc::EINTR) && virtual_ns(clk, caller).is_some() {
+        } else if !absolute && (rc == 0 || rc == libc::EINTR) && super::virtualised(clk, caller) {
             slept(relative_sleep(asked, rem, rc == libc::EINTR), caller);
         }
         rc
