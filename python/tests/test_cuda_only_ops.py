@@ -102,3 +102,31 @@ def test_masked_scale():
     x = torch.tensor([1.0, -2.0, 3.0, 4.0])
     mask = torch.tensor([1, 0, 1, 0], dtype=torch.uint8)
     assert torch.equal(cuda_only.masked_scale(x, mask, 2.0), torch.tensor([2.0, 0.0, 6.0, 0.0]))
+
+
+def test_softmax_half_to_float():
+    # Reference: the same softmax and its autograd in float64 on the CPU (the CUDA kernels
+    # accumulate a float16 input in float32 and return float32; the backward returns float16).
+    torch.manual_seed(0)
+    x = torch.randn(3, 5).half()
+    g = torch.randn(3, 5)
+    for name, fn in (("_softmax", torch.softmax), ("_log_softmax", torch.log_softmax)):
+        forward = cuda_only.REPLACEMENTS[f"aten::{name}"]
+        backward = cuda_only.REPLACEMENTS[f"aten::{name}_backward_data"]
+        out = forward(x, -1, True)
+        assert out.dtype == torch.float32
+        ref = x.double().requires_grad_()
+        want = fn(ref, -1)
+        assert torch.allclose(out.double(), want, rtol=1e-6, atol=1e-6)
+        want.backward(g.double())
+        dx = backward(g, out, -1, torch.float16)
+        assert dx.dtype == torch.float16
+        assert torch.allclose(dx.double(), ref.grad, rtol=2e-3, atol=2e-3)
+        # Without the conversion the op is torch's own.
+        assert torch.equal(forward(x.float(), -1, False), fn(x.float(), -1))
+    try:
+        cuda_only.REPLACEMENTS["aten::_softmax"](x.bfloat16(), -1, True)
+    except RuntimeError as e:
+        assert "Half type only" in str(e)
+    else:
+        raise AssertionError("bfloat16 with half_to_float must be refused, as on CUDA")

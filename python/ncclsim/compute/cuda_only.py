@@ -15,6 +15,10 @@ Each function takes the op's arguments with CUDA tensors already replaced by CPU
 - `mm`/`bmm`/`addmm`/`baddbmm` with an `out_dtype`: accumulated in float32, then cast.
 - `_fused_dropout` and `_masked_scale`: the mask from the op's (CPU) generator.
 - `_fused_rms_norm_backward`: the closed form of RMSNorm's gradient.
+- `_softmax`/`_log_softmax` with `half_to_float` (a float16 input, a float32 result: what
+  autocast's `softmax(x, dtype=torch.float32)` calls) and their backward from a float32
+  gradient to a float16 input: computed in float32, as the CUDA kernels accumulate; torch's CPU
+  kernels refuse the conversion.
 - cuDNN's grid sampler is `grid_sampler_2d` (bilinear, zero padding, corners aligned); the CTC
   loss is told cuDNN and MIOpen are unavailable, so it takes torch's native path.
 """
@@ -191,6 +195,28 @@ def fused_rms_norm_backward(grad_out, x, normalized_shape, rstd, weight, output_
     return dx.to(x.dtype), dw
 
 
+def _half_to_float(op):
+    def forward(x, dim, half_to_float):
+        if not half_to_float:
+            return op(x, dim, False)
+        if x.dtype != torch.float16:
+            raise RuntimeError("conversion is supported for Half type only")
+        return op(x.float(), dim, False)
+
+    return forward
+
+
+def _half_to_float_backward(op):
+    def backward(grad, out, dim, input_dtype):
+        if grad.dtype == input_dtype:
+            return op(grad, out, dim, input_dtype)
+        if input_dtype != torch.float16 or grad.dtype != torch.float32:
+            raise RuntimeError("expected input and grad types to match, or input to be at::Half and grad to be at::Float")
+        return op(grad, out, dim, grad.dtype).to(input_dtype)
+
+    return backward
+
+
 REPLACEMENTS = {
     "aten::cudnn_convolution": cudnn_convolution,
     "aten::cudnn_convolution_transpose": cudnn_convolution_transpose,
@@ -223,6 +249,10 @@ REPLACEMENTS = {
     "aten::_fused_dropout": fused_dropout,
     "aten::_masked_scale": masked_scale,
     "aten::_fused_rms_norm_backward": fused_rms_norm_backward,
+    "aten::_softmax": _half_to_float(aten._softmax),
+    "aten::_log_softmax": _half_to_float(aten._log_softmax),
+    "aten::_softmax_backward_data": _half_to_float_backward(aten._softmax_backward_data),
+    "aten::_log_softmax_backward_data": _half_to_float_backward(aten._log_softmax_backward_data),
     **attention.REPLACEMENTS,
     **rnn.REPLACEMENTS,
 }
