@@ -63,6 +63,12 @@
 #      processes of the same run: nvidia-smi must report each rank's GPU busy and using
 #      torch.cuda.memory_reserved plus one context (scripts/env-check/train_probe.py), and the
 #      monitor (scripts/env-check/monitor.sh), `nvitop --once` and `gpustat` show all 8 GPUs.
+#   8. PyTorch's own distributed tests (scripts/torch/pytorch_tests.py): the test class the
+#      torch wheel ships and PyTorch's CI runs for the NCCL backend (DistributedTest's 285 tests:
+#      collectives, subgroups, DDP, SyncBatchNorm, profiling, monitored barriers), 2 processes
+#      per test on one DGX A100; every test passes, is skipped by its own decorators, or fails
+#      as the script's EXPECTED list says with the reason; the tests listed as torch's own
+#      (they hold only for torch's previous NCCL backend) must pass with TORCH_DIST_USE_NCCL2=0.
 #
 # Usage: scripts/torch-e2e.sh
 #   NCCLSIM_TORCH_VENV   the venv (default target/torch-venv in the repository); made with
@@ -439,4 +445,13 @@ gpus = [l for l in gpustat if l.startswith("[")]
 assert len(gpus) == 8 and all("A100-SXM4-40GB" in l for l in gpus), gpustat
 print("nvitop --once: 8 GPUs; gpustat: 8 GPUs")
 PY
+echo "== 8. PyTorch's own distributed tests (DistributedTest from the torch wheel), 2 processes each"
+"$ncclsim" run --topo "$topo" --lib-path "$venv/ncclsim-stubs" \
+    -- python scripts/torch/pytorch_tests.py --report "$logs/pytorch-tests.json" \
+    > "$logs/pytorch-tests.log" 2>&1 || { grep -A30 "^pytorch-tests" "$logs/pytorch-tests.log"; fail "PyTorch's tests"; }
+grep -A40 "^pytorch-tests:" "$logs/pytorch-tests.log"
+TORCH_DIST_USE_NCCL2=0 "$ncclsim" run --topo "$topo" --lib-path "$venv/ncclsim-stubs" \
+    -- python scripts/torch/pytorch_tests.py --only torch > "$logs/pytorch-tests-legacy.log" 2>&1 \
+    || { grep -A30 "^pytorch-tests" "$logs/pytorch-tests-legacy.log"; fail "PyTorch's tests on torch's previous NCCL backend"; }
+grep "^pytorch-tests:" "$logs/pytorch-tests-legacy.log"
 echo "torch-e2e: PASS (logs in $logs)"
