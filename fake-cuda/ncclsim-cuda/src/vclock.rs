@@ -31,10 +31,15 @@
 //! so the work the thread submits next starts no earlier, as a late rank delays a collective
 //! on a real cluster; sleeps before it are an offset of that thread's readings only. Timed
 //! waits that time out do not move the clock (a watchdog's heartbeat waits would otherwise run
-//! its clock ahead of the work it times); but the waiting thread's next clock read answers at
-//! least the deadline it waited for, once, so code that waits until a deadline and then
-//! compares the clock with it (libstdc++'s `condition_variable::wait_until` and `wait_for`,
-//! gloo's receive timeouts) sees the timeout instead of waiting again forever.
+//! its clock ahead of the work it times, and a thread waiting on a slow simulated peer would
+//! take the simulation's slowness as its own time); but the waiting thread's next
+//! [`EXPIRED_READS`] clock reads answer at least the deadline it waited for, so code that waits
+//! until a deadline and then compares the clock with it (libstdc++'s
+//! `condition_variable::wait_until` and `wait_for`, which read the clock once or twice after
+//! the wait; gloo's receive timeouts) sees the timeout instead of waiting again forever. A
+//! deadline the program computes from such a read is moved onto the real clock from what the
+//! read answered, so a wait in a loop lasts what it asks (those reads run further ahead only
+//! while each deadline is computed from the previous one's).
 
 use libc::{c_int, c_void, clockid_t, timespec};
 use std::path::PathBuf;
@@ -138,16 +143,40 @@ thread_local! {
     /// How far this thread's sleeps before the core existed have moved its clock, ns.
     static SLEPT: std::cell::Cell<i128> = const { std::cell::Cell::new(0) };
     /// The deadline (virtual ns since the epoch) of this thread's last timed wait that timed
-    /// out, until the thread next reads a virtualised clock.
-    static EXPIRED: std::cell::Cell<Option<i128>> = const { std::cell::Cell::new(None) };
+    /// out, and how many more clock reads answer no earlier than it.
+    static EXPIRED: std::cell::Cell<Option<(i128, u32)>> = const { std::cell::Cell::new(None) };
+    /// How far ahead of the thread's clock its last clock read answered (an expired deadline),
+    /// ns; 0 when it answered the clock.
+    static AHEAD: std::cell::Cell<i128> = const { std::cell::Cell::new(0) };
 }
 
+/// How many clock reads after a timed-out wait answer at least its deadline: libstdc++'s
+/// `wait_until` on the steady clock reads the system clock and then the steady clock.
+const EXPIRED_READS: u32 = 2;
+
 /// The program's timed wait with virtual deadline `deadline` (from [`real_deadline`]) timed
-/// out: the thread's next clock read answers no earlier than it.
+/// out: the thread's next [`EXPIRED_READS`] clock reads answer no earlier than it.
 pub(crate) fn expired(deadline: Option<i128>) {
-    if deadline.is_some() {
-        EXPIRED.set(deadline);
+    if let Some(d) = deadline {
+        EXPIRED.set(Some((d, EXPIRED_READS)));
     }
+}
+
+/// The calling thread's clock as its next read answers it (counting the read): the clock, or
+/// an expired deadline ahead of it.
+fn read_host_ns() -> i128 {
+    let host = host_ns();
+    let answer = match EXPIRED.take() {
+        Some((d, n)) => {
+            if n > 1 {
+                EXPIRED.set(Some((d, n - 1)));
+            }
+            host.max(d)
+        }
+        None => host,
+    };
+    AHEAD.set(answer - host);
+    answer
 }
 
 /// The calling thread's virtual clock since the epoch: the host's virtual clock of this
@@ -194,8 +223,7 @@ pub(crate) fn virtual_ns(clk: clockid_t, caller: usize) -> Option<i128> {
         return None;
     }
     let epoch = epoch_of(clk)?;
-    let host = host_ns();
-    Some(epoch + EXPIRED.take().map_or(host, |d| host.max(d)))
+    Some(epoch + read_host_ns())
 }
 
 /// An absolute deadline on `clk` from the program, moved onto the real clock: `out` holds the
@@ -214,7 +242,11 @@ pub(crate) fn real_deadline(
     }
     // SAFETY: a non-null deadline pointer from the caller of a timed wait.
     let t = ts_ns(unsafe { &*abs });
-    let host = host_ns();
+    // A new wait ends what is left of an expired one; the clock as the program last read it
+    // (ahead of the thread's clock if that read answered an expired deadline).
+    EXPIRED.set(None);
+    let ahead = AHEAD.get();
+    let host = host_ns() + ahead;
     let clk = clk.unwrap_or_else(|| {
         let e = epoch();
         let (rt, mono) = (e.realtime + host, e.monotonic + host);

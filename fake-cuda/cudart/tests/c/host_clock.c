@@ -120,20 +120,34 @@ int main(void) {
     d = at(ns(CLOCK_REALTIME) + 200000000);
     CHECK(sem_timedwait(&sem, &d) == -1 && errno == ETIMEDOUT);
     waited_about(tai, 200, "sem_timedwait");
-    /* The first read of a virtual clock after a timed-out wait answers at least the wait's
-     * deadline, once: a loop that waits until a deadline and then compares the clock with it
-     * (libstdc++'s condition_variable::wait_until, gloo's timeouts) ends. The clock itself has
-     * not moved. */
+    /* The next two reads of a virtual clock after a timed-out wait answer at least the wait's
+     * deadline: a loop that waits until a deadline and then compares the clock with it
+     * (libstdc++'s condition_variable::wait_until reads two clocks, gloo's timeouts) ends. The
+     * clock itself has not moved. */
     CHECK(ns(CLOCK_REALTIME) >= (int64_t)d.tv_sec * 1000000000 + d.tv_nsec);
+    (void)ns(CLOCK_MONOTONIC);
     int64_t unmoved = ns(CLOCK_MONOTONIC);
     int64_t deadline = unmoved + 50000000;
     d = at(deadline);
     CHECK(pthread_mutex_lock(&mu) == 0);
     do rc = pthread_cond_clockwait(&cv, &mu, CLOCK_MONOTONIC, &d); while (rc == 0);
     CHECK(rc == ETIMEDOUT);
-    CHECK(pthread_mutex_unlock(&mu) == 0);
-    CHECK(ns(CLOCK_TAI) > 0); /* a real clock's read leaves it pending */
+    CHECK(ns(CLOCK_TAI) > 0); /* a real clock's read leaves them pending */
     CHECK(ns(CLOCK_MONOTONIC) == deadline);
+    CHECK(ns(CLOCK_REALTIME) - e_rt == deadline - e_mono);
+    CHECK(ns(CLOCK_MONOTONIC) == unmoved);
+    /* Deadlines computed from such reads wait what they ask (each read answers its wait's
+     * deadline); the clock has not moved. */
+    for (int i = 1; i <= 3; i++) {
+        tai = ns(CLOCK_TAI);
+        d = at(ns(CLOCK_MONOTONIC) + 20000000);
+        do rc = pthread_cond_clockwait(&cv, &mu, CLOCK_MONOTONIC, &d); while (rc == 0);
+        CHECK(rc == ETIMEDOUT);
+        waited_about(tai, 20, "pthread_cond_clockwait in a loop");
+        CHECK(ns(CLOCK_MONOTONIC) == unmoved + i * 20000000);
+    }
+    CHECK(pthread_mutex_unlock(&mu) == 0);
+    CHECK(ns(CLOCK_MONOTONIC) == unmoved + 60000000);
     CHECK(ns(CLOCK_MONOTONIC) == unmoved);
     tai = ns(CLOCK_TAI);
     /* Timed waits that time out leave the virtual clock where it was; a sleep to an absolute
