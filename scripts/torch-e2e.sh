@@ -344,7 +344,7 @@ done
     --lib-path "$venv/ncclsim-stubs" -- python scripts/torch/kernel_speed.py launch \
     > "$logs/kernel-launch.log" 2>&1 || { cat "$logs/kernel-launch.log"; fail "launch-bound ops"; }
 grep "^ok " "$logs/kernel-launch.log"
-if "$ncclsim" run --topo topologies/dgx-h100.xml --compute time --lib-path "$venv/ncclsim-stubs" \
+if "$ncclsim" run --topo topologies/dgx-h100.xml --compute time --clock real --lib-path "$venv/ncclsim-stubs" \
     -- python scripts/torch/kernel_speed.py launch > "$logs/kernel-launch-wall.log" 2>&1; then
     fail "tiny ops read launch-bound without the virtual clock: the launch check does not check"
 fi

@@ -82,9 +82,11 @@ pub struct RunArgs {
     /// programs that time with host clocks see predicted times while ranks have cores to spare.
     #[arg(long, conflicts_with = "clock")]
     pace: bool,
-    /// The program's host clock: real, or virtual (NCCLSIM_CLOCK=virtual): clock_gettime,
-    /// gettimeofday and time read the simulated host's clock, which moves only when the
-    /// program waits for device work, to its predicted completion (see README).
+    /// The program's host clock (NCCLSIM_CLOCK): virtual (the default on x86-64 and AArch64;
+    /// real with --pace):
+    /// clock_gettime, gettimeofday and time read the simulated host's clock, which moves when
+    /// the program waits for device work, sleeps, or issues torch ops (see README); real: the
+    /// machine's clocks, so host time costs nothing on the devices' timeline.
     #[arg(long, value_parser = ["real", "virtual"])]
     clock: Option<String>,
     /// What torch ops on the simulated GPUs do (NCCLSIM_COMPUTE): run computes their values on
@@ -401,8 +403,18 @@ fn base_env(
         }
     }
     env.insert("PYTHONPATH".into(), pythonpath.join(":"));
-    if let Some(c) = &args.clock {
-        env.insert(names::CLOCK.into(), c.clone());
+    // The host clock: --clock; else real with --pace or as an inherited NCCLSIM_CLOCK says;
+    // else virtual where the clock can be interposed, so the program's own timers (and a
+    // framework's tokens/s) read the prediction.
+    let interposed = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
+    let clock = match &args.clock {
+        Some(c) => Some(c.as_str()),
+        None if args.pace || !interposed => Some("real"),
+        None if std::env::var_os(names::CLOCK).is_some() => None,
+        None => Some("virtual"),
+    };
+    if let Some(c) = clock {
+        env.insert(names::CLOCK.into(), c.into());
     }
     for kv in &args.env {
         let (k, v) = kv

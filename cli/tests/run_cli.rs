@@ -185,6 +185,34 @@ fn placeholders_and_launch_environment() {
 }
 
 #[test]
+fn the_host_clock_is_virtual_unless_asked_otherwise() {
+    let clock = |args: &[&str], inherited: Option<&str>| {
+        let mut c = common::ncclsim_run();
+        if let Some(v) = inherited {
+            c.env("NCCLSIM_CLOCK", v);
+        }
+        let out = c
+            .args(args)
+            .args(["--", "sh", "-c", "echo $NCCLSIM_CLOCK"])
+            .output()
+            .expect("run ncclsim");
+        let log = text(&out);
+        assert!(out.status.success(), "{args:?}: {log}");
+        log.trim().to_string()
+    };
+    let interposed = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
+    let default = if interposed { "virtual" } else { "real" };
+    assert_eq!(clock(&[], None), default);
+    assert_eq!(clock(&["--clock", "real"], None), "real");
+    assert_eq!(clock(&["--pace"], None), "real");
+    assert_eq!(clock(&[], Some("real")), "real");
+    assert_eq!(clock(&["--env", "NCCLSIM_CLOCK=real"], None), "real");
+    if interposed {
+        assert_eq!(clock(&["--clock", "virtual"], Some("real")), "virtual");
+    }
+}
+
+#[test]
 fn libraries_are_preloaded_and_found_by_soname() {
     let out = run(&["--", "sh", "-c", "echo $LD_PRELOAD; echo $LD_LIBRARY_PATH"]);
     let log = text(&out);

@@ -1,0 +1,193 @@
+"""PyTorch's own distributed test suite, unmodified, from the installed torch, under `ncclsim run`.
+
+The torch wheel ships the test class PyTorch's CI runs for every process-group backend:
+`torch.testing._internal.distributed.distributed_test.DistributedTest._DistTestBase`
+(collectives of every kind and dtype on CUDA tensors, subgroups, DDP in its many modes,
+SyncBatchNorm, the autograd profiler's view of collectives, monitored barriers, model
+averagers). PyTorch's `test/distributed/test_distributed_spawn.py` runs it with `BACKEND=nccl`
+by mixing it into `TestDistBackend` (each test spawns `WORLD_SIZE` processes, which meet through
+a file store) and turning cuDNN's TF32 off; this script does the same, so nothing is fetched:
+the tests are those of the torch under test.
+
+Usage (inside `ncclsim run --topo FILE --lib-path STUBS -- python ...`):
+    [WORLD_SIZE=N] pytorch_tests.py [--only NAME,...|torch] [--report FILE]
+
+WORLD_SIZE is the processes per test (default 2).
+
+Each test's outcome is one of: passed; skipped by the test's own decorators (a CPU-only,
+gloo-only or MPI-only test, a world size it does not run at; counted per reason); failed as
+`EXPECTED` below says, with the reason; failed otherwise. The script exits 1 if any test fails
+that `EXPECTED` does not name, or passes although it names it (the list is then stale). The
+report (JSON) holds every test's outcome and the counts.
+
+`EXPECTED` has two kinds of entries:
+- "torch": the test does not hold for torch's own default NCCL backend (torch 2.15's
+  `c10d::nccl2`), only for its previous one (`ProcessGroupNCCL`, chosen by
+  `TORCH_DIST_USE_NCCL2=0`); the suite runs these again with that setting, where they must pass.
+- "simulator": a behaviour of ncclsim that differs from a GPU's, named.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+# What the tests read at import: the backend and the world size.
+os.environ.setdefault("BACKEND", "nccl")
+os.environ.setdefault("WORLD_SIZE", "2")
+
+import torch  # noqa: E402
+from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
+    DistributedTest,
+    TestDistBackend,
+)
+
+_PROFILER_NAMES = (
+    "torch", "counts the autograd profiler's events named `nccl:<collective>`, which torch's "
+    "previous backend records; torch's default backend (nccl2) records its collectives under "
+    "other names, so the count is 0")
+_BOUND_DEVICE = (
+    "torch", "nccl2 binds a process group to the device current when it is created (cuda:0: "
+    "the test sets each rank's device only after creating the group), and refuses the rank's "
+    "own device in the object collectives that follow")
+_HANG = (
+    "simulator", "rank 1 calls an all_reduce rank 0 never calls; NCCL returns at once and the "
+    "kernel waits on the GPU, where ncclsim moves the data on the host inside the call, so the "
+    "call itself waits (until rank 0 ends the test) and torch's wait(timeout) is never reached")
+
+_HOST_FREE = (
+    "simulator", "under `--clock real` the host costs nothing on the devices' timeline, so DDP's "
+    "two CUDA events around its communication start, with no kernel between, are 0 ns apart "
+    "and the measured compute/communication overlap the test requires to be at least 1 ns is "
+    "0 (under the virtual clock, the default, it passes)")
+
+EXPECTED: dict[str, tuple[str, str]] = {
+    **{name: _PROFILER_NAMES for name in (
+        "test_all_gather_cuda",
+        "test_all_gather_cuda_complex",
+        "test_all_reduce_sum_cuda",
+        "test_all_reduce_sum_cuda_async",
+        "test_all_reduce_sum_cuda_complex",
+        "test_all_to_all_single_equal_split_cuda",
+        "test_all_to_all_single_equal_split_cuda_complex",
+        "test_all_to_all_single_equal_split_full_group_cuda",
+        "test_broadcast_cuda",
+        "test_reduce_sum_cuda",
+        "test_reduce_sum_cuda_twice",
+        "test_ddp_profiling_torch_profiler",
+        "test_send_recv_nccl_autograd_profiler",
+        "test_send_recv_nccl_torch_profiler",
+    )},
+    "test_all_gather_object_default_pg": _BOUND_DEVICE,
+    "test_all_gather_object_subgroup": _BOUND_DEVICE,
+    "test_monitored_barrier_allreduce_hang": _HANG,
+    "test_monitored_barrier_allreduce_hang_wait_all_ranks": _HANG,
+    **({"test_ddp_logging_data_gpu": _HOST_FREE} if os.environ.get("NCCLSIM_CLOCK") == "real" else {}),
+}
+
+
+class _Outcomes(unittest.TextTestResult):
+    """unittest's verbose result, keeping each test's outcome by name."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.outcomes: dict[str, tuple[str, str]] = {}
+
+    @staticmethod
+    def _name(test) -> str:
+        return test.id().rsplit(".", 1)[-1]
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self.outcomes[self._name(test)] = ("passed", "")
+
+    def addSkip(self, test, reason):
+        super().addSkip(test, reason)
+        self.outcomes[self._name(test)] = ("skipped", reason)
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self.outcomes[self._name(test)] = ("failed", self._exc_info_to_string(err, test)[-2000:])
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self.outcomes[self._name(test)] = ("failed", self._exc_info_to_string(err, test)[-2000:])
+
+
+class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
+    """As PyTorch's test_distributed_spawn.py defines it (at module level: each test's spawned
+    processes import this file and find the class by name)."""
+
+    def setUp(self):
+        super().setUp()
+        self._spawn_processes()
+        torch.backends.cudnn.flags(enabled=True, allow_tf32=False).__enter__()
+
+
+def _suite(only: set[str] | None):
+    suite = unittest.TestLoader().loadTestsFromTestCase(TestDistBackendWithSpawn)
+    if only is not None:
+        suite = unittest.TestSuite(t for t in suite if t.id().rsplit(".", 1)[-1] in only)
+    return suite
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--only", help="comma-separated test names, or 'torch' for EXPECTED's torch entries")
+    p.add_argument("--report", help="write every outcome and the counts here (JSON)")
+    args = p.parse_args()
+    only = None
+    if args.only == "torch":
+        only = {n for n, (kind, _) in EXPECTED.items() if kind == "torch"}
+    elif args.only:
+        only = set(args.only.split(","))
+    temp = tempfile.mkdtemp(prefix="ncclsim-pytorch-tests-")
+    os.environ["TEMP_DIR"] = temp
+    try:
+        suite = _suite(only)
+        result = unittest.TextTestRunner(resultclass=_Outcomes, verbosity=2).run(suite)
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+    # With --only torch the setting under test is the previous backend, where they must pass.
+    expected = {} if args.only == "torch" else EXPECTED
+    counts = {"passed": 0, "skipped": 0, "failed as expected": 0, "failed": 0, "passed unexpectedly": 0}
+    skips: dict[str, int] = {}
+    problems = []
+    for name, (outcome, detail) in sorted(result.outcomes.items()):
+        if outcome == "skipped":
+            counts["skipped"] += 1
+            skips[detail] = skips.get(detail, 0) + 1
+        elif outcome == "passed" and name in expected:
+            counts["passed unexpectedly"] += 1
+            problems.append(f"{name}: passed, but EXPECTED says it fails ({expected[name][1]})")
+        elif outcome == "passed":
+            counts["passed"] += 1
+        elif name in expected:
+            counts["failed as expected"] += 1
+        else:
+            counts["failed"] += 1
+            problems.append(f"{name}: failed\n{detail}")
+    print(f"pytorch-tests: {len(result.outcomes)} tests, world size {os.environ['WORLD_SIZE']}: "
+          + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    for reason, n in sorted(skips.items(), key=lambda kv: -kv[1]):
+        print(f"  skipped {n}: {reason}")
+    for name in sorted(expected):
+        if result.outcomes.get(name, ("", ""))[0] == "failed":
+            kind, why = expected[name]
+            print(f"  expected ({kind}) {name}: {why}")
+    for problem in problems:
+        print(f"pytorch-tests: PROBLEM {problem}")
+    if args.report:
+        with open(args.report, "w") as f:
+            json.dump({"counts": counts, "skips": skips,
+                       "outcomes": {k: v[0] for k, v in sorted(result.outcomes.items())}}, f, indent=1)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
