@@ -29,7 +29,9 @@
 //! sleeps in a loop beside the program's work does not move the program's clock. Once the
 //! process's core exists the sleep moves the thread on the core (`Core::host_thread_slept`),
 //! so the work the thread submits next starts no earlier, as a late rank delays a collective
-//! on a real cluster; sleeps before it are an offset of that thread's readings only. Timed
+//! on a real cluster; sleeps before it are carried onto the core when the thread first reads
+//! its clock after the core exists (its readings never jump back, and stay on the job's one
+//! timeline). Timed
 //! waits that time out do not move the clock (a watchdog's heartbeat waits would otherwise run
 //! its clock ahead of the work it times, and a thread waiting on a slow simulated peer would
 //! take the simulation's slowness as its own time); but the waiting thread's next
@@ -179,15 +181,24 @@ fn read_host_ns() -> i128 {
     answer
 }
 
-/// The calling thread's virtual clock since the epoch: the host's virtual clock of this
-/// process (0 before the core exists; reading the clock never creates it) and the thread's
-/// sleeps.
+/// The calling thread's virtual clock since the epoch: its clock on this process's core, or
+/// before the core exists (reading the clock never creates it) the thread's sleeps. Sleeps
+/// from before the core existed are carried onto it the first time the thread reads its clock
+/// once it does, so every thread's readings stay on the job's one timeline (after a collective
+/// ranks agree on what time it is, whatever each slept before its first CUDA call).
 fn host_ns() -> i128 {
-    let core = crate::CORE
-        .get()
-        .and_then(|c| c.as_ref().ok())
-        .map_or(0, |c| c.host_clock().as_nanos() as i128);
-    core + SLEPT.get()
+    match crate::CORE.get().and_then(|c| c.as_ref().ok()) {
+        Some(core) => {
+            let before = SLEPT.replace(0);
+            if before > 0 {
+                core.host_thread_slept(fake_cuda_core::SimDuration::from_nanos(
+                    u64::try_from(before).unwrap_or(u64::MAX),
+                ));
+            }
+            core.host_clock().as_nanos() as i128
+        }
+        None => SLEPT.get(),
+    }
 }
 
 /// The program's thread slept `ns` (called after the sleep, from `caller`).
