@@ -49,8 +49,8 @@ from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
 
 _PROFILER_NAMES = (
     "torch", "counts the autograd profiler's events named `nccl:<collective>`, which torch's "
-    "previous backend records; torch's default backend (nccl2) records its collectives under "
-    "other names, so the count is 0")
+    "previous backend records; torch's default backend (nccl2) names them without the prefix "
+    "(`all_reduce`, `broadcast`), so the count is 0")
 _BOUND_DEVICE = (
     "torch", "nccl2 binds a process group to the device current when it is created (cuda:0: "
     "the test sets each rank's device only after creating the group), and refuses the rank's "
