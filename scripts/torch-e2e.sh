@@ -117,6 +117,10 @@ ln -s "$faults_target/release/libnccl.so" "$faults_libs/libnccl.so"
 # the logs, not in /tmp.
 export TMPDIR="$logs/tmp"
 export PATH="$venv/bin:$PATH"
+# The stages written for the real host clock keep it (an inherited NCCLSIM_CLOCK is what
+# `ncclsim run` uses when not given --clock); those for the virtual clock, the default of
+# `ncclsim run`, ask for it.
+export NCCLSIM_CLOCK=real
 # The venv's torch was installed without NVIDIA's wheels: its stub libraries stand in for them.
 run=("$ncclsim" run --topo "$topo" --nodes 2 --lib-path "$venv/ncclsim-stubs")
 world=$((2 * per_node))
@@ -446,11 +450,11 @@ assert len(gpus) == 8 and all("A100-SXM4-40GB" in l for l in gpus), gpustat
 print("nvitop --once: 8 GPUs; gpustat: 8 GPUs")
 PY
 echo "== 8. PyTorch's own distributed tests (DistributedTest from the torch wheel), 2 processes each"
-"$ncclsim" run --topo "$topo" --lib-path "$venv/ncclsim-stubs" \
+"$ncclsim" run --topo "$topo" --clock virtual --lib-path "$venv/ncclsim-stubs" \
     -- python scripts/torch/pytorch_tests.py --report "$logs/pytorch-tests.json" \
     > "$logs/pytorch-tests.log" 2>&1 || { grep -A30 "^pytorch-tests" "$logs/pytorch-tests.log"; fail "PyTorch's tests"; }
 grep -A40 "^pytorch-tests:" "$logs/pytorch-tests.log"
-TORCH_DIST_USE_NCCL2=0 "$ncclsim" run --topo "$topo" --lib-path "$venv/ncclsim-stubs" \
+TORCH_DIST_USE_NCCL2=0 "$ncclsim" run --topo "$topo" --clock virtual --lib-path "$venv/ncclsim-stubs" \
     -- python scripts/torch/pytorch_tests.py --only torch > "$logs/pytorch-tests-legacy.log" 2>&1 \
     || { grep -A30 "^pytorch-tests" "$logs/pytorch-tests-legacy.log"; fail "PyTorch's tests on torch's previous NCCL backend"; }
 grep "^pytorch-tests:" "$logs/pytorch-tests-legacy.log"

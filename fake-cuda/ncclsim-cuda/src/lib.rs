@@ -33,7 +33,7 @@ static CORE: OnceLock<Result<Core, CoreError>> = OnceLock::new();
 /// topology that cannot be used, or if another copy of this library is loaded in the process,
 /// every call fails with that error (printed once).
 pub fn core() -> Result<&'static Core, CoreError> {
-    CORE.get_or_init(|| {
+    let core = CORE.get_or_init(|| {
         let others = single::other_cores();
         if !others.is_empty() {
             let e = CoreError::Load(format!(
@@ -62,9 +62,12 @@ pub fn core() -> Result<&'static Core, CoreError> {
             Err(e) => eprintln!("ncclsim: no fake CUDA devices: {e}"),
         }
         core
-    })
-    .as_ref()
-    .map_err(Clone::clone)
+    });
+    let core = core.as_ref().map_err(Clone::clone)?;
+    // The calling thread's sleeps from before the core existed join its clock on the core
+    // before its first work there.
+    vclock::carry_sleeps(core);
+    Ok(core)
 }
 
 /// The calls of one entry: a static per entry, counted without a lock (the hot entries run

@@ -29,8 +29,8 @@
 //! sleeps in a loop beside the program's work does not move the program's clock. Once the
 //! process's core exists the sleep moves the thread on the core (`Core::host_thread_slept`),
 //! so the work the thread submits next starts no earlier, as a late rank delays a collective
-//! on a real cluster; sleeps before it are carried onto the core when the thread first reads
-//! its clock after the core exists (its readings never jump back, and stay on the job's one
+//! on a real cluster; sleeps before it are carried onto the core when the thread first uses
+//! the core or reads its clock after it exists (its readings never jump back, and stay on the job's one
 //! timeline). Timed
 //! waits that time out do not move the clock (a watchdog's heartbeat waits would otherwise run
 //! its clock ahead of the work it times, and a thread waiting on a slow simulated peer would
@@ -183,21 +183,27 @@ fn read_host_ns() -> i128 {
 
 /// The calling thread's virtual clock since the epoch: its clock on this process's core, or
 /// before the core exists (reading the clock never creates it) the thread's sleeps. Sleeps
-/// from before the core existed are carried onto it the first time the thread reads its clock
-/// once it does, so every thread's readings stay on the job's one timeline (after a collective
+/// from before the core existed are carried onto it when the thread first uses the core or
+/// reads its clock once it exists (`carry_sleeps`), so every thread's readings stay on the job's one timeline (after a collective
 /// ranks agree on what time it is, whatever each slept before its first CUDA call).
 fn host_ns() -> i128 {
     match crate::CORE.get().and_then(|c| c.as_ref().ok()) {
         Some(core) => {
-            let before = SLEPT.replace(0);
-            if before > 0 {
-                core.host_thread_slept(fake_cuda_core::SimDuration::from_nanos(
-                    u64::try_from(before).unwrap_or(u64::MAX),
-                ));
-            }
+            carry_sleeps(core);
             core.host_clock().as_nanos() as i128
         }
         None => SLEPT.get(),
+    }
+}
+
+/// Moves the calling thread on `core` by its sleeps from before the core existed (once).
+pub(crate) fn carry_sleeps(core: &fake_cuda_core::Core) {
+    let before = SLEPT.get();
+    if before > 0 {
+        SLEPT.set(0);
+        core.host_thread_slept(fake_cuda_core::SimDuration::from_nanos(
+            u64::try_from(before).unwrap_or(u64::MAX),
+        ));
     }
 }
 
