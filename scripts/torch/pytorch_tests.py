@@ -30,6 +30,7 @@ report (JSON) holds every test's outcome and the counts.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import shutil
@@ -98,6 +99,11 @@ EXPECTED: dict[str, tuple[str, str]] = {
 }
 
 
+def _name(test) -> str:
+    """A test's method name."""
+    return test.id().rsplit(".", 1)[-1]
+
+
 class _Outcomes(unittest.TextTestResult):
     """unittest's verbose result, keeping each test's outcome by name."""
 
@@ -105,25 +111,24 @@ class _Outcomes(unittest.TextTestResult):
         super().__init__(*args, **kwargs)
         self.outcomes: dict[str, tuple[str, str]] = {}
 
-    @staticmethod
-    def _name(test) -> str:
-        return test.id().rsplit(".", 1)[-1]
-
     def addSuccess(self, test):
         super().addSuccess(test)
-        self.outcomes[self._name(test)] = ("passed", "")
+        self.outcomes[_name(test)] = ("passed", "")
 
     def addSkip(self, test, reason):
         super().addSkip(test, reason)
-        self.outcomes[self._name(test)] = ("skipped", reason)
+        self.outcomes[_name(test)] = ("skipped", reason)
+
+    def _failed(self, test, err):
+        self.outcomes[_name(test)] = ("failed", self._exc_info_to_string(err, test)[-2000:])
 
     def addFailure(self, test, err):
         super().addFailure(test, err)
-        self.outcomes[self._name(test)] = ("failed", self._exc_info_to_string(err, test)[-2000:])
+        self._failed(test, err)
 
     def addError(self, test, err):
         super().addError(test, err)
-        self.outcomes[self._name(test)] = ("failed", self._exc_info_to_string(err, test)[-2000:])
+        self._failed(test, err)
 
 
 class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
@@ -139,7 +144,7 @@ class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
 def _suite(only: set[str] | None):
     suite = unittest.TestLoader().loadTestsFromTestCase(TestDistBackendWithSpawn)
     if only is not None:
-        suite = unittest.TestSuite(t for t in suite if t.id().rsplit(".", 1)[-1] in only)
+        suite = unittest.TestSuite(t for t in suite if _name(t) in only)
     return suite
 
 
@@ -163,12 +168,12 @@ def main() -> int:
     # With --only torch the setting under test is the previous backend, where they must pass.
     expected = {} if args.only == "torch" else EXPECTED
     counts = {"passed": 0, "skipped": 0, "failed as expected": 0, "failed": 0, "passed unexpectedly": 0}
-    skips: dict[str, int] = {}
+    skips: collections.Counter[str] = collections.Counter()
     problems = []
     for name, (outcome, detail) in sorted(result.outcomes.items()):
         if outcome == "skipped":
             counts["skipped"] += 1
-            skips[detail] = skips.get(detail, 0) + 1
+            skips[detail] += 1
         elif outcome == "passed" and name in expected:
             counts["passed unexpectedly"] += 1
             problems.append(f"{name}: passed, but EXPECTED says it fails ({expected[name][1]})")
@@ -181,7 +186,7 @@ def main() -> int:
             problems.append(f"{name}: failed\n{detail}")
     print(f"pytorch-tests: {len(result.outcomes)} tests, world size {os.environ['WORLD_SIZE']}: "
           + ", ".join(f"{v} {k}" for k, v in counts.items()))
-    for reason, n in sorted(skips.items(), key=lambda kv: -kv[1]):
+    for reason, n in skips.most_common():
         print(f"  skipped {n}: {reason}")
     for name in sorted(expected):
         if result.outcomes.get(name, ("", ""))[0] == "failed":

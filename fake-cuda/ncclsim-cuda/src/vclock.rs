@@ -30,9 +30,8 @@
 //! process's core exists the sleep moves the thread on the core (`Core::host_thread_slept`),
 //! so the work the thread submits next starts no earlier, as a late rank delays a collective
 //! on a real cluster; sleeps before it are carried onto the core when the thread first uses
-//! the core or reads its clock after it exists (its readings never jump back, and stay on the job's one
-//! timeline). Timed
-//! waits that time out do not move the clock (a watchdog's heartbeat waits would otherwise run
+//! the core or reads its clock after it exists (its readings never jump back, and stay on the
+//! job's one timeline). Timed waits that time out do not move the clock (a watchdog's heartbeat waits would otherwise run
 //! its clock ahead of the work it times, and a thread waiting on a slow simulated peer would
 //! take the simulation's slowness as its own time); but the waiting thread's next
 //! [`EXPIRED_READS`] clock reads answer at least the deadline it waited for, so code that waits
@@ -184,8 +183,9 @@ fn read_host_ns() -> i128 {
 /// The calling thread's virtual clock since the epoch: its clock on this process's core, or
 /// before the core exists (reading the clock never creates it) the thread's sleeps. Sleeps
 /// from before the core existed are carried onto it when the thread first uses the core or
-/// reads its clock once it exists (`carry_sleeps`), so every thread's readings stay on the job's one timeline (after a collective
-/// ranks agree on what time it is, whatever each slept before its first CUDA call).
+/// reads its clock once it exists (`carry_sleeps`), so every thread's readings stay on the
+/// job's one timeline (after a collective ranks agree on what time it is, whatever each slept
+/// before its first CUDA call).
 fn host_ns() -> i128 {
     match crate::CORE.get().and_then(|c| c.as_ref().ok()) {
         Some(core) => {

@@ -75,6 +75,14 @@ macro_rules! call_real {
     }};
 }
 
+/// After a timed wait with virtual deadline `deadline`: if it timed out, the thread's next
+/// clock reads answer at least the deadline (`expired`).
+fn timed_out_if(timed_out: bool, deadline: Option<i128>) {
+    if timed_out {
+        expired(deadline);
+    }
+}
+
 fn set_errno(e: c_int) -> c_int {
     // SAFETY: the calling thread's errno location.
     unsafe { *libc::__errno_location() = e };
@@ -224,9 +232,7 @@ ffi_boundary::ffi_fn!(VtableError;
         let mut moved = ns_ts(0);
         let (abs, deadline) = real_deadline(abs, None, caller, &mut moved);
         let r = call_real!(cond_timedwait as CondTimedwait, libc::ENOSYS; c, m, abs);
-        if r == libc::ETIMEDOUT {
-            expired(deadline);
-        }
+        timed_out_if(r == libc::ETIMEDOUT, deadline);
         r
     }
 );
@@ -248,9 +254,7 @@ ffi_boundary::ffi_fn!(VtableError;
         let mut moved = ns_ts(0);
         let (abs, deadline) = real_deadline(abs, Some(clk), caller, &mut moved);
         let r = call_real!(cond_clockwait as CondClockwait, libc::ENOSYS; c, m, clk, abs);
-        if r == libc::ETIMEDOUT {
-            expired(deadline);
-        }
+        timed_out_if(r == libc::ETIMEDOUT, deadline);
         r
     }
 );
@@ -267,9 +271,7 @@ ffi_boundary::ffi_fn!(VtableError;
         let (abs, deadline) = real_deadline(abs, Some(libc::CLOCK_REALTIME), caller, &mut moved);
         let r = call_real!(sem_timedwait as Timed, set_errno(libc::ENOSYS); s, abs);
         // SAFETY: the calling thread's errno location.
-        if r == -1 && unsafe { *libc::__errno_location() } == libc::ETIMEDOUT {
-            expired(deadline);
-        }
+        timed_out_if(r == -1 && unsafe { *libc::__errno_location() } == libc::ETIMEDOUT, deadline);
         r
     }
 );
@@ -287,9 +289,7 @@ ffi_boundary::ffi_fn!(VtableError;
         let (abs, deadline) = real_deadline(abs, Some(clk), caller, &mut moved);
         let r = call_real!(sem_clockwait as Clocked, set_errno(libc::ENOSYS); s, clk, abs);
         // SAFETY: the calling thread's errno location.
-        if r == -1 && unsafe { *libc::__errno_location() } == libc::ETIMEDOUT {
-            expired(deadline);
-        }
+        timed_out_if(r == -1 && unsafe { *libc::__errno_location() } == libc::ETIMEDOUT, deadline);
         r
     }
 );
@@ -306,9 +306,7 @@ ffi_boundary::ffi_fn!(VtableError;
         let mut moved = ns_ts(0);
         let (abs, deadline) = real_deadline(abs, Some(libc::CLOCK_REALTIME), caller, &mut moved);
         let r = call_real!(mutex_timedlock as Timed, libc::ENOSYS; m, abs);
-        if r == libc::ETIMEDOUT {
-            expired(deadline);
-        }
+        timed_out_if(r == libc::ETIMEDOUT, deadline);
         r
     }
 );
@@ -325,9 +323,7 @@ ffi_boundary::ffi_fn!(VtableError;
         let mut moved = ns_ts(0);
         let (abs, deadline) = real_deadline(abs, Some(clk), caller, &mut moved);
         let r = call_real!(mutex_clocklock as Clocked, libc::ENOSYS; m, clk, abs);
-        if r == libc::ETIMEDOUT {
-            expired(deadline);
-        }
+        timed_out_if(r == libc::ETIMEDOUT, deadline);
         r
     }
 );
