@@ -46,7 +46,7 @@ fn registry() -> &'static Mutex<Registry> {
 
 /// Whether the run environment names a report file (`NCCLSIM_REPORT`).
 fn report_asked() -> bool {
-    run_env::RunEnv::current().is_ok_and(|e| e.report.is_some())
+    fake_cuda_client::run_env().is_ok_and(|e| e.report.is_some())
 }
 
 /// Whether a report is asked for (`NCCLSIM_REPORT`, or `NCCL_DEBUG=INFO`).
@@ -214,7 +214,7 @@ struct FoldJson {
 }
 
 fn fold_json() -> Option<FoldJson> {
-    let env = run_env::RunEnv::current().ok()?;
+    let env = fake_cuda_client::run_env().ok()?;
     let f = env.fold.as_ref()?;
     Some(FoldJson {
         mesh: f.mesh().to_string(),

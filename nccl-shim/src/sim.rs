@@ -90,7 +90,9 @@ fn load(env: &RunEnv) -> Result<Sim> {
 /// no values).
 fn dataless() -> bool {
     static D: OnceLock<bool> = OnceLock::new();
-    *D.get_or_init(|| RunEnv::current().is_ok_and(|e| e.compute == Some(run_env::Compute::Time)))
+    *D.get_or_init(|| {
+        fake_cuda_client::run_env().is_ok_and(|e| e.compute == Some(run_env::Compute::Time))
+    })
 }
 
 /// The most bytes a buffer of an operation may have for its data to move under
@@ -124,7 +126,7 @@ pub fn largest_buffer(
 pub fn sim() -> Option<&'static Sim> {
     static S: OnceLock<Option<Sim>> = OnceLock::new();
     S.get_or_init(|| {
-        let env = match RunEnv::current() {
+        let env = match fake_cuda_client::run_env() {
             Ok(env) => env,
             Err(e) => {
                 error::warn(&format!("simulation off: {e}"));

@@ -20,7 +20,7 @@ struct Writer {
 fn writer() -> Option<&'static Mutex<Writer>> {
     static W: OnceLock<Option<Mutex<Writer>>> = OnceLock::new();
     W.get_or_init(|| {
-        let dir = run_env::RunEnv::current().ok()?.trace.as_ref()?;
+        let dir = fake_cuda_client::run_env().ok()?.trace.as_ref()?;
         if let Err(e) = std::fs::create_dir_all(dir) {
             crate::error::warn(&format!("NCCLSIM_TRACE={}: {e}", dir.display()));
             return None;

@@ -139,6 +139,17 @@ fn threads_init_all_group_and_graph_replay() {
 }
 
 #[test]
+fn a_run_variable_changed_after_cuda_started_leaves_nccl_on_the_cores_job() {
+    let out = wait_all(
+        vec![command(&["envchange".into(), "1".into()])
+            .spawn()
+            .expect("spawn")],
+        Duration::from_secs(120),
+    );
+    assert!(out.contains("ok envchange"), "{out}");
+}
+
+#[test]
 fn processes_every_collective_on_1_2_3_and_8_ranks() {
     for n in [1, 2, 3, 8] {
         let out = ranks("rank", n, &[], &[]);

@@ -113,6 +113,7 @@ ENTRY_OFFSET = {
     "job_group_add": 776,
     "job_group_get": 784,
     "run_settings": 792,
+    "run_environment": 800,
 }
 
 UNIT_VECTOR = 0

@@ -7,9 +7,15 @@
 //! value is refused the same way everywhere: an [`EnvError`] naming the variable, its value and
 //! what was expected. A variable that is unset, empty or only blanks counts as unset.
 //!
-//! The crate is stateless apart from [`RunEnv::current`], the process's parse (each shared
-//! library that links this crate holds its own copy of that cache; they all parse the same
-//! environment, so they agree). NCCL's own variables (`NCCL_*`) keep NCCL's meaning and are
+//! The crate is stateless apart from [`RunEnv::current`], the parse of the process's
+//! environment, kept with the text of what it read ([`RunEnv::current_text`]). Each shared
+//! library that links this crate holds its own copy of that cache, so the process's one parse
+//! is the fake CUDA core's: the core answers its text through its vtable
+//! (`run_environment`), and the libraries loaded beside it (`libnccl.so.2`, NVML) parse that
+//! text ([`RunEnv::from_text`], through `fake_cuda_client::run_env`), so a variable the
+//! program changes after CUDA started gives no library another job. Only the code that runs
+//! before there is a core (the client finding the core library, the launch helper before
+//! `main`) reads the environment itself. NCCL's own variables (`NCCL_*`) keep NCCL's meaning and are
 //! read by the settings of the layer NCCL reads them in (`topo`, `planner`, `cost-model`);
 //! only `NCCL_TOPO_FILE`, the node file NCCL and the fake GPUs both describe, is here too.
 
@@ -239,8 +245,33 @@ impl RunEnv {
     /// The environment of this process, parsed on first use and kept: every later call gives
     /// the same answer (variables set afterwards are not seen).
     pub fn current() -> Result<&'static RunEnv, &'static EnvError> {
-        static ENV: OnceLock<Result<RunEnv, EnvError>> = OnceLock::new();
-        ENV.get_or_init(RunEnv::from_process).as_ref()
+        process().0.as_ref()
+    }
+
+    /// The variables [`current`](RunEnv::current)'s parse read, as they were then: every one
+    /// that was set, `NAME=VALUE` each ended by a NUL byte, in the order they were read. A
+    /// library that gets this text from another (the fake CUDA core's `run_environment`)
+    /// and parses it with [`from_text`](RunEnv::from_text) sees the job exactly as that
+    /// library does, whatever the process set in its environment in between.
+    pub fn current_text() -> &'static [u8] {
+        &process().1
+    }
+
+    /// Parses a text of [`current_text`](RunEnv::current_text)'s form.
+    pub fn from_text(text: &[u8]) -> Result<RunEnv, EnvError> {
+        use std::os::unix::ffi::OsStrExt;
+        let vars: Vec<(&[u8], &[u8])> = text
+            .split(|&b| b == 0)
+            .filter_map(|entry| {
+                let eq = entry.iter().position(|&b| b == b'=')?;
+                Some((&entry[..eq], &entry[eq + 1..]))
+            })
+            .collect();
+        RunEnv::from_lookup(|name| {
+            vars.iter()
+                .find(|(n, _)| *n == name.as_bytes())
+                .map(|(_, v)| std::ffi::OsStr::from_bytes(v).to_os_string())
+        })
     }
 
     /// Parses this process's environment now.
@@ -348,6 +379,25 @@ impl RunEnv {
     pub fn virtual_host_clock(&self) -> bool {
         self.virtual_clock() && (self.launcher.is_none() || self.launcher_rank)
     }
+}
+
+/// The process's parse and the text of what it read ([`RunEnv::current_text`]).
+fn process() -> &'static (Result<RunEnv, EnvError>, Vec<u8>) {
+    static ENV: OnceLock<(Result<RunEnv, EnvError>, Vec<u8>)> = OnceLock::new();
+    ENV.get_or_init(|| {
+        use std::os::unix::ffi::OsStrExt;
+        let text = std::cell::RefCell::new(Vec::new());
+        let env = RunEnv::from_lookup(|name| {
+            let value = std::env::var_os(name)?;
+            let mut t = text.borrow_mut();
+            t.extend_from_slice(name.as_bytes());
+            t.push(b'=');
+            t.extend_from_slice(value.as_bytes());
+            t.push(0);
+            Some(value)
+        });
+        (env, text.into_inner())
+    })
 }
 
 const BYTES: &str = "a byte count (1234, 64K, 8M, 4G, 1T)";
@@ -493,6 +543,40 @@ pub fn parse_bytes(text: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `pairs` in `current_text`'s form.
+    fn text(pairs: &[(&str, &str)]) -> Vec<u8> {
+        pairs
+            .iter()
+            .flat_map(|(n, v)| format!("{n}={v}\0").into_bytes())
+            .collect()
+    }
+
+    #[test]
+    fn the_text_form_parses_as_the_variables_do() {
+        let job = [
+            (names::NODE, "1"),
+            (names::NODES, "2"),
+            (names::MESH, "dp=2,local=8"),
+            (names::FOLD, "dp"),
+            (names::CLOCK, "virtual"),
+            (names::TRACE, "/tmp/a=b"),
+        ];
+        let (a, b) = (env(&job).unwrap(), RunEnv::from_text(&text(&job)).unwrap());
+        assert_eq!(format!("{a:?}"), format!("{b:?}"));
+        assert_eq!(b.node, Some(1));
+        assert_eq!(b.trace.as_deref(), Some(std::path::Path::new("/tmp/a=b")));
+        // A bad value is the same error either way; an empty text is no job at all.
+        let bad = [(names::NODE, "x")];
+        assert_eq!(
+            env(&bad).unwrap_err().to_string(),
+            RunEnv::from_text(&text(&bad)).unwrap_err().to_string()
+        );
+        assert_eq!(
+            format!("{:?}", RunEnv::from_text(b"").unwrap()),
+            format!("{:?}", env(&[]).unwrap())
+        );
+    }
 
     fn env(pairs: &[(&str, &str)]) -> Result<RunEnv, EnvError> {
         RunEnv::from_lookup(|k| {

@@ -87,6 +87,7 @@ fn c_type(rust: &str) -> String {
         "*mutc_char" => Some("char *"),
         "*constu64" => Some("const uint64_t *"),
         "*mutu64" => Some("uint64_t *"),
+        "*mutu8" => Some("uint8_t *"),
         "CWorkFn" | "Option<CWorkFn>" => Some("ncclsim_work_fn"),
         "CMeetFn" => Some("ncclsim_meet_fn"),
         "CKernelCost" => Some("struct ncclsim_kernel_cost"),

@@ -800,6 +800,16 @@ macro_rules! core_api {
             /// and whether the job is folded, each 0 or 1. Fails, naming the variable, when the
             /// environment has a bad value. Needs no device.
             fn run_settings() -> (compute: u32, priced: u32, trace: u32, folded: u32);
+            /// The run environment the core started with: the variables its parse read, as
+            /// `run_env::RunEnv::current_text` gives them (`NAME=VALUE`, each ended by a NUL
+            /// byte). Copies up to `cap` bytes of it to `out` and gives its whole length. The
+            /// process's other libraries parse this text instead of the environment, so each
+            /// sees the job as the core does (once per process, whatever the program set in
+            /// its environment since). Needs no device.
+            ///
+            /// # Safety
+            /// `out` points to `cap` writable bytes.
+            unsafe fn run_environment(out: *mut u8, cap: usize) -> (len: usize);
         }
     };
 }

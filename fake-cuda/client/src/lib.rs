@@ -33,6 +33,29 @@ pub fn client() -> Result<&'static Client> {
         .map_err(|e| CoreError::Load(e.clone()))
 }
 
+/// The run environment as the process's core parsed it (the vtable's `run_environment`): one
+/// parse of the process's variables, which every library that asks here shares, so that all
+/// see the same job and refuse a bad value alike; the library's own parse of the process's
+/// environment when no core can be loaded (code used outside the fake CUDA stack).
+pub fn run_env() -> std::result::Result<&'static run_env::RunEnv, &'static run_env::EnvError> {
+    type Parsed = std::result::Result<run_env::RunEnv, run_env::EnvError>;
+    static ENV: OnceLock<Option<Parsed>> = OnceLock::new();
+    let from_core = ENV.get_or_init(|| {
+        let c = client().ok()?;
+        // SAFETY: a null buffer of capacity 0 is never written.
+        let len = unsafe { c.run_environment(std::ptr::null_mut(), 0) }.ok()?;
+        let mut text = vec![0u8; len];
+        // SAFETY: `text` holds `len` writable bytes.
+        let got = unsafe { c.run_environment(text.as_mut_ptr(), len) }.ok()?;
+        text.truncate(got.min(len));
+        Some(run_env::RunEnv::from_text(&text))
+    });
+    match from_core {
+        Some(parsed) => parsed.as_ref(),
+        None => run_env::RunEnv::current(),
+    }
+}
+
 fn dlerror_text() -> String {
     // SAFETY: dlerror returns null or a valid C string owned by libc.
     let e = unsafe { libc::dlerror() };

@@ -298,6 +298,13 @@ struct ncclsim_core_api_v1 {
      * and whether the job is folded, each 0 or 1. Fails, naming the variable, when the
      * environment has a bad value. Needs no device. */
     int (*run_settings)(uint32_t *compute, uint32_t *priced, uint32_t *trace, uint32_t *folded);
+    /* The run environment the core started with: the variables its parse read, as
+     * `run_env::RunEnv::current_text` gives them (`NAME=VALUE`, each ended by a NUL
+     * byte). Copies up to `cap` bytes of it to `out` and gives its whole length. The
+     * process's other libraries parse this text instead of the environment, so each
+     * sees the job as the core does (once per process, whatever the program set in
+     * its environment since). Needs no device. */
+    int (*run_environment)(uint8_t *out, uintptr_t cap, uintptr_t *len);
 };
 /* End of the generated part. */
 

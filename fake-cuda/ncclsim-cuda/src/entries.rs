@@ -306,6 +306,16 @@ pub(crate) fn run_settings() -> Result<(u32, u32, u32, u32)> {
     ))
 }
 
+pub(crate) unsafe fn run_environment(out: *mut u8, cap: usize) -> Result<usize> {
+    let text = run_env::RunEnv::current_text();
+    let k = text.len().min(cap);
+    if k > 0 {
+        // SAFETY: `out` holds `cap` >= k writable bytes (this function's contract).
+        unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), out, k) };
+    }
+    Ok(text.len())
+}
+
 pub(crate) fn physical_device_busy(index: i32) -> Result<(u64, u64)> {
     let (i, _) = physical(index)?;
     let (busy, clock) = core()?.physical_device_busy(i);

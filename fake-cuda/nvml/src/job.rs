@@ -29,7 +29,7 @@ pub(crate) struct DeviceUsage {
 
 /// The job directory and this process's node, when in a job.
 fn job() -> Option<(PathBuf, u32)> {
-    let env = run_env::RunEnv::current().ok()?;
+    let env = fake_cuda_client::run_env().ok()?;
     Some((env.job_dir.clone()?, env.node_or_zero()))
 }
 

@@ -35,7 +35,7 @@ const MAX_HELLO: u64 = 64 << 10;
 /// The deadline of one bootstrap or operation wait (`NCCLSIM_TIMEOUT` seconds, default 600).
 pub fn timeout() -> Duration {
     // The run environment is parsed once: every operation's wait asks for it.
-    run_env::RunEnv::current().map_or(run_env::DEFAULT_TIMEOUT, |e| e.timeout)
+    fake_cuda_client::run_env().map_or(run_env::DEFAULT_TIMEOUT, |e| e.timeout)
 }
 
 /// Random 64 bits from the kernel.

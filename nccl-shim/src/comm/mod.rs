@@ -92,7 +92,7 @@ pub fn host_hash() -> u64 {
 
 /// This process's simulated node (`NCCLSIM_NODE` of the run environment), if it was placed.
 fn env_node() -> Option<i32> {
-    run_env::RunEnv::current().ok()?.node.map(|n| n as i32)
+    fake_cuda_client::run_env().ok()?.node.map(|n| n as i32)
 }
 
 /// A communicator, as one rank holds it.
@@ -395,7 +395,7 @@ fn assemble(
 /// GPU shifted by their distance within the node when the representative's GPU is its local
 /// rank, else the same GPU), as a process of no host here.
 fn full_members(real: &[Member], f: &crate::fold::Folding) -> Result<Vec<Member>> {
-    let env = run_env::RunEnv::current().map_err(|e| NcclError::invalid_usage(e.to_string()))?;
+    let env = fake_cuda_client::run_env().map_err(|e| NcclError::invalid_usage(e.to_string()))?;
     let job = env
         .fold
         .as_ref()

@@ -158,7 +158,7 @@ fn split_folded(
     if c.color == -1 {
         return form_child(parent, me, None, c);
     }
-    let env = run_env::RunEnv::current().map_err(|e| NcclError::invalid_usage(e.to_string()))?;
+    let env = fake_cuda_client::run_env().map_err(|e| NcclError::invalid_usage(e.to_string()))?;
     let fold = env
         .fold
         .as_ref()

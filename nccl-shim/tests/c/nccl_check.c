@@ -4,6 +4,8 @@
  *   nccl_check rank R N IDFILE      one rank of N processes; rank 0 writes the unique id
  *   nccl_check tpdp R IDFILE        one rank of 16 (2 nodes x 8 GPUs): world, TP=8, DP=2
  *   nccl_check nonblocking R N IDFILE   non-blocking init polled to completion, then checks
+ *   nccl_check envchange 1          the program sets NCCLSIM_NODE to a bad value after CUDA
+ *                                   started; libnccl.so.2 still sees the job the core sees
  *
  * Every result is compared with a reference computed here in rank order; prints "ok ..." lines. */
 #include <stdint.h>
@@ -384,6 +386,22 @@ int main(int argc, char **argv) {
         OK(ncclCommDestroy(comm));
         CHECK(ncclCommDestroy(comm) == ncclInvalidArgument);
         printf("ok rank %d of %d\n", r, N);
+        return 0;
+    }
+    if (strcmp(argv[1], "envchange") == 0) {
+        /* The run environment is the core's, read when CUDA started: a variable the program
+         * changes afterwards does not give libnccl.so.2 another job (or another error). */
+        OK(cudaSetDevice(0));
+        OK(cudaFree(NULL));
+        CHECK(setenv("NCCLSIM_NODE", "x", 1) == 0);
+        ncclComm_t c[2];
+        OK(ncclCommInitAll(c, 2, NULL));
+        int n = 0;
+        OK(ncclCommCount(c[0], &n));
+        CHECK(n == 2);
+        OK(ncclCommDestroy(c[0]));
+        OK(ncclCommDestroy(c[1]));
+        printf("ok envchange\n");
         return 0;
     }
     if (strcmp(argv[1], "invalid") == 0) {
