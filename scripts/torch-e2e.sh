@@ -54,7 +54,8 @@
 #      that share or less at 16, where kernels bound the step.
 #   5c. scripts/torch/cuda_graphs.py on 1 node x 2: a training step with its all_reduce captured
 #      with torch.cuda.graph and replayed 3 times ends with the eager run's and the CPU's
-#      parameters and takes the eager step's time; make_graphed_callables likewise.
+#      parameters and, on the virtual clock, is faster than the eager step, which pays the
+#      host's launch of each op; make_graphed_callables likewise.
 #   6. NCCL's own Python bindings (nccl4py, in a venv of their own): an all-reduce of device
 #      buffers made by host copies, checked, on 4 processes.
 #   7. monitors: scripts/env-check/env_check.sh (nvidia-smi, -L, topo -m, nvlink --status, the
@@ -117,10 +118,7 @@ ln -s "$faults_target/release/libnccl.so" "$faults_libs/libnccl.so"
 # the logs, not in /tmp.
 export TMPDIR="$logs/tmp"
 export PATH="$venv/bin:$PATH"
-# The stages written for the real host clock keep it (an inherited NCCLSIM_CLOCK is what
-# `ncclsim run` uses when not given --clock); those for the virtual clock, the default of
-# `ncclsim run`, ask for it.
-export NCCLSIM_CLOCK=real
+# Every stage runs on `ncclsim run`'s default host clock (virtual) unless it says why not.
 # The venv's torch was installed without NVIDIA's wheels: its stub libraries stand in for them.
 run=("$ncclsim" run --topo "$topo" --nodes 2 --lib-path "$venv/ncclsim-stubs")
 world=$((2 * per_node))
@@ -384,7 +382,10 @@ PY
     || { tail -20 "$logs/kernel-times.log"; fail "--kernel-times checks failed"; }
 grep "kernel-times:" "$logs/kernel-times.log"
 # A 2-stage 1F1B pipeline: its step time is the 1F1B recurrence over the modelled stage times.
-"$ncclsim" run --topo "$topo" --nodes 2 --compute time --lib-path "$venv/ncclsim-stubs" \
+# On the real host clock: the recurrence is of the streams' kernels and transfers; on the
+# virtual clock each separately timed piece also starts with its host's launches, which the
+# pipelined step hides behind earlier work.
+"$ncclsim" run --topo "$topo" --nodes 2 --compute time --clock real --lib-path "$venv/ncclsim-stubs" \
     -- torchrun --nproc_per_node 1 scripts/torch/pipeline.py > "$logs/pipeline.log" 2>&1 \
     || { grep -v "^W" "$logs/pipeline.log" | tail -20; fail "pipeline check exited $?"; }
 grep "^pipeline:" "$logs/pipeline.log"
@@ -426,7 +427,9 @@ python scripts/env-check/train_probe.py check "$d" 2 \
 rc=$?
 touch "$d/done"
 wait $t && exit $rc'
-"$ncclsim" run --topo "$topo" --lib-path "$venv/ncclsim-stubs" -- sh -c "$monitors" sh "$logs/probe" \
+# On the real host clock: the monitors sample the GPUs at wall-clock intervals while the
+# training beside them runs, as they do on a machine.
+"$ncclsim" run --topo "$topo" --clock real --lib-path "$venv/ncclsim-stubs" -- sh -c "$monitors" sh "$logs/probe" \
     > "$logs/monitors.log" 2>&1 || { cat "$logs/monitors.log"; fail "monitors beside training"; }
 grep "GPU .*: memory.used\|train-probe" "$logs/monitors.log"
 python3 - "$logs/probe" <<'PY' || fail "monitor rows"

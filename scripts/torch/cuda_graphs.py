@@ -8,8 +8,11 @@ batches, gradients averaged by all_reduce, twice from the same start:
    `torch.cuda.graph`, then 3 replays with new batches copied into the static inputs.
 Both must end with the parameters of the same training done in plain CPU torch (every rank's
 batches known to every rank, gradients averaged by hand), and with each other's. The replay's
-step time (CUDA events) must equal the eager step's: the same kernels and the same all_reduce,
-placed on the virtual timeline by the core at each replay. Then `make_graphed_callables` on a
+step time (CUDA events) must equal the eager step's on the real host clock: the same kernels and
+the same all_reduce, placed on the virtual timeline by the core at each replay. On the virtual
+host clock (`ncclsim run`'s default) the eager step also pays the host's time to launch each op,
+longer than this small step's kernels, which a replay does not: the replay must be faster, as
+CUDA graphs are on a GPU. Then `make_graphed_callables` on a
 small module: its graphed forward and backward give the eager module's outputs and gradients.
 Every rank prints `rank R: PASS`.
 """
@@ -132,7 +135,13 @@ for name, m in (("eager", eager), ("graphed", model)):
 for (pn, p), q in zip(model.named_parameters(), eager.parameters()):
     check(torch.equal(p.detach().cpu(), q.detach().cpu()), f"graphed {pn} equals eager")
 print(f"rank {rank}: step time eager {eager_ms * 1e3:.3f} us, replay {replay_ms * 1e3:.3f} us", flush=True)
-check(abs(replay_ms - eager_ms) <= 1e-3 * eager_ms, f"replay {replay_ms} ms vs eager {eager_ms} ms")
+if os.environ.get("NCCLSIM_CLOCK") == "virtual":
+    # The host's time per op passes before each eager kernel is queued, and this small step's
+    # kernels are shorter than their launches; a replay launches the whole graph at once.
+    check(replay_ms < 0.9 * eager_ms, f"replay {replay_ms} ms is not faster than eager {eager_ms} ms "
+          "on the virtual clock")
+else:
+    check(abs(replay_ms - eager_ms) <= 1e-3 * eager_ms, f"replay {replay_ms} ms vs eager {eager_ms} ms")
 
 # 3. make_graphed_callables: forward and backward of a module as graphs.
 torch.manual_seed(1)
