@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -114,6 +116,16 @@ int main(void) {
     CHECK(rc == ETIMEDOUT);
     waited_about(tai, 200, "pthread_cond_clockwait");
     CHECK(pthread_mutex_unlock(&mu) == 0);
+    /* A futex wait with an absolute deadline made through syscall(2), as libstdc++'s
+     * std::future::wait_for waits, also lasts what it asks. */
+    uint32_t word = 0;
+    tai = ns(CLOCK_TAI);
+    d = at(ns(CLOCK_MONOTONIC) + 200000000);
+    long frc;
+    do frc = syscall(SYS_futex, &word, FUTEX_WAIT_BITSET_PRIVATE, 0, &d, NULL, FUTEX_BITSET_MATCH_ANY);
+    while (frc == 0 || (frc == -1 && errno == EINTR));
+    CHECK(frc == -1 && errno == ETIMEDOUT);
+    waited_about(tai, 200, "futex FUTEX_WAIT_BITSET");
     sem_t sem;
     CHECK(sem_init(&sem, 0, 0) == 0);
     tai = ns(CLOCK_TAI);

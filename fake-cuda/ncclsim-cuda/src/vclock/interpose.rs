@@ -408,3 +408,122 @@ ffi_boundary::ffi_fn!(VtableError;
         left
     }
 );
+
+/// The C library's `syscall`, resolved on first use without a lock: a waiting lock of this
+/// library itself reaches `syscall` (Rust's futex waits), so its resolution may not wait.
+fn real_syscall() -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static SYSCALL: AtomicUsize = AtomicUsize::new(0);
+    let f = SYSCALL.load(Ordering::Relaxed);
+    if f != 0 {
+        return f;
+    }
+    let f = super::next(c"syscall");
+    SYSCALL.store(f, Ordering::Relaxed);
+    f
+}
+
+type Syscall = unsafe extern "C" fn(
+    libc::c_long,
+    libc::c_long,
+    libc::c_long,
+    libc::c_long,
+    libc::c_long,
+    libc::c_long,
+    libc::c_long,
+) -> libc::c_long;
+
+/// `syscall`: a futex wait with an absolute deadline (`FUTEX_WAIT_BITSET`, on
+/// `CLOCK_MONOTONIC` or with `FUTEX_CLOCK_REALTIME` on `CLOCK_REALTIME`) has its deadline moved
+/// onto the real clock, as the C library's timed waits do; libstdc++ waits so in
+/// `std::future::wait_for`/`wait_until` and its semaphores and atomic waits. Every other call
+/// goes to the C library unchanged. The C declaration is variadic; its integer arguments are
+/// passed as six fixed ones are (x86-64 System V: registers, then the stack; AArch64: x1-x6),
+/// so the export takes six and hands all six on (the kernel ignores those a call does not use).
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn syscall(
+    n: libc::c_long,
+    a1: libc::c_long,
+    a2: libc::c_long,
+    a3: libc::c_long,
+    a4: libc::c_long,
+    a5: libc::c_long,
+    a6: libc::c_long,
+) -> libc::c_long {
+    // The seventh argument is on the stack above the return address: the body gets it and the
+    // return address as its seventh and eighth, in a frame of its own (aligned to 16).
+    core::arch::naked_asm!(
+        "mov r11, qword ptr [rsp]",
+        "mov r10, qword ptr [rsp + 8]",
+        "sub rsp, 24",
+        "mov qword ptr [rsp], r10",
+        "mov qword ptr [rsp + 8], r11",
+        "call {body}",
+        "add rsp, 24",
+        "ret",
+        body = sym vclock_syscall,
+    )
+}
+
+/// `syscall` (see the x86-64 export): the return address goes in x7, after the seven arguments.
+#[cfg(target_arch = "aarch64")]
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn syscall(
+    n: libc::c_long,
+    a1: libc::c_long,
+    a2: libc::c_long,
+    a3: libc::c_long,
+    a4: libc::c_long,
+    a5: libc::c_long,
+    a6: libc::c_long,
+) -> libc::c_long {
+    core::arch::naked_asm!("mov x7, x30", "b {body}", body = sym vclock_syscall)
+}
+
+#[allow(clippy::too_many_arguments)]
+extern "C" fn vclock_syscall(
+    n: libc::c_long,
+    a1: libc::c_long,
+    a2: libc::c_long,
+    a3: libc::c_long,
+    a4: libc::c_long,
+    a5: libc::c_long,
+    a6: libc::c_long,
+    caller: usize,
+) -> libc::c_long {
+    let f = real_syscall();
+    if f == 0 {
+        return set_errno(libc::ENOSYS) as libc::c_long;
+    }
+    // SAFETY: the address dlsym returned for `syscall`, called with the caller's arguments.
+    let call = |a4| unsafe { std::mem::transmute::<usize, Syscall>(f)(n, a1, a2, a3, a4, a5, a6) };
+    let op = a2 as c_int;
+    // Everything but an absolute-deadline futex wait, first and without any lock: the waits of
+    // this library's own locks come here.
+    if n != libc::SYS_futex || op & libc::FUTEX_CMD_MASK != libc::FUTEX_WAIT_BITSET || a4 == 0 {
+        return call(a4);
+    }
+    // No panic may unwind out of this body (it is not an `ffi_fn!`: it has eight arguments and
+    // locks of its own come through it); the deadline's move is caught here.
+    let clk = if op & libc::FUTEX_CLOCK_REALTIME != 0 {
+        libc::CLOCK_REALTIME
+    } else {
+        libc::CLOCK_MONOTONIC
+    };
+    let mut moved = ns_ts(0);
+    let abs = a4 as *const timespec;
+    let Ok((abs, deadline)) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        real_deadline(abs, Some(clk), caller, &mut moved)
+    })) else {
+        return call(a4);
+    };
+    let r = call(abs as libc::c_long);
+    // SAFETY: the calling thread's errno location.
+    if r == -1 && unsafe { *libc::__errno_location() } == libc::ETIMEDOUT {
+        let _ = std::panic::catch_unwind(|| timed_out_if(true, deadline));
+    }
+    r
+}
