@@ -16,9 +16,10 @@
 //!
 //! Timed waits whose deadline is absolute (`pthread_cond_timedwait`, `pthread_cond_clockwait`,
 //! `sem_timedwait`, `sem_clockwait`, `pthread_mutex_timedlock`, `pthread_mutex_clocklock`,
-//! `clock_nanosleep` with `TIMER_ABSTIME`) take a deadline the program computed from the
-//! virtual clock; it is moved onto the real clock by the real clock's lead over the virtual
-//! one, so the wait lasts as long as the program asked. Relative waits (`nanosleep`, `poll`,
+//! `clock_nanosleep` with `TIMER_ABSTIME`, a `FUTEX_WAIT_BITSET` futex wait through
+//! `syscall`) take a deadline the program computed from the virtual clock; it is moved onto
+//! the real clock by the real clock's lead over the virtual one, so the wait lasts as long as
+//! the program asked. Relative waits (`nanosleep`, `poll`,
 //! `select`, `epoll_wait`, relative `clock_nanosleep`) are real time already and untouched.
 //!
 //! Sleeping is host time passing: after a sleep of the program (`nanosleep`, `usleep`, `sleep`,
