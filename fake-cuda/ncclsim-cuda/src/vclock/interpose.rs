@@ -90,31 +90,32 @@ fn set_errno(e: c_int) -> c_int {
 }
 
 /// The trampoline of an export: moves the return address into the argument register after
-/// the export's own arguments and jumps to the body.
+/// the export's own arguments and jumps to the body. The second form takes each
+/// architecture's instructions whole, for an export whose return address goes on the stack.
 macro_rules! trampoline {
     ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty => $body:ident,
      x86_64: $x86:literal, aarch64: $arm:literal) => {
+        trampoline!(
+            $(#[$doc])* $name($($arg: $ty),*) -> $ret => $body,
+            x86_64 asm: [concat!("mov ", $x86, ", qword ptr [rsp]"), "jmp {body}"],
+            aarch64 asm: [concat!("mov ", $arm, ", x30"), "b {body}"]
+        );
+    };
+    ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty => $body:ident,
+     x86_64 asm: [$($x86:tt)*], aarch64 asm: [$($arm:tt)*]) => {
         $(#[$doc])*
         #[cfg(target_arch = "x86_64")]
         #[unsafe(naked)]
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-            core::arch::naked_asm!(
-                concat!("mov ", $x86, ", qword ptr [rsp]"),
-                "jmp {body}",
-                body = sym $body,
-            )
+            core::arch::naked_asm!($($x86)*, body = sym $body)
         }
         $(#[$doc])*
         #[cfg(target_arch = "aarch64")]
         #[unsafe(naked)]
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-            core::arch::naked_asm!(
-                concat!("mov ", $arm, ", x30"),
-                "b {body}",
-                body = sym $body,
-            )
+            core::arch::naked_asm!($($arm)*, body = sym $body)
         }
     };
 }
@@ -433,28 +434,27 @@ type Syscall = unsafe extern "C" fn(
     libc::c_long,
 ) -> libc::c_long;
 
-/// `syscall`: a futex wait with an absolute deadline (`FUTEX_WAIT_BITSET`, on
-/// `CLOCK_MONOTONIC` or with `FUTEX_CLOCK_REALTIME` on `CLOCK_REALTIME`) has its deadline moved
-/// onto the real clock, as the C library's timed waits do; libstdc++ waits so in
-/// `std::future::wait_for`/`wait_until` and its semaphores and atomic waits. Every other call
-/// goes to the C library unchanged. The C declaration is variadic; its integer arguments are
-/// passed as six fixed ones are (x86-64 System V: registers, then the stack; AArch64: x1-x6),
-/// so the export takes six and hands all six on (the kernel ignores those a call does not use).
-#[cfg(target_arch = "x86_64")]
-#[unsafe(naked)]
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn syscall(
-    n: libc::c_long,
-    a1: libc::c_long,
-    a2: libc::c_long,
-    a3: libc::c_long,
-    a4: libc::c_long,
-    a5: libc::c_long,
-    a6: libc::c_long,
-) -> libc::c_long {
-    // The seventh argument is on the stack above the return address: the body gets it and the
-    // return address as its seventh and eighth, in a frame of its own (aligned to 16).
-    core::arch::naked_asm!(
+trampoline!(
+    /// `syscall`: a futex wait with an absolute deadline (`FUTEX_WAIT_BITSET`, on
+    /// `CLOCK_MONOTONIC` or with `FUTEX_CLOCK_REALTIME` on `CLOCK_REALTIME`) has its deadline
+    /// moved onto the real clock, as the C library's timed waits do; libstdc++ waits so in
+    /// `std::future::wait_for`/`wait_until` and its semaphores and atomic waits. Every other
+    /// call goes to the C library unchanged. The C declaration is variadic; its integer
+    /// arguments are passed as six fixed ones are (x86-64 System V: registers, then the stack;
+    /// AArch64: x1-x6), so the export takes six and hands all six on (the kernel ignores those
+    /// a call does not use). On x86-64 the sixth is on the stack above the return address: the
+    /// body gets it and the return address as its seventh and eighth arguments, in a frame of
+    /// its own (aligned to 16); on AArch64 the return address goes in x7.
+    syscall(
+        n: libc::c_long,
+        a1: libc::c_long,
+        a2: libc::c_long,
+        a3: libc::c_long,
+        a4: libc::c_long,
+        a5: libc::c_long,
+        a6: libc::c_long
+    ) -> libc::c_long => vclock_syscall,
+    x86_64 asm: [
         "mov r11, qword ptr [rsp]",
         "mov r10, qword ptr [rsp + 8]",
         "sub rsp, 24",
@@ -462,26 +462,10 @@ pub unsafe extern "C" fn syscall(
         "mov qword ptr [rsp + 8], r11",
         "call {body}",
         "add rsp, 24",
-        "ret",
-        body = sym vclock_syscall,
-    )
-}
-
-/// `syscall` (see the x86-64 export): the return address goes in x7, after the seven arguments.
-#[cfg(target_arch = "aarch64")]
-#[unsafe(naked)]
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn syscall(
-    n: libc::c_long,
-    a1: libc::c_long,
-    a2: libc::c_long,
-    a3: libc::c_long,
-    a4: libc::c_long,
-    a5: libc::c_long,
-    a6: libc::c_long,
-) -> libc::c_long {
-    core::arch::naked_asm!("mov x7, x30", "b {body}", body = sym vclock_syscall)
-}
+        "ret"
+    ],
+    aarch64 asm: ["mov x7, x30", "b {body}"]
+);
 
 #[allow(clippy::too_many_arguments)]
 extern "C" fn vclock_syscall(
