@@ -324,25 +324,31 @@ fn run_comm(comm: &Arc<Comm>, ops: &[(u64, Op)], worker: bool) -> Result<()> {
         .iter()
         .filter_map(|(_, o)| if let Op::P2p(p) = o { Some(*p) } else { None })
         .collect();
-    let (streams, mut colls): (Vec<u64>, Vec<crate::ops::Coll>) = ops
-        .iter()
-        .filter_map(|(s, o)| {
-            if let Op::Coll(c) = o {
-                Some((*s, *c))
-            } else {
-                None
+    let colls = ops.iter().filter_map(|(s, o)| match o {
+        Op::Coll(c) => Some((*s, *c)),
+        Op::P2p(_) => None,
+    });
+    // Every call is enqueued; the first failure is the result.
+    let mut enqueue = |stream: u64, c: crate::ops::Coll| {
+        let r = crate::task::enqueue(comm, stream, crate::task::Work::Coll(c));
+        if result.is_ok() {
+            result = r;
+        }
+    };
+    match &comm.fold {
+        // A folded group's calls are seen together first (a virtual root's sends).
+        Some(f) => {
+            let (streams, mut colls): (Vec<u64>, Vec<crate::ops::Coll>) = colls.unzip();
+            crate::fold::virtual_roots_send(f, comm.rank, &mut colls);
+            for (stream, c) in streams.into_iter().zip(colls) {
+                enqueue(stream, c);
             }
-        })
-        .unzip();
-    if let Some(f) = &comm.fold {
-        crate::fold::virtual_roots_send(f, comm.rank, &mut colls);
-    }
-    for (stream, c) in streams.into_iter().zip(colls) {
-        result = result.and(crate::task::enqueue(
-            comm,
-            stream,
-            crate::task::Work::Coll(c),
-        ));
+        }
+        None => {
+            for (stream, c) in colls {
+                enqueue(stream, c);
+            }
+        }
     }
     if let Some((stream, _)) = ops.iter().find(|(_, o)| matches!(o, Op::P2p(_))) {
         result = result.and(crate::task::enqueue(
