@@ -51,7 +51,10 @@
 #      the datasheet bandwidth; 1,000 tiny ops under `--clock virtual` take the host's 10 us each;
 #      scripts/torch/step_bounds.py (GPT-2 small, DDP on 2 H100, `--clock virtual`) at batch 1
 #      and 16: `trace summarize --steps` finds launch-bound idle time at batch 1, a quarter of
-#      that share or less at 16, where kernels bound the step.
+#      that share or less at 16, where kernels bound the step;
+#      scripts/torch/step_marks.py: `trace summarize --steps` splits a DDP job with two
+#      optimizers at its 5 optimizer steps, and the same job under torch.profiler at its 5
+#      `prof.step()` calls, the final barrier outside.
 #   5c. scripts/torch/cuda_graphs.py on 1 node x 2: a training step with its all_reduce captured
 #      with torch.cuda.graph and replayed 3 times ends with the eager run's and the CPU's
 #      parameters and, on the virtual clock, is faster than the eager step, which pays the
@@ -316,6 +319,26 @@ for k in '"aten::addmm"' '"aten::mm"' ncclDevKernel_AllReduce; do
     n=$(grep -c "$k" "$logs/kernels.csv" || true)
     echo "kernel list: $n rows of $k"
     [ "$n" -gt 0 ] || fail "trace kernels: no $k"
+done
+# Steps where the program's framework ends them: its optimizer's steps (two optimizers a step,
+# and a CPU model's that marks nothing), or torch.profiler's step().
+for m in optimizer profiler; do
+    "$ncclsim" run --topo "$topo" --trace "$logs/trace-marks-$m" --lib-path "$venv/ncclsim-stubs" \
+        -- torchrun --nproc_per_node 2 scripts/torch/step_marks.py "$m" > "$logs/step-marks-$m.log" 2>&1 \
+        || { grep -v "^W" "$logs/step-marks-$m.log" | tail -20; fail "step_marks.py $m"; }
+    "$ncclsim" trace summarize "$logs/trace-marks-$m" --steps --format json > "$logs/step-marks-$m.json"
+    python3 - "$m" "$logs/step-marks-$m.json" <<'PY' || fail "steps by $m marks"
+import json, sys
+mode, doc = sys.argv[1], json.load(open(sys.argv[2]))
+steps = [s for s in doc["steps"] if s["step"] is not None]
+outside = [s for s in doc["steps"] if s["step"] is None]
+print(f"step marks: {mode}: {len(steps)} steps by {doc['source']}, calls per process "
+      f"{[s['calls_per_process'] for s in steps]}, outside {[s['calls_per_process'] for s in outside]}")
+assert doc["source"] == {"optimizer": "optimizer", "profiler": "torch_profiler"}[mode], doc["source"]
+assert [s["step"] for s in steps] == list(range(5)), steps
+assert all(s["calls_per_process"] >= 1 for s in steps), steps
+assert [s["calls_per_process"] for s in outside] == [1.0], outside  # the final barrier
+PY
 done
 # The switch acts only beside a libnccl.so.2 with fault injection (stage 5's libraries).
 if "${run[@]}" --lib-dir "$faults_libs" --env NCCLSIM_TEST_COMPUTE_PERTURB=1 -- torchrun \

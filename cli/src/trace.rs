@@ -45,8 +45,9 @@ pub struct SummarizeArgs {
     /// Output format.
     #[arg(long, default_value = "table", value_parser = ["table", "csv", "json"])]
     format: String,
-    /// Per step instead: the program's cudaProfilerStart/Stop ranges, else its repeating
-    /// call pattern.
+    /// Per step instead: the program's cudaProfilerStart/Stop ranges, else the steps its
+    /// framework marked (torch's optimizer steps, torch.profiler's step()), else its
+    /// repeating call pattern.
     #[arg(long)]
     steps: bool,
 }
@@ -87,6 +88,8 @@ struct Call {
     waited_us: f64,
     /// The profiler range it ran in.
     step: Option<u64>,
+    /// The training steps its process marked as ended before it (optimizer or profiler steps).
+    mark: u64,
     comm: String,
     rank: u64,
     name: String,
@@ -134,12 +137,26 @@ fn trace_files(dir: &str) -> Result<TraceFiles, String> {
         .collect()
 }
 
-fn read(dir: &str) -> Result<(Vec<Call>, BTreeMap<String, CommInfo>), String> {
+/// What [`read`] gives.
+type Traced = (Vec<Call>, BTreeMap<String, CommInfo>, steps::Marks);
+
+/// The NCCL calls of the traces in `dir`, their communicators, and per process the training
+/// steps it marked (`step_end` events of its compute trace).
+fn read(dir: &str) -> Result<Traced, String> {
     let mut calls = Vec::new();
     let mut comms = BTreeMap::new();
+    let mut marks = steps::Marks::default();
     for (proc, (_, events)) in trace_files(dir)?.iter().enumerate() {
         for e in events {
             let a = &e["args"];
+            if e["name"] == "step_end" && e["cat"] == "step" {
+                marks.add(
+                    e["pid"].as_u64().unwrap_or(0),
+                    a["mark"].as_u64(),
+                    a["by"].as_str(),
+                );
+                continue;
+            }
             let comm = a["comm"].as_str().unwrap_or_default().to_string();
             if e["name"] == "comm_init" {
                 let members = a["members"]
@@ -170,6 +187,7 @@ fn read(dir: &str) -> Result<(Vec<Call>, BTreeMap<String, CommInfo>), String> {
                 dur: e["dur"].as_f64().unwrap_or(0.0),
                 waited_us: a["waited_us"].as_f64().unwrap_or(0.0),
                 step: a["step"].as_u64(),
+                mark: a["mark"].as_u64().unwrap_or(0),
                 comm,
                 rank: a["rank"].as_u64().unwrap_or(0),
                 name: e["name"].as_str().unwrap_or("?").to_string(),
@@ -184,7 +202,7 @@ fn read(dir: &str) -> Result<(Vec<Call>, BTreeMap<String, CommInfo>), String> {
             });
         }
     }
-    Ok((calls, comms))
+    Ok((calls, comms, marks))
 }
 
 /// Per (comm, op): (ranks seen, calls, bytes, predicted µs), summed over ranks.
@@ -216,9 +234,9 @@ pub fn run(cmd: &TraceCmd) -> Result<(), String> {
 }
 
 fn summarize(a: &SummarizeArgs) -> Result<(), String> {
-    let (calls, comms) = read(&a.dir)?;
+    let (calls, comms, marks) = read(&a.dir)?;
     if a.steps {
-        let s = steps::find(&calls).ok_or_else(|| no_steps(&a.dir))?;
+        let s = steps::find(&calls, &marks).ok_or_else(|| no_steps(&a.dir))?;
         let ops = compute::read(&a.dir)?;
         return steps::print(&calls, &s, &ops, &a.format);
     }
@@ -289,7 +307,8 @@ fn summarize(a: &SummarizeArgs) -> Result<(), String> {
 
 fn no_steps(dir: &str) -> String {
     format!(
-        "{dir}: no steps: no call ran inside cudaProfilerStart/Stop and no call pattern repeats"
+        "{dir}: no steps: no call ran inside cudaProfilerStart/Stop, the program marked no \
+         optimizer or profiler step, and no call pattern repeats"
     )
 }
 
@@ -308,7 +327,7 @@ fn dtype(name: &str) -> DataType {
 }
 
 fn reprice(a: &RepriceArgs) -> Result<(), String> {
-    let (calls, comms) = read(&a.dir)?;
+    let (calls, comms, marks) = read(&a.dir)?;
     let pairs = crate::plan::env_pairs(&a.env, None)?;
     let psettings = crate::plan::planner_settings(&pairs)?;
     let tsettings = crate::plan::tuner_settings(&pairs)?;
@@ -376,7 +395,7 @@ fn reprice(a: &RepriceArgs) -> Result<(), String> {
         })
         .collect();
     if let Some(path) = &a.plot {
-        let s = steps::find(&calls).ok_or_else(|| no_steps(&a.dir))?;
+        let s = steps::find(&calls, &marks).ok_or_else(|| no_steps(&a.dir))?;
         let traced: Vec<f64> = calls.iter().map(|c| c.predicted_us).collect();
         let repriced: Vec<f64> = priced.iter().map(|p| p.1).collect();
         steps::plot(

@@ -5,7 +5,9 @@
 //! like every other front-end does (`fake_cuda_client`).
 
 use crate::error::{NcclError, Result};
-use fake_cuda_abi::{CArenaLocation, CPointerInfo, CWorkFn, SimDuration, SimTime, PROFILER_QUERY};
+use fake_cuda_abi::{
+    CArenaLocation, CPointerInfo, CWorkFn, SimDuration, SimTime, PROFILER_QUERY, STEP_QUERY,
+};
 use fake_cuda_client::{client, Client};
 
 fn core() -> Result<&'static Client> {
@@ -219,6 +221,15 @@ pub fn profiler_range() -> Option<u64> {
         (n, active) if active != 0 => Some(n - 1),
         _ => None,
     }
+}
+
+/// The training steps the program's framework marked as ended so far (its optimizer's or
+/// profiler's steps, told to the core by ncclsim's Python package); 0 when it marked none.
+pub fn step_marks() -> u64 {
+    core()
+        .ok()
+        .and_then(|c| c.step_mark(STEP_QUERY).ok())
+        .unwrap_or(0)
 }
 
 /// Adds or replaces the named section (JSON text) of the core's end-of-run report; with

@@ -110,6 +110,12 @@ impl Task {
             if let Some(step) = crate::cuda::profiler_range() {
                 args.insert("step".into(), step.into());
             }
+            match crate::cuda::step_marks() {
+                0 => {}
+                mark => {
+                    args.insert("mark".into(), mark.into());
+                }
+            }
             trace::span(p.name, stream, start, p.predicted, &args);
         }
         Ok(start)

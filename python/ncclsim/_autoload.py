@@ -4,6 +4,7 @@ It asks the fake CUDA core for the run environment (`run_settings`: one parser f
 library); outside a simulated process (no core to load, or no `NCCLSIM_COMPUTE`) it does
 nothing, so an installed package never changes a torch that runs on real GPUs.
 `NCCLSIM_COMPUTE=off` leaves kernels as the fake CUDA core treats them (counted, not run).
+Under ncclsim it also marks the program's training steps for the core (`steps`).
 """
 
 
@@ -18,6 +19,9 @@ def load() -> None:
         from . import groups
 
         groups.install()
+    from . import steps
+
+    steps.install()
     mode = settings.mode()
     if mode is None or mode == "off":
         return

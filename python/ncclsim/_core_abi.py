@@ -114,6 +114,7 @@ ENTRY_OFFSET = {
     "job_group_get": 784,
     "run_settings": 792,
     "run_environment": 800,
+    "step_mark": 808,
 }
 
 UNIT_VECTOR = 0
@@ -135,6 +136,9 @@ ATTENTION_CUDNN = 3
 COST_BACKWARD = 1
 COST_CAUSAL = 2
 COST_HOST_OP = 4
+STEP_QUERY = -1
+STEP_BY_OPTIMIZER = 1
+STEP_BY_PROFILER = 2
 
 STATUS_SUCCESS = 0
 STATUS_INVALID_DEVICE = 1

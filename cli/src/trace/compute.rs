@@ -14,6 +14,8 @@ pub struct ComputeOp {
     pub dur_us: f64,
     /// The `cudaProfilerStart` range it ran in.
     pub range: Option<u64>,
+    /// The training steps its process marked as ended before it.
+    pub mark: u64,
     /// The board it ran on, as the driver names it (`args.gpu`), when the trace says.
     pub gpu: Option<String>,
     /// When the host issued it, µs of virtual time (`args.issued_us`, under the virtual clock).
@@ -89,6 +91,7 @@ pub fn read(dir: &str) -> Result<Vec<ComputeOp>, String> {
                 ts_us: e["ts"].as_f64().unwrap_or(0.0),
                 dur_us: e["dur"].as_f64().unwrap_or(0.0),
                 range: a["range"].as_u64(),
+                mark: a["mark"].as_u64().unwrap_or(0),
                 gpu,
                 issued_us: a["issued_us"].as_f64(),
                 limit,
@@ -173,6 +176,7 @@ mod tests {
             ts_us: 0.0,
             dur_us: 10.0,
             range: None,
+            mark: 0,
             gpu: None,
             issued_us: None,
             limit: None,
@@ -212,6 +216,7 @@ mod tests {
             ts_us: 0.0,
             dur_us: 2.0 * model(&a100),
             range: None,
+            mark: 0,
             gpu: gpu.map(str::to_string),
             issued_us: None,
             limit: None,

@@ -7,7 +7,8 @@
 //! on the virtual timeline.
 //!
 //! A compute operation belongs to a step by its `cudaProfilerStart` range when steps are the
-//! program's ranges, else by time: step k of a process runs from its first call's start to
+//! program's ranges, by the steps its process had marked before it when steps are the
+//! framework's marks, else by time: step k of a process runs from its first call's start to
 //! the next step's first call's start (its forward pass, before the first collective, counts
 //! with the step before; the last step ends at its last call).
 
@@ -189,6 +190,7 @@ pub fn per_step(
     for op in ops {
         let step = match steps.source {
             Source::Profiler => op.range,
+            Source::Marks { .. } => steps.marks.step(op.pid, op.mark),
             Source::Pattern(_) => windows.get(&op.pid).and_then(|w| {
                 w.iter()
                     .find(|x| op.ts_us >= x.1 && op.ts_us < x.2)

@@ -1,10 +1,18 @@
-//! Steps of a traced run: the program's own marks when it has them (each
-//! `cudaProfilerStart`..`cudaProfilerStop` range is a step; the runtime tags the calls made
-//! inside one with its index), otherwise the repetition of its call pattern: per process, the
-//! shortest period `p` such that the sequence of (communicator, operation, bytes) from some
-//! call on repeats every `p` calls at least twice, the earliest such start winning. The calls
-//! before that start (initialisation, warm-up) and calls outside profiler ranges are
-//! "outside" any step.
+//! Steps of a traced run, found in this order:
+//! - the program's profiler ranges: each `cudaProfilerStart`..`cudaProfilerStop` range is a
+//!   step (the runtime tags the calls made inside one with its index); calls outside any range
+//!   are "outside";
+//! - the steps its framework marked: ncclsim's Python package marks the end of a step at each
+//!   step of the program's optimizer on the simulated GPUs (torch's global optimizer step
+//!   hooks) and at each `torch.profiler.profile.step()`, the two places torch's own step
+//!   counter (`torch.autograd.profiler.KinetoStepTracker`) advances; step k is what a process
+//!   did after its k-th mark and up to its (k+1)-th, so the first step also holds what came
+//!   before the training loop, and what follows the last mark (an evaluation, a final barrier)
+//!   is "outside";
+//! - otherwise the repetition of its call pattern: per process, the shortest period `p` such
+//!   that the sequence of (communicator, operation, bytes) from some call on repeats every `p`
+//!   calls at least twice, the earliest such start winning. The calls before that start
+//!   (initialisation, warm-up) are "outside".
 
 use super::compute::ComputeOp;
 use super::Call;
@@ -17,6 +25,9 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 pub enum Source {
     /// `cudaProfilerStart`/`Stop` ranges.
     Profiler,
+    /// The program's framework marked the steps' ends: its optimizer's steps, its
+    /// `torch.profiler` steps, or both.
+    Marks { optimizer: bool, profiler: bool },
     /// A repeating call pattern; the period (calls per step) of the first process.
     Pattern(usize),
 }
@@ -25,14 +36,56 @@ impl Source {
     pub fn describe(&self) -> String {
         match self {
             Source::Profiler => "cudaProfilerStart/Stop ranges".into(),
+            Source::Marks {
+                optimizer,
+                profiler,
+            } => match (optimizer, profiler) {
+                (true, false) => "the optimizer's steps".into(),
+                (false, true) => "torch.profiler's steps".into(),
+                _ => "the optimizer's and torch.profiler's steps".into(),
+            },
             Source::Pattern(p) => format!("a call pattern repeating every {p} call(s)"),
         }
     }
     fn name(&self) -> &'static str {
         match self {
             Source::Profiler => "profiler",
+            Source::Marks {
+                optimizer,
+                profiler,
+            } => match (optimizer, profiler) {
+                (true, false) => "optimizer",
+                (false, true) => "torch_profiler",
+                _ => "optimizer_and_torch_profiler",
+            },
             Source::Pattern(_) => "pattern",
         }
+    }
+}
+
+/// The steps each process marked as ended (its compute trace's `step_end` events).
+#[derive(Debug, Default, Clone)]
+pub struct Marks {
+    /// Per process id, how many.
+    count: BTreeMap<u64, u64>,
+    optimizer: bool,
+    profiler: bool,
+}
+
+impl Marks {
+    /// One `step_end` event of process `pid`: its mark number (from 1) and what marked it.
+    pub fn add(&mut self, pid: u64, mark: Option<u64>, by: Option<&str>) {
+        let n = self.count.entry(pid).or_default();
+        *n = (*n).max(mark.unwrap_or(*n + 1));
+        match by {
+            Some("profiler") => self.profiler = true,
+            _ => self.optimizer = true,
+        }
+    }
+
+    /// The step of work done after `mark` marks by process `pid`: None after its last.
+    pub fn step(&self, pid: u64, mark: u64) -> Option<u64> {
+        (mark < self.count.get(&pid).copied().unwrap_or(0)).then_some(mark)
     }
 }
 
@@ -40,6 +93,8 @@ impl Source {
 pub struct Steps {
     pub source: Source,
     pub of_call: Vec<Option<u64>>,
+    /// The marks the steps are of, when they are ([`Source::Marks`]).
+    pub marks: Marks,
 }
 
 /// The start and period of the longest periodic tail of `s` (at least two full periods).
@@ -83,13 +138,24 @@ fn period(s: &[u64]) -> Option<(usize, usize, usize)> {
     best
 }
 
-/// The steps of `calls` (in trace order per process), or None when the program marked none
-/// and no pattern repeats.
-pub fn find(calls: &[Call]) -> Option<Steps> {
+/// The steps of `calls` (in trace order per process), given the steps the processes marked,
+/// or None when the program marked none and no pattern repeats.
+pub fn find(calls: &[Call], marks: &Marks) -> Option<Steps> {
     if calls.iter().any(|c| c.step.is_some()) {
         return Some(Steps {
             source: Source::Profiler,
             of_call: calls.iter().map(|c| c.step).collect(),
+            marks: Marks::default(),
+        });
+    }
+    if !marks.count.is_empty() {
+        return Some(Steps {
+            source: Source::Marks {
+                optimizer: marks.optimizer,
+                profiler: marks.profiler,
+            },
+            of_call: calls.iter().map(|c| marks.step(c.pid, c.mark)).collect(),
+            marks: marks.clone(),
         });
     }
     let mut by_proc: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
@@ -119,6 +185,7 @@ pub fn find(calls: &[Call]) -> Option<Steps> {
     Some(Steps {
         source: Source::Pattern(first_period?),
         of_call,
+        marks: Marks::default(),
     })
 }
 
@@ -242,7 +309,7 @@ pub fn print(calls: &[Call], steps: &Steps, ops: &[ComputeOp], format: &str) -> 
                 .collect();
             let period = match steps.source {
                 Source::Pattern(p) => Some(p),
-                Source::Profiler => None,
+                _ => None,
             };
             let doc = serde_json::json!({"source": steps.source.name(), "period": period, "processes": procs, "steps": v});
             println!(
@@ -372,7 +439,67 @@ pub fn plot(
 
 #[cfg(test)]
 mod tests {
-    use super::period;
+    use super::{find, period, Marks, Source};
+    use crate::trace::Call;
+
+    /// An AllReduce of process `pid` made after `mark` marked steps (in profiler range `step`).
+    fn call(pid: u64, mark: u64, step: Option<u64>) -> Call {
+        Call {
+            proc: pid as usize,
+            pid,
+            ts: 0.0,
+            dur: 1.0,
+            waited_us: 0.0,
+            step,
+            mark,
+            comm: "0x1".into(),
+            rank: pid,
+            name: "AllReduce".into(),
+            bytes: 8,
+            dtype: "Float32".into(),
+            op: 0,
+            predicted_us: 1.0,
+            sides: None,
+        }
+    }
+
+    #[test]
+    fn marked_steps_end_at_each_mark_and_what_follows_the_last_is_outside() {
+        let mut m = Marks::default();
+        for (pid, mark) in [(1, 1), (1, 2), (2, 1), (2, 2)] {
+            m.add(pid, Some(mark), Some("optimizer"));
+        }
+        let marks = [0, 0, 1, 1, 2];
+        let calls: Vec<Call> = marks
+            .iter()
+            .map(|&k| call(1, k, None))
+            .chain([0, 1, 2].map(|k| call(2, k, None)))
+            .collect();
+        let s = find(&calls, &m).unwrap();
+        assert_eq!(
+            s.source,
+            Source::Marks {
+                optimizer: true,
+                profiler: false
+            }
+        );
+        let n = None;
+        let want = [Some(0), Some(0), Some(1), Some(1), n, Some(0), Some(1), n];
+        assert_eq!(s.of_call, want);
+        // A process that marked nothing has no step.
+        assert_eq!(m.step(3, 0), None);
+        // The program's profiler ranges come first.
+        let mut ranged = calls;
+        ranged[0].step = Some(0);
+        assert_eq!(find(&ranged, &m).unwrap().source, Source::Profiler);
+    }
+
+    #[test]
+    fn without_marks_or_ranges_the_call_pattern_gives_the_steps() {
+        let calls: Vec<Call> = (0..6).map(|_| call(1, 0, None)).collect();
+        let s = find(&calls, &Marks::default()).unwrap();
+        assert_eq!(s.source, Source::Pattern(1));
+    }
 
     #[test]
     fn period_after_a_setup_prefix_and_before_a_trailer() {

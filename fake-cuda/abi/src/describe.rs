@@ -291,6 +291,9 @@ pub fn python_module() -> String {
         ("COST_BACKWARD", crate::COST_BACKWARD as i32),
         ("COST_CAUSAL", crate::COST_CAUSAL as i32),
         ("COST_HOST_OP", crate::COST_HOST_OP as i32),
+        ("STEP_QUERY", crate::STEP_QUERY),
+        ("STEP_BY_OPTIMIZER", crate::STEP_BY_OPTIMIZER),
+        ("STEP_BY_PROFILER", crate::STEP_BY_PROFILER),
     ] {
         s.push_str(&format!("{name} = {v}\n"));
     }

@@ -388,6 +388,13 @@ pub const PROFILER_START: i32 = 1;
 /// `profiler`'s `op`: only reports the ranges.
 pub const PROFILER_QUERY: i32 = -1;
 
+/// `step_mark`'s `by`: only reports the steps marked so far.
+pub const STEP_QUERY: i32 = -1;
+/// `step_mark`'s `by`: a step ended at an optimizer's step (torch's optimizer step hooks).
+pub const STEP_BY_OPTIMIZER: i32 = 1;
+/// `step_mark`'s `by`: a step ended at a profiler's step (`torch.profiler.profile.step`).
+pub const STEP_BY_PROFILER: i32 = 2;
+
 /// Plain C data whose all-zero bytes are a valid value: what a caller sets an entry's output
 /// to before the entry writes it.
 ///
@@ -810,6 +817,11 @@ macro_rules! core_api {
             /// # Safety
             /// `out` points to `cap` writable bytes.
             unsafe fn run_environment(out: *mut u8, cap: usize) -> (len: usize);
+            /// A training step of the program ended where its framework marks steps (`by`:
+            /// `STEP_BY_OPTIMIZER`, `STEP_BY_PROFILER`), or with `STEP_QUERY` nothing ended:
+            /// gives the steps marked so far. Each mark is a `step_end` event of the compute
+            /// trace (`NCCLSIM_TRACE`), and the work traced after the k-th mark says `mark: k`.
+            fn step_mark(by: i32) -> (marks: u64);
         }
     };
 }

@@ -4,7 +4,8 @@
 //! Chrome-trace / Perfetto JSON array beside the NCCL trace of the same process: the kernel's
 //! name, its stream's virtual start and duration, the device and its board's name, the stream,
 //! FLOPs, bytes, the units and precision it was priced on, a GEMM's shape, the fused attention
-//! kernel it is, the `cudaProfilerStart` range it ran in, under the virtual clock the host's
+//! kernel it is, the `cudaProfilerStart` range it ran in, the training steps the program marked
+//! before it (`mark`; each mark is also a `step_end` instant event), under the virtual clock the host's
 //! time when it was issued (`issued_us`), and what its caller adds (`detail`: torch's shapes and
 //! dtype). Events are buffered and the file is rewritten complete (valid JSON) at every flush;
 //! `libncclsim_cuda.so` flushes at exit. `ncclsim trace kernels DIR` lists them with the NCCL
@@ -42,6 +43,26 @@ impl Trace {
             None => self.writer.insert(Writer::open(&self.dir)?),
         };
         w.add(pid, l)
+    }
+
+    /// Queues the end of the program's `mark`-th training step (marked `by` its optimizer or
+    /// profiler) at `at_ns`, opening the file if this is its first event.
+    pub fn step_end(&mut self, pid: u32, mark: u64, by: &str, at_ns: u64) -> std::io::Result<()> {
+        let w = match &mut self.writer {
+            Some(w) => w,
+            None => self.writer.insert(Writer::open(&self.dir)?),
+        };
+        let event = serde_json::json!({
+            "name": "step_end",
+            "cat": "step",
+            "ph": "i",
+            "s": "p",
+            "pid": pid,
+            "tid": 0,
+            "ts": at_ns as f64 / 1e3,
+            "args": {"mark": mark, "by": by},
+        });
+        w.push(event.to_string())
     }
 
     /// Writes the queued events.
@@ -82,6 +103,8 @@ pub(crate) struct Launch<'a> {
     pub gpu: &'a str,
     pub cost: &'a compute_model::KernelCost,
     pub range: Option<u64>,
+    /// The training steps the program marked as ended before it (`step_mark`).
+    pub mark: u64,
     /// A JSON object of the caller's, merged into the event's arguments.
     pub detail: Option<&'a str>,
 }
@@ -128,6 +151,7 @@ impl Writer {
                 "causal": a.causal,
             })),
             "range": l.range,
+            "mark": l.mark,
             "issued_us": l.issued_ns.map(|ns| ns as f64 / 1e3),
             "shared_us": l.shared_ns as f64 / 1e3,
         });
@@ -148,7 +172,12 @@ impl Writer {
             "dur": l.duration_ns as f64 / 1e3,
             "args": args,
         });
-        self.pending.push(event.to_string());
+        self.push(event.to_string())
+    }
+
+    /// Queues one event; writes the queue when it is full.
+    fn push(&mut self, event: String) -> std::io::Result<()> {
+        self.pending.push(event);
         if self.pending.len() >= FLUSH_EVERY {
             self.flush()?;
         }
@@ -218,6 +247,7 @@ mod tests {
             gpu: "NVIDIA H100 80GB HBM3",
             cost: &cost,
             range: Some(0),
+            mark: 0,
             detail,
         };
         let path = std::fs::read_dir(&dir)

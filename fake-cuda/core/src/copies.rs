@@ -131,6 +131,7 @@ impl Core {
         detail: &Option<std::sync::Arc<str>>,
     ) {
         let range = st.open_profiler_range();
+        let mark = st.step_marks;
         let ordinal = self.ordinal_of(device).unwrap_or(-1);
         let Some(w) = st.compute_trace.as_mut() else {
             return;
@@ -152,6 +153,7 @@ impl Core {
             gpu: &self.devices[device].name,
             cost,
             range,
+            mark,
             detail: detail.as_deref(),
         };
         if let Err(e) = w.add(std::process::id(), &launch) {

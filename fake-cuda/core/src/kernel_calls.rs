@@ -124,6 +124,34 @@ impl Core {
         *p
     }
 
+    /// A training step ended where the program's framework marks steps (`by`:
+    /// `STEP_BY_OPTIMIZER` or `STEP_BY_PROFILER`), or with `STEP_QUERY` only a query: the
+    /// steps marked so far. A mark is a `step_end` event in the compute trace at the calling
+    /// thread's host clock ([`Core::host_clock`]).
+    pub fn step_mark(&self, by: i32) -> Result<u64> {
+        let name = match by {
+            crate::abi::STEP_QUERY => return Ok(self.lock().step_marks),
+            crate::abi::STEP_BY_OPTIMIZER => "optimizer",
+            crate::abi::STEP_BY_PROFILER => "profiler",
+            _ => {
+                return Err(CoreError::InvalidValue(format!(
+                    "step mark by {by}: not STEP_BY_OPTIMIZER, STEP_BY_PROFILER or STEP_QUERY"
+                )))
+            }
+        };
+        let at = self.host_clock();
+        let mut st = self.lock();
+        st.step_marks += 1;
+        let marks = st.step_marks;
+        if let Some(w) = st.compute_trace.as_mut() {
+            if let Err(e) = w.step_end(std::process::id(), marks, name, at.as_nanos()) {
+                eprintln!("ncclsim: NCCLSIM_TRACE: {e}; compute is no longer traced");
+                st.compute_trace = None;
+            }
+        }
+        Ok(marks)
+    }
+
     /// The index of the `cudaProfilerStart` range open now, if one is.
     pub fn open_profiler_range(&self) -> Option<u64> {
         self.lock().open_profiler_range()

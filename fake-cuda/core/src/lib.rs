@@ -284,6 +284,8 @@ struct State {
     compute_trace: Option<compute_trace::Trace>,
     /// `cudaProfilerStart` ranges opened so far, and whether one is open.
     profiler: (u64, bool),
+    /// Training steps the program's framework marked as ended so far (`step_mark`).
+    step_marks: u64,
     /// The multiprocessors communication kernels hold, per device and time (`sharing`).
     comm_load: sharing::CommLoad,
 }

@@ -565,6 +565,10 @@ fn compute_is_traced_eagerly_and_at_each_replay() {
         attention: None,
     };
     let (a, b) = launch(&core, s, cost, "aten::mm");
+    // The program's optimizer ended a training step: the work after it carries the mark.
+    assert_eq!(core.step_mark(crate::abi::STEP_BY_OPTIMIZER).unwrap(), 1);
+    assert_eq!(core.step_mark(crate::abi::STEP_QUERY).unwrap(), 1);
+    assert!(core.step_mark(7).is_err(), "an unknown marker is refused");
     unsafe extern "C" fn nothing(_: *mut std::ffi::c_void) {}
     let work = ComputeWork {
         func: nothing,
@@ -588,16 +592,28 @@ fn compute_is_traced_eagerly_and_at_each_replay() {
     let events: Vec<serde_json::Value> =
         serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     let names: Vec<&str> = events.iter().map(|e| e["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["aten::mm", "cublasHgemm", "cublasHgemm"]);
+    assert_eq!(
+        names,
+        ["aten::mm", "step_end", "cublasHgemm", "cublasHgemm"]
+    );
     assert_eq!(events[0]["ts"].as_f64(), Some(a as f64 / 1e3));
     assert_eq!(events[0]["dur"].as_f64(), Some((b - a) as f64 / 1e3));
     assert_eq!(events[0]["args"]["precision"], "f16");
+    let marks: Vec<u64> = events
+        .iter()
+        .map(|e| e["args"]["mark"].as_u64().unwrap())
+        .collect();
+    assert_eq!(marks, [0, 1, 1, 1]);
     assert_eq!(
-        events[2]["args"]["m"], 8,
+        (events[1]["ph"].as_str(), events[1]["args"]["by"].as_str()),
+        (Some("i"), Some("optimizer"))
+    );
+    assert_eq!(
+        events[3]["args"]["m"], 8,
         "the caller's detail, also at a replay"
     );
     let end = |e: &serde_json::Value| e["ts"].as_f64().unwrap() + e["dur"].as_f64().unwrap();
-    assert!(events[2]["ts"].as_f64().unwrap() >= end(&events[1]));
+    assert!(events[3]["ts"].as_f64().unwrap() >= end(&events[2]));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -305,6 +305,11 @@ struct ncclsim_core_api_v1 {
      * sees the job as the core does (once per process, whatever the program set in
      * its environment since). Needs no device. */
     int (*run_environment)(uint8_t *out, uintptr_t cap, uintptr_t *len);
+    /* A training step of the program ended where its framework marks steps (`by`:
+     * `STEP_BY_OPTIMIZER`, `STEP_BY_PROFILER`), or with `STEP_QUERY` nothing ended:
+     * gives the steps marked so far. Each mark is a `step_end` event of the compute
+     * trace (`NCCLSIM_TRACE`), and the work traced after the k-th mark says `mark: k`. */
+    int (*step_mark)(int32_t by, uint64_t *marks);
 };
 /* End of the generated part. */
 

@@ -745,14 +745,19 @@ pub(crate) fn profiler(op: i32) -> Result<(u64, i32)> {
     Ok((ranges, i32::from(active)))
 }
 
+pub(crate) fn step_mark(by: i32) -> Result<u64> {
+    core()?.step_mark(by)
+}
+
 pub(crate) fn report_section(name: &CStr, json: &CStr, write_now: bool) -> Result<()> {
     let name = name.to_string_lossy().into_owned();
-    const CORE_KEYS: [&str; 5] = [
+    const CORE_KEYS: [&str; 6] = [
         "devices",
         "calls",
         "kernel_launches",
         "streams",
         "profiler_ranges",
+        "step_marks",
     ];
     if name.is_empty() || CORE_KEYS.contains(&name.as_str()) {
         return Err(CoreError::InvalidValue(format!(

@@ -151,6 +151,8 @@ fn report_json() -> Result<serde_json::Value, CoreError> {
     if let Some(o) = v.as_object_mut() {
         let ranges = core()?.profiler(fake_cuda_abi::PROFILER_QUERY).0;
         o.insert("profiler_ranges".into(), ranges.into());
+        let marks = core()?.step_mark(fake_cuda_abi::STEP_QUERY)?;
+        o.insert("step_marks".into(), marks.into());
         // The core's own figures keep their names whatever a section is called.
         for (name, section) in SECTIONS.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             o.entry(name.clone()).or_insert_with(|| section.clone());

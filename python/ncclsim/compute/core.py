@@ -80,6 +80,8 @@ class Core:
         self.commit_memory = entry(abi.ENTRY_OFFSET["commit_memory"], c.c_int, c.c_size_t, c.c_size_t)
         self.job_group_add = entry(
             abi.ENTRY_OFFSET["job_group_add"], c.c_int, c.POINTER(c.c_uint64), c.c_size_t)
+        self.step_mark = entry(
+            abi.ENTRY_OFFSET["step_mark"], c.c_int, c.c_int32, c.POINTER(c.c_uint64))
         u32p = c.POINTER(c.c_uint32)
         self._run_settings = entry(abi.ENTRY_OFFSET["run_settings"], c.c_int, u32p, u32p, u32p, u32p)
 
