@@ -2,19 +2,25 @@
 in the same process: per-op time for small tensors (the dispatch overhead dominates) and one
 training step of GPT-2 (2 layers, from a transformers config) and of a ResNet-style CNN.
 
-Run under `ncclsim run` (one process):
-    target/release/ncclsim run --lib-path VENV/ncclsim-stubs -- python scripts/python/bench_compute.py
+Run under `ncclsim run` (one process) on the real host clock, since it times the host's work
+(on the default virtual clock the CPU's time reads 0):
+    target/release/ncclsim run --clock real --lib-path VENV/ncclsim-stubs -- python scripts/python/bench_compute.py
 Each figure is the median of 9 (training steps: 5) repetitions, CPU and ncclsim timed
 alternately; the ratio is CUDA (ncclsim) over CPU.
 """
 
+import os
 import statistics
+import sys
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+if os.environ.get("NCCLSIM_CLOCK", "real") != "real":
+    sys.exit(f"bench_compute.py times the host's work: NCCLSIM_CLOCK is "
+             f"{os.environ['NCCLSIM_CLOCK']!r}; run it with `ncclsim run --clock real`")
 torch.set_num_threads(1)
 dev = torch.device("cuda", 0)
 

@@ -197,8 +197,16 @@ fn host_ns() -> i128 {
     }
 }
 
+/// Whether any thread slept before the core existed: until one has, [`carry_sleeps`] (on every
+/// entry of the vtable) reads no thread-local.
+static SLEPT_BEFORE_CORE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Moves the calling thread on `core` by its sleeps from before the core existed (once).
 pub(crate) fn carry_sleeps(core: &fake_cuda_core::Core) {
+    // A thread's own sleep set the flag before its own later reads (program order).
+    if !SLEPT_BEFORE_CORE.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
     let before = SLEPT.get();
     if before > 0 {
         SLEPT.set(0);
@@ -217,7 +225,10 @@ pub(crate) fn slept(ns: i128, caller: usize) {
         Some(core) => core.host_thread_slept(fake_cuda_core::SimDuration::from_nanos(
             u64::try_from(ns).unwrap_or(u64::MAX),
         )),
-        None => SLEPT.set(SLEPT.get().saturating_add(ns)),
+        None => {
+            SLEPT.set(SLEPT.get().saturating_add(ns));
+            SLEPT_BEFORE_CORE.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 }
 
