@@ -6,12 +6,12 @@
 //! They reach very different fractions of the tensor cores' peak on the same board, so each is
 //! priced at its own published fraction, not at the GEMM classes' fitted efficiency.
 //!
-//! The work a kernel does is not the FLOP count torch's formula gives (`4 b h s_q s_k d` forward,
-//! twice that backward, whatever the mask):
-//! - a causal kernel skips the blocks above the diagonal, about half of them;
-//! - the backward pass recomputes the scores `Q K^T` (FlashAttention's recomputation), one
-//!   matrix product more than the four torch counts: 2.5 times the forward's work, as the
-//!   FlashAttention papers count it (so their utilisation figures apply to it).
+//! The work a kernel does is the FLOP count torch's formula gives (`torch/utils/flop_counter.py`,
+//! `sdpa_flop_count` and `sdpa_backward_flop_count`: `4 b h s_q s_k d` forward, five matrix
+//! products backward, the recomputed scores `Q K^T` among them: 2.5 times the forward, as the
+//! FlashAttention papers count it, so their utilisation figures apply to it), except that the
+//! formula ignores the mask: a causal kernel skips the blocks above the diagonal, about half of
+//! them.
 //!
 //! Fractions of the dense tensor-core peak of the inputs' precision, from the kernels' papers:
 //! - FlashAttention-2 on A100 (Dao, "FlashAttention-2", 2023, section 4.1): forward up to 73%,
@@ -90,12 +90,14 @@ impl Attention {
         }))
     }
 
-    /// The work the kernel does for the FLOPs torch's formula counts: half under a causal mask,
-    /// and 1.25 times backward (the recomputed scores).
+    /// The work the kernel does for the FLOPs torch's formula counts (the backward's
+    /// recomputation is among them): half under a causal mask.
     pub fn work(&self, counted_flops: f64) -> f64 {
-        let causal = if self.causal { 0.5 } else { 1.0 };
-        let recompute = if self.backward { 1.25 } else { 1.0 };
-        counted_flops * causal * recompute
+        if self.causal {
+            counted_flops * 0.5
+        } else {
+            counted_flops
+        }
     }
 
     /// The fraction of the tensor cores' dense peak the kernel reaches on `arch`.
@@ -126,13 +128,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn causal_halves_and_backward_recomputes() {
+    fn causal_halves_the_counted_work() {
         let a = Attention {
             library: Library::Flash,
             backward: true,
             causal: true,
         };
-        assert_eq!(a.work(8.0), 5.0);
+        // torch's backward count (five products, 2.5 forwards) already holds the recomputation.
+        assert_eq!(a.work(10.0), 5.0);
         assert_eq!(Attention::from_code(0, false, false), Some(None));
         assert_eq!(Attention::from_code(9, false, false), None);
         // FlashAttention-2 runs at less than half its Ampere fraction on Hopper.

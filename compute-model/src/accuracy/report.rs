@@ -187,7 +187,7 @@ pub fn section(s: &Scored) -> String {
     .unwrap();
     writeln!(w, "- **Attention** (`compute_model::attention`): a fused attention kernel at its library's published fraction of").unwrap();
     writeln!(w, "  peak (FlashAttention-2 73% forward and 63% backward on A100, 35% on H100; cuDNN's on Hopper as FlashAttention-3,").unwrap();
-    writeln!(w, "  75% and 55%) on the work it does: half under a causal mask, the backward's recomputed scores added.").unwrap();
+    writeln!(w, "  75% and 55%) on the work torch's FLOP formula counts (the backward's five products, the recomputed scores among them), half under a causal mask.").unwrap();
     writeln!(w, "- **No training-fitted factor**: a kernel in a program takes the time it takes alone. The host issues each op in").unwrap();
     writeln!(w, "  {:.0} µs (`calibration::HOST_OP_NS`, not fitted); a step takes the longer of its kernels and its launches.", calibration::HOST_OP_NS as f64 / 1e3).unwrap();
     writeln!(w, "- **source held out** (the GEMM rows' headline): the row's prediction with every parameter fitted without the rows of its own").unwrap();
