@@ -54,7 +54,11 @@
 #      that share or less at 16, where kernels bound the step;
 #      scripts/torch/step_marks.py: `trace summarize --steps` splits a DDP job with two
 #      optimizers at its 5 optimizer steps, and the same job under torch.profiler at its 5
-#      `prof.step()` calls, the final barrier outside.
+#      `prof.step()` calls, the final barrier outside;
+#      scripts/torch/compiled_step.py (2 transformer blocks on an H100, `--compute time`): the
+#      step under torch.compile (FlexAttention, layer norm and GELU written as pointwise ops),
+#      priced as inductor's kernels, within 10% of the same step with hand-fused kernels in eager
+#      mode, and faster than the same compiled graphs priced op by op.
 #   5c. scripts/torch/cuda_graphs.py on 1 node x 2: a training step with its all_reduce captured
 #      with torch.cuda.graph and replayed 3 times ends with the eager run's and the CPU's
 #      parameters and, on the virtual clock, is faster than the eager step, which pays the
@@ -357,6 +361,12 @@ grep "step time" "$logs/cuda-graphs.log"
     -- python scripts/torch/compute_time.py > "$logs/compute-time.log" 2>&1 \
     || fail "--compute time checks exited $?"
 grep "compute-time:" "$logs/compute-time.log"
+# A torch.compile'd transformer step (FlexAttention, pointwise chains) is priced as its compiled
+# kernels: within 10% of the same step with the fused kernels written by hand.
+"$ncclsim" run --topo topologies/dgx-h100.xml --compute time --clock real \
+    --lib-path "$venv/ncclsim-stubs" -- python scripts/torch/compiled_step.py \
+    > "$logs/compiled-step.log" 2>&1 || { cat "$logs/compiled-step.log"; fail "compiled step"; }
+grep "compiled-step:" "$logs/compiled-step.log"
 # The first benchmarks on a new GPU read the kernel model's own speed: square matmuls and a 1 GiB
 # add against published runs and datasheets on three boards; tiny ops launch-bound under the
 # virtual clock (and not without it: the check checks).

@@ -12,7 +12,7 @@ as DDP does. Checks, each against plain CPU torch:
 - GPT-2 from a transformers config (2 layers) under DDP, 8 AdamW steps on a fixed batch: the
   loss falls at every step and by a tenth overall, and the first step's loss equals the CPU's;
 - bf16 autocast of a linear stack: within bf16 tolerance of the float32 CPU result;
-- `torch.compile` (Dynamo with the eager backend ncclsim substitutes for inductor): forward and
+- `torch.compile` (ncclsim's backend in place of inductor: Dynamo, AOT autograd, the graphs run op by op): forward and
   backward equal the CPU's;
 - device memory: 256 MiB allocated and never written costs no host memory; written, it does;
 - compute takes the compute model's time: CUDA events around a forward and backward read the
@@ -265,12 +265,12 @@ def compiled():
         fast = torch.compile(gnet)
         got = fast(x.to(dev))
     if not any("inductor" in str(w.message) for w in seen):
-        fail("torch.compile: no warning about the eager backend")
+        fail("torch.compile: no warning about the backend that replaces inductor")
     got.sum().backward()
     close("torch.compile forward", got, want)
     for (n, p), q in zip(gnet.named_parameters(), net.parameters()):
         close(f"torch.compile gradient {n}", p.grad, q.grad)
-    log("ok torch.compile (eager backend): forward and backward equal the CPU's")
+    log("ok torch.compile (ncclsim's backend): forward and backward equal the CPU's")
 
 
 def shmem():

@@ -49,8 +49,9 @@ def mode() -> str | None:
 
 def _compile_eagerly(torch) -> None:
     """`torch.compile` with its default backend (inductor) generates Triton kernels for CUDA
-    tensors, which cannot run here; it compiles with Dynamo's `eager` backend instead (Dynamo
-    still traces and guards; the graphs run op by op on the kernels above), saying so once."""
+    tensors, which cannot run here; it compiles with ncclsim's backend instead (`fusion`:
+    Dynamo traces and guards, AOT autograd makes the forward and backward graphs, which run op
+    by op on the kernels above, priced as inductor's fused kernels), saying so once."""
     original = torch.compile
     warned = []
 
@@ -62,11 +63,14 @@ def _compile_eagerly(torch) -> None:
 
                 warnings.warn(
                     "ncclsim: torch.compile's inductor backend needs Triton kernels for CUDA "
-                    "tensors, which the simulated GPUs cannot run; compiling with the 'eager' "
-                    "backend instead (mode and options are ignored)",
+                    "tensors, which the simulated GPUs cannot run; compiling with ncclsim's "
+                    "backend instead (the graphs run op by op and are priced as inductor's "
+                    "fused kernels; mode and options are ignored)",
                     stacklevel=2,
                 )
-            backend, mode, options = "eager", None, None
+            from . import fusion
+
+            backend, mode, options = fusion.backend(), None, None
         return original(model, *args, backend=backend, mode=mode, options=options, **kwargs)
 
     compile.__doc__ = original.__doc__

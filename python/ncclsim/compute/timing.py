@@ -202,6 +202,125 @@ _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _get_device = getattr(torch._C, "_cuda_getDevice", None)
 
 
+_fusing = threading.local()  # .acc: the `Fused` the thread's ops add to, if any
+
+
+class Fused:
+    """While entered, the ops the calling thread prices add their FLOPs (and their device)
+    here instead of taking time of their own; their values are computed as always. The caller
+    then prices the one kernel they fuse into (`price_fused`, `price_flex`)."""
+
+    def __init__(self) -> None:
+        self.flops = 0.0
+        self.device: torch.device | None = None
+
+    def __enter__(self) -> "Fused":
+        self.outer = getattr(_fusing, "acc", None)
+        _fusing.acc = self
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _fusing.acc = self.outer
+
+
+def nbytes_of(x) -> int:
+    """Bytes of the tensors in `x` (a tensor, a list or tuple of them, or anything else: 0)."""
+    ts: list = []
+    _tensors(x, ts)
+    return sum(_nbytes(t) for t in ts)
+
+
+def price_fused(name: str, flops: float, nbytes: int, device: torch.device | None) -> None:
+    """Prices one kernel a compiler fused several ops into (`fusion`): a vector kernel of
+    `flops` and `nbytes`, issued once by the host."""
+    if _enabled:
+        _launch_once(name, flops, nbytes, _VECTOR, _F32, abi.ATTENTION_NONE, 0, device)
+
+
+def _block_density(block_mask, lq: int, lk: int) -> float:
+    """The fraction of (query block, key block) pairs FlexAttention's kernel computes: a pair
+    is skipped only when its mask hides all of it. From the block mask's `mask_mod` evaluated
+    on the CPU at 8 x 8 points of each pair (the block counts in device memory are not read:
+    under `--compute time` they hold no values); 1 when it cannot be evaluated."""
+    try:
+        qb, kb, mask_mod = int(block_mask[-3]), int(block_mask[-2]), block_mask[-1]
+        nq, nk = -(-lq // qb), -(-lk // kb)
+
+        def points(n, b, length):
+            starts = torch.arange(n) * b
+            offs = torch.linspace(0, b - 1, 8).round().long()
+            return (starts[:, None] + offs[None, :]).clamp(max=length - 1)
+
+        q = points(nq, qb, lq).reshape(-1)
+        k = points(nk, kb, lk).reshape(-1)
+        zero = torch.zeros((), dtype=torch.long)
+        m = mask_mod(zero, zero, q[:, None], k[None, :])
+        m = torch.as_tensor(m, dtype=torch.bool).expand(q.numel(), k.numel())
+        pairs = m.reshape(nq, 8, nk, 8).any(dim=3).any(dim=1)
+        return float(pairs.float().mean())
+    except Exception:  # noqa: BLE001 - a mask this cannot evaluate is priced dense
+        return 1.0
+
+
+def price_flex(backward: bool, args: tuple, result) -> None:
+    """Prices FlexAttention (its forward or backward higher-order op) as one fused attention
+    kernel: torch's attention FLOP count for its shapes (`torch.utils.flop_counter`'s
+    scaled-dot-product formulas, forward or backward) times the block mask's density, priced as
+    FlashAttention; bytes, its tensors."""
+    if not _enabled:
+        return
+    from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
+
+    q, k, v = args[0], args[1], args[2]
+    lq, lk = q.shape[-2], k.shape[-2]
+    out_shape = (*q.shape[:-1], v.shape[-1])
+    if backward:
+        flops = float(sdpa_backward_flop_count(out_shape, q.shape, k.shape, v.shape))
+    else:
+        flops = float(sdpa_flop_count(q.shape, k.shape, v.shape))
+    block_mask = args[9] if backward else args[4]
+    flops *= _block_density(block_mask, lq, lk)
+    nbytes = nbytes_of(list(args[:6] if backward else args[:3])) + nbytes_of(result)
+    flags = abi.COST_BACKWARD if backward else 0
+    name = "flex_attention_backward" if backward else "flex_attention"
+    _launch_once(name, flops, nbytes, _TENSOR, _precision(q.dtype, name), abi.ATTENTION_FLASH,
+                 flags, q.device)
+
+
+def _launch_once(name: str, flops: float, nbytes: int, unit: int, precision: int, attention: int,
+                 flags: int, device: torch.device | None) -> None:
+    """Launches one kernel the host issues, with no work of its own (its ops computed their
+    values already); a failure is reported once and the kernel takes no time."""
+    c = core.core()
+    if c is None:
+        return
+    try:
+        current = _get_device()
+        index = device.index if device is not None and device.index is not None else current
+        k = _out.cost
+        k.flops, k.bytes, k.unit, k.precision = float(flops), float(nbytes), unit, precision
+        k.batch, k.m, k.n, k.k = 0, 0, 0, 0
+        k.attention, k.flags = attention, flags | abi.COST_HOST_OP
+        if current != index:
+            torch.cuda.set_device(index)
+        try:
+            status = c.launch_compute(_raw_stream(index), k, name.encode(), None, None, None, None,
+                                      _out.ref)
+        finally:
+            if current != index:
+                torch.cuda.set_device(current)
+    except Exception as e:  # noqa: BLE001 - pricing must not break the program's computation
+        status, name = -1, f"{name} ({type(e).__name__}: {e})"
+    if status != 0:
+        if not _warned:
+            _warned.append(True)
+            print(f"ncclsim: could not price {name}; kernels that cannot be priced take no "
+                  "time", flush=True)
+        return
+    global total_ns
+    total_ns += _out.times.duration_ns
+
+
 def price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device | None,
           work: int | None = None) -> None:
     """Puts one op's modelled time on its device's current stream. A failure to price never
@@ -209,6 +328,14 @@ def price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device 
     op's work (`graphs.hold`): the op goes into the graph being captured, to compute and take
     its time at each replay (taking no time with pricing off)."""
     if not _enabled and work is None:
+        return
+    acc = getattr(_fusing, "acc", None)
+    if acc is not None and work is None:
+        try:
+            acc.flops += cost(info, args, kwargs, result)[0]
+        except Exception:  # noqa: BLE001 - an op whose cost is unknown adds none
+            pass
+        acc.device = acc.device or device
         return
     try:
         status = _price(info, args, kwargs, result, device, work)
