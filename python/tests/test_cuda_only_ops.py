@@ -61,6 +61,17 @@ def test_fused_rms_norm_backward_is_autograds():
             assert close(dx, gx), shape
 
 
+def test_fused_rms_norm_backward_computes_only_what_the_mask_asks():
+    # As CUDA's kernel: a gradient the mask leaves out is undefined (DTensor's sharding rule
+    # gives it no placement, and an input that needs no gradient gets none).
+    x, g, w = torch.randn(4, 8, dtype=f64), torch.randn(4, 8, dtype=f64), torch.randn(8, dtype=f64)
+    gx, gw, rstd = rms_norm_grads(x, [8], w, g, 1e-6)
+    dx, dw = cuda_only.fused_rms_norm_backward(g, x, [8], rstd, w, [False, True])
+    assert dx is None and close(dw, gw)
+    dx, dw = cuda_only.fused_rms_norm_backward(g, x, [8], rstd, w, [True, False])
+    assert close(dx, gx) and dw is None
+
+
 def test_fused_rms_norm_backward_in_bfloat16():
     torch.manual_seed(2)
     x, g, w = torch.randn(4, 16), torch.randn(4, 16), torch.randn(16)
@@ -130,3 +141,16 @@ def test_softmax_half_to_float():
         assert "Half type only" in str(e)
     else:
         raise AssertionError("bfloat16 with half_to_float must be refused, as on CUDA")
+
+
+def test_fsdp_chunk_cat_of_mixed_dtypes_casts_pads_and_interleaves():
+    from ncclsim.compute import kernels
+
+    # FSDP's reduce-scatter input: each gradient cut into `num_chunks` rows along dim 0
+    # (padded to a multiple), row r of the output holding every gradient's chunk r in turn.
+    a = torch.arange(6, dtype=torch.bfloat16).reshape(3, 2)
+    b = torch.arange(10, 14, dtype=torch.float32)
+    out = torch.full((2, 6), -1.0)
+    kernels._chunk_cat_mixed_dtype([a, b], 0, 2, out=out)
+    want = torch.tensor([[0.0, 1, 2, 3, 10, 11], [4, 5, 0, 0, 12, 13]])
+    assert torch.equal(out, want), out

@@ -187,12 +187,15 @@ def fused_rms_norm_backward(grad_out, x, normalized_shape, rstd, weight, output_
     xa, dy = _acc(x), _acc(grad_out)
     r = rstd.reshape(list(rstd.shape) + [1] * (x.dim() - rstd.dim())).to(xa.dtype)
     g = dy * weight.to(xa.dtype) if weight is not None else dy
-    dx = r * g - xa * r**3 * (g * xa).mean(dims, keepdim=True)
+    # Gradients `output_mask` leaves out are not computed (undefined, as the CUDA kernel's).
+    dx = None
+    if output_mask[0]:
+        dx = (r * g - xa * r**3 * (g * xa).mean(dims, keepdim=True)).to(x.dtype)
     dw = None
-    if weight is not None:
+    if weight is not None and output_mask[1]:
         lead = list(range(0, x.dim() - k))
         dw = (dy * xa * r).sum(lead).to(weight.dtype)
-    return dx.to(x.dtype), dw
+    return dx, dw
 
 
 def _half_to_float(op):

@@ -525,6 +525,12 @@ def _copy_kernel(mode: str):
     priced = timing.Priced(torch.ops.aten.copy_.default, "aten::copy_")
 
     def copy_(keyset, self, src, non_blocking=False):
+        if src.dim() == 0 and not src.is_cuda and self.is_cuda and timing.fusing() \
+                and graphs.capturing():
+            # A compiled kernel's own constant (FlexAttention's dense implementation, which
+            # runs in place of its compiled kernel, makes its -inf with `torch.tensor(...,
+            # device=)`): a fill, where a copy from pageable host memory cannot be captured.
+            return self.fill_(src.item())
         if (
             self.dtype == src.dtype
             and self.size() == src.size()
@@ -570,8 +576,24 @@ def _is_view(op) -> bool:
     return bool(rets) and not any(r.alias_info.is_write for r in rets)
 
 
-def register(mode: str) -> torch.library.Library:
-    """Registers the kernels; returns the library that holds them (keep it alive)."""
+def _chunk_cat_mixed_dtype(tensors, dim, num_chunks, *, out):
+    """FSDP's reduce-scatter copy-in (`fsdp::chunk_cat_mixed_dtype`, whose CUDA kernel is torch's
+    own, `torch/csrc/distributed/fsdp/ChunkCat.cu`): `aten::_chunk_cat` of the gradients cast
+    to the output's dtype, so a group of bfloat16 weights and float32 norms is copied in too."""
+    tensors = [t if t.dtype == out.dtype else t.to(out.dtype) for t in tensors]
+    torch._chunk_cat(tensors, dim, num_chunks, out=out)
+
+
+def register(mode: str) -> list:
+    """Registers the kernels; returns the libraries that hold them (keep them alive)."""
+    fsdp = torch.library.Library("fsdp", "IMPL")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # it replaces torch's CUDA kernel
+        fsdp.impl("chunk_cat_mixed_dtype", _chunk_cat_mixed_dtype, "CUDA")
+    return [_register_aten(mode), fsdp]
+
+
+def _register_aten(mode: str) -> torch.library.Library:
     lib = torch.library.Library("aten", "IMPL")
     names = [
         n
