@@ -129,32 +129,34 @@ class _Interpreter(torch.fx.Interpreter):
     def __init__(self, gm, fused: dict) -> None:
         super().__init__(gm)
         self.fused = fused
-        self.pending: dict = {}  # run -> [flops, bytes, device] so far
+        self.pending: dict = {}  # run -> [its ops so far (a timing.Fused), its bytes so far]
 
     def run_node(self, n):
         run = self.fused.get(n)
         flex = run is None and n.op == "call_function" and is_flex(n.target)
         if run is None and not flex:
             return super().run_node(n)
-        if flex:
+        if flex:  # one attention kernel; its dense implementation computes the values
             args, _ = self.fetch_args_kwargs_from_env(n)
-        else:
-            # Its inputs from outside the run, read before the interpreter frees them.
-            acc = self.pending.setdefault(run, [0.0, 0, None])
-            acc[1] += sum(timing.nbytes_of(self.env.get(a)) for a in run.inputs_of(n))
+            with timing.Fused() as ops:
+                r = super().run_node(n)
+            timing.price_flex(n.target.__name__ == "flex_attention_backward", args, r, ops)
+            return r
+        ops, nbytes = self.pending.setdefault(run, [timing.Fused(), 0])
+        # Its inputs from outside the run, read before the interpreter frees them.
+        nbytes += sum(timing.nbytes_of(self.env.get(a)) for a in run.inputs_of(n))
         with timing.Fused() as inner:
             r = super().run_node(n)
-        if flex:
-            timing.price_flex(n.target.__name__ == "flex_attention_backward", args, r)
-            return r
-        acc[0] += inner.flops
-        acc[2] = acc[2] or inner.device
+        ops.flops += inner.flops
+        ops.device = ops.device or inner.device
+        ops.works += inner.works
         if n in run.outputs:
-            acc[1] += timing.nbytes_of(r)
+            nbytes += timing.nbytes_of(r)
+        self.pending[run][1] = nbytes
         if n is run.last:
-            flops, nbytes, device = self.pending.pop(run)
-            if run.priced:
-                timing.price_fused(run.name, flops, nbytes, device)
+            del self.pending[run]
+            if run.priced or ops.works:
+                timing.price_fused(run.name, ops.flops, nbytes, ops)
         return r
 
 

@@ -71,6 +71,19 @@ def hold(work) -> int:
     return i
 
 
+def hold_together(work_ids: list) -> int:
+    """Registers one work that runs the held works `work_ids` in order (the ops of one fused
+    kernel, captured as one graph node); they go with it. Gives its id."""
+    members = [(_captured.pop(i, None), i) for i in work_ids]
+
+    def run() -> None:
+        for w, _ in members:
+            if w is not None:
+                w()
+
+    return hold(run)
+
+
 def drop(work_id: int) -> None:
     """Forgets work the core never took (what its release would do)."""
     _release_captured(work_id)

@@ -207,12 +207,14 @@ _fusing = threading.local()  # .acc: the `Fused` the thread's ops add to, if any
 
 class Fused:
     """While entered, the ops the calling thread prices add their FLOPs (and their device)
-    here instead of taking time of their own; their values are computed as always. The caller
-    then prices the one kernel they fuse into (`price_fused`, `price_flex`)."""
+    here instead of taking time of their own; their values are computed as always (captured
+    into a CUDA graph, their works are kept here). The caller then prices the one kernel they
+    fuse into (`price_fused`, `price_flex`), which a graph captures with their works."""
 
     def __init__(self) -> None:
         self.flops = 0.0
         self.device: torch.device | None = None
+        self.works: list[int] = []  # captured ops' works (`graphs.hold`), to run as one node
 
     def __enter__(self) -> "Fused":
         self.outer = getattr(_fusing, "acc", None)
@@ -223,6 +225,11 @@ class Fused:
         _fusing.acc = self.outer
 
 
+def fusing() -> bool:
+    """Whether the calling thread's ops are those of one fused kernel (`Fused`)."""
+    return getattr(_fusing, "acc", None) is not None
+
+
 def nbytes_of(x) -> int:
     """Bytes of the tensors in `x` (a tensor, a list or tuple of them, or anything else: 0)."""
     ts: list = []
@@ -230,11 +237,10 @@ def nbytes_of(x) -> int:
     return sum(_nbytes(t) for t in ts)
 
 
-def price_fused(name: str, flops: float, nbytes: int, device: torch.device | None) -> None:
-    """Prices one kernel a compiler fused several ops into (`fusion`): a vector kernel of
-    `flops` and `nbytes`, issued once by the host."""
-    if _enabled:
-        _launch_once(name, flops, nbytes, _VECTOR, _F32, abi.ATTENTION_NONE, 0, device)
+def price_fused(name: str, flops: float, nbytes: int, fused: Fused) -> None:
+    """Prices one kernel a compiler fused the ops of `fused` into (`fusion`): a vector kernel
+    of `flops` and `nbytes`, issued once by the host."""
+    _launch_once(name, flops, nbytes, _VECTOR, _F32, abi.ATTENTION_NONE, 0, fused)
 
 
 def _block_density(block_mask, lq: int, lk: int) -> float:
@@ -262,13 +268,11 @@ def _block_density(block_mask, lq: int, lk: int) -> float:
         return 1.0
 
 
-def price_flex(backward: bool, args: tuple, result) -> None:
+def price_flex(backward: bool, args: tuple, result, fused: Fused) -> None:
     """Prices FlexAttention (its forward or backward higher-order op) as one fused attention
     kernel: torch's attention FLOP count for its shapes (`torch.utils.flop_counter`'s
     scaled-dot-product formulas, forward or backward) times the block mask's density, priced as
     FlashAttention; bytes, its tensors."""
-    if not _enabled:
-        return
     from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
 
     q, k, v = args[0], args[1], args[2]
@@ -284,16 +288,24 @@ def price_flex(backward: bool, args: tuple, result) -> None:
     flags = abi.COST_BACKWARD if backward else 0
     name = "flex_attention_backward" if backward else "flex_attention"
     _launch_once(name, flops, nbytes, _TENSOR, _precision(q.dtype, name), abi.ATTENTION_FLASH,
-                 flags, q.device)
+                 flags, fused, q.device)
 
 
 def _launch_once(name: str, flops: float, nbytes: int, unit: int, precision: int, attention: int,
-                 flags: int, device: torch.device | None) -> None:
-    """Launches one kernel the host issues, with no work of its own (its ops computed their
-    values already); a failure is reported once and the kernel takes no time."""
+                 flags: int, fused: Fused, device: torch.device | None = None) -> None:
+    """Launches the one kernel the host issues for the ops of `fused`, which computed their
+    values already (captured into a CUDA graph, the kernel's node computes them at each
+    replay); a failure is reported once and the kernel takes no time."""
     c = core.core()
-    if c is None:
+    work = graphs.hold_together(fused.works) if fused.works else None
+    if c is None or (not _enabled and work is None):
+        if work is not None:
+            graphs.drop(work)
         return
+    device = device if device is not None else fused.device
+    if not _enabled:  # captured with pricing off: the node computes, taking no time
+        flops, nbytes = 0.0, 0
+    reached = False
     try:
         current = _get_device()
         index = device.index if device is not None and device.index is not None else current
@@ -304,13 +316,20 @@ def _launch_once(name: str, flops: float, nbytes: int, unit: int, precision: int
         if current != index:
             torch.cuda.set_device(index)
         try:
-            status = c.launch_compute(_raw_stream(index), k, name.encode(), None, None, None, None,
-                                      _out.ref)
+            reached = True  # from here on, the core owns `work`
+            if work is None:
+                status = c.launch_compute(_raw_stream(index), k, name.encode(), None, None, None,
+                                          None, _out.ref)
+            else:
+                status = c.launch_compute(_raw_stream(index), k, name.encode(), None,
+                                          graphs.RUN_FN, work, graphs.RELEASE_FN, _out.ref)
         finally:
             if current != index:
                 torch.cuda.set_device(current)
     except Exception as e:  # noqa: BLE001 - pricing must not break the program's computation
         status, name = -1, f"{name} ({type(e).__name__}: {e})"
+        if work is not None and not reached:
+            graphs.drop(work)
     if status != 0:
         if not _warned:
             _warned.append(True)
@@ -330,12 +349,14 @@ def price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device 
     if not _enabled and work is None:
         return
     acc = getattr(_fusing, "acc", None)
-    if acc is not None and work is None:
+    if acc is not None:
         try:
             acc.flops += cost(info, args, kwargs, result)[0]
         except Exception:  # noqa: BLE001 - an op whose cost is unknown adds none
             pass
         acc.device = acc.device or device
+        if work is not None:
+            acc.works.append(work)
         return
     try:
         status = _price(info, args, kwargs, result, device, work)
