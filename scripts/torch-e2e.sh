@@ -62,7 +62,9 @@
 #   5c. scripts/torch/cuda_graphs.py on 1 node x 2: a training step with its all_reduce captured
 #      with torch.cuda.graph and replayed 3 times ends with the eager run's and the CPU's
 #      parameters and, on the virtual clock, is faster than the eager step, which pays the
-#      host's launch of each op; make_graphed_callables likewise.
+#      host's launch of each op; make_graphed_callables likewise; scripts/torch/
+#      compiled_graph.py: a torch.compile'd FlexAttention captured and replayed computes what
+#      the compiled call computes.
 #   6. NCCL's own Python bindings (nccl4py, in a venv of their own): an all-reduce of device
 #      buffers made by host copies, checked, on 4 processes.
 #   7. monitors: scripts/env-check/env_check.sh (nvidia-smi, -L, topo -m, nvlink --status, the
@@ -357,6 +359,11 @@ grep -m1 "FAIL" "$logs/compute-perturbed.log"
     || { grep -v "^W" "$logs/cuda-graphs.log" | tail -20; fail "CUDA graph checks exited $?"; }
 grep "step time" "$logs/cuda-graphs.log"
 [ "$(passes "$logs/cuda-graphs.log")" = 2 ] || fail "cuda_graphs: not every rank passed"
+# A compiled FlexAttention captured and replayed computes what the compiled call computes.
+"$ncclsim" run --topo "$topo" --lib-path "$venv/ncclsim-stubs" -- python \
+    scripts/torch/compiled_graph.py > "$logs/compiled-graph.log" 2>&1 \
+    || { cat "$logs/compiled-graph.log"; fail "compiled graph replay"; }
+grep "compiled-graph:" "$logs/compiled-graph.log"
 "$ncclsim" run --topo "$topo" --compute time --lib-path "$venv/ncclsim-stubs" \
     -- python scripts/torch/compute_time.py > "$logs/compute-time.log" 2>&1 \
     || fail "--compute time checks exited $?"

@@ -538,6 +538,9 @@ def _copy_kernel(mode: str):
             and src.is_contiguous()
             and self.is_conj() == src.is_conj()
             and self.is_neg() == src.is_neg()
+            # A fused kernel's copy, captured, goes with the kernel's node (`timing.Fused`), in
+            # order with its other ops; a native copy would be a node of its own before them.
+            and not (timing.fusing() and graphs.capturing())
         ):
             return native.call_boxed(keyset, self, src, non_blocking)
         def work():

@@ -297,7 +297,9 @@ def _launch_once(name: str, flops: float, nbytes: int, unit: int, precision: int
     values already (captured into a CUDA graph, the kernel's node computes them at each
     replay); a failure is reported once and the kernel takes no time."""
     c = core.core()
-    work = graphs.hold_together(fused.works) if fused.works else None
+    # Captured, the node computes the ops' values at each replay (none when they computed
+    # nothing here, e.g. results activation checkpointing had kept).
+    work = graphs.hold_together(fused.works) if fused.works or graphs.capturing() else None
     if c is None or (not _enabled and work is None):
         if work is not None:
             graphs.drop(work)
@@ -333,8 +335,8 @@ def _launch_once(name: str, flops: float, nbytes: int, unit: int, precision: int
     if status != 0:
         if not _warned:
             _warned.append(True)
-            print(f"ncclsim: could not price {name}; kernels that cannot be priced take no "
-                  "time", flush=True)
+            print(f"ncclsim: could not price {name} (status {status}); kernels that cannot be "
+                  "priced take no time", flush=True)
         return
     global total_ns
     total_ns += _out.times.duration_ns
