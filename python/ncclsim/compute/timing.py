@@ -297,10 +297,12 @@ def _launch_once(name: str, flops: float, nbytes: int, unit: int, precision: int
     values already (captured into a CUDA graph, the kernel's node computes them at each
     replay); a failure is reported once and the kernel takes no time."""
     c = core.core()
+    if c is None:
+        return
     # Captured, the node computes the ops' values at each replay (none when they computed
     # nothing here, e.g. results activation checkpointing had kept).
     work = graphs.hold_together(fused.works) if fused.works or graphs.capturing() else None
-    if c is None or (not _enabled and work is None):
+    if not _enabled and work is None:
         if work is not None:
             graphs.drop(work)
         return
