@@ -64,7 +64,8 @@
 #      parameters and, on the virtual clock, is faster than the eager step, which pays the
 #      host's launch of each op; make_graphed_callables likewise; scripts/torch/
 #      compiled_graph.py: a torch.compile'd FlexAttention captured and replayed computes what
-#      the compiled call computes.
+#      the compiled call computes, and a buffer freed inside the capture (FSDP's pattern) is
+#      read at replay as the capture left it.
 #   6. NCCL's own Python bindings (nccl4py, in a venv of their own): an all-reduce of device
 #      buffers made by host copies, checked, on 4 processes.
 #   7. monitors: scripts/env-check/env_check.sh (nvidia-smi, -L, topo -m, nvlink --status, the

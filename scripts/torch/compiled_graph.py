@@ -1,5 +1,7 @@
 """A `torch.compile`d FlexAttention (forward and backward) captured in a CUDA graph and replayed
-computes what the eager compiled call computes, for `ncclsim run -- python compiled_graph.py`.
+computes what the eager compiled call computes, and a buffer whose storage is freed inside the
+capture (as FSDP frees its unsharded parameters) is read at replay as the capture left it, for
+`ncclsim run -- python compiled_graph.py`.
 
 Under ncclsim's torch.compile backend a compiled region's fused kernels are captured as one
 graph node each, which computes all of the kernel's ops at every replay, in stream order with
@@ -39,5 +41,21 @@ torch.cuda.synchronize()
 ok = torch.allclose(out, want) and torch.allclose(q.grad, want_grad)
 print(f"compiled-graph: replayed output equal {torch.allclose(out, want)}, "
       f"gradient equal {torch.allclose(q.grad, want_grad)}", flush=True)
+
+# FSDP's pattern inside a capture: a buffer of the graph's pool is written, read, and its
+# storage freed (resized to 0); each replay still reads what the buffer held at that point.
+x = torch.randn(64, device=dev)
+graph = torch.cuda.CUDAGraph()
+with torch.cuda.graph(graph):
+    buf = torch.empty(64, device=dev)
+    buf.copy_(x)
+    doubled = buf * 2
+    buf.untyped_storage().resize_(0)
+x.copy_(torch.arange(64.0, device=dev))
+graph.replay()
+torch.cuda.synchronize()
+freed = torch.equal(doubled.cpu(), torch.arange(64.0) * 2)
+print(f"compiled-graph: a buffer freed after the capture read at replay: {freed}", flush=True)
+ok = ok and freed
 print(f"compiled-graph: {'ok' if ok else 'FAIL'}", flush=True)
 sys.exit(0 if ok else 1)

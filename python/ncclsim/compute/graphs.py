@@ -71,6 +71,26 @@ def hold(work) -> int:
     return i
 
 
+def frozen(x):
+    """`x` (a tensor, or lists, tuples and dicts of them) with each CUDA tensor replaced by an
+    alias of the device memory it has now, which a captured op's work reads and writes at each
+    replay, as a real graph's kernels keep the addresses they were captured with: a program may
+    free or re-allocate the tensor's storage after the capture (FSDP resizes its unsharded
+    parameters' storage to 0 once used), and the graph's memory pool keeps the memory."""
+    if isinstance(x, torch.Tensor):
+        st = x.untyped_storage() if x.is_cuda else None
+        if st is None or st.nbytes() == 0 or x.is_conj() or x.is_neg():
+            return x
+        alias = torch._C._construct_storage_from_data_pointer(st.data_ptr(), x.device, st.nbytes())
+        return torch.empty(0, dtype=x.dtype, device=x.device).set_(
+            alias, x.storage_offset(), x.size(), x.stride())
+    if isinstance(x, (list, tuple)):
+        return type(x)(frozen(e) for e in x)
+    if isinstance(x, dict):
+        return {k: frozen(v) for k, v in x.items()}
+    return x
+
+
 def hold_together(work_ids: list) -> int:
     """Registers one work that runs the held works `work_ids` in order (the ops of one fused
     kernel, captured as one graph node); they go with it. Gives its id."""

@@ -500,10 +500,11 @@ def _capture(info: _Op, args: tuple, kwargs: dict, meta: bool):
             ) from None
         # Computing it now only fills its own new results; each replay computes it again.
         r = _run(info, args, kwargs, False)
+    fargs, fkwargs, fr = graphs.frozen((args, kwargs, r))
 
     def work():
         if not meta:
-            graphs.fill(_compute(info, args, kwargs), r)
+            graphs.fill(_compute(info, fargs, fkwargs), fr)
 
     timing.price(info.priced, args, kwargs, r, _device_of(args), work=graphs.hold(work))
     return r
@@ -543,14 +544,16 @@ def _copy_kernel(mode: str):
             and not (timing.fusing() and graphs.capturing())
         ):
             return native.call_boxed(keyset, self, src, non_blocking)
-        def work():
+        def work(dst=self, src=src):
             if mode != "time":
-                dst = host_view(self) if self.is_cuda else self
+                dst = host_view(dst) if dst.is_cuda else dst
                 dst.copy_(host_view(src) if src.is_cuda else src)
 
         device = self.device if self.is_cuda else src.device
         if graphs.capturing():
-            timing.price(priced, (self, src), {}, self, device, work=graphs.hold(work))
+            fdst, fsrc = graphs.frozen((self, src))
+            timing.price(priced, (self, src), {}, self, device,
+                         work=graphs.hold(lambda: work(fdst, fsrc)))
             return self
         work()
         timing.price(priced, (self, src), {}, self, device)
