@@ -98,7 +98,6 @@ class Run:
         reduction = any(kind(n.target) == "reduction" for n in nodes)
         short = "_".join(dict.fromkeys(o.lstrip("_").replace("native_", "") for o in ops))[:80]
         self.name = f"triton_{'red' if reduction else 'poi'}_fused_{short}"
-        self.priced = bool(ops)
 
 
 def runs(graph) -> dict:
@@ -142,21 +141,17 @@ class _Interpreter(torch.fx.Interpreter):
                 r = super().run_node(n)
             timing.price_flex(n.target.__name__ == "flex_attention_backward", args, r, ops)
             return r
-        ops, nbytes = self.pending.setdefault(run, [timing.Fused(), 0])
+        pending = self.pending.setdefault(run, [timing.Fused(), 0])
+        ops = pending[0]
         # Its inputs from outside the run, read before the interpreter frees them.
-        nbytes += sum(timing.nbytes_of(self.env.get(a)) for a in run.inputs_of(n))
-        with timing.Fused() as inner:
+        pending[1] += sum(timing.nbytes_of(self.env.get(a)) for a in run.inputs_of(n))
+        with ops:
             r = super().run_node(n)
-        ops.flops += inner.flops
-        ops.device = ops.device or inner.device
-        ops.works += inner.works
         if n in run.outputs:
-            nbytes += timing.nbytes_of(r)
-        self.pending[run][1] = nbytes
+            pending[1] += timing.nbytes_of(r)
         if n is run.last:
             del self.pending[run]
-            if run.priced or ops.works:
-                timing.price_fused(run.name, ops.flops, nbytes, ops)
+            timing.price_fused(run.name, ops.flops, pending[1], ops)
         return r
 
 

@@ -94,12 +94,12 @@ def frozen(x):
 def hold_together(work_ids: list) -> int:
     """Registers one work that runs the held works `work_ids` in order (the ops of one fused
     kernel, captured as one graph node); they go with it. Gives its id."""
-    members = [(_captured.pop(i, None), i) for i in work_ids]
+    with _lock:
+        members = [w for w in (_captured.pop(i, None) for i in work_ids) if w is not None]
 
     def run() -> None:
-        for w, _ in members:
-            if w is not None:
-                w()
+        for w in members:
+            w()
 
     return hold(run)
 

@@ -526,8 +526,8 @@ def _copy_kernel(mode: str):
     priced = timing.Priced(torch.ops.aten.copy_.default, "aten::copy_")
 
     def copy_(keyset, self, src, non_blocking=False):
-        if src.dim() == 0 and not src.is_cuda and self.is_cuda and timing.fusing() \
-                and graphs.capturing():
+        fused_capture = timing.fusing() and graphs.capturing()
+        if fused_capture and src.dim() == 0 and not src.is_cuda and self.is_cuda:
             # A compiled kernel's own constant (FlexAttention's dense implementation, which
             # runs in place of its compiled kernel, makes its -inf with `torch.tensor(...,
             # device=)`): a fill, where a copy from pageable host memory cannot be captured.
@@ -541,7 +541,7 @@ def _copy_kernel(mode: str):
             and self.is_neg() == src.is_neg()
             # A fused kernel's copy, captured, goes with the kernel's node (`timing.Fused`), in
             # order with its other ops; a native copy would be a node of its own before them.
-            and not (timing.fusing() and graphs.capturing())
+            and not fused_capture
         ):
             return native.call_boxed(keyset, self, src, non_blocking)
         def work(dst=self, src=src):

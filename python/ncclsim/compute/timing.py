@@ -303,45 +303,23 @@ def _launch_once(name: str, flops: float, nbytes: int, unit: int, precision: int
     # nothing here, e.g. results activation checkpointing had kept).
     work = graphs.hold_together(fused.works) if fused.works or graphs.capturing() else None
     if not _enabled and work is None:
-        if work is not None:
-            graphs.drop(work)
         return
-    device = device if device is not None else fused.device
+    k = _out.cost
+    k.flops, k.bytes, k.unit, k.precision = float(flops), float(nbytes), unit, precision
+    k.batch, k.m, k.n, k.k = 0, 0, 0, 0
+    k.attention, k.flags = attention, flags | abi.COST_HOST_OP
     if not _enabled:  # captured with pricing off: the node computes, taking no time
-        flops, nbytes = 0.0, 0
-    reached = False
+        k.flops, k.bytes = 0.0, 0.0
     try:
-        current = _get_device()
-        index = device.index if device is not None and device.index is not None else current
-        k = _out.cost
-        k.flops, k.bytes, k.unit, k.precision = float(flops), float(nbytes), unit, precision
-        k.batch, k.m, k.n, k.k = 0, 0, 0, 0
-        k.attention, k.flags = attention, flags | abi.COST_HOST_OP
-        if current != index:
-            torch.cuda.set_device(index)
-        try:
-            reached = True  # from here on, the core owns `work`
-            if work is None:
-                status = c.launch_compute(_raw_stream(index), k, name.encode(), None, None, None,
-                                          None, _out.ref)
-            else:
-                status = c.launch_compute(_raw_stream(index), k, name.encode(), None,
-                                          graphs.RUN_FN, work, graphs.RELEASE_FN, _out.ref)
-        finally:
-            if current != index:
-                torch.cuda.set_device(current)
+        status = _launch(c, k, name.encode(), None, device or fused.device, work)
     except Exception as e:  # noqa: BLE001 - pricing must not break the program's computation
+        if work is not None:
+            graphs.drop(work)  # never reached the core, which would release it
         status, name = -1, f"{name} ({type(e).__name__}: {e})"
-        if work is not None and not reached:
-            graphs.drop(work)
-    if status != 0:
-        if not _warned:
-            _warned.append(True)
-            print(f"ncclsim: could not price {name} (status {status}); kernels that cannot be "
-                  "priced take no time", flush=True)
-        return
-    global total_ns
-    total_ns += _out.times.duration_ns
+    if status != 0 and not _warned:
+        _warned.append(True)
+        print(f"ncclsim: could not price {name} (status {status}); kernels that cannot be "
+              "priced take no time", flush=True)
 
 
 def price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device | None,
@@ -457,16 +435,11 @@ def cost(info: Priced, args: tuple, kwargs: dict, result) -> tuple:
 def _price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device | None,
            work: int | None) -> int:
     """Prices one op; returns the core's status (0, or why it refused)."""
-    global total_ns
     c = core.core()
     if c is None:
         return 0
     flops, nbytes, unit, precision, first, gemm, ins = cost(info, args, kwargs, result)
-    current = _get_device()
-    index = device.index if device is not None and device.index is not None else current
-    stream = _raw_stream(index)
-    out = _out
-    k = out.cost
+    k = _out.cost
     k.flops, k.bytes, k.unit, k.precision = flops, float(nbytes), unit, precision
     k.batch, k.m, k.n, k.k = gemm
     k.attention, flags = attention(info.base, args, kwargs)
@@ -474,21 +447,34 @@ def _price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device
     k.flags = flags | abi.COST_HOST_OP
     if not _enabled:  # captured work with pricing off: it takes no time
         k.flops, k.bytes, k.batch = 0.0, 0.0, 0
-    if current != index:
-        torch.cuda.set_device(index)
     # The core writes the trace event (NCCLSIM_TRACE); the op's shapes and dtype are what only
     # torch knows.
     detail = json.dumps({
         "shapes": [list(t.shape) for t in ins],
         "dtype": str(first.dtype).removeprefix("torch.") if first is not None else None,
     }).encode() if _tracing else None
+    return _launch(c, k, info.name_b, detail, device, work)
+
+
+def _launch(c, k, name_b: bytes, detail: bytes | None, device: torch.device | None,
+            work: int | None) -> int:
+    """Launches the kernel of cost `k` on `device`'s current stream (the current device's if
+    None) through the core's compute door; returns the core's status (0, or why it refused)
+    and, on success, adds the kernel's time to `total_ns`."""
+    global total_ns
+    current = _get_device()
+    index = device.index if device is not None and device.index is not None else current
+    stream = _raw_stream(index)
+    out = _out
+    if current != index:
+        torch.cuda.set_device(index)
     try:
         # Eager ops give no work function: the kernels compute them themselves (so they are
         # refused while their stream captures a graph). A captured op's work computes it.
         if work is None:
-            status = c.launch_compute(stream, k, info.name_b, detail, None, None, None, out.ref)
+            status = c.launch_compute(stream, k, name_b, detail, None, None, None, out.ref)
         else:
-            status = c.launch_compute(stream, k, info.name_b, detail, graphs.RUN_FN, work,
+            status = c.launch_compute(stream, k, name_b, detail, graphs.RUN_FN, work,
                                       graphs.RELEASE_FN, out.ref)
     finally:
         if current != index:
