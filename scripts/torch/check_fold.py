@@ -21,6 +21,6 @@ for r in range(ranks):
     assert a["world"] == b["world"] == ranks, (a["world"], b["world"])
     assert torch.equal(a["params"], b["params"]), f"rank {r}: parameters differ"
     assert a["losses"] == b["losses"], f"rank {r}: losses {a['losses']} vs {b['losses']}"
-    assert len(a["times"]) == 12 and a["times"] == b["times"], f"rank {r}: step times {a['times']} vs {b['times']}"
+    assert len(a["times"]) == 15 and a["times"] == b["times"], f"rank {r}: step times {a['times']} vs {b['times']}"
     assert a["peak"] == b["peak"] > 0, f"rank {r}: peak memory {a['peak']} vs {b['peak']}"
 print(f"fold: {real} real ranks of {ranks} equal the all-real run")

@@ -7,9 +7,9 @@ the two runs. Then the same over a 2-D DeviceMesh (dp, tp): a tensor-parallel ML
 partial outputs are all-reduced over the TP groups and whose gradients are averaged over the
 DP groups, torch's own sub-groups, each DP group with one real member when folded. The program
 sees the full job either way: WORLD_SIZE, its rank, the groups' sizes, and an
-all_gather_into_tensor of every rank's LOCAL_RANK are checked here. Then DDP itself and FSDP2
-as HSDP over the same mesh (replicated over dp, sharded over the node's ranks), 3 AdamW steps
-each.
+all_gather_into_tensor of every rank's LOCAL_RANK are checked here. Then DDP itself, FSDP2
+as HSDP over the same mesh (replicated over dp, sharded over the node's ranks), and FSDP2 x
+TP=4 over a 3-D mesh (dp, shard, tp), 3 AdamW steps each.
 
 Usage: torchrun ... fold.py OUT
 """
@@ -149,6 +149,25 @@ net = mlp()
 fully_shard(net[0], mesh=mesh)
 fully_shard(net, mesh=mesh)
 params = torch.cat([params, train(net, 3000 + local)])
+
+# FSDP2 x TP=4 over a 3-D DeviceMesh (dp, shard, tp), as torchtitan lays out HSDP with tensor
+# parallelism: column- and row-parallel linear layers (DTensors) over tp, then HSDP over (dp,
+# shard), replicated over the folded dimension.
+from torch.distributed.tensor.parallel import (
+    ColwiseParallel,
+    RowwiseParallel,
+    parallelize_module,
+)
+
+tp_size = min(4, per)
+mesh3 = init_device_mesh("cuda", (world // per, per // tp_size, tp_size),
+                         mesh_dim_names=("dp", "shard", "tp"))
+assert mesh3["tp"].size() == tp_size and mesh3["dp", "shard"].size() == world // tp_size
+torch.manual_seed(9)
+net = mlp()
+parallelize_module(net, mesh3["tp"], {"0": ColwiseParallel(), "2": RowwiseParallel()})
+fully_shard(net, mesh=mesh3["dp", "shard"])
+params = torch.cat([params, train(net, 4000 + local // tp_size)])
 peak = torch.cuda.max_memory_allocated(dev)
 torch.save({"params": params, "losses": losses, "world": world, "times": times, "peak": peak},
            f"{out}/rank{rank}.pt")
