@@ -1,8 +1,8 @@
 //! Folded jobs (`ncclsim run --fold`): a job small enough to run all-real, run again with its
 //! data-parallel dimension folded, gives every real rank the same bytes for every collective,
 //! data type and reduction (`nccl-shim/tests/c/nccl_fold.c`: data uniform across replicas, a
-//! virtual root, in-place calls, both data paths), and the same predicted time for every
-//! call; a communicator the fold does not fit is refused by name.
+//! virtual root, in-place calls, both data paths; sends and receives with virtual peers), and
+//! the same predicted time for every call; a communicator the fold does not fit is refused by name.
 
 mod common;
 

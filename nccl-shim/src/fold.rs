@@ -13,8 +13,8 @@
 //! inputs through the inner communicator and reduce all members' inputs in member order, each
 //! virtual member's being its representative's, so the result has the bits of the all-real run
 //! (the data path's one reduction order). Copies take a virtual member's slot from its
-//! representative. Sends and receives between real members run as they are; a virtual peer is
-//! refused.
+//! representative. Sends and receives between real members run as they are; one with a virtual
+//! peer runs with its representative ([`inner_p2p`]).
 //!
 //! Membership: a communicator with as many ranks as the job is the job's world (its ranks are
 //! the job's ranks); any other takes its members from the groups of the job the program
@@ -184,24 +184,20 @@ pub fn virtual_roots_send(f: &Folding, me: usize, colls: &mut [Coll]) {
     }
 }
 
-/// A send/receive batch of the full communicator as the inner one runs it: peers become inner
-/// ranks; a virtual peer is refused.
-pub fn inner_p2p(f: &Folding, ops: &[crate::ops::P2p]) -> Result<Vec<crate::ops::P2p>> {
+/// A send/receive batch of the full communicator as the inner one runs it: each peer becomes
+/// its representative's inner rank. A virtual peer `v` does what its representative `p` does,
+/// shifted along the folded dimensions: what `v` sends to this member is what `p` sends to the
+/// member shifted back by as much, whose own representative is this member's (a real member's
+/// send to a virtual `q` reaches `q`'s representative as the receive from the virtual rank
+/// shifted by as much from the sender). So a send to a virtual peer goes to that peer's
+/// representative and a receive from one comes from its representative; each ordered pair of
+/// inner ranks matches its sends and receives in the order they are posted, as NCCL does
+/// between two peers.
+pub fn inner_p2p(f: &Folding, ops: &[crate::ops::P2p]) -> Vec<crate::ops::P2p> {
     ops.iter()
-        .map(|op| {
-            if f.rep[op.peer] != op.peer {
-                return Err(NcclError::invalid_usage(format!(
-                    "{} with peer {} (job rank {}), a virtual rank of the job's fold: a send or \
-                     receive with a virtual peer is not run",
-                    if op.send { "ncclSend" } else { "ncclRecv" },
-                    op.peer,
-                    f.global[op.peer]
-                )));
-            }
-            Ok(crate::ops::P2p {
-                peer: f.inner[op.peer],
-                ..*op
-            })
+        .map(|op| crate::ops::P2p {
+            peer: f.inner[op.peer],
+            ..*op
         })
         .collect()
 }

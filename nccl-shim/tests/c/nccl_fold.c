@@ -10,6 +10,7 @@
  *                                  then an AllReduce and an AllGather of 1 GiB buffers
  *                                  never written: prints "big ok" or the error
  *
+ * Then sends and receives with peers on other nodes (virtual when folded) and inside the node.
  * Writes OUTDIR/rank<R>.bin: every result buffer in call order, and prints "ok <calls>". */
 #include <stdint.h>
 #include <stdio.h>
@@ -221,6 +222,29 @@ int main(int argc, char **argv) {
                 if (rank == roots[ri]) keep(all, c * n * es, s);
                 OK(ncclScatter(big, res, c, t, roots[ri], comm, s));
                 keep(res, c * es, s);
+            }
+            /* Sends and receives in one group: a ring over the nodes (peer rank +- per), a
+             * ring over the nodes shifted by one position (peer rank +- (per + 1)) and a ring
+             * inside the node; each direction sends its own data. Folded, the first two have
+             * virtual peers. */
+            int base = rank - pos;
+            int to[3] = {(rank + per) % n, (rank + per + 1) % n, base + (pos + 1) % per};
+            int from[3] = {(rank - per + n) % n, (rank - per - 1 + 2 * n) % n,
+                           base + (pos - 1 + per) % per};
+            void *sent[3], *got[3];
+            for (int d = 0; d < 3; d++) {
+                sent[d] = input(t, pos * 4 + d + 1, c);
+                got[d] = output(c * es);
+            }
+            OK(ncclGroupStart());
+            for (int d = 0; d < 3; d++) {
+                OK(ncclSend(sent[d], c, t, to[d], comm, s));
+                OK(ncclRecv(got[d], c, t, from[d], comm, s));
+            }
+            OK(ncclGroupEnd());
+            for (int d = 0; d < 3; d++) {
+                keep(got[d], c * es, s);
+                OK(cudaFree(sent[d])); OK(cudaFree(got[d]));
             }
             OK(cudaFree(in)); OK(cudaFree(big)); OK(cudaFree(res)); OK(cudaFree(all));
         }
