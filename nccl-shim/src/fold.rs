@@ -192,14 +192,46 @@ pub fn virtual_roots_send(f: &Folding, me: usize, colls: &mut [Coll]) {
 /// shifted by as much from the sender). So a send to a virtual peer goes to that peer's
 /// representative and a receive from one comes from its representative; each ordered pair of
 /// inner ranks matches its sends and receives in the order they are posted, as NCCL does
-/// between two peers.
-pub fn inner_p2p(f: &Folding, ops: &[crate::ops::P2p]) -> Vec<crate::ops::P2p> {
-    ops.iter()
+/// between two peers. A virtual peer whose representative is this member (`me`) makes the pair
+/// this member with itself, whose sends and receives can only meet in one batch: a batch where
+/// they do not pair up is refused, since it would wait forever (a program that orders its
+/// send and receive by replica, even replicas sending first, does not fold).
+pub fn inner_p2p(f: &Folding, me: usize, ops: &[crate::ops::P2p]) -> Result<Vec<crate::ops::P2p>> {
+    let own = f.inner[me];
+    let inner: Vec<crate::ops::P2p> = ops
+        .iter()
         .map(|op| crate::ops::P2p {
             peer: f.inner[op.peer],
             ..*op
         })
-        .collect()
+        .collect();
+    let to_self = |send: bool| {
+        inner
+            .iter()
+            .filter(|o| o.peer == own && o.send == send)
+            .count()
+    };
+    let virtual_self = ops
+        .iter()
+        .zip(&inner)
+        .find(|(o, i)| i.peer == own && f.rep[o.peer] != o.peer)
+        .map(|(o, _)| o);
+    if let Some(op) = virtual_self.filter(|_| to_self(true) != to_self(false)) {
+        return Err(NcclError::invalid_usage(format!(
+            "{} with peer {} (job rank {}), a virtual rank of the job's fold whose representative \
+             is this rank: the virtual rank does what this rank does, so this rank's matching \
+             {} must be in the same group (ncclGroupStart/ncclGroupEnd); this batch has {} sends \
+             to and {} receives from such peers (a program that orders its send and receive by \
+             replica does not fold)",
+            if op.send { "ncclSend" } else { "ncclRecv" },
+            op.peer,
+            f.global[op.peer],
+            if op.send { "receive" } else { "send" },
+            to_self(true),
+            to_self(false)
+        )));
+    }
+    Ok(inner)
 }
 
 /// A device buffer of this rank's for one operation, freed when dropped.
@@ -401,5 +433,36 @@ mod tests {
         // Rank 5 without its representative 1.
         let e = Folding::of(&fold, &[0, 5], "odd").unwrap_err();
         assert!(e.to_string().contains("job rank 1, is not a member"), "{e}");
+    }
+
+    #[test]
+    fn virtual_peers_become_their_representatives() {
+        use crate::ops::P2p;
+        let fold = Fold::new(Mesh::parse("dp=2,local=4").unwrap(), &["dp"]).unwrap();
+        let world: Vec<usize> = (0..8).collect();
+        let f = Folding::of(&fold, &world, "world").unwrap().unwrap();
+        let op = |send, peer| P2p {
+            send,
+            peer,
+            bytes: 4,
+            buf: 0,
+        };
+        // Member 1: a ring over the nodes shifted by one position (send to 6, receive from 4)
+        // and a real neighbour (2).
+        let ops = [op(true, 6), op(false, 4), op(true, 2)];
+        let peers: Vec<usize> = inner_p2p(&f, 1, &ops)
+            .unwrap()
+            .iter()
+            .map(|o| o.peer)
+            .collect();
+        assert_eq!(peers, vec![2, 0, 2]);
+        // A send to its own replica (5, represented by 1) with the receive in the same batch
+        // pairs with itself; alone it would wait forever and is refused.
+        assert!(inner_p2p(&f, 1, &[op(true, 5), op(false, 5)]).is_ok());
+        let e = inner_p2p(&f, 1, &[op(true, 5)]).unwrap_err().to_string();
+        assert!(
+            e.contains("ncclSend with peer 5") && e.contains("same group"),
+            "{e}"
+        );
     }
 }

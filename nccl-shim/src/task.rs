@@ -79,7 +79,7 @@ impl Task {
             },
             Work::P2p(ops) => {
                 let mut ops: Cow<'_, [P2p]> = match fold {
-                    Some(f) => Cow::Owned(crate::fold::inner_p2p(f, ops)),
+                    Some(f) => Cow::Owned(crate::fold::inner_p2p(f, self.comm.rank, ops)?),
                     None => Cow::Borrowed(ops),
                 };
                 if ops.iter().any(|op| !crate::sim::moves_data(op.bytes)) {
