@@ -18,7 +18,7 @@
 #      data-parallel training over the world, a (dp, tp) DeviceMesh job with a tensor-
 #      parallel MLP, DDP, FSDP2 as HSDP on that mesh, and FSDP2 x TP=4 (DTensor column/row
 #      parallel layers) on a (dp, shard, tp) mesh, 3 AdamW steps each, data uniform across
-#      replicas;
+#      replicas, then a batch of sends and receives over the nodes (virtual peers folded);
 #      every real rank's parameters and losses bit-identical between the runs, and every step's
 #      time on the GPU and the peak memory equal (check_fold.py).
 #   2g. scripts/torch/llama_fsdp.py at toy size on 128 simulated H100 (`--fold dp --compute

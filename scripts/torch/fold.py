@@ -9,7 +9,8 @@ DP groups, torch's own sub-groups, each DP group with one real member when folde
 sees the full job either way: WORLD_SIZE, its rank, the groups' sizes, and an
 all_gather_into_tensor of every rank's LOCAL_RANK are checked here. Then DDP itself, FSDP2
 as HSDP over the same mesh (replicated over dp, sharded over the node's ranks), and FSDP2 x
-TP=4 over a 3-D mesh (dp, shard, tp), 3 AdamW steps each.
+TP=4 over a 3-D mesh (dp, shard, tp), 3 AdamW steps each; then a batch of sends and
+receives over the nodes.
 
 Usage: torchrun ... fold.py OUT
 """
@@ -168,6 +169,16 @@ net = mlp()
 parallelize_module(net, mesh3["tp"], {"0": ColwiseParallel(), "2": RowwiseParallel()})
 fully_shard(net, mesh=mesh3["dp", "shard"])
 params = torch.cat([params, train(net, 4000 + local // tp_size)])
+# Sends and receives in one batch (batch_isend_irecv): a ring over the nodes shifted by one
+# position, whose peers are virtual when folded.
+sent = torch.arange(64, dtype=torch.float32, device=dev) * (local + 1)
+got = torch.zeros_like(sent)
+ring = [dist.P2POp(dist.isend, sent, (rank + per + 1) % world),
+        dist.P2POp(dist.irecv, got, (rank - per - 1) % world)]
+for w in dist.batch_isend_irecv(ring):
+    w.wait()
+assert got[1].item() == (rank - per - 1) % world % per + 1, got[1].item()
+params = torch.cat([params, got.cpu()])
 peak = torch.cuda.max_memory_allocated(dev)
 torch.save({"params": params, "losses": losses, "world": world, "times": times, "peak": peak},
            f"{out}/rank{rank}.pt")
