@@ -211,24 +211,24 @@ pub fn inner_p2p(f: &Folding, me: usize, ops: &[crate::ops::P2p]) -> Result<Vec<
             .filter(|o| o.peer == own && o.send == send)
             .count()
     };
-    let virtual_self = ops
+    let (sends, recvs) = (to_self(true), to_self(false));
+    let unpaired = ops
         .iter()
         .zip(&inner)
         .find(|(o, i)| i.peer == own && f.rep[o.peer] != o.peer)
-        .map(|(o, _)| o);
-    if let Some(op) = virtual_self.filter(|_| to_self(true) != to_self(false)) {
+        .map(|(o, _)| o)
+        .filter(|_| sends != recvs);
+    if let Some(op) = unpaired {
         return Err(NcclError::invalid_usage(format!(
             "{} with peer {} (job rank {}), a virtual rank of the job's fold whose representative \
              is this rank: the virtual rank does what this rank does, so this rank's matching \
-             {} must be in the same group (ncclGroupStart/ncclGroupEnd); this batch has {} sends \
-             to and {} receives from such peers (a program that orders its send and receive by \
-             replica does not fold)",
+             {} must be in the same group (ncclGroupStart/ncclGroupEnd); this batch has {sends} \
+             sends to and {recvs} receives from such peers (a program that orders its send and \
+             receive by replica does not fold)",
             if op.send { "ncclSend" } else { "ncclRecv" },
             op.peer,
             f.global[op.peer],
             if op.send { "receive" } else { "send" },
-            to_self(true),
-            to_self(false)
         )));
     }
     Ok(inner)
