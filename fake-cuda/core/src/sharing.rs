@@ -14,15 +14,15 @@
 //! (placement is in host order, as the programs that overlap issue the communication first).
 
 use crate::{SimDuration, SimTime};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 /// Communication intervals kept per device.
 pub const KEPT: usize = 4096;
 
-/// Per physical device, (start, end, CTAs) of its recent communication kernels.
+/// Per physical device (by index), (start, end, CTAs) of its recent communication kernels.
 #[derive(Debug, Default)]
 pub struct CommLoad {
-    by_device: BTreeMap<usize, VecDeque<(SimTime, SimTime, u32)>>,
+    by_device: Vec<VecDeque<(SimTime, SimTime, u32)>>,
 }
 
 impl CommLoad {
@@ -32,7 +32,10 @@ impl CommLoad {
         if ctas == 0 || end <= start {
             return;
         }
-        let v = self.by_device.entry(device).or_default();
+        if self.by_device.len() <= device {
+            self.by_device.resize_with(device + 1, VecDeque::new);
+        }
+        let v = &mut self.by_device[device];
         if v.len() == KEPT {
             v.pop_front();
         }
@@ -49,7 +52,7 @@ impl CommLoad {
         start: SimTime,
         alone: SimDuration,
     ) -> SimDuration {
-        let Some(v) = self.by_device.get(&device) else {
+        let Some(v) = self.by_device.get(device).filter(|v| !v.is_empty()) else {
             return alone;
         };
         let sms = f64::from(sms.max(1));

@@ -202,6 +202,7 @@ fn host_ns() -> i128 {
 static SLEPT_BEFORE_CORE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Moves the calling thread on `core` by its sleeps from before the core existed (once).
+#[inline]
 pub(crate) fn carry_sleeps(core: &fake_cuda_core::Core) {
     // A thread's own sleep set the flag before its own later reads (program order).
     if !SLEPT_BEFORE_CORE.load(std::sync::atomic::Ordering::Relaxed) {

@@ -34,8 +34,9 @@ const MAX_HELLO: u64 = 64 << 10;
 
 /// The deadline of one bootstrap or operation wait (`NCCLSIM_TIMEOUT` seconds, default 600).
 pub fn timeout() -> Duration {
-    // The run environment is parsed once: every operation's wait asks for it.
-    fake_cuda_client::run_env().map_or(run_env::DEFAULT_TIMEOUT, |e| e.timeout)
+    // Every operation's wait asks for it: read from the run environment once.
+    static T: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *T.get_or_init(|| fake_cuda_client::run_env().map_or(run_env::DEFAULT_TIMEOUT, |e| e.timeout))
 }
 
 /// Random 64 bits from the kernel.

@@ -8,6 +8,9 @@ use std::cell::RefCell;
 /// Bytes reduced per step (fits in L2 with a few inputs in flight).
 const BLOCK_BYTES: usize = 64 << 10;
 
+/// Inputs whose slices a reduction keeps on the stack (more: on the heap).
+const STACK_INPUTS: usize = 16;
+
 thread_local! {
     static SCRATCH: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
 }
@@ -52,15 +55,20 @@ pub(crate) unsafe fn reduce_range(
             let b = block.min(len - done);
             // SAFETY: the scratch holds BLOCK_BYTES >= b bytes, aligned to 8.
             let tmp = unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<u8>(), b) };
-            let ins: Vec<&[u8]> = inputs
-                .iter()
+            let (mut stack, mut heap);
+            let ins: &mut [&[u8]] = if inputs.len() <= STACK_INPUTS {
+                stack = [&[][..]; STACK_INPUTS];
+                &mut stack[..inputs.len()]
+            } else {
+                heap = vec![&[][..]; inputs.len()];
+                &mut heap
+            };
+            for (slot, &p) in ins.iter_mut().zip(inputs) {
                 // SAFETY: each input range is readable and not written during the call (this
                 // function's contract).
-                .map(|&p| unsafe {
-                    std::slice::from_raw_parts((p + in_off + done) as *const u8, b)
-                })
-                .collect();
-            reduce::reduce(dtype, red, tmp, &ins, scalars);
+                *slot = unsafe { std::slice::from_raw_parts((p + in_off + done) as *const u8, b) };
+            }
+            reduce::reduce(dtype, red, tmp, ins, scalars);
             for &o in outputs {
                 // SAFETY: `tmp` holds `b` bytes; each output range is writable and ours alone
                 // during the call (this function's contract).
@@ -78,6 +86,7 @@ pub(crate) unsafe fn reduce_range(
 /// # Safety
 /// `src` must be readable and `dst` writable for `len` bytes (the ranges may overlap), and no
 /// other thread may write `src`'s range or touch `dst`'s range during the call.
+#[inline]
 pub(crate) unsafe fn copy(src: usize, dst: usize, len: usize) {
     if len == 0 || src == dst {
         return;

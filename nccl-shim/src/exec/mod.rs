@@ -295,18 +295,40 @@ fn arrive_then(
 }
 
 /// Every local rank's descriptor in block set `set`, in local order (written before the
-/// barrier `arrive` met).
-fn descs_at(host: &HostGroup, set: usize) -> Vec<Desc> {
-    let n = host.ranks.len();
-    (0..n)
-        .map(|i| {
-            let off = block_off(n, set, i);
-            // SAFETY: the block lies in the segment; it was written before the barrier this
-            // rank passed and is not written again until this rank's next barrier (see
-            // `arrive`).
-            unsafe { seg(host).ptr().add(off).cast::<Desc>().read_volatile() }
-        })
-        .collect()
+/// barrier `arrive` met), read from the segment where used: a small collective reads each a
+/// few times, so they are not copied out first.
+fn descs_at(host: &HostGroup, set: usize) -> Descs<'_> {
+    Descs { host, set }
+}
+
+/// The local ranks' descriptors of one block set (see [`descs_at`]).
+#[derive(Clone, Copy)]
+struct Descs<'a> {
+    host: &'a HostGroup,
+    set: usize,
+}
+
+impl<'a> Descs<'a> {
+    /// Local rank `i`'s descriptor.
+    fn get(&self, i: usize) -> &'a Desc {
+        let n = self.host.ranks.len();
+        debug_assert!(i < n, "descriptor {i} of {n} local ranks");
+        let off = block_off(n, self.set, i.min(n - 1));
+        // SAFETY: the block lies in the segment, aligned for a `Desc`; it was written before
+        // the barrier this rank passed (whose acquire orders these reads after the writes) and
+        // is not written again until this rank's next barrier (see `arrive`), which it does
+        // not reach while the reference lives (the borrow of `self.host`).
+        unsafe { &*seg(self.host).ptr().add(off).cast::<Desc>() }
+    }
+
+    /// The descriptors in local order.
+    fn iter(self) -> impl Iterator<Item = &'a Desc> {
+        (0..self.host.ranks.len()).map(move |i| self.get(i))
+    }
+
+    fn to_vec(self) -> Vec<Desc> {
+        self.iter().copied().collect()
+    }
 }
 
 /// The scalar this rank applies to its own input (PreMulSum / ncclAvg), as element bits.
@@ -395,12 +417,12 @@ fn run_staged(host: &HostGroup, coll: &Coll, ready: SimTime) -> Result<SimTime> 
         ..Desc::call(seq, coll, me, ready)
     };
     let set = arrive(host, &desc, &[], &waiter)?;
-    let descs = descs_at(host, set);
+    let descs = descs_at(host, set).to_vec();
     let local = Meeting::new(ready).join_all(descs.iter().map(|d| d.ready));
     // Everyone saw the same descriptors, so a disagreement fails every rank alike, before any
     // work and without the closing barrier; work errors (a peer buffer that cannot be mapped)
     // still need the closing barrier.
-    if let Err(e) = agree(&descs, &desc) {
+    if let Err(e) = agree(descs.iter(), &desc) {
         if !host.is_whole() {
             hosts::refuse_across_hosts(host, coll, seq, &waiter);
         }
@@ -444,8 +466,8 @@ fn perturb_for_tests(host: &HostGroup, coll: &Coll) {
     unsafe { first.write_volatile(first.read_volatile() ^ 1) };
 }
 
-fn agree(descs: &[Desc], mine: &Desc) -> Result<()> {
-    for (r, d) in descs.iter().enumerate() {
+fn agree<'d>(descs: impl Iterator<Item = &'d Desc>, mine: &Desc) -> Result<()> {
+    for (r, d) in descs.enumerate() {
         let same_op = d.op == mine.op || (RedOp::is_dynamic(d.op) && RedOp::is_dynamic(mine.op));
         if d.seq != mine.seq
             || d.kind != mine.kind

@@ -26,6 +26,41 @@ use std::sync::atomic::Ordering;
 /// larger takes the general path.
 pub(super) const INLINE: usize = 1024;
 
+/// Ranks whose parts and scalars a small collective keeps on the stack (more: on the heap).
+const STACK_RANKS: usize = 16;
+
+/// Each rank's part (the address of the input this rank needs from it) and scalar, zeroed: on
+/// the stack for up to [`STACK_RANKS`] ranks, so a small call on one node allocates nothing.
+struct PerRank {
+    n: usize,
+    stack: ([usize; STACK_RANKS], [u64; STACK_RANKS]),
+    heap: (Vec<usize>, Vec<u64>),
+}
+
+impl PerRank {
+    fn new(n: usize) -> PerRank {
+        let heap = if n <= STACK_RANKS {
+            Default::default()
+        } else {
+            (vec![0; n], vec![0; n])
+        };
+        PerRank {
+            n,
+            stack: ([0; STACK_RANKS], [0; STACK_RANKS]),
+            heap,
+        }
+    }
+
+    /// (parts, scalars), one of each per rank.
+    fn slices(&mut self) -> (&mut [usize], &mut [u64]) {
+        if self.n <= STACK_RANKS {
+            (&mut self.stack.0[..self.n], &mut self.stack.1[..self.n])
+        } else {
+            (&mut self.heap.0, &mut self.heap.1)
+        }
+    }
+}
+
 /// Whether `coll` takes this path. The answer depends only on what every rank's descriptor
 /// and message header state (kind, type, count, root) and on the communicator's size, so
 /// ranks that agree on the call agree on the path; ranks that disagree meet in the same first
@@ -70,7 +105,7 @@ pub(super) fn run(host: &HostGroup, coll: &Coll, ready: SimTime) -> Result<SimTi
     let set = arrive(host, &desc, input, &waiter)?;
     let nl = host.ranks.len();
     let descs = descs_at(host, set);
-    if let Err(e) = agree(&descs, &desc) {
+    if let Err(e) = agree(descs.iter(), &desc) {
         // As the general path does, so remote ranks on either path see the refusal.
         if !host.is_whole() {
             refuse_across_hosts(host, coll, seq, &waiter);
@@ -82,10 +117,10 @@ pub(super) fn run(host: &HostGroup, coll: &Coll, ready: SimTime) -> Result<SimTi
     let base = seg(host).ptr() as usize;
     // The part of every rank's input this rank needs (local ones in their blocks, remote ones
     // received), and each rank's scalar.
-    let mut parts = vec![0usize; n];
-    let mut scalars = vec![0u64; n];
+    let mut per_rank = PerRank::new(n);
+    let (parts, scalars) = per_rank.slices();
     for (li, &q) in host.ranks.iter().enumerate() {
-        scalars[q] = descs[li].scalar;
+        scalars[q] = descs.get(li).scalar;
         if let Some((off, _)) = needed(coll, bytes, q, me) {
             parts[q] = base + super::block_off(nl, set, li) + DESC + off;
         }
@@ -107,7 +142,7 @@ pub(super) fn run(host: &HostGroup, coll: &Coll, ready: SimTime) -> Result<SimTi
     // rank's next barrier; each remote part is a staging buffer of `_staging` holding what
     // `needed` names; `coll.recv` is this rank's own receive buffer of its extent (checked at
     // enqueue), written by nothing else during the call and outside the segment and staging.
-    unsafe { own_output(coll, me, &parts, &scalars, coll.recv) };
+    unsafe { own_output(coll, me, parts, scalars, coll.recv) };
     Ok(meeting.start())
 }
 
@@ -166,21 +201,23 @@ fn run_shared(
         #[cfg(any(feature = "fault-injection", debug_assertions))]
         panic_for_tests(desc.seq);
         let descs = descs_at(host, set);
-        if agree(&descs, desc).is_err() {
+        if agree(descs.iter(), desc).is_err() {
             verdict(set).store(VERDICT_DISAGREE, Ordering::Relaxed);
             return;
         }
         let start = Meeting::new(desc.ready).join_all(descs.iter().map(|d| d.ready));
         let base = m.ptr() as usize;
-        let parts: Vec<usize> = (0..n)
-            .map(|q| base + super::block_off(n, set, q) + DESC)
-            .collect();
-        let scalars: Vec<u64> = descs.iter().map(|d| d.scalar).collect();
+        let mut per_rank = PerRank::new(n);
+        let (parts, scalars) = per_rank.slices();
+        for (q, d) in descs.iter().enumerate() {
+            parts[q] = base + super::block_off(n, set, q) + DESC;
+            scalars[q] = d.scalar;
+        }
         // SAFETY: rank q's input (at most INLINE bytes, `eligible`) is in its block, written
         // before the barrier; the output, at most INLINE bytes (`shared_output`), goes to the
         // result of `set` after its verdict line, inside the segment's header (asserted above),
         // which overlaps no block and which no rank reads before the barrier.
-        unsafe { own_output(coll, 0, &parts, &scalars, base + result_at(set) + 64) };
+        unsafe { own_output(coll, 0, parts, scalars, base + result_at(set) + 64) };
         start_word(set).store(start.start().as_nanos(), Ordering::Relaxed);
         verdict(set).store(VERDICT_OK, Ordering::Relaxed);
     })?;
@@ -192,7 +229,7 @@ fn run_shared(
             ))
         }
         _ => {
-            agree(&descs_at(host, set), desc)?;
+            agree(descs_at(host, set).iter(), desc)?;
             return Err(crate::error::NcclError::internal(
                 "the ranks' calls were found to disagree, but agree here",
             ));
