@@ -8,6 +8,7 @@ the loaded core is of another vtable version (then said once)."""
 from __future__ import annotations
 
 import ctypes
+import struct
 
 from .. import _core_abi as abi
 
@@ -22,6 +23,25 @@ def _struct(name: str, fields: list, size: int):
 
 KernelCost = _struct("KernelCost", abi.KERNEL_COST_FIELDS, abi.KERNEL_COST_SIZE)
 LaunchTimes = _struct("LaunchTimes", abi.LAUNCH_TIMES_FIELDS, abi.LAUNCH_TIMES_SIZE)
+
+_PACK_CODES = {"c_double": "d", "c_int32": "i", "c_uint32": "I", "c_uint64": "Q"}
+
+
+def _packer(name: str, fields: list, size: int) -> struct.Struct:
+    """Writes every field of a `fields` layout in one call (native byte order, standard sizes,
+    no padding: the layout's own offsets, checked): setting a structure's fields one by one
+    costs an attribute store each, on every op."""
+    codes = [_PACK_CODES[t] for _, t, _ in fields]
+    offsets = [struct.calcsize("=" + "".join(codes[:i])) for i in range(len(codes))]
+    packer = struct.Struct("=" + "".join(codes))
+    if packer.size != size or offsets != [o for _, _, o in fields]:
+        raise ImportError(f"ncclsim: {name}'s fields do not pack to the core's layout")
+    return packer
+
+
+# `pack_cost(cost, 0, flops, bytes, unit, precision, batch, m, n, k, attention, flags)` writes a
+# whole `KernelCost`, in the order of its fields.
+pack_cost = _packer("KernelCost", abi.KERNEL_COST_FIELDS, abi.KERNEL_COST_SIZE).pack_into
 
 
 class RunSettings:

@@ -55,12 +55,13 @@ _RELEASE = _WORK(_release_captured)
 RUN_FN = ctypes.cast(_RUN, ctypes.c_void_p).value
 RELEASE_FN = ctypes.cast(_RELEASE, ctypes.c_void_p).value
 
-_is_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
+def _never() -> bool:
+    return False
 
 
-def capturing() -> bool:
-    """Whether the current stream captures a graph."""
-    return _is_capturing is not None and _is_capturing()
+# Whether the current stream captures a graph: torch's own query, called as it is (every op
+# asks), or never in a torch without CUDA.
+capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or _never
 
 
 def hold(work) -> int:

@@ -447,8 +447,10 @@ def _kernel(info: _Op, mode: str):
     meta = mode == "time"
     perturb = info.name in _PERTURBED and _perturb_on()
 
+    capturing = graphs.capturing  # looked up once: every op asks
+
     def kernel(*args, **kwargs):
-        if graphs.capturing():
+        if capturing():
             return _capture(info, args, kwargs, meta)
         r = None
         # Whether `r` is the op's result already (an op returning nothing gives None).

@@ -80,6 +80,9 @@ _ATTENTION = {
 }
 
 
+_NO_ATTENTION = (abi.ATTENTION_NONE, 0)
+
+
 def attention(base: str, args: tuple, kwargs: dict) -> tuple:
     """(library code, flags) of a fused attention op (`CKernelCost.attention` and the
     backward and causal bits of its `flags`); (ATTENTION_NONE, 0) for every other op."""
@@ -202,7 +205,14 @@ _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _get_device = getattr(torch._C, "_cuda_getDevice", None)
 
 
-_fusing = threading.local()  # .acc: the `Fused` the thread's ops add to, if any
+class _Fusing(threading.local):
+    """Per thread, `acc`: the `Fused` the thread's ops add to, if any (a class default, so
+    reading it on every op costs an attribute lookup, not a missing-attribute fallback)."""
+
+    acc = None
+
+
+_fusing = _Fusing()
 
 
 class Fused:
@@ -217,7 +227,7 @@ class Fused:
         self.works: list[int] = []  # captured ops' works (`graphs.hold`), to run as one node
 
     def __enter__(self) -> "Fused":
-        self.outer = getattr(_fusing, "acc", None)
+        self.outer = _fusing.acc
         _fusing.acc = self
         return self
 
@@ -227,7 +237,7 @@ class Fused:
 
 def fusing() -> bool:
     """Whether the calling thread's ops are those of one fused kernel (`Fused`)."""
-    return getattr(_fusing, "acc", None) is not None
+    return _fusing.acc is not None
 
 
 def nbytes_of(x) -> int:
@@ -305,11 +315,10 @@ def _launch_once(name: str, flops: float, nbytes: int, unit: int, precision: int
     if not _enabled and work is None:
         return
     k = _out.cost
-    k.flops, k.bytes, k.unit, k.precision = float(flops), float(nbytes), unit, precision
-    k.batch, k.m, k.n, k.k = 0, 0, 0, 0
-    k.attention, k.flags = attention, flags | abi.COST_HOST_OP
     if not _enabled:  # captured with pricing off: the node computes, taking no time
-        k.flops, k.bytes = 0.0, 0.0
+        flops, nbytes = 0.0, 0
+    core.pack_cost(k, 0, float(flops), float(nbytes), unit, precision, 0, 0, 0, 0, attention,
+                   flags | abi.COST_HOST_OP)
     try:
         status = _launch(c, k, name.encode(), None, device or fused.device, work)
     except Exception as e:  # noqa: BLE001 - pricing must not break the program's computation
@@ -330,7 +339,7 @@ def price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device 
     its time at each replay (taking no time with pricing off)."""
     if not _enabled and work is None:
         return
-    acc = getattr(_fusing, "acc", None)
+    acc = _fusing.acc
     if acc is not None:
         try:
             acc.flops += cost(info, args, kwargs, result)[0]
@@ -439,14 +448,14 @@ def _price(info: Priced, args: tuple, kwargs: dict, result, device: torch.device
     if c is None:
         return 0
     flops, nbytes, unit, precision, first, gemm, ins = cost(info, args, kwargs, result)
-    k = _out.cost
-    k.flops, k.bytes, k.unit, k.precision = flops, float(nbytes), unit, precision
-    k.batch, k.m, k.n, k.k = gemm
-    k.attention, flags = attention(info.base, args, kwargs)
-    # Issued eagerly by the host: under the virtual clock, the host's time per op passes.
-    k.flags = flags | abi.COST_HOST_OP
+    batch, m, n, kk = gemm
+    code, flags = attention(info.base, args, kwargs) if info.base in _ATTENTION else _NO_ATTENTION
     if not _enabled:  # captured work with pricing off: it takes no time
-        k.flops, k.bytes, k.batch = 0.0, 0.0, 0
+        flops, nbytes, batch = 0.0, 0, 0
+    k = _out.cost
+    # Issued eagerly by the host: under the virtual clock, the host's time per op passes.
+    core.pack_cost(k, 0, flops, float(nbytes), unit, precision, batch, m, n, kk, code,
+                   flags | abi.COST_HOST_OP)
     # The core writes the trace event (NCCLSIM_TRACE); the op's shapes and dtype are what only
     # torch knows.
     detail = json.dumps({
