@@ -115,6 +115,7 @@ ENTRY_OFFSET = {
     "run_settings": 792,
     "run_environment": 800,
     "step_mark": 808,
+    "graph_exec_update": 816,
 }
 
 UNIT_VECTOR = 0

@@ -822,6 +822,11 @@ macro_rules! core_api {
             /// gives the steps marked so far. Each mark is a `step_end` event of the compute
             /// trace (`NCCLSIM_TRACE`), and the work traced after the k-th mark says `mark: k`.
             fn step_mark(by: i32) -> (marks: u64);
+            /// `cudaGraphExecUpdate`: gives an executable graph the operations of `graph` when
+            /// their shapes match; `result` 0, or the `cudaGraphExecUpdateResult` that refused
+            /// it (the executable graph then unchanged) and `node`, the refused node's
+            /// position in `graph` from 1 (0 for none).
+            fn graph_exec_update(exec: u64, graph: u64) -> (result: u32, node: usize);
         }
     };
 }

@@ -97,6 +97,13 @@ impl Core {
         self.lock().graphs.instantiate(graph)
     }
 
+    /// `cudaGraphExecUpdate` (see [`crate::graph::Graphs::update_exec`]): 0 or the
+    /// `cudaGraphExecUpdateResult` refusing it, and the refused node's position (from 1; 0 for
+    /// none).
+    pub fn graph_exec_update(&self, exec: u64, graph: u64) -> Result<(u32, usize)> {
+        self.lock().graphs.update_exec(exec, graph)
+    }
+
     /// `cudaGraphExecDestroy`.
     pub fn graph_exec_destroy(&self, exec: u64) -> Result<()> {
         self.lock().graphs.destroy_exec(exec)

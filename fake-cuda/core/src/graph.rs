@@ -13,6 +13,13 @@ use crate::CopyKind;
 use fnv::FnvHashMap as HashMap;
 use std::sync::Arc;
 
+/// `cudaGraphExecUpdateErrorTopologyChanged` (`cudaGraphExecUpdateResult`, CUDA 12).
+pub const UPDATE_TOPOLOGY_CHANGED: u32 = 2;
+/// `cudaGraphExecUpdateErrorNodeTypeChanged`.
+pub const UPDATE_NODE_TYPE_CHANGED: u32 = 3;
+/// `cudaGraphExecUpdateErrorParametersChanged`.
+pub const UPDATE_PARAMETERS_CHANGED: u32 = 5;
+
 /// Argument data of host work that the core owns: released (`release(data)`) when the last
 /// operation holding it goes away, i.e. after it ran once, or when the graphs and executable
 /// graphs it was captured into are destroyed.
@@ -380,6 +387,42 @@ impl Graphs {
             self.held.insert(e, h);
         }
         Ok(e)
+    }
+
+    /// `cudaGraphExecUpdate`: gives executable graph `exec` the operations of `graph` when
+    /// their shapes match, so the next launch replays `graph`'s work with its own arguments
+    /// (addresses, sizes, host functions and their data, kernels: CUDA 11.2 and later let a
+    /// kernel node change its function). Refused, with the executable graph unchanged, as
+    /// CUDA refuses (CUDA 12 runtime API, `cudaGraphExecUpdate`):
+    /// [`UPDATE_TOPOLOGY_CHANGED`] when the node count differs (a graph here is the sequence
+    /// its stream captured, so its topology is its length), [`UPDATE_NODE_TYPE_CHANGED`] when
+    /// a node's type differs, [`UPDATE_PARAMETERS_CHANGED`] when a copy changes direction
+    /// between host and device memory. Gives 0 or that result, and the position in `graph`
+    /// (from 1) of the node refused, 0 for none. The user objects `exec` holds stay as they
+    /// were.
+    pub fn update_exec(&mut self, exec: u64, graph: u64) -> Result<(u32, usize)> {
+        let new = self.ops(graph)?.clone();
+        let old = self.execs.get(&exec).ok_or(CoreError::InvalidHandle {
+            what: "graph exec",
+            handle: exec,
+        })?;
+        if old.len() != new.len() {
+            return Ok((UPDATE_TOPOLOGY_CHANGED, 0));
+        }
+        for (i, (a, b)) in old.iter().zip(&new).enumerate() {
+            let refused = match (a, b) {
+                (Op::Copy { kind: ka, .. }, Op::Copy { kind: kb, .. }) if ka != kb => {
+                    UPDATE_PARAMETERS_CHANGED
+                }
+                _ if std::mem::discriminant(a) != std::mem::discriminant(b) => {
+                    UPDATE_NODE_TYPE_CHANGED
+                }
+                _ => continue,
+            };
+            return Ok((refused, i + 1));
+        }
+        self.execs.insert(exec, new);
+        Ok((0, 0))
     }
 
     /// `cudaUserObjectCreate`: an object whose creator holds `refs` references.

@@ -81,6 +81,7 @@ pub const SYMBOL_NOT_FOUND: cudaError_t = 500;
 pub const NOT_READY: cudaError_t = 600;
 pub const NOT_SUPPORTED: cudaError_t = 801;
 pub const STREAM_CAPTURE_UNSUPPORTED: cudaError_t = 900;
+pub const GRAPH_EXEC_UPDATE_FAILURE: cudaError_t = 910;
 pub const UNKNOWN: cudaError_t = 999;
 
 /// (code, name, description) of the codes this runtime returns or programs commonly test for.
@@ -191,6 +192,11 @@ const TABLE: &[(cudaError_t, &CStr, &CStr)] = &[
         STREAM_CAPTURE_UNSUPPORTED,
         c"cudaErrorStreamCaptureUnsupported",
         c"operation not permitted when stream is capturing",
+    ),
+    (
+        GRAPH_EXEC_UPDATE_FAILURE,
+        c"cudaErrorGraphExecUpdateFailure",
+        c"the graph update was not performed because it included changes which violated constraints specific to instantiated graph update",
     ),
     (UNKNOWN, c"cudaErrorUnknown", c"unknown error"),
 ];

@@ -4,7 +4,7 @@
 use crate::errors::RuntimeError;
 use crate::types::cudaStream_t;
 use crate::{core, ffi_fn, stream_id, write_out};
-use std::ffi::{c_char, c_uint, c_ulonglong, c_void, CStr};
+use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void, CStr};
 
 fn instantiate(exec: *mut *mut c_void, graph: *mut c_void) -> crate::errors::Result<()> {
     if exec.is_null() {
@@ -50,6 +50,56 @@ ffi_fn!(
 ffi_fn!(
     fn cudaGraphLaunch(exec: *mut c_void, stream: cudaStream_t) {
         Ok(core()?.graph_launch(exec as u64, stream_id(stream))?)
+    }
+);
+
+/// `cudaGraphExecUpdateResultInfo` (CUDA 12): the result and the node of the graph that
+/// refused the update, and the executable graph's node it would have replaced.
+#[repr(C)]
+pub struct cudaGraphExecUpdateResultInfo {
+    result: c_int,
+    error_node: *mut c_void,
+    error_from_node: *mut c_void,
+}
+
+ffi_fn!(
+    fn cudaGraphExecUpdate(
+        exec: *mut c_void,
+        graph: *mut c_void,
+        info: *mut cudaGraphExecUpdateResultInfo,
+    ) {
+        if info.is_null() {
+            return Err(RuntimeError::invalid("null resultInfo"));
+        }
+        let (result, node) = core()?.graph_exec_update(exec as u64, graph as u64)?;
+        // The node handle as `cudaGraphGetNodes` gives it; an executable graph's nodes have
+        // no handles here.
+        let error_node = if node == 0 {
+            std::ptr::null_mut()
+        } else {
+            ((graph as usize) << 16 | node) as *mut c_void
+        };
+        let out = cudaGraphExecUpdateResultInfo {
+            result: result as c_int,
+            error_node,
+            error_from_node: std::ptr::null_mut(),
+        };
+        write_out(info, out)?;
+        if result != 0 {
+            return Err(RuntimeError::Cuda {
+                code: crate::errors::GRAPH_EXEC_UPDATE_FAILURE,
+                message: format!(
+                    "the graph does not match the executable graph (cudaGraphExecUpdateResult \
+                     {result}{})",
+                    if node == 0 {
+                        String::new()
+                    } else {
+                        format!(", at node {node}")
+                    }
+                ),
+            });
+        }
+        Ok(())
     }
 );
 

@@ -310,6 +310,11 @@ struct ncclsim_core_api_v1 {
      * gives the steps marked so far. Each mark is a `step_end` event of the compute
      * trace (`NCCLSIM_TRACE`), and the work traced after the k-th mark says `mark: k`. */
     int (*step_mark)(int32_t by, uint64_t *marks);
+    /* `cudaGraphExecUpdate`: gives an executable graph the operations of `graph` when
+     * their shapes match; `result` 0, or the `cudaGraphExecUpdateResult` that refused
+     * it (the executable graph then unchanged) and `node`, the refused node's
+     * position in `graph` from 1 (0 for none). */
+    int (*graph_exec_update)(uint64_t exec, uint64_t graph, uint32_t *result, uintptr_t *node);
 };
 /* End of the generated part. */
 

@@ -595,6 +595,10 @@ pub(crate) fn graph_instantiate(graph: u64) -> Result<u64> {
     core()?.graph_instantiate(graph)
 }
 
+pub(crate) fn graph_exec_update(exec: u64, graph: u64) -> Result<(u32, usize)> {
+    core()?.graph_exec_update(exec, graph)
+}
+
 pub(crate) fn graph_exec_destroy(exec: u64) -> Result<()> {
     core()?.graph_exec_destroy(exec)
 }

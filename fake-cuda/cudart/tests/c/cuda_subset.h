@@ -81,6 +81,14 @@ cudaError_t cudaGraphDebugDotPrint(void *, const char *, unsigned);
 cudaError_t cudaGraphInstantiate(void **, void *, unsigned long long);
 cudaError_t cudaGraphLaunch(void *, cudaStream_t);
 cudaError_t cudaGraphExecDestroy(void *);
+/* cudaGraphExecUpdateResultInfo: the result (cudaGraphExecUpdateResult), the graph's node that
+ * refused the update, the executable graph's node it would have replaced. */
+typedef struct {
+    int result;
+    void *error_node;
+    void *error_from_node;
+} graph_update_info_t;
+cudaError_t cudaGraphExecUpdate(void *, void *, graph_update_info_t *);
 cudaError_t cudaGraphDestroy(void *);
 cudaError_t cudaDeviceReset(void);
 cudaError_t cudaDeviceGraphMemTrim(int);

@@ -363,6 +363,88 @@ static int kernels(void) {
 }
 
 /* Stream capture records work instead of running it; launching the graph replays it. */
+/* Captures on `s`: a copy of N bytes into `into` (host to device, or device to host when
+ * `d2h`), a memset of 10 bytes at `at`, the kernel, the host function counting into `calls`. */
+static int capture_four(cudaStream_t s, unsigned char *into, unsigned char *host, int d2h, int at,
+                        int *calls, void **graph) {
+    enum { N = 4096 }; /* as `graphs` */
+    dim3 one = {1, 1, 1};
+    OK(cudaStreamBeginCapture(s, 0));
+    if (d2h)
+        OK(cudaMemcpyAsync(host, into, N, D2H, s));
+    else
+        OK(cudaMemcpyAsync(into, host, N, H2D, s));
+    OK(cudaMemsetAsync(into + at, 0x5a, 10, s));
+    OK(cudaLaunchKernel((const void *)fake_kernel_stub, one, one, NULL, 0, s));
+    OK(cudaLaunchHostFunc(s, count_fn, calls));
+    OK(cudaStreamEndCapture(s, graph));
+    return 0;
+}
+
+/* cudaGraphExecUpdate on `exec` (a copy of `host` into `d`, a memset, a kernel, a host function):
+ * a graph of the same shape over another buffer replaces its work; graphs of another node count,
+ * another node type or another copy direction are refused as CUDA refuses them and leave it as
+ * it was. */
+static int graph_update(void *exec, cudaStream_t s, unsigned char *host, unsigned char *d) {
+    enum { N = 4096 }; /* as `graphs` */
+    unsigned char back[N], *d2;
+    void *same = NULL, *shorter = NULL, *retyped = NULL, *reversed = NULL;
+    int calls = 0;
+    graph_update_info_t info;
+    OK(cudaMalloc((void **)&d2, N));
+    OK(cudaMemset(d2, 0, N));
+    CHECK(capture_four(s, d2, host, 0, 200, &calls, &same) == 0);
+    memset(&info, 0xff, sizeof info);
+    OK(cudaGraphExecUpdate(exec, same, &info));
+    CHECK(info.result == 0 && info.error_node == NULL);
+    OK(cudaMemset(d, 0, N));
+    OK(cudaGraphLaunch(exec, s));
+    OK(cudaStreamSynchronize(s));
+    OK(cudaMemcpy(back, d2, N, D2H));
+    for (int i = 0; i < N; i++) CHECK(back[i] == (i >= 200 && i < 210 ? 0x5a : host[i]));
+    OK(cudaMemcpy(back, d, N, D2H));
+    CHECK(back[0] == 0 && back[N - 1] == 0); /* the first graph's buffer is not written again */
+    CHECK(calls == 1);                       /* the new graph's host function and data */
+    /* Another node count: cudaGraphExecUpdateErrorTopologyChanged. */
+    OK(cudaStreamBeginCapture(s, 0));
+    OK(cudaMemsetAsync(d, 0x33, N, s));
+    OK(cudaStreamEndCapture(s, &shorter));
+    CHECK(cudaGraphExecUpdate(exec, shorter, &info) == 910);
+    CHECK(info.result == 2 && info.error_node == NULL);
+    CHECK(strcmp(cudaGetErrorName(910), "cudaErrorGraphExecUpdateFailure") == 0);
+    /* Another type at the first node: cudaGraphExecUpdateErrorNodeTypeChanged, naming it. */
+    dim3 one = {1, 1, 1};
+    OK(cudaStreamBeginCapture(s, 0));
+    OK(cudaMemsetAsync(d, 0x33, N, s));
+    OK(cudaMemsetAsync(d, 0x44, 10, s));
+    OK(cudaLaunchKernel((const void *)fake_kernel_stub, one, one, NULL, 0, s));
+    OK(cudaLaunchHostFunc(s, count_fn, &calls));
+    OK(cudaStreamEndCapture(s, &retyped));
+    void *nodes[4];
+    size_t count = 4;
+    OK(cudaGraphGetNodes(retyped, nodes, &count));
+    CHECK(cudaGraphExecUpdate(exec, retyped, &info) == 910);
+    CHECK(info.result == 3 && info.error_node == nodes[0]);
+    /* The copy turned around: cudaGraphExecUpdateErrorParametersChanged. */
+    unsigned char out[N];
+    CHECK(capture_four(s, d2, out, 1, 0, &calls, &reversed) == 0);
+    CHECK(cudaGraphExecUpdate(exec, reversed, &info) == 910);
+    CHECK(info.result == 5);
+    CHECK(cudaGraphExecUpdate(exec, same, NULL) == 1);
+    /* Refused updates left the executable graph as `same` made it. */
+    OK(cudaMemset(d2, 0, N));
+    OK(cudaGraphLaunch(exec, s));
+    OK(cudaStreamSynchronize(s));
+    OK(cudaMemcpy(back, d2, N, D2H));
+    CHECK(back[0] == host[0] && back[200] == 0x5a && calls == 2);
+    OK(cudaGraphDestroy(same));
+    OK(cudaGraphDestroy(shorter));
+    OK(cudaGraphDestroy(retyped));
+    OK(cudaGraphDestroy(reversed));
+    OK(cudaFree(d2));
+    return 0;
+}
+
 static int graphs(const char *dot_path) {
     enum { N = 4096 };
     static unsigned char host[N], back[N];
@@ -413,6 +495,7 @@ static int graphs(const char *dot_path) {
     for (int i = 0; i < N; i++) CHECK(back[i] == (i >= 100 && i < 110 ? 0xee : host[i]));
     printf("host calls %d\n", calls);
     CHECK(calls == 2);
+    CHECK(graph_update(exec, s, host, d) == 0);
     OK(cudaGraphExecDestroy(exec));
     CHECK(cudaGraphLaunch(exec, s) == 400);
     OK(cudaGraphDestroy(graph));
