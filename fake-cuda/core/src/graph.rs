@@ -401,7 +401,7 @@ impl Graphs {
     /// (from 1) of the node refused, 0 for none. The user objects `exec` holds stay as they
     /// were.
     pub fn update_exec(&mut self, exec: u64, graph: u64) -> Result<(u32, usize)> {
-        let new = self.ops(graph)?.clone();
+        let new = self.ops(graph)?;
         let old = self.execs.get(&exec).ok_or(CoreError::InvalidHandle {
             what: "graph exec",
             handle: exec,
@@ -409,7 +409,7 @@ impl Graphs {
         if old.len() != new.len() {
             return Ok((UPDATE_TOPOLOGY_CHANGED, 0));
         }
-        for (i, (a, b)) in old.iter().zip(&new).enumerate() {
+        for (i, (a, b)) in old.iter().zip(new).enumerate() {
             let refused = match (a, b) {
                 (Op::Copy { kind: ka, .. }, Op::Copy { kind: kb, .. }) if ka != kb => {
                     UPDATE_PARAMETERS_CHANGED
@@ -421,6 +421,7 @@ impl Graphs {
             };
             return Ok((refused, i + 1));
         }
+        let new = new.clone();
         self.execs.insert(exec, new);
         Ok((0, 0))
     }

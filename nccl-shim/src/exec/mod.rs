@@ -312,8 +312,8 @@ impl<'a> Descs<'a> {
     /// Local rank `i`'s descriptor.
     fn get(&self, i: usize) -> &'a Desc {
         let n = self.host.ranks.len();
-        debug_assert!(i < n, "descriptor {i} of {n} local ranks");
-        let off = block_off(n, self.set, i.min(n - 1));
+        assert!(i < n, "descriptor {i} of {n} local ranks");
+        let off = block_off(n, self.set, i);
         // SAFETY: the block lies in the segment, aligned for a `Desc`; it was written before
         // the barrier this rank passed (whose acquire orders these reads after the writes) and
         // is not written again until this rank's next barrier (see `arrive`), which it does
