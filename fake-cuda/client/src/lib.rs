@@ -250,3 +250,10 @@ macro_rules! client_calls {
 }
 
 fake_cuda_abi::core_api!(client_calls);
+
+/// The handle of a graph's node as `cudaGraphGetNodes`/`cuGraphGetNodes` give it: the graph's
+/// id and the node's position from 1 (never null). Both runtimes' and the driver's node handles
+/// are these, so a node one API reports names the same node in the other.
+pub fn graph_node_handle(graph: u64, position: usize) -> usize {
+    (graph as usize) << 16 | position
+}

@@ -77,7 +77,7 @@ ffi_fn!(
         let error_node = if node == 0 {
             std::ptr::null_mut()
         } else {
-            ((graph as usize) << 16 | node) as *mut c_void
+            fake_cuda_client::graph_node_handle(graph as u64, node) as *mut c_void
         };
         let out = cudaGraphExecUpdateResultInfo {
             result: result as c_int,
@@ -121,8 +121,7 @@ ffi_fn!(
         // SAFETY: in/out parameter: the caller's capacity of `nodes`.
         let room = unsafe { *count }.min(n);
         for i in 0..room {
-            // Node handles: the graph id and the node's position (never null).
-            let node = ((graph as usize) << 16 | (i + 1)) as *mut c_void;
+            let node = fake_cuda_client::graph_node_handle(graph as u64, i + 1) as *mut c_void;
             // SAFETY: `nodes` has room for `*count` >= `room` entries by contract.
             unsafe { nodes.add(i).write(node) };
         }

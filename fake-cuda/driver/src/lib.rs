@@ -562,6 +562,12 @@ const ERRORS: &[(CUresult, &CStr, &CStr)] = &[
         c"CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
         c"operation not permitted when stream is capturing",
     ),
+    (
+        graphs::GRAPH_EXEC_UPDATE_FAILURE,
+        c"CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE",
+        c"the graph update was not performed because it included changes which violated \
+          constraints specific to instantiated graph update",
+    ),
     (UNKNOWN, c"CUDA_ERROR_UNKNOWN", c"unknown error"),
 ];
 
@@ -622,6 +628,13 @@ const VERSIONED: &[(&str, c_int, &str)] = &[
     ("cuIpcOpenMemHandle", 11000, "cuIpcOpenMemHandle_v2"),
     ("cuDeviceGetUuid", 11040, "cuDeviceGetUuid_v2"),
     ("cuGetProcAddress", 12000, "cuGetProcAddress_v2"),
+    ("cuStreamBeginCapture", 10010, "cuStreamBeginCapture_v2"),
+    // Newest first: the first entry the caller's version reaches is taken.
+    ("cuGraphInstantiate", 12000, "cuGraphInstantiateWithFlags"),
+    ("cuGraphInstantiate", 11000, "cuGraphInstantiate_v2"),
+    ("cuGraphExecUpdate", 12000, "cuGraphExecUpdate_v2"),
+    ("cuStreamGetCaptureInfo", 12030, "cuStreamGetCaptureInfo_v3"),
+    ("cuStreamGetCaptureInfo", 11030, "cuStreamGetCaptureInfo_v2"),
 ];
 
 /// The export of this library that `symbol` means at CUDA version `version`, if any.
@@ -718,5 +731,6 @@ unsupported!(
 );
 
 mod fabric;
+mod graphs;
 mod multicast;
 mod vmm;
