@@ -1,10 +1,17 @@
 """A Llama-3.1-shaped transformer trained with FSDP2 (`fully_shard` per block and at the root,
-bf16 parameters, fp32 gradient reduction, AdamW, each block's activations recomputed in the
-backward as torchtitan's full activation checkpointing does), for `ncclsim run --compute time`: its step
+bf16 parameters, fp32 gradient reduction, AdamW, activation checkpointing per block as
+torchtitan's options make it), for `ncclsim run --compute time`: its step
 time and peak memory per GPU at the job's full size, read the way training scripts read them
 (CUDA events around each step, `torch.cuda.max_memory_allocated`).
 
-Usage: torchrun ... llama_fsdp.py [8b|70b|tiny] [SEQ] [LOCAL_BATCH] [STEPS] [TP]
+Usage: torchrun ... llama_fsdp.py [8b|70b|llama2-13b|llama2-70b|tiny] [SEQ] [LOCAL_BATCH] [STEPS]
+    [TP] [full|op|none]
+
+The last argument is the activation checkpointing (default full): `full` recomputes each block
+in the backward (torchtitan's `mode = "full"`); `op` is torchtitan's selective per-op policy
+(`mode = "selective"`, `selective_ac_option = "op"`): within a block, the outputs of the
+attention kernels, of `max` and of FSDP's reduce-scatters are saved, and of the matrix products
+every other one (the first, third, ...), the rest recomputed; `none` saves everything.
 
 With TP > 1 the job is FSDP over dp x tensor parallelism over tp (a (dp, tp) DeviceMesh, tp
 inside the node): each block's attention and feed-forward projections column- then
@@ -25,12 +32,19 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-from torch.utils.checkpoint import checkpoint
+from torch.utils.checkpoint import (
+    CheckpointPolicy,
+    checkpoint,
+    create_selective_checkpoint_contexts,
+)
 
 SHAPES = {
     # dim, layers, heads, kv heads, ffn, vocab (Llama 3.1's published configurations)
     "8b": (4096, 32, 32, 8, 14336, 128256),
     "70b": (8192, 80, 64, 8, 28672, 128256),
+    # Llama 2's (the same architecture, 32,000-token vocabulary, 13B without grouped queries).
+    "llama2-13b": (5120, 40, 40, 40, 13824, 32000),
+    "llama2-70b": (8192, 80, 64, 8, 28672, 32000),
     # The same architecture at toy size, for the test suite.
     "tiny": (256, 2, 8, 8, 512, 1024),
 }
@@ -39,6 +53,9 @@ seq = int(sys.argv[2]) if len(sys.argv) > 2 else 8192
 batch = int(sys.argv[3]) if len(sys.argv) > 3 else 2
 steps = int(sys.argv[4]) if len(sys.argv) > 4 else 3
 tp = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+ac = sys.argv[6] if len(sys.argv) > 6 else "full"
+if ac not in ("full", "op", "none"):
+    sys.exit(f"llama_fsdp.py: activation checkpointing {ac!r}: not full, op or none")
 dim, layers, heads, kv, ffn, vocab = SHAPES[name]
 
 rank = int(os.environ["RANK"])
@@ -78,6 +95,42 @@ class Block(nn.Module):
         return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
 
 
+aten = torch.ops.aten
+# What torchtitan's per-op policy saves (torchtitan/models/llama3/infra/parallelize.py,
+# `_save_list`, late 2024), the matrix products every other one.
+SAVED = {
+    aten.mm.default,
+    aten._scaled_dot_product_efficient_attention.default,
+    aten._scaled_dot_product_flash_attention.default,
+    aten._scaled_dot_product_cudnn_attention.default,
+    torch.ops._c10d_functional.reduce_scatter_tensor.default,
+    aten.max.default,
+}
+
+
+def per_op_policy():
+    """The policy of one block's checkpoint, with its own count of matrix products (torch asks
+    the policy in the forward only; the recomputation takes the saved outputs by position)."""
+    mm = [0]
+
+    def policy(ctx, func, *args, **kwargs):
+        if func == aten.mm.default:
+            mm[0] += 1
+            if mm[0] % 2 == 0:
+                return CheckpointPolicy.PREFER_RECOMPUTE
+        return CheckpointPolicy.MUST_SAVE if func in SAVED else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return create_selective_checkpoint_contexts(policy)
+
+
+def run_block(blk, x):
+    if ac == "none":
+        return blk(x)
+    if ac == "op":
+        return checkpoint(blk, x, use_reentrant=False, context_fn=per_op_policy)
+    return checkpoint(blk, x, use_reentrant=False)
+
+
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
@@ -89,7 +142,7 @@ class Model(nn.Module):
     def forward(self, t):
         x = self.tok(t)
         for blk in self.blocks:
-            x = checkpoint(blk, x, use_reentrant=False)
+            x = run_block(blk, x)
         return self.out(self.norm(x))
 
 
@@ -140,5 +193,6 @@ for step in range(steps):
               f"peak {mem:.2f} GiB per GPU, {wall:.1f} s wall", flush=True)
 if rank == 0:
     print(f"llama: {name} ({params / 1e9:.2f}B parameters) on {world} GPUs (tp {tp}), seq {seq}, "
-          f"local batch {batch}: {min(times):.1f} ms per step; PASS", flush=True)
+          f"local batch {batch}, activation checkpointing {ac}: {min(times):.1f} ms per step; "
+          "PASS", flush=True)
 dist.destroy_process_group()
