@@ -10,7 +10,9 @@ Run in one process under `ncclsim run --compute time`. Checks:
   produced in this mode the values, and so those shapes, are undefined);
 - 1 GiB made on the device by `torch.randn` and a 2048x2048x... matmul chain leave the
   process's shared memory (the device arenas) almost untouched, where computing would write
-  every byte.
+  every byte;
+- an op whose result does not fit on the device fails with torch's out-of-memory error for the
+  device, as on the GPU (not by computing the op and running out of host memory).
 Prints `compute-time: PASS n checks`; exits non-zero on the first failure.
 """
 
@@ -103,4 +105,15 @@ if grown > (64 << 20):
     fail(f"compute time touched {grown >> 20} MiB of device memory for 1 GiB of results")
 checks += 1
 print(f"compute-time: shared memory grew {grown >> 20} MiB for 1 GiB of randn and a 2048^2 matmul chain")
+
+free, _ = torch.cuda.mem_get_info(dev)
+half = torch.empty(int(free * 0.6) // 4, device=dev)
+try:
+    half + 1
+    fail(f"an op's {free * 0.6 / 2**30:.1f} GiB result fit in {free / 2**30:.1f} GiB")
+except torch.OutOfMemoryError as e:
+    if "Tried to allocate" not in str(e) or "host memory" in str(e):
+        fail(f"an op's result past the device: {str(e)[:200]}")
+checks += 1
+del half
 print(f"compute-time: PASS {checks} checks", flush=True)

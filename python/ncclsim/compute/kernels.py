@@ -459,6 +459,9 @@ def _kernel(info: _Op, mode: str):
             try:
                 r = _run(info, args, kwargs, True)
                 done = True
+            except torch.OutOfMemoryError:
+                # The device is full: the OOM of the real GPU, not a reason to compute.
+                raise
             except (NotImplementedError, RuntimeError):
                 # No meta kernel, or a data-dependent shape: compute it, unless its results
                 # are the large arguments it writes.
@@ -493,6 +496,8 @@ def _capture(info: _Op, args: tuple, kwargs: dict, meta: bool):
     computed, and the op put into the graph to compute into them at each replay."""
     try:
         r = _run(info, args, kwargs, True)
+    except torch.OutOfMemoryError:
+        raise
     except (NotImplementedError, RuntimeError):
         if info.writes:
             raise RuntimeError(
