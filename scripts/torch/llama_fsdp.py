@@ -5,13 +5,16 @@ time and peak memory per GPU at the job's full size, read the way training scrip
 (CUDA events around each step, `torch.cuda.max_memory_allocated`).
 
 Usage: torchrun ... llama_fsdp.py [8b|70b|llama2-13b|llama2-70b|tiny] [SEQ] [LOCAL_BATCH] [STEPS]
-    [TP] [full|op|none]
+    [TP] [full|op|none] [default|flash|cudnn]
 
 The last argument is the activation checkpointing (default full): `full` recomputes each block
 in the backward (torchtitan's `mode = "full"`); `op` is torchtitan's selective per-op policy
 (`mode = "selective"`, `selective_ac_option = "op"`): within a block, the outputs of the
 attention kernels, of `max` and of FSDP's reduce-scatters are saved, and of the matrix products
 every other one (the first, third, ...), the rest recomputed; `none` saves everything.
+The attention kernel is torch's choice (`default`) or the one named: `flash` is
+FlashAttention-2 (what torch chose on H100 before cuDNN's attention came first), `cudnn`
+cuDNN's fused attention.
 
 With TP > 1 the job is FSDP over dp x tensor parallelism over tp (a (dp, tp) DeviceMesh, tp
 inside the node): each block's attention and feed-forward projections column- then
@@ -23,6 +26,7 @@ computes values, only their time. Prints one line per step and `llama: ... PASS`
 rank 0.
 """
 
+import contextlib
 import os
 import sys
 import time
@@ -56,6 +60,10 @@ tp = int(sys.argv[5]) if len(sys.argv) > 5 else 1
 ac = sys.argv[6] if len(sys.argv) > 6 else "full"
 if ac not in ("full", "op", "none"):
     sys.exit(f"llama_fsdp.py: activation checkpointing {ac!r}: not full, op or none")
+attention = sys.argv[7] if len(sys.argv) > 7 else "default"
+BACKENDS = {"flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION"}
+if attention != "default" and attention not in BACKENDS:
+    sys.exit(f"llama_fsdp.py: attention {attention!r}: not default, flash or cudnn")
 dim, layers, heads, kv, ffn, vocab = SHAPES[name]
 
 rank = int(os.environ["RANK"])
@@ -64,6 +72,14 @@ dev = torch.device("cuda", local)
 torch.cuda.set_device(dev)
 dist.init_process_group("nccl", device_id=dev)
 world = dist.get_world_size()
+
+
+def attention_backend():
+    if attention == "default":
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel(getattr(SDPBackend, BACKENDS[attention]))
 
 
 class Block(nn.Module):
@@ -89,7 +105,8 @@ class Block(nn.Module):
         q = self.wq(h).view(b, s, nh, hd).transpose(1, 2)
         k = self.wk(h).view(b, s, nkv, hd).transpose(1, 2)
         v = self.wv(h).view(b, s, nkv, hd).transpose(1, 2)
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        with attention_backend():
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         x = x + self.wo(a.transpose(1, 2).reshape(b, s, nh * hd))
         h = self.ffn_norm(x)
         return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
@@ -193,6 +210,7 @@ for step in range(steps):
               f"peak {mem:.2f} GiB per GPU, {wall:.1f} s wall", flush=True)
 if rank == 0:
     print(f"llama: {name} ({params / 1e9:.2f}B parameters) on {world} GPUs (tp {tp}), seq {seq}, "
-          f"local batch {batch}, activation checkpointing {ac}: {min(times):.1f} ms per step; "
+          f"local batch {batch}, activation checkpointing {ac}, attention {attention}: "
+          f"{min(times):.1f} ms per step; "
           "PASS", flush=True)
 dist.destroy_process_group()
