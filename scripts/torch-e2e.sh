@@ -14,7 +14,8 @@
 #      multi-node NVLink node (`nNodes 1 localRanks 8 ... MNNVL 1`, INFO lines equal to
 #      `ncclsim plan`'s), and two nodes with NCCL_MNNVL_ENABLE=0; pynvml reads every GPU's
 #      fabric info (one cluster UUID for both trays, clique 0x7ffe, state completed).
-#   2f. scripts/torch/fold.py all-real (16 ranks) and with `--fold dp` (8 real ranks of 16):
+#   2f. scripts/torch/fold.py all-real (16 and 32 ranks on 2 and 4 nodes) and with `--fold dp`
+#      (8 real ranks):
 #      data-parallel training over the world, a (dp, tp) DeviceMesh job with a tensor-
 #      parallel MLP, DDP, FSDP2 as HSDP on that mesh, and FSDP2 x TP=4 (DTensor column/row
 #      parallel layers) on a (dp, shard, tp) mesh, 3 AdamW steps each, data uniform across
@@ -222,19 +223,24 @@ os.write(1, "".join(lines).encode())'
 grep -q "^fabric [0-9a-f]* 0x7ffe 3 0 0xaa$" "$logs/mnnvl-fabric.log" || fail "fabric info: $(head -1 "$logs/mnnvl-fabric.log")"
 grep "^fabric " "$logs/mnnvl-fabric.log" | sort -u | sed 's/^/pynvml: 8 GPUs, /'
 
-echo "== 2f. A folded job: the same data-parallel training all-real (16 ranks) and --fold dp (8 ranks)"
-rm -rf "$logs/fold-all" "$logs/fold-folded"
-mkdir -p "$logs/fold-all" "$logs/fold-folded"
-measured fold-all "$ncclsim" run --topo "$topo" --nodes 2 --lib-path "$venv/ncclsim-stubs" \
-    -- torchrun --nproc_per_node "$per_node" scripts/torch/fold.py "$logs/fold-all" \
-    > "$logs/fold-all.log" 2>&1 || fail "all-real run of fold.py exited $?"
-measured fold-folded "$ncclsim" run --topo "$topo" --nodes 2 --fold dp \
-    --lib-path "$venv/ncclsim-stubs" \
-    -- torchrun --nproc_per_node "$per_node" scripts/torch/fold.py "$logs/fold-folded" \
-    > "$logs/fold-folded.log" 2>&1 || fail "folded run of fold.py exited $?"
-LD_LIBRARY_PATH="$unit_stubs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-    "$venv/bin/python" scripts/torch/check_fold.py "$logs/fold-all" "$logs/fold-folded" \
-    "$per_node" "$world" || fail "the folded run differs from the all-real run"
+echo "== 2f. A folded job: the same training all-real and --fold dp (8 ranks), on 2 and 4 nodes"
+for nodes in 2 4; do
+    job=$((nodes * per_node))
+    all="$logs/fold-all-$nodes" folded="$logs/fold-folded-$nodes"
+    rm -rf "$all" "$folded"
+    mkdir -p "$all" "$folded"
+    measured "fold-all-$job" "$ncclsim" run --topo "$topo" --nodes "$nodes" \
+        --lib-path "$venv/ncclsim-stubs" \
+        -- torchrun --nproc_per_node "$per_node" scripts/torch/fold.py "$all" \
+        > "$all.log" 2>&1 || fail "all-real run of fold.py ($job ranks) exited $?"
+    measured "fold-folded-$job" "$ncclsim" run --topo "$topo" --nodes "$nodes" --fold dp \
+        --lib-path "$venv/ncclsim-stubs" \
+        -- torchrun --nproc_per_node "$per_node" scripts/torch/fold.py "$folded" \
+        > "$folded.log" 2>&1 || fail "folded run of fold.py ($job ranks) exited $?"
+    LD_LIBRARY_PATH="$unit_stubs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        "$venv/bin/python" scripts/torch/check_fold.py "$all" "$folded" \
+        "$per_node" "$job" || fail "the folded run of $job ranks differs from the all-real run"
+done
 
 echo "== 2g. Folded at scale under --compute time: a Llama-shaped FSDP2 job on 128 simulated GPUs, and FSDP x TP=8"
 for tp in 1 8; do
