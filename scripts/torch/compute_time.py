@@ -12,7 +12,11 @@ Run in one process under `ncclsim run --compute time`. Checks:
   process's shared memory (the device arenas) almost untouched, where computing would write
   every byte;
 - an op whose result does not fit on the device fails with torch's out-of-memory error for the
-  device, as on the GPU (not by computing the op and running out of host memory).
+  device, as on the GPU (not by computing the op and running out of host memory);
+- what a program asks of undefined values neither fails nor hangs: torchtitan's RoPE bounds
+  check (`torch._assert_async(torch.all(positions <= max))`) asserts nothing, and `.item()`,
+  `bool()` and `torch.equal` answer with Python values (what the device memory holds: zero
+  where nothing wrote it).
 Prints `compute-time: PASS n checks`; exits non-zero on the first failure.
 """
 
@@ -105,6 +109,16 @@ if grown > (64 << 20):
     fail(f"compute time touched {grown >> 20} MiB of device memory for 1 GiB of results")
 checks += 1
 print(f"compute-time: shared memory grew {grown >> 20} MiB for 1 GiB of randn and a 2048^2 matmul chain")
+
+positions = torch.arange(2048, device=dev)  # its values are undefined here
+torch._assert_async(torch.all(positions <= 2047))
+torch._assert_async(torch.all(positions <= 2047), "positions out of range")
+loss = F.cross_entropy(gnet(x.to(dev)), y.to(dev))
+answers = (loss.item(), bool(torch.isnan(loss)), torch.isnan(loss).any().item(),
+           torch.equal(positions, positions))
+if [type(a) for a in answers] != [float, bool, bool, bool]:
+    fail(f"host reads of undefined values: {answers}")
+checks += 1
 
 free, _ = torch.cuda.mem_get_info(dev)
 half = torch.empty(int(free * 0.6) // 4, device=dev)
