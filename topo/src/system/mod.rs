@@ -93,7 +93,18 @@ impl System {
         let file = ranks.first().map(|r| r.file).unwrap_or("");
         let mut b = Builder::new(file, opts.version);
         b.build(&xml)?;
-        Ok(b.finish(opts.inter))
+        let sys = b.finish(opts.inter);
+        // Each clique rank brings its one GPU; a host file whose trimmed part yields another
+        // count (a GPU-class element NVLinks name that is not the rank's GPU) is inconsistent.
+        let gpus = sys.count(NodeKind::Gpu);
+        if gpus != ranks.len() {
+            return Err(crate::error::TopoError::Model(format!(
+                "{file}: the multi-node NVLink clique of {} ranks fuses to {gpus} GPUs (an \
+                 <nvlink> or <pci> of GPU class that is not one of the ranks' GPUs)",
+                ranks.len()
+            )));
+        }
+        Ok(sys)
     }
 
     /// The number of hosts the system was fused from (`system->nHosts`: distinct `host_hash`
